@@ -1,0 +1,1 @@
+//! Placeholder: filled in by the RSS core work (issue 2).

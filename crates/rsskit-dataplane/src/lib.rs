@@ -1,0 +1,1 @@
+//! rsskit user-space data plane.

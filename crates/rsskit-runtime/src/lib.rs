@@ -1,0 +1,1 @@
+//! rsskit runtime: pinned per-bucket workers and the tools built on them.

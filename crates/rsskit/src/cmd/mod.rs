@@ -1,0 +1,8 @@
+//! One module per subcommand; shared argument parsing in [`common`].
+
+pub mod bench;
+pub mod common;
+pub mod find;
+pub mod hash;
+pub mod info;
+pub mod table;

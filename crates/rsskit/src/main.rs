@@ -1,0 +1,49 @@
+//! `rsskit`: the command-line front end. Each subcommand is a small module
+//! under `cmd/`, with its own clap `Args` and a `run` function.
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Receive-side scaling toolkit: compute, inspect and prove per-CPU flow steering.
+#[derive(Parser, Debug)]
+#[command(name = "rsskit", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Toeplitz hash of a flow: hash, bucket and CPU.
+    Hash(cmd::hash::Args),
+    /// DragonFly ringmap: ring -> CPU binding and the NIC redirect table.
+    Table(cmd::table::Args),
+    /// Find source ports or addresses whose flows land in a chosen bucket or CPU.
+    Find(cmd::find::Args),
+    /// The host's RSS setup: CPUs, NUMA, per-interface queues, keys, tables, IRQs, RPS.
+    Info(cmd::info::Args),
+    /// Micro-benchmarks.
+    #[command(subcommand)]
+    Bench(cmd::bench::BenchCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Hash(a) => cmd::hash::run(a),
+        Command::Table(a) => cmd::table::run(a),
+        Command::Find(a) => cmd::find::run(a),
+        Command::Info(a) => cmd::info::run(a),
+        Command::Bench(a) => cmd::bench::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // One line naming the problem, the whole cause chain on it.
+            eprintln!("rsskit: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
