@@ -1,3 +1,4 @@
 //! Thin Linux layer for rsskit: everything that touches the kernel
 //! (sysfs/procfs, ethtool ioctls, CPU affinity, sockets, classic BPF) lives
 //! here, behind small safe wrappers, so the core stays sans-I/O.
+pub mod cpulist;
