@@ -2,3 +2,6 @@
 //! (sysfs/procfs, ethtool ioctls, CPU affinity, sockets, classic BPF) lives
 //! here, behind small safe wrappers, so the core stays sans-I/O.
 pub mod cpulist;
+pub mod ethtool;
+pub mod netdev;
+pub mod topology;

@@ -1,0 +1,569 @@
+//! The ethtool ioctl (`SIOCETHTOOL`) for what RSS needs: the hash key,
+//! indirection table and hash function (`ETHTOOL_GRSSH`, falling back to
+//! `ETHTOOL_GRXFHINDIR`), the fields hashed per flow type (`ETHTOOL_GRXFH`),
+//! channel counts (`ETHTOOL_GCHANNELS`) and the driver name
+//! (`ETHTOOL_GDRVINFO`).
+//!
+//! A driver that does not implement a query (veth and lo have no RSS) gives
+//! [`Reported::Unsupported`], not an error: callers show it and go on.
+//!
+//! The C structs are mirrored with `#[repr(C)]` from `<linux/ethtool.h>`;
+//! their sizes are checked in the tests against the header's.
+
+use serde::Serialize;
+use socket2::{Domain, Socket, Type};
+use std::fmt;
+use std::io;
+use std::os::fd::AsRawFd;
+
+// <linux/sockios.h>, <linux/ethtool.h>
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+const ETHTOOL_GDRVINFO: u32 = 0x03;
+const ETHTOOL_GRXFH: u32 = 0x29;
+const ETHTOOL_GRXFHINDIR: u32 = 0x38;
+const ETHTOOL_GCHANNELS: u32 = 0x3c;
+const ETHTOOL_GRSSH: u32 = 0x46;
+
+/// `RXH_*` bits of `ethtool_rxnfc.data` for `ETHTOOL_GRXFH`.
+pub mod rxh {
+    pub const L2DA: u64 = 1 << 1;
+    pub const VLAN: u64 = 1 << 2;
+    pub const L3_PROTO: u64 = 1 << 3;
+    pub const IP_SRC: u64 = 1 << 4;
+    pub const IP_DST: u64 = 1 << 5;
+    pub const L4_B_0_1: u64 = 1 << 6;
+    pub const L4_B_2_3: u64 = 1 << 7;
+    pub const DISCARD: u64 = 1 << 31;
+}
+
+/// A flow type of `ETHTOOL_GRXFH` (`TCP_V4_FLOW`...), named as `ethtool -n
+/// IF rx-flow-hash NAME` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct FlowType {
+    pub name: &'static str,
+    pub code: u32,
+}
+
+/// The flow types queried: the six RSS hash types plus SCTP.
+pub const FLOW_TYPES: [FlowType; 8] = [
+    FlowType { name: "tcp4", code: 0x01 },
+    FlowType { name: "udp4", code: 0x02 },
+    FlowType { name: "sctp4", code: 0x03 },
+    FlowType { name: "ip4", code: 0x10 },
+    FlowType { name: "tcp6", code: 0x05 },
+    FlowType { name: "udp6", code: 0x06 },
+    FlowType { name: "sctp6", code: 0x07 },
+    FlowType { name: "ip6", code: 0x11 },
+];
+
+// ---------------------------------------------------------------- C structs
+
+/// `struct ifreq` with the `ifr_data` member of its union (40 bytes on LP64).
+#[repr(C)]
+struct IfReq {
+    name: [u8; libc::IFNAMSIZ],
+    data: *mut libc::c_void,
+    _pad: [u8; 24 - std::mem::size_of::<*mut libc::c_void>()],
+}
+
+/// `struct ethtool_rxfh` (header only; `rss_config[]` follows it).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct EthtoolRxfh {
+    cmd: u32,
+    rss_context: u32,
+    indir_size: u32,
+    key_size: u32,
+    hfunc: u8,
+    /// `rsvd8[0]` is `input_xfrm` on kernels >= 6.8.
+    input_xfrm: u8,
+    rsvd8: [u8; 2],
+    rsvd32: u32,
+}
+
+/// `struct ethtool_rxfh_indir` (header only; `ring_index[]` follows it).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct EthtoolRxfhIndir {
+    cmd: u32,
+    size: u32,
+}
+
+/// `struct ethtool_rxnfc`: `cmd`, `flow_type`, `data`, then the flow spec and
+/// rule fields this module does not use, kept as bytes so the kernel may
+/// copy the whole struct (192 bytes).
+#[repr(C)]
+struct EthtoolRxnfc {
+    cmd: u32,
+    flow_type: u32,
+    data: u64,
+    rest: [u8; 176],
+}
+
+/// `struct ethtool_channels`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq, Serialize)]
+pub struct Channels {
+    #[serde(skip)]
+    cmd: u32,
+    pub max_rx: u32,
+    pub max_tx: u32,
+    pub max_other: u32,
+    pub max_combined: u32,
+    pub rx_count: u32,
+    pub tx_count: u32,
+    pub other_count: u32,
+    pub combined_count: u32,
+}
+
+/// `struct ethtool_drvinfo`.
+#[repr(C)]
+struct EthtoolDrvinfo {
+    cmd: u32,
+    driver: [u8; 32],
+    version: [u8; 32],
+    fw_version: [u8; 32],
+    bus_info: [u8; 32],
+    erom_version: [u8; 32],
+    reserved2: [u8; 12],
+    n_priv_flags: u32,
+    n_stats: u32,
+    testinfo_len: u32,
+    eedump_len: u32,
+    regdump_len: u32,
+}
+
+// ---------------------------------------------------------------- results
+
+/// The answer to one query: the data, or the driver's refusal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reported<T> {
+    Supported(T),
+    /// The driver does not implement the query (`EOPNOTSUPP`), or refused it
+    /// for another reason (the reason then names the errno).
+    Unsupported {
+        reason: String,
+    },
+}
+
+impl<T> Reported<T> {
+    pub fn ok(&self) -> Option<&T> {
+        match self {
+            Reported::Supported(t) => Some(t),
+            Reported::Unsupported { .. } => None,
+        }
+    }
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Reported::Supported(_) => None,
+            Reported::Unsupported { reason } => Some(reason),
+        }
+    }
+}
+
+/// Errors that stop every query on the interface (not a driver refusal).
+#[derive(Debug)]
+pub enum EthtoolError {
+    /// The interface does not exist (`ENODEV`) or its name is invalid.
+    NoSuchInterface(String),
+    /// The ethtool socket could not be opened.
+    Socket(io::Error),
+}
+
+impl fmt::Display for EthtoolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EthtoolError::NoSuchInterface(n) => write!(f, "interface '{n}' does not exist"),
+            EthtoolError::Socket(e) => write!(f, "opening a socket for the ethtool ioctl: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for EthtoolError {}
+
+/// RSS key, indirection table and hash function.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Rss {
+    /// The hash key; empty when the driver reports only the table.
+    pub key: Vec<u8>,
+    /// Indirection table: entry i = RX ring of the packets whose
+    /// `hash % len` is i.
+    pub indir: Vec<u32>,
+    /// Hash function names (`toeplitz`, `xor`, `crc32`, or `bit<N>`);
+    /// empty when unknown (the `ETHTOOL_GRXFHINDIR` fallback).
+    pub hfunc: Vec<String>,
+    /// Input transform names (`sym-xor`, `sym-or-xor`); kernels >= 6.8.
+    pub input_xfrm: Vec<String>,
+    /// Which ioctl answered: `ETHTOOL_GRSSH` or `ETHTOOL_GRXFHINDIR`.
+    pub source: &'static str,
+}
+
+/// Fields hashed for one flow type.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FlowHash {
+    pub flow: &'static str,
+    /// The raw `RXH_*` bitmask.
+    pub raw: u64,
+    /// Decoded field names: `l2da`, `vlan`, `l3_proto`, `ip_src`, `ip_dst`,
+    /// `l4_src_port` (L4 bytes 0-1), `l4_dst_port` (L4 bytes 2-3), `discard`.
+    pub fields: Vec<&'static str>,
+}
+
+impl FlowHash {
+    /// `4-tuple` (addresses + ports), `2-tuple` (addresses), `none`, or
+    /// `other` for any other combination.
+    pub fn tuple(&self) -> &'static str {
+        let four = rxh::IP_SRC | rxh::IP_DST | rxh::L4_B_0_1 | rxh::L4_B_2_3;
+        let two = rxh::IP_SRC | rxh::IP_DST;
+        let core = self.raw & (four | rxh::L2DA | rxh::VLAN | rxh::L3_PROTO);
+        if core == four {
+            "4-tuple"
+        } else if core == two {
+            "2-tuple"
+        } else if self.raw == 0 {
+            "none"
+        } else {
+            "other"
+        }
+    }
+}
+
+/// Decodes an `RXH_*` mask into field names.
+pub fn rxh_fields(raw: u64) -> Vec<&'static str> {
+    [
+        (rxh::L2DA, "l2da"),
+        (rxh::VLAN, "vlan"),
+        (rxh::L3_PROTO, "l3_proto"),
+        (rxh::IP_SRC, "ip_src"),
+        (rxh::IP_DST, "ip_dst"),
+        (rxh::L4_B_0_1, "l4_src_port"),
+        (rxh::L4_B_2_3, "l4_dst_port"),
+        (rxh::DISCARD, "discard"),
+    ]
+    .iter()
+    .filter(|(b, _)| raw & b != 0)
+    .map(|(_, n)| *n)
+    .collect()
+}
+
+/// Decodes `ETH_RSS_HASH_*` bits.
+pub fn hfunc_names(h: u8) -> Vec<String> {
+    (0..8)
+        .filter(|b| h & (1 << b) != 0)
+        .map(|b| match b {
+            0 => "toeplitz".to_string(),
+            1 => "xor".to_string(),
+            2 => "crc32".to_string(),
+            b => format!("bit{b}"),
+        })
+        .collect()
+}
+
+/// Decodes `RXH_XFRM_*` bits.
+pub fn xfrm_names(x: u8) -> Vec<String> {
+    (0..8)
+        .filter(|b| x & (1 << b) != 0)
+        .map(|b| match b {
+            0 => "sym-xor".to_string(),
+            1 => "sym-or-xor".to_string(),
+            b => format!("bit{b}"),
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------- the handle
+
+/// An ethtool handle on one interface (in the caller's network namespace).
+pub struct Ethtool {
+    sock: Socket,
+    name: [u8; libc::IFNAMSIZ],
+    iface: String,
+}
+
+fn describe(cmd: &str, e: &io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::EOPNOTSUPP) => format!("{cmd}: operation not supported by the driver"),
+        _ => format!("{cmd}: {e}"),
+    }
+}
+
+impl Ethtool {
+    /// Opens an `AF_INET` datagram socket for ioctls on `iface`. Does not
+    /// check that the interface exists: the first query does.
+    pub fn open(iface: &str) -> Result<Ethtool, EthtoolError> {
+        if iface.is_empty() || iface.len() >= libc::IFNAMSIZ || iface.as_bytes().contains(&0) {
+            return Err(EthtoolError::NoSuchInterface(iface.to_string()));
+        }
+        let mut name = [0u8; libc::IFNAMSIZ];
+        name[..iface.len()].copy_from_slice(iface.as_bytes());
+        let sock = Socket::new(Domain::IPV4, Type::DGRAM, None).map_err(EthtoolError::Socket)?;
+        Ok(Ethtool { sock, name, iface: iface.to_string() })
+    }
+
+    /// Issues `SIOCETHTOOL` with `buf` as the command buffer. `buf` must start
+    /// with the ethtool command struct and be as large as the kernel will
+    /// write for that command.
+    fn ioctl<T>(&self, buf: &mut T) -> io::Result<()> {
+        let mut ifr = IfReq {
+            name: self.name,
+            data: (buf as *mut T).cast(),
+            _pad: [0; 24 - std::mem::size_of::<*mut libc::c_void>()],
+        };
+        // SAFETY: `ifr` is a valid `struct ifreq` whose name is NUL-terminated
+        // and whose `ifr_data` points to `buf`, a live, exclusively borrowed
+        // buffer of size_of::<T>() bytes. Every caller passes a `T` that holds
+        // the complete ethtool struct for its command, sized (for the
+        // variable-length commands) from the sizes the kernel reported, so the
+        // kernel never writes past it. The fd is a socket we own.
+        let rc = unsafe { libc::ioctl(self.sock.as_raw_fd(), SIOCETHTOOL as _, &mut ifr as *mut IfReq) };
+        if rc < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    }
+
+    fn nodev(&self, e: &io::Error) -> bool {
+        e.raw_os_error() == Some(libc::ENODEV)
+    }
+
+    /// The driver name (`ETHTOOL_GDRVINFO`).
+    pub fn driver(&self) -> Result<Reported<String>, EthtoolError> {
+        // SAFETY: EthtoolDrvinfo is plain old data (integers and byte
+        // arrays): all-zero bytes are a valid value.
+        let mut info: EthtoolDrvinfo = unsafe { std::mem::zeroed() };
+        info.cmd = ETHTOOL_GDRVINFO;
+        match self.ioctl(&mut info) {
+            Ok(()) => {
+                let end = info.driver.iter().position(|&b| b == 0).unwrap_or(info.driver.len());
+                Ok(Reported::Supported(String::from_utf8_lossy(&info.driver[..end]).into_owned()))
+            }
+            Err(e) if self.nodev(&e) => Err(EthtoolError::NoSuchInterface(self.iface.clone())),
+            Err(e) => Ok(Reported::Unsupported { reason: describe("ETHTOOL_GDRVINFO", &e) }),
+        }
+    }
+
+    /// Channel counts (`ETHTOOL_GCHANNELS`).
+    pub fn channels(&self) -> Result<Reported<Channels>, EthtoolError> {
+        let mut ch = Channels { cmd: ETHTOOL_GCHANNELS, ..Channels::default() };
+        match self.ioctl(&mut ch) {
+            Ok(()) => Ok(Reported::Supported(ch)),
+            Err(e) if self.nodev(&e) => Err(EthtoolError::NoSuchInterface(self.iface.clone())),
+            Err(e) => Ok(Reported::Unsupported { reason: describe("ETHTOOL_GCHANNELS", &e) }),
+        }
+    }
+
+    /// Key, indirection table and hash function: `ETHTOOL_GRSSH`, else the
+    /// table alone from `ETHTOOL_GRXFHINDIR`.
+    pub fn rss(&self) -> Result<Reported<Rss>, EthtoolError> {
+        match self.grssh() {
+            Ok(r) => return Ok(Reported::Supported(r)),
+            Err(e) if self.nodev(&e) => return Err(EthtoolError::NoSuchInterface(self.iface.clone())),
+            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
+            Err(e) => return Ok(Reported::Unsupported { reason: describe("ETHTOOL_GRSSH", &e) }),
+        }
+        match self.grxfhindir() {
+            Ok(r) => Ok(Reported::Supported(r)),
+            Err(e) if self.nodev(&e) => Err(EthtoolError::NoSuchInterface(self.iface.clone())),
+            Err(e) => {
+                Ok(Reported::Unsupported { reason: describe("ETHTOOL_GRSSH and ETHTOOL_GRXFHINDIR", &e) })
+            }
+        }
+    }
+
+    fn grssh(&self) -> io::Result<Rss> {
+        // First ask for the sizes only (indir_size = key_size = 0).
+        let mut head = EthtoolRxfh { cmd: ETHTOOL_GRSSH, ..EthtoolRxfh::default() };
+        self.ioctl(&mut head)?;
+        let (n_indir, n_key) = (head.indir_size as usize, head.key_size as usize);
+        if n_indir > 1 << 16 || n_key > 1 << 12 {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "implausible RSS table or key size"));
+        }
+        // Then the whole thing: header, n_indir u32s, n_key bytes, in a
+        // u32-aligned buffer.
+        let hdr_words = std::mem::size_of::<EthtoolRxfh>() / 4;
+        let mut buf = vec![0u32; hdr_words + n_indir + n_key.div_ceil(4)];
+        let req = EthtoolRxfh {
+            cmd: ETHTOOL_GRSSH,
+            indir_size: n_indir as u32,
+            key_size: n_key as u32,
+            ..EthtoolRxfh::default()
+        };
+        write_header(&mut buf, &req);
+        self.ioctl_slice(&mut buf)?;
+        let got = read_header(&buf);
+        let indir = buf[hdr_words..hdr_words + n_indir].to_vec();
+        let key: Vec<u8> =
+            buf[hdr_words + n_indir..].iter().flat_map(|w| w.to_ne_bytes()).take(n_key).collect();
+        Ok(Rss {
+            key,
+            indir,
+            hfunc: hfunc_names(got.hfunc),
+            input_xfrm: xfrm_names(got.input_xfrm),
+            source: "ETHTOOL_GRSSH",
+        })
+    }
+
+    fn grxfhindir(&self) -> io::Result<Rss> {
+        let mut head = EthtoolRxfhIndir { cmd: ETHTOOL_GRXFHINDIR, size: 0 };
+        self.ioctl(&mut head)?;
+        let n = head.size as usize;
+        if n > 1 << 16 {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "implausible RSS table size"));
+        }
+        let mut buf = vec![0u32; 2 + n];
+        buf[0] = ETHTOOL_GRXFHINDIR;
+        buf[1] = n as u32;
+        self.ioctl_slice(&mut buf)?;
+        Ok(Rss {
+            key: Vec::new(),
+            indir: buf[2..].to_vec(),
+            hfunc: Vec::new(),
+            input_xfrm: Vec::new(),
+            source: "ETHTOOL_GRXFHINDIR",
+        })
+    }
+
+    /// `ioctl` on a variable-length command held in a `u32` buffer.
+    fn ioctl_slice(&self, buf: &mut [u32]) -> io::Result<()> {
+        let mut ifr = IfReq {
+            name: self.name,
+            data: buf.as_mut_ptr().cast(),
+            _pad: [0; 24 - std::mem::size_of::<*mut libc::c_void>()],
+        };
+        // SAFETY: as in `ioctl`; `buf` is a live, exclusively borrowed buffer
+        // whose header carries the table and key sizes the kernel reported in
+        // the first call, and it is exactly large enough for the header plus
+        // those arrays. The kernel rejects (EINVAL) sizes that differ from the
+        // device's, so it never writes more than the header says.
+        let rc = unsafe { libc::ioctl(self.sock.as_raw_fd(), SIOCETHTOOL as _, &mut ifr as *mut IfReq) };
+        if rc < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The fields hashed for each of [`FLOW_TYPES`] (`ETHTOOL_GRXFH`).
+    /// Unsupported when the driver answers no flow type; flow types it
+    /// refuses singly (e.g. SCTP) are left out.
+    pub fn flow_hashes(&self) -> Result<Reported<Vec<FlowHash>>, EthtoolError> {
+        let mut out = Vec::new();
+        let mut first_err = None;
+        for ft in FLOW_TYPES {
+            let mut nfc = EthtoolRxnfc { cmd: ETHTOOL_GRXFH, flow_type: ft.code, data: 0, rest: [0; 176] };
+            match self.ioctl(&mut nfc) {
+                Ok(()) => out.push(FlowHash { flow: ft.name, raw: nfc.data, fields: rxh_fields(nfc.data) }),
+                Err(e) if self.nodev(&e) => return Err(EthtoolError::NoSuchInterface(self.iface.clone())),
+                Err(e) => {
+                    if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
+                        // Not implemented at all: no point asking the others.
+                        return Ok(Reported::Unsupported { reason: describe("ETHTOOL_GRXFH", &e) });
+                    }
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        match (out.is_empty(), first_err) {
+            (true, Some(e)) => Ok(Reported::Unsupported { reason: describe("ETHTOOL_GRXFH", &e) }),
+            _ => Ok(Reported::Supported(out)),
+        }
+    }
+}
+
+fn write_header(buf: &mut [u32], h: &EthtoolRxfh) {
+    buf[0] = h.cmd;
+    buf[1] = h.rss_context;
+    buf[2] = h.indir_size;
+    buf[3] = h.key_size;
+    buf[4] = u32::from_ne_bytes([h.hfunc, h.input_xfrm, h.rsvd8[0], h.rsvd8[1]]);
+    buf[5] = h.rsvd32;
+}
+
+fn read_header(buf: &[u32]) -> EthtoolRxfh {
+    let b = buf[4].to_ne_bytes();
+    EthtoolRxfh {
+        cmd: buf[0],
+        rss_context: buf[1],
+        indir_size: buf[2],
+        key_size: buf[3],
+        hfunc: b[0],
+        input_xfrm: b[1],
+        rsvd8: [b[2], b[3]],
+        rsvd32: buf[5],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::{align_of, offset_of, size_of};
+
+    /// Sizes and offsets from <linux/ethtool.h> (x86_64 and aarch64 alike),
+    /// as `sizeof`/`offsetof` print them.
+    #[test]
+    fn layouts_match_the_header() {
+        assert_eq!(size_of::<IfReq>(), 40);
+        assert_eq!(size_of::<EthtoolRxfh>(), 24);
+        assert_eq!(offset_of!(EthtoolRxfh, hfunc), 16);
+        assert_eq!(offset_of!(EthtoolRxfh, rsvd32), 20);
+        assert_eq!(size_of::<EthtoolRxfhIndir>(), 8);
+        assert_eq!(size_of::<EthtoolRxnfc>(), 192);
+        assert_eq!(offset_of!(EthtoolRxnfc, data), 8);
+        assert_eq!(align_of::<EthtoolRxnfc>(), 8);
+        assert_eq!(size_of::<Channels>(), 36);
+        assert_eq!(size_of::<EthtoolDrvinfo>(), 196);
+        assert_eq!(offset_of!(EthtoolDrvinfo, n_priv_flags), 176);
+    }
+
+    #[test]
+    fn header_round_trip() {
+        let h = EthtoolRxfh {
+            cmd: 0x46,
+            rss_context: 0,
+            indir_size: 128,
+            key_size: 40,
+            hfunc: 1,
+            input_xfrm: 1,
+            rsvd8: [0, 0],
+            rsvd32: 0,
+        };
+        let mut buf = [0u32; 6];
+        write_header(&mut buf, &h);
+        let g = read_header(&buf);
+        assert_eq!((g.cmd, g.indir_size, g.key_size, g.hfunc, g.input_xfrm), (0x46, 128, 40, 1, 1));
+    }
+
+    #[test]
+    fn decoders() {
+        let four = rxh::IP_SRC | rxh::IP_DST | rxh::L4_B_0_1 | rxh::L4_B_2_3;
+        let fh = FlowHash { flow: "tcp4", raw: four, fields: rxh_fields(four) };
+        assert_eq!(fh.fields, vec!["ip_src", "ip_dst", "l4_src_port", "l4_dst_port"]);
+        assert_eq!(fh.tuple(), "4-tuple");
+        let two = rxh::IP_SRC | rxh::IP_DST;
+        assert_eq!(FlowHash { flow: "udp4", raw: two, fields: rxh_fields(two) }.tuple(), "2-tuple");
+        assert_eq!(FlowHash { flow: "udp4", raw: 0, fields: vec![] }.tuple(), "none");
+        assert_eq!(FlowHash { flow: "udp4", raw: rxh::IP_DST, fields: vec![] }.tuple(), "other");
+        assert_eq!(hfunc_names(1), vec!["toeplitz"]);
+        assert_eq!(hfunc_names(6), vec!["xor", "crc32"]);
+        assert_eq!(xfrm_names(1), vec!["sym-xor"]);
+    }
+
+    #[test]
+    fn loopback_has_no_rss() {
+        let e = Ethtool::open("lo").unwrap();
+        let rss = e.rss().unwrap();
+        let reason = rss.reason().expect("lo must not report RSS");
+        assert!(reason.contains("not supported"), "{reason}");
+        assert!(e.flow_hashes().unwrap().reason().is_some());
+    }
+
+    #[test]
+    fn missing_interface() {
+        let e = Ethtool::open("rsskit-nope0").unwrap();
+        assert!(matches!(e.driver(), Err(EthtoolError::NoSuchInterface(_))));
+        assert!(matches!(e.rss(), Err(EthtoolError::NoSuchInterface(_))));
+        assert!(Ethtool::open("a-name-far-too-long-for-linux").is_err());
+        assert!(Ethtool::open("").is_err());
+    }
+}
