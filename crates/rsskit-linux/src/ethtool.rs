@@ -357,6 +357,14 @@ impl Ethtool {
     /// table alone from `ETHTOOL_GRXFHINDIR`.
     pub fn rss(&self) -> Result<Reported<Rss>, EthtoolError> {
         match self.grssh() {
+            // virtio_net without the RSS feature answers with empty sizes.
+            Ok(r) if r.indir.is_empty() && r.key.is_empty() => {
+                return Ok(Reported::Unsupported {
+                    reason: "ETHTOOL_GRSSH: the driver reports no indirection table and no key \
+                             (no RSS on this device)"
+                        .into(),
+                })
+            }
             Ok(r) => return Ok(Reported::Supported(r)),
             Err(e) if self.nodev(&e) => return Err(EthtoolError::NoSuchInterface(self.iface.clone())),
             Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
@@ -466,6 +474,11 @@ impl Ethtool {
         }
         match (out.is_empty(), first_err) {
             (true, Some(e)) => Ok(Reported::Unsupported { reason: describe("ETHTOOL_GRXFH", &e) }),
+            _ if out.iter().all(|f| f.raw == 0) => Ok(Reported::Unsupported {
+                reason:
+                    "ETHTOOL_GRXFH: the driver hashes no fields for any flow type (no RSS on this device)"
+                        .into(),
+            }),
             _ => Ok(Reported::Supported(out)),
         }
     }

@@ -1,10 +1,493 @@
-//! `rsskit info`: being written (issue 2).
+//! `rsskit info`: the host's RSS setup, the Linux answer to FreeBSD's
+//! `sysctl net.inet.rss`: CPUs and NUMA nodes; per interface its queues, RSS
+//! key, indirection table, hashed fields, IRQs and their CPUs, RPS/XPS masks;
+//! and the kernel's default RSS key.
 
+use super::common::print_json;
 use anyhow::{bail, Result};
+use rsskit_core::key::MICROSOFT_KEY;
+use rsskit_linux::cpulist;
+use rsskit_linux::ethtool::{Channels, Ethtool, EthtoolError, FlowHash, Reported, Rss};
+use rsskit_linux::netdev::{self, DefaultKey, IfaceFacts, IfaceIrq, Roots, RxQueue, TxQueue};
+use rsskit_linux::topology::Topology;
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+
+const AFTER_HELP: &str = "\
+Reads /sys/devices/system/{cpu,node}, /sys/class/net/IF/queues, the device's
+msi_irqs with /proc/interrupts and /proc/irq/N/smp_affinity_list,
+/proc/sys/net/core/netdev_rss_key, and asks the driver through the ethtool
+ioctl (ETHTOOL_GRSSH or ETHTOOL_GRXFHINDIR, ETHTOOL_GRXFH, ETHTOOL_GCHANNELS,
+ETHTOOL_GDRVINFO). What a driver does not implement (veth and lo have no RSS)
+is shown as not reported, with the reason; it is not an error.
+
+JSON fields (--json prints one object):
+  cpus                 online CPU ids
+  numa_nodes           [{node, cpus}]
+  cpu_topology         [{cpu, core_id, package_id, node}] (null = unknown)
+  default_key          {hex, len, initialised} or {error}; initialised is false
+                       while the kernel key is all zero (no driver used it yet)
+  interfaces           [interface], sorted by name; each:
+    name, driver (null if unknown), operstate, mtu, numa_node, virtual
+    rx_queue_count, tx_queue_count
+    channels           {supported: true, rx, tx, other, combined, max_rx,
+                        max_tx, max_other, max_combined} or {supported: false, reason}
+    rss                {supported: true, source, key (hex, null if not given),
+                        key_len, key_is (microsoft|kernel_default|symmetric|null),
+                        hfunc [names], input_xfrm [names], table [ring per entry],
+                        table_size} or {supported: false, reason}
+    hash_fields        {supported: true, flows: [{flow (tcp4, udp4, sctp4, ip4,
+                        tcp6, udp6, sctp6, ip6), fields [ip_src, ip_dst,
+                        l4_src_port, l4_dst_port, ...], tuple (4-tuple|2-tuple|
+                        none|other), raw}]} or {supported: false, reason}
+    rx_queues          [{queue, rps_cpus, rps_mask, rps_flow_cnt, rss_table_entries,
+                        irq, irq_name, irq_cpus, irq_effective_cpus}]
+    tx_queues          [{queue, xps_cpus, xps_mask, irq, irq_name, irq_cpus,
+                        irq_effective_cpus}]
+    irqs               [{irq, name, kind (rx|tx|rxtx|other), queue, cpus,
+                        effective_cpus}]
+  A value that could not be read is null; rps_cpus [] means RPS is off.
+
+Examples:
+  rsskit info
+  rsskit info --iface eth0 --json";
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+#[command(after_help = AFTER_HELP)]
+pub struct Args {
+    /// Only this interface (default: all of them).
+    #[arg(long, value_name = "IF")]
+    iface: Option<String>,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
 
-pub fn run(_a: Args) -> Result<()> {
-    bail!("'rsskit info' is not implemented yet")
+/// Everything known about one interface.
+struct Iface {
+    name: String,
+    driver: Option<String>,
+    facts: IfaceFacts,
+    channels: Reported<Channels>,
+    rss: Reported<Rss>,
+    hash: Reported<Vec<FlowHash>>,
+    rx: Vec<RxQueue>,
+    tx: Vec<TxQueue>,
+    irqs: Vec<IfaceIrq>,
+}
+
+fn gather(roots: &Roots, name: &str, interrupts: &[netdev::IrqLine]) -> Result<Iface> {
+    let nodev = |e: EthtoolError| match e {
+        EthtoolError::NoSuchInterface(n) => anyhow::anyhow!("interface '{n}' does not exist"),
+        e => anyhow::anyhow!("{e}"),
+    };
+    let eth = Ethtool::open(name).map_err(nodev)?;
+    let driver = match eth.driver().map_err(nodev)? {
+        Reported::Supported(d) if !d.is_empty() => Some(d),
+        _ => netdev::sysfs_driver(roots, name),
+    };
+    Ok(Iface {
+        name: name.to_string(),
+        driver,
+        facts: netdev::facts(roots, name),
+        channels: eth.channels().map_err(nodev)?,
+        rss: eth.rss().map_err(nodev)?,
+        hash: eth.flow_hashes().map_err(nodev)?,
+        rx: netdev::rx_queues(roots, name),
+        tx: netdev::tx_queues(roots, name),
+        irqs: netdev::iface_irqs(roots, name, interrupts),
+    })
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let roots = Roots::default();
+    let names = match &a.iface {
+        Some(n) => {
+            if !netdev::exists(&roots, n) {
+                bail!("interface '{n}' does not exist");
+            }
+            vec![n.clone()]
+        }
+        None => netdev::interfaces(&roots).map_err(|e| anyhow::anyhow!("reading /sys/class/net: {e}"))?,
+    };
+    let topo = Topology::read();
+    let default_key = netdev::default_rss_key(&roots);
+    let interrupts = netdev::interrupts(&roots);
+    let mut ifaces = Vec::new();
+    for n in &names {
+        match gather(&roots, n, &interrupts) {
+            Ok(i) => ifaces.push(i),
+            // An interface that vanished between listing and asking: skip it
+            // when listing all, fail when it was asked for by name.
+            Err(e) if a.iface.is_none() => eprintln!("rsskit: warning: {n}: {e:#}"),
+            Err(e) => return Err(e),
+        }
+    }
+    if a.json {
+        print_json(&to_json(&topo, &default_key, &ifaces))
+    } else {
+        print!("{}", to_text(&topo, &default_key, &ifaces));
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------- helpers
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn colon_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}
+
+/// Names a known key: the Microsoft default, the kernel's default, or a
+/// symmetric key (one 2-byte pattern repeated, as DragonFly's 0x6d5a).
+fn key_is(key: &[u8], kernel: Option<&DefaultKey>) -> Option<&'static str> {
+    if key.is_empty() {
+        return None;
+    }
+    if key.len() >= MICROSOFT_KEY.len() && key[..MICROSOFT_KEY.len()] == MICROSOFT_KEY {
+        return Some("microsoft");
+    }
+    if let Some(k) = kernel {
+        if k.initialised && key.len() <= k.key.len() && k.key[..key.len()] == *key {
+            return Some("kernel_default");
+        }
+    }
+    if key.len() >= 4 && key.iter().enumerate().all(|(i, b)| *b == key[i % 2]) {
+        return Some("symmetric");
+    }
+    None
+}
+
+fn table_entries(rss: &Reported<Rss>, q: usize) -> Option<usize> {
+    rss.ok().map(|r| r.indir.iter().filter(|&&x| x as usize == q).count())
+}
+
+fn driver_label(i: &Iface) -> String {
+    match &i.driver {
+        Some(d) => d.clone(),
+        None if !i.facts.has_device => format!("of {} (virtual, no driver name)", i.name),
+        None => format!("of {}", i.name),
+    }
+}
+
+// ---------------------------------------------------------------- JSON
+
+fn unsupported(reason: &str) -> Value {
+    json!({ "supported": false, "reason": reason })
+}
+
+fn to_json(topo: &Topology, dk: &Result<DefaultKey, String>, ifaces: &[Iface]) -> Value {
+    let default_key = match dk {
+        Ok(k) => json!({ "hex": hex(&k.key), "len": k.key.len(), "initialised": k.initialised }),
+        Err(e) => json!({ "error": e }),
+    };
+    json!({
+        "cpus": topo.online,
+        "numa_nodes": topo.nodes,
+        "cpu_topology": topo.cpus,
+        "default_key": default_key,
+        "interfaces": ifaces.iter().map(|i| iface_json(i, dk.as_ref().ok())).collect::<Vec<_>>(),
+    })
+}
+
+fn iface_json(i: &Iface, dk: Option<&DefaultKey>) -> Value {
+    let channels = match &i.channels {
+        Reported::Supported(c) => json!({
+            "supported": true,
+            "rx": c.rx_count, "tx": c.tx_count, "other": c.other_count, "combined": c.combined_count,
+            "max_rx": c.max_rx, "max_tx": c.max_tx, "max_other": c.max_other,
+            "max_combined": c.max_combined,
+        }),
+        Reported::Unsupported { reason } => unsupported(reason),
+    };
+    let rss = match &i.rss {
+        Reported::Supported(r) => json!({
+            "supported": true,
+            "source": r.source,
+            "key": if r.key.is_empty() { Value::Null } else { json!(hex(&r.key)) },
+            "key_len": r.key.len(),
+            "key_is": key_is(&r.key, dk),
+            "hfunc": r.hfunc,
+            "input_xfrm": r.input_xfrm,
+            "table": r.indir,
+            "table_size": r.indir.len(),
+        }),
+        Reported::Unsupported { reason } => unsupported(reason),
+    };
+    let hash_fields = match &i.hash {
+        Reported::Supported(flows) => json!({
+            "supported": true,
+            "flows": flows.iter().map(|f| json!({
+                "flow": f.flow, "fields": f.fields, "tuple": f.tuple(), "raw": f.raw,
+            })).collect::<Vec<_>>(),
+        }),
+        Reported::Unsupported { reason } => unsupported(reason),
+    };
+    let rx: Vec<Value> =
+        i.rx.iter()
+            .map(|q| {
+                let irq = netdev::rx_irq(&i.irqs, q.queue);
+                json!({
+                    "queue": q.queue,
+                    "rps_cpus": q.rps_cpus,
+                    "rps_mask": q.rps_mask,
+                    "rps_flow_cnt": q.rps_flow_cnt,
+                    "rss_table_entries": table_entries(&i.rss, q.queue),
+                    "irq": irq.map(|x| x.irq),
+                    "irq_name": irq.map(|x| &x.name),
+                    "irq_cpus": irq.and_then(|x| x.cpus.as_ref()),
+                    "irq_effective_cpus": irq.and_then(|x| x.effective_cpus.as_ref()),
+                })
+            })
+            .collect();
+    let tx: Vec<Value> =
+        i.tx.iter()
+            .map(|q| {
+                let irq = netdev::tx_irq(&i.irqs, q.queue);
+                json!({
+                    "queue": q.queue,
+                    "xps_cpus": q.xps_cpus,
+                    "xps_mask": q.xps_mask,
+                    "irq": irq.map(|x| x.irq),
+                    "irq_name": irq.map(|x| &x.name),
+                    "irq_cpus": irq.and_then(|x| x.cpus.as_ref()),
+                    "irq_effective_cpus": irq.and_then(|x| x.effective_cpus.as_ref()),
+                })
+            })
+            .collect();
+    json!({
+        "name": i.name,
+        "driver": i.driver,
+        "operstate": i.facts.operstate,
+        "mtu": i.facts.mtu,
+        "numa_node": i.facts.numa_node,
+        "virtual": !i.facts.has_device,
+        "rx_queue_count": i.rx.len(),
+        "tx_queue_count": i.tx.len(),
+        "channels": channels,
+        "rss": rss,
+        "hash_fields": hash_fields,
+        "rx_queues": rx,
+        "tx_queues": tx,
+        "irqs": i.irqs,
+    })
+}
+
+// ---------------------------------------------------------------- text
+
+fn cpus_text(c: Option<&Vec<usize>>) -> String {
+    match c {
+        None => "?".into(),
+        Some(v) if v.is_empty() => "none".into(),
+        Some(v) => cpulist::format(v),
+    }
+}
+
+fn to_text(topo: &Topology, dk: &Result<DefaultKey, String>, ifaces: &[Iface]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "CPUs: {} online ({})", topo.online.len(), cpulist::format(&topo.online));
+    if topo.nodes.is_empty() {
+        let _ = writeln!(s, "NUMA nodes: none reported (/sys/devices/system/node missing)");
+    } else {
+        let _ = writeln!(s, "NUMA nodes: {}", topo.nodes.len());
+        for n in &topo.nodes {
+            let _ = writeln!(s, "  node{}: CPUs {}", n.node, cpus_text(Some(&n.cpus)));
+        }
+    }
+    let packages: std::collections::BTreeSet<_> = topo.cpus.iter().filter_map(|c| c.package_id).collect();
+    let cores: std::collections::BTreeSet<_> =
+        topo.cpus.iter().filter_map(|c| Some((c.package_id?, c.core_id?))).collect();
+    if !packages.is_empty() {
+        let _ = writeln!(s, "Packages: {}, cores: {}", packages.len(), cores.len());
+    }
+    match dk {
+        Ok(k) if k.initialised => {
+            let _ = writeln!(
+                s,
+                "Kernel default RSS key ({} bytes, /proc/sys/net/core/netdev_rss_key):\n  {}",
+                k.key.len(),
+                colon_hex(&k.key)
+            );
+        }
+        Ok(k) => {
+            let _ = writeln!(
+                s,
+                "Kernel default RSS key: not initialised yet ({} zero bytes: no driver has used it)",
+                k.key.len()
+            );
+        }
+        Err(e) => {
+            let _ = writeln!(s, "Kernel default RSS key: unreadable ({e})");
+        }
+    }
+    for i in ifaces {
+        s.push('\n');
+        iface_text(&mut s, i, dk.as_ref().ok());
+    }
+    s
+}
+
+fn iface_text(s: &mut String, i: &Iface, dk: Option<&DefaultKey>) {
+    let mut head = format!("Interface {}: driver {}", i.name, i.driver.as_deref().unwrap_or("unknown"));
+    if !i.facts.has_device {
+        head.push_str(" (virtual)");
+    }
+    if let Some(st) = &i.facts.operstate {
+        let _ = write!(head, ", {st}");
+    }
+    if let Some(m) = i.facts.mtu {
+        let _ = write!(head, ", mtu {m}");
+    }
+    if let Some(n) = i.facts.numa_node {
+        let _ = write!(head, ", NUMA node {n}");
+    }
+    let _ = writeln!(s, "{head}");
+    let _ = writeln!(s, "  Queues: {} RX, {} TX", i.rx.len(), i.tx.len());
+    let nr = |reason: &str| format!("not reported by driver {}: {reason}", driver_label(i));
+    match &i.channels {
+        Reported::Supported(c) => {
+            let _ = writeln!(
+                s,
+                "  Channels: rx {} tx {} other {} combined {} (max: rx {} tx {} other {} combined {})",
+                c.rx_count,
+                c.tx_count,
+                c.other_count,
+                c.combined_count,
+                c.max_rx,
+                c.max_tx,
+                c.max_other,
+                c.max_combined
+            );
+        }
+        Reported::Unsupported { reason } => {
+            let _ = writeln!(s, "  Channels: {}", nr(reason));
+        }
+    }
+    match &i.rss {
+        Reported::Supported(r) => {
+            let rings = r.indir.iter().max().map_or(0, |m| m + 1);
+            let _ = writeln!(
+                s,
+                "  RX flow hash indirection table ({} entries, rings 0-{}; {}):",
+                r.indir.len(),
+                rings.saturating_sub(1),
+                r.source
+            );
+            for (row, chunk) in r.indir.chunks(8).enumerate() {
+                let cells: String = chunk.iter().map(|x| format!("{x:>6}")).collect();
+                let _ = writeln!(s, "  {:>5}:{cells}", row * 8);
+            }
+            if r.key.is_empty() {
+                let _ = writeln!(s, "  RSS hash key: {}", nr("only the table is given"));
+            } else {
+                let known = match key_is(&r.key, dk) {
+                    Some("microsoft") => " (the Microsoft default key)",
+                    Some("kernel_default") => " (the kernel's default key)",
+                    Some("symmetric") => " (symmetric: a 2-byte pattern repeated)",
+                    _ => "",
+                };
+                let _ = writeln!(s, "  RSS hash key ({} bytes){known}:", r.key.len());
+                let _ = writeln!(s, "    {}", colon_hex(&r.key));
+                let _ = writeln!(s, "    (rsskit hash --key {} ...)", hex(&r.key));
+            }
+            let hf = if r.hfunc.is_empty() { "not reported".to_string() } else { r.hfunc.join(", ") };
+            let _ = write!(s, "  RSS hash function: {hf}");
+            if !r.input_xfrm.is_empty() {
+                let _ = write!(s, "; input transform: {}", r.input_xfrm.join(", "));
+            }
+            s.push('\n');
+        }
+        Reported::Unsupported { reason } => {
+            let _ = writeln!(s, "  RSS key and indirection table: {}", nr(reason));
+        }
+    }
+    match &i.hash {
+        Reported::Supported(flows) => {
+            let _ = writeln!(s, "  Hashed fields:");
+            for f in flows {
+                let fields = if f.fields.is_empty() { "none".to_string() } else { f.fields.join(", ") };
+                let _ = writeln!(s, "    {:<6} {fields} ({})", f.flow, f.tuple());
+            }
+        }
+        Reported::Unsupported { reason } => {
+            let _ = writeln!(s, "  Hashed fields: {}", nr(reason));
+        }
+    }
+    let irq_text = |irq: Option<&IfaceIrq>| match irq {
+        Some(x) => {
+            let eff = match &x.effective_cpus {
+                Some(e) if Some(e) != x.cpus.as_ref() => format!(", now on {}", cpus_text(Some(e))),
+                _ => String::new(),
+            };
+            format!("IRQ {} ({}) on CPUs {}{eff}", x.irq, x.name, cpus_text(x.cpus.as_ref()))
+        }
+        None => "no IRQ of its own".to_string(),
+    };
+    let _ = writeln!(s, "  RX queues:");
+    for q in &i.rx {
+        let rps = match (&q.rps_cpus, &q.rps_mask) {
+            (Some(c), _) if c.is_empty() => "RPS off".to_string(),
+            (Some(c), Some(m)) => format!("RPS CPUs {} (mask {m})", cpulist::format(c)),
+            _ => "RPS ?".to_string(),
+        };
+        let flow = q.rps_flow_cnt.map(|n| format!(", rps_flow_cnt {n}")).unwrap_or_default();
+        let entries =
+            table_entries(&i.rss, q.queue).map(|n| format!(", {n} table entries")).unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "    rx-{:<3} {}; {rps}{flow}{entries}",
+            q.queue,
+            irq_text(netdev::rx_irq(&i.irqs, q.queue))
+        );
+    }
+    let _ = writeln!(s, "  TX queues:");
+    for q in &i.tx {
+        let xps = match (&q.xps_cpus, &q.xps_mask) {
+            (Some(c), _) if c.is_empty() => "XPS off".to_string(),
+            (Some(c), Some(m)) => format!("XPS CPUs {} (mask {m})", cpulist::format(c)),
+            _ => "XPS not readable".to_string(),
+        };
+        let _ = writeln!(s, "    tx-{:<3} {}; {xps}", q.queue, irq_text(netdev::tx_irq(&i.irqs, q.queue)));
+    }
+    let other: Vec<&IfaceIrq> = i
+        .irqs
+        .iter()
+        .filter(|x| {
+            x.queue.is_none()
+                || !(x.kind.serves_rx() && x.queue.is_some_and(|q| q < i.rx.len())
+                    || x.kind.serves_tx() && x.queue.is_some_and(|q| q < i.tx.len()))
+        })
+        .collect();
+    if !other.is_empty() {
+        let _ = writeln!(s, "  Other IRQs:");
+        for x in other {
+            let _ = writeln!(
+                s,
+                "    IRQ {} ({}, {}) on CPUs {}",
+                x.irq,
+                x.name,
+                x.kind.as_str(),
+                cpus_text(x.cpus.as_ref())
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_keys() {
+        assert_eq!(key_is(&MICROSOFT_KEY, None), Some("microsoft"));
+        let sym: Vec<u8> = [0x6d, 0x5a].repeat(20);
+        assert_eq!(key_is(&sym, None), Some("symmetric"));
+        let k = DefaultKey { key: (1..=52).collect(), initialised: true };
+        assert_eq!(key_is(&k.key[..40], Some(&k)), Some("kernel_default"));
+        assert_eq!(key_is(&[1, 2, 3, 4, 5], None), None);
+        assert_eq!(key_is(&[], None), None);
+    }
 }
