@@ -5,3 +5,5 @@ pub mod cpulist;
 pub mod ethtool;
 pub mod netdev;
 pub mod topology;
+pub mod affinity;
+pub mod socket;

@@ -1,1 +1,2 @@
 //! rsskit runtime: pinned per-bucket workers and the tools built on them.
+pub mod proto;

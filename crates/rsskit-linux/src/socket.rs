@@ -1,0 +1,590 @@
+//! UDP sockets for per-CPU workers: a builder over socket2 (SO_REUSEPORT,
+//! buffer sizes, timeouts, packet info), `SO_INCOMING_CPU`, and batched
+//! I/O (`recvmmsg`/`sendmmsg`) over preallocated buffers ([`Batch`]).
+
+use socket2::{Domain, Protocol, Socket, Type};
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
+
+/// Options for [`udp_socket`].
+#[derive(Debug, Clone, Default)]
+pub struct UdpOptions {
+    /// `SO_REUSEPORT`: join (or start) the port's reuseport group.
+    pub reuseport: bool,
+    /// `SO_RCVBUF` in bytes (the kernel doubles it and caps it at `rmem_max`).
+    pub rcvbuf: Option<usize>,
+    /// `SO_SNDBUF` in bytes.
+    pub sndbuf: Option<usize>,
+    /// `O_NONBLOCK`.
+    pub nonblocking: bool,
+    /// `SO_RCVTIMEO` (blocking sockets).
+    pub read_timeout: Option<Duration>,
+    /// `IP_PKTINFO` / `IPV6_RECVPKTINFO`: every datagram carries the local
+    /// address it was sent to ([`Batch::local_ip`]); needed when bound to
+    /// the wildcard address.
+    pub pktinfo: bool,
+}
+
+fn ctx(e: io::Error, what: impl std::fmt::Display) -> io::Error {
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+/// A UDP socket bound to `addr` with `opts`. IPv6 sockets are `IPV6_V6ONLY`
+/// so that the IPv4 and IPv6 reuseport groups stay apart.
+pub fn udp_socket(addr: SocketAddr, opts: &UdpOptions) -> io::Result<Socket> {
+    let domain = if addr.is_ipv4() { Domain::IPV4 } else { Domain::IPV6 };
+    let s =
+        Socket::new(domain, Type::DGRAM, Some(Protocol::UDP)).map_err(|e| ctx(e, "creating UDP socket"))?;
+    if addr.is_ipv6() {
+        s.set_only_v6(true).map_err(|e| ctx(e, "IPV6_V6ONLY"))?;
+    }
+    if opts.reuseport {
+        s.set_reuse_port(true).map_err(|e| ctx(e, "SO_REUSEPORT"))?;
+    }
+    if let Some(n) = opts.rcvbuf {
+        s.set_recv_buffer_size(n).map_err(|e| ctx(e, "SO_RCVBUF"))?;
+    }
+    if let Some(n) = opts.sndbuf {
+        s.set_send_buffer_size(n).map_err(|e| ctx(e, "SO_SNDBUF"))?;
+    }
+    if opts.pktinfo {
+        set_pktinfo(&s, addr.is_ipv6())?;
+    }
+    s.set_nonblocking(opts.nonblocking).map_err(|e| ctx(e, "O_NONBLOCK"))?;
+    if opts.read_timeout.is_some() {
+        s.set_read_timeout(opts.read_timeout).map_err(|e| ctx(e, "SO_RCVTIMEO"))?;
+    }
+    s.bind(&addr.into()).map_err(|e| ctx(e, format_args!("binding UDP {addr}")))?;
+    Ok(s)
+}
+
+fn setsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int, v: libc::c_int) -> io::Result<()> {
+    // SAFETY: `v` is a live c_int and the length passed is its size.
+    let rc = unsafe {
+        libc::setsockopt(fd, level, name, (&v as *const libc::c_int).cast(), size_of::<libc::c_int>() as u32)
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn getsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Result<libc::c_int> {
+    let mut v: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `v` and `len` are live and `len` is the size of `v`.
+    let rc = unsafe { libc::getsockopt(fd, level, name, (&mut v as *mut libc::c_int).cast(), &mut len) };
+    if rc == 0 {
+        Ok(v)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Asks for `IP_PKTINFO` (IPv4) or `IPV6_RECVPKTINFO` (IPv6) control messages.
+pub fn set_pktinfo(s: &impl AsRawFd, ipv6: bool) -> io::Result<()> {
+    let (level, name) = if ipv6 {
+        (libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO)
+    } else {
+        (libc::IPPROTO_IP, libc::IP_PKTINFO)
+    };
+    setsockopt_int(s.as_raw_fd(), level, name, 1).map_err(|e| ctx(e, "IP_PKTINFO"))
+}
+
+/// `SO_INCOMING_CPU`: the CPU that processed the last datagram queued to
+/// this socket, `None` before the first one. Linux records it for TCP and
+/// for *connected* UDP sockets only: an unconnected UDP socket always says
+/// `None`.
+pub fn incoming_cpu(s: &impl AsRawFd) -> io::Result<Option<usize>> {
+    let v = getsockopt_int(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_INCOMING_CPU)?;
+    Ok((v >= 0).then_some(v as usize))
+}
+
+/// A `sockaddr_storage` as a `SocketAddr` (IPv4 or IPv6), `None` for other families.
+pub fn sockaddr_to_std(ss: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<SocketAddr> {
+    match ss.ss_family as libc::c_int {
+        libc::AF_INET if len as usize >= size_of::<libc::sockaddr_in>() => {
+            // SAFETY: family is AF_INET and the length covers a sockaddr_in;
+            // sockaddr_storage is aligned for every sockaddr type.
+            let sin = unsafe { &*(ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+            Some(SocketAddr::V4(SocketAddrV4::new(ip, u16::from_be(sin.sin_port))))
+        }
+        libc::AF_INET6 if len as usize >= size_of::<libc::sockaddr_in6>() => {
+            // SAFETY: as above for AF_INET6 / sockaddr_in6.
+            let sin6 = unsafe { &*(ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(sin6.sin6_addr.s6_addr),
+                u16::from_be(sin6.sin6_port),
+                sin6.sin6_flowinfo,
+                sin6.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
+}
+
+/// A `SocketAddr` as a `sockaddr_storage` and its length.
+pub fn std_to_sockaddr(a: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: all-zero is a valid sockaddr_storage.
+    let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
+    match a {
+        SocketAddr::V4(v4) => {
+            // SAFETY: sockaddr_storage is large and aligned enough for sockaddr_in.
+            let sin = unsafe { &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            sin.sin_family = libc::AF_INET as libc::sa_family_t;
+            sin.sin_port = v4.port().to_be();
+            sin.sin_addr.s_addr = u32::from(*v4.ip()).to_be();
+            (ss, size_of::<libc::sockaddr_in>() as libc::socklen_t)
+        }
+        SocketAddr::V6(v6) => {
+            // SAFETY: as above for sockaddr_in6.
+            let sin6 = unsafe { &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sin6.sin6_port = v6.port().to_be();
+            sin6.sin6_addr.s6_addr = v6.ip().octets();
+            sin6.sin6_flowinfo = v6.flowinfo();
+            sin6.sin6_scope_id = v6.scope_id();
+            (ss, size_of::<libc::sockaddr_in6>() as libc::socklen_t)
+        }
+    }
+}
+
+/// Control buffer per message: room for one `in6_pktinfo` cmsg, 8-aligned.
+const CTRL_WORDS: usize = 8;
+const CTRL_LEN: usize = CTRL_WORDS * 8;
+
+/// Preallocated buffers for `recvmmsg`/`sendmmsg`: `cap` messages of up to
+/// `buf_size` bytes each, their iovecs, addresses, control buffers and
+/// `mmsghdr`s. Nothing is allocated after [`Batch::new`].
+///
+/// Receive: [`Batch::recv`] fills messages `0..len()`. Send: [`Batch::push`]
+/// / [`Batch::push_from`] queue messages, [`Batch::send`] sends them all.
+pub struct Batch {
+    cap: usize,
+    buf_size: usize,
+    len: usize,
+    /// Bytes queued (send side).
+    queued_bytes: usize,
+    bufs: Vec<u8>,
+    iovs: Vec<libc::iovec>,
+    addrs: Vec<libc::sockaddr_storage>,
+    ctrl: Vec<u64>,
+    hdrs: Vec<libc::mmsghdr>,
+    with_ctrl: bool,
+}
+
+// SAFETY: the raw pointers inside `iovs` and `hdrs` point only into this
+// Batch's own heap buffers (`bufs`, `addrs`, `ctrl`, `iovs`), which are never
+// reallocated; moving the Batch to another thread moves their owner with them.
+unsafe impl Send for Batch {}
+
+impl Batch {
+    /// `cap` messages of `buf_size` bytes; `with_ctrl` reserves a control
+    /// buffer per message (for packet info).
+    ///
+    /// # Panics
+    /// If `cap` or `buf_size` is 0.
+    pub fn new(cap: usize, buf_size: usize, with_ctrl: bool) -> Batch {
+        assert!(cap > 0 && buf_size > 0, "empty batch");
+        let bufs = vec![0u8; cap * buf_size];
+        // SAFETY: all-zero iovec, sockaddr_storage and mmsghdr are valid values
+        // (null pointers, zero lengths); they are filled in below.
+        let iovs = vec![unsafe { zeroed::<libc::iovec>() }; cap];
+        let addrs = vec![unsafe { zeroed::<libc::sockaddr_storage>() }; cap];
+        let hdrs = vec![unsafe { zeroed::<libc::mmsghdr>() }; cap];
+        let ctrl = vec![0u64; if with_ctrl { cap * CTRL_WORDS } else { 0 }];
+        let mut b =
+            Batch { cap, buf_size, len: 0, queued_bytes: 0, bufs, iovs, addrs, ctrl, hdrs, with_ctrl };
+        let base = b.bufs.as_mut_ptr();
+        for i in 0..cap {
+            // SAFETY: i * buf_size < cap * buf_size = bufs.len().
+            b.iovs[i].iov_base = unsafe { base.add(i * buf_size) }.cast();
+            b.iovs[i].iov_len = buf_size;
+            let h = &mut b.hdrs[i].msg_hdr;
+            h.msg_iov = &mut b.iovs[i];
+            h.msg_iovlen = 1;
+            h.msg_name = (&mut b.addrs[i] as *mut libc::sockaddr_storage).cast();
+            h.msg_namelen = size_of::<libc::sockaddr_storage>() as u32;
+            if with_ctrl {
+                h.msg_control = (&mut b.ctrl[i * CTRL_WORDS] as *mut u64).cast();
+                h.msg_controllen = CTRL_LEN;
+            }
+        }
+        b
+    }
+
+    /// Message capacity.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// Largest message.
+    pub fn buf_size(&self) -> usize {
+        self.buf_size
+    }
+
+    /// Messages received (or queued).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// No messages.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether no more can be queued.
+    pub fn is_full(&self) -> bool {
+        self.len == self.cap
+    }
+
+    /// Payload bytes queued for sending.
+    pub fn queued_bytes(&self) -> usize {
+        self.queued_bytes
+    }
+
+    /// Forgets all messages.
+    pub fn clear(&mut self) {
+        self.len = 0;
+        self.queued_bytes = 0;
+    }
+
+    fn reset_for_recv(&mut self) {
+        for i in 0..self.cap {
+            self.iovs[i].iov_len = self.buf_size;
+            let h = &mut self.hdrs[i];
+            h.msg_len = 0;
+            h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as u32;
+            h.msg_hdr.msg_flags = 0;
+            h.msg_hdr.msg_controllen = if self.with_ctrl { CTRL_LEN } else { 0 };
+        }
+    }
+
+    /// `recvmmsg` of up to `capacity()` datagrams. With `dontwait` the call
+    /// never blocks (`MSG_DONTWAIT`): `Err(WouldBlock)` when nothing is
+    /// queued. Otherwise it blocks for the first datagram (up to the
+    /// socket's `SO_RCVTIMEO`) and takes whatever else is queued.
+    pub fn recv(&mut self, s: &impl AsRawFd, dontwait: bool) -> io::Result<usize> {
+        self.clear();
+        self.reset_for_recv();
+        let flags = libc::MSG_WAITFORONE | if dontwait { libc::MSG_DONTWAIT } else { 0 };
+        // SAFETY: hdrs has `cap` entries, each pointing at this batch's own
+        // iovec, buffer of `buf_size` bytes, sockaddr_storage and control
+        // buffer of CTRL_LEN bytes, all live for the call.
+        let n = unsafe {
+            libc::recvmmsg(
+                s.as_raw_fd(),
+                self.hdrs.as_mut_ptr(),
+                self.cap as u32,
+                flags,
+                std::ptr::null_mut(),
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        self.len = n as usize;
+        Ok(self.len)
+    }
+
+    /// Payload of message `i` (received length, or queued length).
+    #[inline]
+    pub fn data(&self, i: usize) -> &[u8] {
+        assert!(i < self.len);
+        let n = (self.hdrs[i].msg_len as usize).min(self.buf_size);
+        &self.bufs[i * self.buf_size..i * self.buf_size + n]
+    }
+
+    /// Mutable payload of message `i`.
+    #[inline]
+    pub fn data_mut(&mut self, i: usize) -> &mut [u8] {
+        assert!(i < self.len);
+        let n = (self.hdrs[i].msg_len as usize).min(self.buf_size);
+        &mut self.bufs[i * self.buf_size..i * self.buf_size + n]
+    }
+
+    /// Whether message `i` was longer than `buf_size` (`MSG_TRUNC`).
+    pub fn truncated(&self, i: usize) -> bool {
+        assert!(i < self.len);
+        self.hdrs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0
+    }
+
+    /// Peer address of message `i` (source when received, destination when queued).
+    #[inline]
+    pub fn addr(&self, i: usize) -> Option<SocketAddr> {
+        assert!(i < self.len);
+        sockaddr_to_std(&self.addrs[i], self.hdrs[i].msg_hdr.msg_namelen)
+    }
+
+    /// Local (destination) address of received message `i`, from its
+    /// `IP_PKTINFO`/`IPV6_PKTINFO` control message, if any.
+    pub fn local_ip(&self, i: usize) -> Option<IpAddr> {
+        assert!(i < self.len);
+        if !self.with_ctrl {
+            return None;
+        }
+        let h = &self.hdrs[i].msg_hdr;
+        // SAFETY: msg_control/msg_controllen describe this message's own
+        // control buffer as filled by the kernel; CMSG_* walk within it.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(h);
+            while !c.is_null() {
+                let data = libc::CMSG_DATA(c);
+                if (*c).cmsg_level == libc::IPPROTO_IP && (*c).cmsg_type == libc::IP_PKTINFO {
+                    let pi = std::ptr::read_unaligned(data.cast::<libc::in_pktinfo>());
+                    return Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(pi.ipi_addr.s_addr))));
+                }
+                if (*c).cmsg_level == libc::IPPROTO_IPV6 && (*c).cmsg_type == libc::IPV6_PKTINFO {
+                    let pi = std::ptr::read_unaligned(data.cast::<libc::in6_pktinfo>());
+                    return Some(IpAddr::V6(Ipv6Addr::from(pi.ipi6_addr.s6_addr)));
+                }
+                c = libc::CMSG_NXTHDR(h, c);
+            }
+        }
+        None
+    }
+
+    /// Queues `data` for `to`. Returns `false` (queuing nothing) when the
+    /// batch is full or `data` is longer than `buf_size`.
+    pub fn push(&mut self, data: &[u8], to: &SocketAddr) -> bool {
+        if self.is_full() || data.len() > self.buf_size {
+            return false;
+        }
+        let i = self.len;
+        let (ss, len) = std_to_sockaddr(to);
+        self.addrs[i] = ss;
+        self.set_queued(i, data, len, 0);
+        true
+    }
+
+    /// Queues a reply to received message `i` of `rx`: its payload, sent
+    /// back to its source; with packet info on both batches, from the local
+    /// address it was sent to. Returns `false` when full or too long.
+    pub fn push_from(&mut self, rx: &Batch, i: usize) -> bool {
+        let data = rx.data(i);
+        if self.is_full() || data.len() > self.buf_size {
+            return false;
+        }
+        let j = self.len;
+        self.addrs[j] = rx.addrs[i];
+        let mut ctrl_len = 0;
+        if self.with_ctrl && rx.with_ctrl {
+            ctrl_len = (rx.hdrs[i].msg_hdr.msg_controllen).min(CTRL_LEN);
+            self.ctrl[j * CTRL_WORDS..(j + 1) * CTRL_WORDS]
+                .copy_from_slice(&rx.ctrl[i * CTRL_WORDS..(i + 1) * CTRL_WORDS]);
+        }
+        self.set_queued(j, data, rx.hdrs[i].msg_hdr.msg_namelen, ctrl_len);
+        true
+    }
+
+    fn set_queued(&mut self, i: usize, data: &[u8], namelen: libc::socklen_t, ctrl_len: usize) {
+        let off = i * self.buf_size;
+        self.bufs[off..off + data.len()].copy_from_slice(data);
+        self.iovs[i].iov_len = data.len();
+        let h = &mut self.hdrs[i];
+        h.msg_len = data.len() as u32;
+        h.msg_hdr.msg_namelen = namelen;
+        h.msg_hdr.msg_flags = 0;
+        h.msg_hdr.msg_controllen = if self.with_ctrl { ctrl_len } else { 0 };
+        if ctrl_len == 0 {
+            h.msg_hdr.msg_control = std::ptr::null_mut();
+        } else {
+            h.msg_hdr.msg_control = (&mut self.ctrl[i * CTRL_WORDS] as *mut u64).cast();
+        }
+        self.len += 1;
+        self.queued_bytes += data.len();
+    }
+
+    /// Sends every queued message with as few `sendmmsg` calls as the kernel
+    /// allows, then clears the batch. A message the kernel refuses (e.g.
+    /// unreachable destination) is skipped and counted in `failed`; the
+    /// first such error is returned alongside. Blocks if the socket is
+    /// blocking and its send buffer is full.
+    pub fn send(&mut self, s: &impl AsRawFd) -> SendResult {
+        let mut r = SendResult::default();
+        let mut at = 0;
+        while at < self.len {
+            // SAFETY: hdrs[at..len] are initialised messages pointing into this
+            // batch's own buffers (set by push/push_from), live for the call.
+            let n = unsafe {
+                libc::sendmmsg(s.as_raw_fd(), self.hdrs.as_mut_ptr().add(at), (self.len - at) as u32, 0)
+            };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                r.failed += 1;
+                r.first_error.get_or_insert(e);
+                at += 1;
+            } else {
+                r.sent += n as usize;
+                at += n as usize;
+            }
+        }
+        // Restore the control pointers a push may have nulled.
+        if self.with_ctrl {
+            for i in 0..self.len {
+                self.hdrs[i].msg_hdr.msg_control = (&mut self.ctrl[i * CTRL_WORDS] as *mut u64).cast();
+            }
+        }
+        self.clear();
+        r
+    }
+}
+
+/// Outcome of [`Batch::send`].
+#[derive(Debug, Default)]
+pub struct SendResult {
+    /// Messages the kernel took.
+    pub sent: usize,
+    /// Messages it refused.
+    pub failed: usize,
+    /// Why the first refused one was refused.
+    pub first_error: Option<io::Error>,
+}
+
+/// Waits up to `timeout` for `s` to become readable (`poll`). `Ok(false)` on timeout.
+pub fn wait_readable(s: &impl AsRawFd, timeout: Duration) -> io::Result<bool> {
+    let mut p = libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: one valid pollfd.
+    let rc = unsafe { libc::poll(&mut p, 1, ms) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(e);
+    }
+    Ok(rc > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(ip: &str) -> (Socket, Socket, SocketAddr) {
+        let a: SocketAddr = format!("{ip}:0").parse().unwrap();
+        let opts = UdpOptions { read_timeout: Some(Duration::from_secs(2)), ..Default::default() };
+        let srv = udp_socket(a, &opts).unwrap();
+        let cli = udp_socket(a, &opts).unwrap();
+        let at = srv.local_addr().unwrap().as_socket().unwrap();
+        (srv, cli, at)
+    }
+
+    fn batch_round_trip(ip: &str) {
+        let (srv, cli, at) = pair(ip);
+        let cli_addr = cli.local_addr().unwrap().as_socket().unwrap();
+        let mut tx = Batch::new(8, 2048, false);
+        for i in 0..5u8 {
+            assert!(tx.push(&vec![i; 100 + i as usize], &at));
+        }
+        assert_eq!(tx.queued_bytes(), 510);
+        let r = tx.send(&cli);
+        assert_eq!((r.sent, r.failed), (5, 0));
+        assert!(tx.is_empty());
+        let mut rx = Batch::new(8, 2048, true);
+        set_pktinfo(&srv, at.is_ipv6()).unwrap();
+        let mut got = Vec::new();
+        while got.len() < 5 {
+            let n = rx.recv(&srv, false).unwrap();
+            for i in 0..n {
+                assert_eq!(rx.addr(i), Some(cli_addr));
+                assert_eq!(rx.local_ip(i), Some(at.ip()));
+                assert!(!rx.truncated(i));
+                got.push(rx.data(i).to_vec());
+            }
+        }
+        for (i, d) in got.iter().enumerate() {
+            assert_eq!(d, &vec![i as u8; 100 + i]);
+        }
+        // Echo the last batch back with push_from (packet info copied).
+        let mut echo = Batch::new(8, 2048, true);
+        for i in 0..rx.len() {
+            assert!(echo.push_from(&rx, i));
+        }
+        let k = rx.len();
+        assert_eq!(echo.send(&srv).sent, k);
+        let mut back = Batch::new(8, 2048, false);
+        let mut n = 0;
+        while n < k {
+            n += back.recv(&cli, false).unwrap();
+        }
+        assert_eq!(back.addr(0), Some(at), "reply comes from the address the client sent to");
+        assert!(matches!(back.recv(&cli, true), Err(e) if e.kind() == io::ErrorKind::WouldBlock));
+    }
+
+    #[test]
+    fn round_trip_v4() {
+        batch_round_trip("127.0.0.1");
+    }
+
+    #[test]
+    fn round_trip_v6() {
+        batch_round_trip("[::1]");
+    }
+
+    #[test]
+    fn truncation_and_limits() {
+        let (srv, cli, at) = pair("127.0.0.1");
+        let mut tx = Batch::new(2, 64, false);
+        assert!(!tx.push(&[0; 65], &at), "too long");
+        cli.send_to(&[7u8; 100], &at.into()).unwrap();
+        let mut rx = Batch::new(2, 64, false);
+        assert_eq!(rx.recv(&srv, false).unwrap(), 1);
+        assert!(rx.truncated(0));
+        assert_eq!(rx.data(0).len(), 64);
+        assert!(tx.push(&[1], &at) && tx.push(&[2], &at));
+        assert!(!tx.push(&[3], &at), "full");
+    }
+
+    #[test]
+    fn incoming_cpu_after_traffic() {
+        let (srv, cli, at) = pair("127.0.0.1");
+        assert_eq!(incoming_cpu(&srv).unwrap(), None);
+        cli.send_to(b"x", &at.into()).unwrap();
+        let mut b = [std::mem::MaybeUninit::new(0u8); 8];
+        srv.recv(&mut b).unwrap();
+        // Linux only records it for connected UDP sockets.
+        assert_eq!(incoming_cpu(&srv).unwrap(), None, "unconnected: not recorded");
+        srv.connect(&cli.local_addr().unwrap()).unwrap();
+        cli.send_to(b"x", &at.into()).unwrap();
+        srv.recv(&mut b).unwrap();
+        let c = incoming_cpu(&srv).unwrap().expect("set after a datagram on a connected socket");
+        assert!(crate::cpulist::online().contains(&c));
+    }
+
+    #[test]
+    fn reuseport_and_port_in_use() {
+        let opts = UdpOptions { reuseport: true, ..Default::default() };
+        let a = udp_socket("127.0.0.1:0".parse().unwrap(), &opts).unwrap();
+        let at = a.local_addr().unwrap().as_socket().unwrap();
+        let _b = udp_socket(at, &opts).expect("second reuseport socket");
+        let e = udp_socket(at, &UdpOptions::default()).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
+        assert!(e.to_string().contains(&at.to_string()), "{e}");
+    }
+
+    #[test]
+    fn sockaddr_conversions() {
+        for s in ["1.2.3.4:5", "[fe80::1%3]:80", "[::1]:65535"] {
+            let a: SocketAddr = s.parse().unwrap();
+            let (ss, len) = std_to_sockaddr(&a);
+            assert_eq!(sockaddr_to_std(&ss, len), Some(a));
+        }
+    }
+
+    #[test]
+    fn wait_readable_times_out() {
+        let (srv, cli, at) = pair("127.0.0.1");
+        assert!(!wait_readable(&srv, Duration::from_millis(10)).unwrap());
+        cli.send_to(b"x", &at.into()).unwrap();
+        assert!(wait_readable(&srv, Duration::from_millis(1000)).unwrap());
+    }
+}
