@@ -217,7 +217,19 @@ pub struct DefaultKey {
 /// Reads `/proc/sys/net/core/netdev_rss_key`.
 pub fn default_rss_key(roots: &Roots) -> Result<DefaultKey, String> {
     let p = roots.proc.join("sys/net/core/netdev_rss_key");
-    let text = fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+    let text = fs::read_to_string(&p).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound && roots.proc.join("sys/net/core").is_dir() {
+            // net.core.netdev_rss_key is registered for the initial network
+            // namespace only.
+            format!(
+                "{} is not shown in this network namespace (the kernel exposes it only in the \
+                 initial one)",
+                p.display()
+            )
+        } else {
+            format!("{}: {e}", p.display())
+        }
+    })?;
     let key = parse_colon_hex(&text).map_err(|e| format!("{}: {e}", p.display()))?;
     let initialised = key.iter().any(|&b| b != 0);
     Ok(DefaultKey { key, initialised })
