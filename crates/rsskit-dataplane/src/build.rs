@@ -1,0 +1,230 @@
+//! Packet construction for tests, benchmarks and traffic generators:
+//! IPv4 / IPv6 headers with options and extension headers, Ethernet framing
+//! with VLAN tags, and fragmentation. Plain byte building; checksums correct.
+
+use crate::wire::ethertype;
+use crate::wire::internet_checksum;
+use crate::wire::ip::proto;
+use core::net::{Ipv4Addr, Ipv6Addr};
+
+/// An Ethernet II frame with optional VLAN tags `(tpid, tci)`, outermost first.
+pub fn eth(ether_type: u16, vlans: &[(u16, u16)], payload: &[u8]) -> Vec<u8> {
+    let mut f = Vec::with_capacity(14 + 4 * vlans.len() + payload.len());
+    f.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x02]); // dst
+    f.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x01]); // src
+    for &(tpid, tci) in vlans {
+        f.extend_from_slice(&tpid.to_be_bytes());
+        f.extend_from_slice(&tci.to_be_bytes());
+    }
+    f.extend_from_slice(&ether_type.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// IPv4 header fields for [`ipv4`].
+#[derive(Debug, Clone)]
+pub struct V4 {
+    pub src: Ipv4Addr,
+    pub dst: Ipv4Addr,
+    pub proto: u8,
+    pub id: u16,
+    pub ttl: u8,
+    /// Don't-fragment flag.
+    pub df: bool,
+    /// More-fragments flag.
+    pub mf: bool,
+    /// Fragment offset in bytes (multiple of 8).
+    pub frag_off: u16,
+    /// Options, padded with EOL to a multiple of 4.
+    pub options: Vec<u8>,
+}
+
+impl V4 {
+    /// Defaults: TTL 64, id 1, no flags, no options.
+    pub fn new(src: Ipv4Addr, dst: Ipv4Addr, proto: u8) -> Self {
+        V4 { src, dst, proto, id: 1, ttl: 64, df: false, mf: false, frag_off: 0, options: Vec::new() }
+    }
+}
+
+/// An IPv4 packet with a correct header checksum.
+pub fn ipv4(h: &V4, payload: &[u8]) -> Vec<u8> {
+    let mut opts = h.options.clone();
+    while opts.len() & 3 != 0 {
+        opts.push(0);
+    }
+    let hl = 20 + opts.len();
+    let total = (hl + payload.len()) as u16;
+    let mut p = Vec::with_capacity(hl + payload.len());
+    p.push(0x40 | (hl / 4) as u8);
+    p.push(0);
+    p.extend_from_slice(&total.to_be_bytes());
+    p.extend_from_slice(&h.id.to_be_bytes());
+    let ff = (u16::from(h.df) << 14) | (u16::from(h.mf) << 13) | (h.frag_off / 8);
+    p.extend_from_slice(&ff.to_be_bytes());
+    p.push(h.ttl);
+    p.push(h.proto);
+    p.extend_from_slice(&[0, 0]);
+    p.extend_from_slice(&h.src.octets());
+    p.extend_from_slice(&h.dst.octets());
+    p.extend_from_slice(&opts);
+    let c = internet_checksum(&p[..hl]);
+    p[10..12].copy_from_slice(&c.to_be_bytes());
+    p.extend_from_slice(payload);
+    p
+}
+
+/// An IPv6 packet: fixed header with `next_header`, then `rest` (extension
+/// headers and upper layer, already encoded).
+pub fn ipv6(src: Ipv6Addr, dst: Ipv6Addr, next_header: u8, rest: &[u8]) -> Vec<u8> {
+    let mut p = Vec::with_capacity(40 + rest.len());
+    p.extend_from_slice(&[0x60, 0, 0, 0]);
+    p.extend_from_slice(&(rest.len() as u16).to_be_bytes());
+    p.push(next_header);
+    p.push(64);
+    p.extend_from_slice(&src.octets());
+    p.extend_from_slice(&dst.octets());
+    p.extend_from_slice(rest);
+    p
+}
+
+/// A generic IPv6 extension header (hop-by-hop, routing, destination
+/// options): `next`, length, then `body` padded to a multiple of 8 with PadN.
+pub fn ext_header(next: u8, body: &[u8]) -> Vec<u8> {
+    let mut h = vec![next, 0];
+    h.extend_from_slice(body);
+    let pad = (8 - h.len() % 8) % 8;
+    match pad {
+        0 => {}
+        1 => h.push(0), // Pad1
+        n => {
+            h.push(1); // PadN
+            h.push((n - 2) as u8);
+            h.resize(h.len() + n - 2, 0);
+        }
+    }
+    h[1] = (h.len() / 8 - 1) as u8;
+    h
+}
+
+/// An IPv6 fragment header.
+pub fn frag_header(next: u8, offset: u16, more: bool, id: u32) -> [u8; 8] {
+    let mut h = [0u8; 8];
+    h[0] = next;
+    let ofs = (offset & !7) | u16::from(more);
+    h[2..4].copy_from_slice(&ofs.to_be_bytes());
+    h[4..8].copy_from_slice(&id.to_be_bytes());
+    h
+}
+
+/// A UDP header + payload (checksum left 0, which IPv4 allows; RSS and the
+/// parser do not look at it).
+pub fn udp(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let mut u = Vec::with_capacity(8 + payload.len());
+    u.extend_from_slice(&sport.to_be_bytes());
+    u.extend_from_slice(&dport.to_be_bytes());
+    u.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    u.extend_from_slice(&[0, 0]);
+    u.extend_from_slice(payload);
+    u
+}
+
+/// UDP with the checksum computed over the pseudo-header.
+pub fn udp_checksummed(src: &[u8], dst: &[u8], sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let mut u = udp(sport, dport, payload);
+    let mut ph = Vec::with_capacity(40 + u.len());
+    ph.extend_from_slice(src);
+    ph.extend_from_slice(dst);
+    if src.len() == 4 {
+        ph.push(0);
+        ph.push(proto::UDP);
+        ph.extend_from_slice(&(u.len() as u16).to_be_bytes());
+    } else {
+        ph.extend_from_slice(&(u.len() as u32).to_be_bytes());
+        ph.extend_from_slice(&[0, 0, 0, proto::UDP]);
+    }
+    ph.extend_from_slice(&u);
+    let mut c = internet_checksum(&ph);
+    if c == 0 {
+        c = 0xffff;
+    }
+    u[6..8].copy_from_slice(&c.to_be_bytes());
+    u
+}
+
+/// A minimal TCP header (20 bytes, ACK) + payload.
+pub fn tcp(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let mut t = Vec::with_capacity(20 + payload.len());
+    t.extend_from_slice(&sport.to_be_bytes());
+    t.extend_from_slice(&dport.to_be_bytes());
+    t.extend_from_slice(&1u32.to_be_bytes());
+    t.extend_from_slice(&0u32.to_be_bytes());
+    t.extend_from_slice(&[0x50, 0x10, 0xff, 0xff, 0, 0, 0, 0]);
+    t.extend_from_slice(payload);
+    t
+}
+
+/// Splits an IPv4 datagram's payload at `cuts` (byte offsets, multiples of
+/// 8, increasing, inside the payload) into fragments with `h`'s header.
+pub fn fragment_v4(h: &V4, payload: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let bounds: Vec<usize> = cuts.iter().copied().chain(core::iter::once(payload.len())).collect();
+    for end in bounds {
+        let mut fh = h.clone();
+        fh.frag_off = start as u16;
+        fh.mf = end != payload.len();
+        out.push(ipv4(&fh, &payload[start..end]));
+        start = end;
+    }
+    out
+}
+
+/// Splits an IPv6 datagram into fragments: `unfrag` is the extension headers
+/// before the fragment header (encoded, their last next-header must be 44),
+/// `first_nh` the next header after the fragment header, `payload` the
+/// fragmentable part.
+#[allow(clippy::too_many_arguments)]
+pub fn fragment_v6(
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    unfrag_nh: u8,
+    unfrag: &[u8],
+    first_nh: u8,
+    id: u32,
+    payload: &[u8],
+    cuts: &[usize],
+) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let bounds: Vec<usize> = cuts.iter().copied().chain(core::iter::once(payload.len())).collect();
+    for end in bounds {
+        let mut rest = unfrag.to_vec();
+        rest.extend_from_slice(&frag_header(first_nh, start as u16, end != payload.len(), id));
+        rest.extend_from_slice(&payload[start..end]);
+        let nh = if unfrag.is_empty() { proto::FRAGMENT } else { unfrag_nh };
+        out.push(ipv6(src, dst, nh, &rest));
+        start = end;
+    }
+    out
+}
+
+/// GRE header (RFC 2784/2890) with optional key.
+pub fn gre(ether_type: u16, key: Option<u32>, payload: &[u8]) -> Vec<u8> {
+    let mut g = Vec::new();
+    let flags: u16 = if key.is_some() { 0x2000 } else { 0 };
+    g.extend_from_slice(&flags.to_be_bytes());
+    g.extend_from_slice(&ether_type.to_be_bytes());
+    if let Some(k) = key {
+        g.extend_from_slice(&k.to_be_bytes());
+    }
+    g.extend_from_slice(payload);
+    g
+}
+
+/// Ethernet + IPv4 + UDP frame of exactly `frame_len` bytes (>= 42), the
+/// benchmark's "64-byte UDP packet".
+pub fn udp4_frame(src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16, frame_len: usize) -> Vec<u8> {
+    let payload = vec![0u8; frame_len.saturating_sub(42)];
+    let ip = ipv4(&V4::new(src, dst, proto::UDP), &udp(sport, dport, &payload));
+    eth(ethertype::IPV4, &[], &ip)
+}

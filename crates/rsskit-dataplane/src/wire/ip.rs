@@ -1,0 +1,337 @@
+//! IPv4 and IPv6 network layer views.
+//!
+//! The fixed headers are read through etherparse's `Ipv4HeaderSlice` /
+//! `Ipv6HeaderSlice` and its extension-header slices. The IPv6 extension
+//! header *chain walk* is our own: etherparse 0.16's
+//! `Ipv6ExtensionsSlice::from_slice` keeps walking past a fragment header
+//! whose offset is non-zero, i.e. it reads fragment *data* of a non-first
+//! fragment as further extension headers (and rejects valid fragments whose
+//! data happens to look like a bad header). Its `Ipv4Slice::from_slice`
+//! likewise parses an AH header out of non-first fragment data. A
+//! reassembler needs the exact split "unfragmentable part | fragment header |
+//! fragment data", which we record in [`FragInfo`]. And etherparse 0.16
+//! decodes the IPv6 fragment header's offset and M bits from the wrong
+//! positions (its issue #150), so that header is read by hand.
+
+use super::{DropReason, ParseConfig};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use etherparse::{err, IpAuthHeaderSlice, Ipv4HeaderSlice, Ipv6HeaderSlice, Ipv6RawExtHeaderSlice};
+
+/// IP protocol numbers used here.
+pub mod proto {
+    pub const HOPOPT: u8 = 0;
+    pub const ICMP: u8 = 1;
+    pub const IPIP: u8 = 4;
+    pub const TCP: u8 = 6;
+    pub const UDP: u8 = 17;
+    pub const IPV6: u8 = 41;
+    pub const ROUTING: u8 = 43;
+    pub const FRAGMENT: u8 = 44;
+    pub const GRE: u8 = 47;
+    pub const ESP: u8 = 50;
+    pub const AH: u8 = 51;
+    pub const ICMPV6: u8 = 58;
+    pub const NO_NEXT: u8 = 59;
+    pub const DSTOPTS: u8 = 60;
+    pub const MOBILITY: u8 = 135;
+    pub const HIP: u8 = 139;
+    pub const SHIM6: u8 = 140;
+}
+
+/// Fragmentation fields of a fragment (IPv4 with MF or offset != 0, or IPv6
+/// with a fragment header that is not an atomic fragment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FragInfo {
+    /// Identification (16 bits for IPv4, 32 for IPv6).
+    pub id: u32,
+    /// Offset of this fragment's data in the original payload, in bytes.
+    pub offset: u16,
+    /// More-fragments flag.
+    pub more: bool,
+    /// IPv6: offset of the fragment header from the start of the IP packet
+    /// (the unfragmentable part is `bytes[..frag_hdr_at]`). IPv4: header length.
+    pub frag_hdr_at: u16,
+    /// IPv6: index (from the start of the IP packet) of the Next Header byte
+    /// that names the fragment header (6 when it directly follows the fixed
+    /// header). IPv4: unused (9, the protocol field).
+    pub nh_at: u16,
+}
+
+impl FragInfo {
+    /// Whether this is the first fragment (offset 0).
+    pub fn is_first(&self) -> bool {
+        self.offset == 0
+    }
+}
+
+/// A parsed IP packet (IPv4, or IPv6 with its extension headers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IpLayer<'a> {
+    /// Offset of this IP header from the start of the parsed buffer.
+    pub offset: usize,
+    /// The whole IP packet, cut to its length field (link padding removed).
+    pub bytes: &'a [u8],
+    /// Bytes up to the upper-layer header: IPv4 header with options; IPv6
+    /// fixed header plus all extension headers present in this packet (for a
+    /// non-first fragment: up to and including the fragment header).
+    pub header_len: usize,
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    /// Upper-layer protocol (after IPv6 extension headers).
+    pub proto: u8,
+    /// TTL / hop limit.
+    pub ttl: u8,
+    /// Present if this packet is a fragment.
+    pub frag: Option<FragInfo>,
+}
+
+impl<'a> IpLayer<'a> {
+    /// IPv6?
+    pub fn is_ipv6(&self) -> bool {
+        self.src.is_ipv6()
+    }
+
+    /// Is this a fragment (first or not)?
+    pub fn is_fragment(&self) -> bool {
+        self.frag.is_some()
+    }
+
+    /// Is this a fragment other than the first one (no transport header)?
+    pub fn is_later_fragment(&self) -> bool {
+        self.frag.is_some_and(|f| !f.is_first())
+    }
+
+    /// The header bytes (see [`IpLayer::header_len`]).
+    pub fn header(&self) -> &'a [u8] {
+        &self.bytes[..self.header_len]
+    }
+
+    /// The upper-layer bytes (or the fragment data of a non-first fragment).
+    pub fn payload(&self) -> &'a [u8] {
+        &self.bytes[self.header_len..]
+    }
+
+    /// The fragment data: what goes at `frag.offset` in the reassembled
+    /// payload. For IPv6 this starts right after the fragment header (so it
+    /// includes extension headers that follow it in a first fragment).
+    pub fn fragment_data(&self) -> &'a [u8] {
+        match self.frag {
+            Some(f) if self.is_ipv6() => &self.bytes[f.frag_hdr_at as usize + 8..],
+            _ => self.payload(),
+        }
+    }
+}
+
+/// One's-complement sum of 16-bit big-endian words (odd byte padded).
+fn ones_sum(data: &[u8]) -> u32 {
+    let mut sum = 0u32;
+    let mut chunks = data.chunks_exact(2);
+    for c in &mut chunks {
+        sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
+    }
+    if let [b] = chunks.remainder() {
+        sum += u32::from(*b) << 8;
+    }
+    sum
+}
+
+fn fold(mut sum: u32) -> u16 {
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
+/// Internet checksum of `data` (with the checksum field zeroed, this is the
+/// value to store; over a header with a correct checksum it is 0).
+pub fn internet_checksum(data: &[u8]) -> u16 {
+    !fold(ones_sum(data))
+}
+
+/// Whether an IPv4 header's checksum verifies.
+pub fn ipv4_checksum_ok(header: &[u8]) -> bool {
+    internet_checksum(header) == 0
+}
+
+/// Parses an IPv4 packet starting at `data[0]`; `offset` is recorded in the result.
+pub fn parse_ipv4<'a>(data: &'a [u8], offset: usize, cfg: &ParseConfig) -> Result<IpLayer<'a>, DropReason> {
+    let h = Ipv4HeaderSlice::from_slice(data).map_err(|e| match e {
+        err::ipv4::HeaderSliceError::Len(_) => DropReason::Ipv4Truncated,
+        err::ipv4::HeaderSliceError::Content(err::ipv4::HeaderError::UnexpectedVersion { .. }) => {
+            DropReason::BadIpVersion
+        }
+        err::ipv4::HeaderSliceError::Content(_) => DropReason::Ipv4BadIhl,
+    })?;
+    let hlen = h.slice().len();
+    let total = usize::from(h.total_len());
+    if total < hlen || total > data.len() {
+        return Err(DropReason::Ipv4BadTotalLen);
+    }
+    if cfg.verify_ipv4_checksum && !ipv4_checksum_ok(h.slice()) {
+        return Err(DropReason::Ipv4BadChecksum);
+    }
+    let bytes = &data[..total];
+    let payload_len = total - hlen;
+    let frag_off = u16::from(h.fragments_offset()) as usize * 8;
+    let more = h.more_fragments();
+    let frag = if more || frag_off != 0 {
+        if (more && (payload_len == 0 || payload_len & 7 != 0)) || hlen + frag_off + payload_len > 65535 {
+            return Err(DropReason::BadFragment);
+        }
+        Some(FragInfo {
+            id: u32::from(h.identification()),
+            offset: frag_off as u16,
+            more,
+            frag_hdr_at: hlen as u16,
+            nh_at: 9,
+        })
+    } else {
+        None
+    };
+    Ok(IpLayer {
+        offset,
+        bytes,
+        header_len: hlen,
+        src: IpAddr::V4(Ipv4Addr::from(h.source())),
+        dst: IpAddr::V4(Ipv4Addr::from(h.destination())),
+        proto: h.protocol().0,
+        ttl: h.ttl(),
+        frag,
+    })
+}
+
+/// Whether `nh` is an IPv6 extension header we walk (RFC 7045 list, minus ESP
+/// whose contents are opaque).
+fn is_ext_header(nh: u8) -> bool {
+    matches!(
+        nh,
+        proto::HOPOPT
+            | proto::ROUTING
+            | proto::FRAGMENT
+            | proto::AH
+            | proto::DSTOPTS
+            | proto::MOBILITY
+            | proto::HIP
+            | proto::SHIM6
+    )
+}
+
+/// Parses an IPv6 packet starting at `data[0]` including its extension header chain.
+pub fn parse_ipv6<'a>(data: &'a [u8], offset: usize, cfg: &ParseConfig) -> Result<IpLayer<'a>, DropReason> {
+    let h = Ipv6HeaderSlice::from_slice(data).map_err(|e| match e {
+        err::ipv6::HeaderSliceError::Len(_) => DropReason::Ipv6Truncated,
+        err::ipv6::HeaderSliceError::Content(_) => DropReason::BadIpVersion,
+    })?;
+    // Jumbograms (payload length 0 + hop-by-hop jumbo option) are not
+    // supported: a 0 length means just the 40-byte header.
+    let total = 40 + usize::from(h.payload_length());
+    if total > data.len() {
+        return Err(DropReason::Ipv6Truncated);
+    }
+    let bytes = &data[..total];
+    let mut nh = h.next_header().0;
+    let mut nh_at = 6usize;
+    let mut pos = 40usize;
+    let mut count = 0usize;
+    let mut frag: Option<FragInfo> = None;
+    while is_ext_header(nh) {
+        count += 1;
+        if count > cfg.max_ipv6_ext_headers {
+            return Err(DropReason::Ipv6ExtChainTooLong);
+        }
+        let rest = &bytes[pos..];
+        let (len, next) = match nh {
+            proto::HOPOPT if pos != 40 => return Err(DropReason::Ipv6BadExtHeader),
+            proto::FRAGMENT => {
+                if frag.is_some() {
+                    return Err(DropReason::Ipv6BadExtHeader);
+                }
+                if rest.len() < 8 {
+                    return Err(DropReason::Ipv6BadExtHeader);
+                }
+                // Read by hand: etherparse 0.16's Ipv6FragmentHeaderSlice
+                // decodes offset and M from the wrong bits (etherparse issue
+                // #150, fixed in 0.20). RFC 8200 4.5: bytes 2..3 are a
+                // big-endian word `offset << 3 | res << 1 | M`.
+                let word = u16::from_be_bytes([rest[2], rest[3]]);
+                let off = usize::from(word & !7);
+                let more = word & 1 != 0;
+                let id = u32::from_be_bytes([rest[4], rest[5], rest[6], rest[7]]);
+                let next = rest[0];
+                let data_len = total - (pos + 8);
+                if more || off != 0 {
+                    if (more && (data_len == 0 || data_len & 7 != 0)) || off + data_len > 65535 {
+                        return Err(DropReason::BadFragment);
+                    }
+                    frag = Some(FragInfo {
+                        id,
+                        offset: off as u16,
+                        more,
+                        frag_hdr_at: pos as u16,
+                        nh_at: nh_at as u16,
+                    });
+                }
+                // Atomic fragments (offset 0, M = 0; RFC 6946) are processed
+                // as whole packets: no FragInfo.
+                (8, next)
+            }
+            proto::AH => {
+                let a = IpAuthHeaderSlice::from_slice(rest).map_err(|_| DropReason::Ipv6BadExtHeader)?;
+                (a.slice().len(), a.next_header().0)
+            }
+            _ => {
+                let x = Ipv6RawExtHeaderSlice::from_slice(rest).map_err(|_| DropReason::Ipv6BadExtHeader)?;
+                (x.slice().len(), x.next_header().0)
+            }
+        };
+        nh_at = pos; // the next header field is the first byte of every ext header
+        pos += len;
+        nh = next;
+        if frag.is_some_and(|f| f.offset != 0) {
+            // Past the fragment header of a non-first fragment is data.
+            break;
+        }
+    }
+    Ok(IpLayer {
+        offset,
+        bytes,
+        header_len: pos,
+        src: IpAddr::V6(Ipv6Addr::from(h.source())),
+        dst: IpAddr::V6(Ipv6Addr::from(h.destination())),
+        proto: nh,
+        ttl: h.hop_limit(),
+        frag,
+    })
+}
+
+/// Parses an IP packet of either version, chosen by the version nibble.
+pub fn parse_ip_any<'a>(data: &'a [u8], offset: usize, cfg: &ParseConfig) -> Result<IpLayer<'a>, DropReason> {
+    match data.first().map(|b| b >> 4) {
+        Some(4) => parse_ipv4(data, offset, cfg),
+        Some(6) => parse_ipv6(data, offset, cfg),
+        Some(_) => Err(DropReason::BadIpVersion),
+        None => Err(DropReason::Ipv4Truncated),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checksum_known_header() {
+        // Wikipedia's example header, checksum 0xb861.
+        let h = [
+            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb8, 0x61, 0xc0, 0xa8, 0x00, 0x01,
+            0xc0, 0xa8, 0x00, 0xc7,
+        ];
+        assert!(ipv4_checksum_ok(&h));
+        let mut z = h;
+        z[10] = 0;
+        z[11] = 0;
+        assert_eq!(internet_checksum(&z), 0xb861);
+        z[10] = 0xb8;
+        z[11] = 0x62;
+        assert!(!ipv4_checksum_ok(&z));
+    }
+}

@@ -1,0 +1,102 @@
+//! Transport headers (UDP, TCP, ICMP, ICMPv6) on top of an [`IpLayer`].
+//!
+//! Header reads go through etherparse's `UdpHeaderSlice`, `TcpHeaderSlice`,
+//! `Icmpv4Slice` and `Icmpv6Slice`; only the checks that depend on the IP
+//! layer (first fragments, the UDP length vs. the IP payload) are ours.
+
+use super::ip::{proto, IpLayer};
+use super::DropReason;
+use etherparse::{err, Icmpv4Slice, Icmpv6Slice, TcpHeaderSlice, UdpHeaderSlice};
+
+/// What follows the innermost IP header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport<'a> {
+    Udp {
+        src_port: u16,
+        dst_port: u16,
+        /// Datagram payload present in this packet (for a first fragment:
+        /// the part in this fragment).
+        payload: &'a [u8],
+    },
+    Tcp {
+        src_port: u16,
+        dst_port: u16,
+        /// Flag byte (FIN 0x01, SYN 0x02, RST 0x04, PSH 0x08, ACK 0x10...).
+        flags: u8,
+        payload: &'a [u8],
+    },
+    Icmpv4 {
+        icmp_type: u8,
+        code: u8,
+    },
+    Icmpv6 {
+        icmp_type: u8,
+        code: u8,
+    },
+    /// A fragment other than the first: no transport header.
+    Fragment,
+    /// Any other protocol (ESP, SCTP, no next header, tunnels not decapsulated...).
+    Other(u8),
+}
+
+impl Transport<'_> {
+    /// Source and destination port for TCP and UDP.
+    pub fn ports(&self) -> Option<(u16, u16)> {
+        match *self {
+            Transport::Udp { src_port, dst_port, .. } | Transport::Tcp { src_port, dst_port, .. } => {
+                Some((src_port, dst_port))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Parses the transport header of `ip`. For a first fragment the transport
+/// header must be complete in it (RFC 1858 / RFC 3128 tiny fragments, RFC 7112
+/// for IPv6), else [`DropReason::L4Truncated`].
+pub fn parse_transport<'a>(ip: &IpLayer<'a>) -> Result<Transport<'a>, DropReason> {
+    if ip.is_later_fragment() {
+        return Ok(Transport::Fragment);
+    }
+    let first_fragment = ip.is_fragment();
+    let p = ip.payload();
+    match ip.proto {
+        proto::UDP => {
+            let u = UdpHeaderSlice::from_slice(p).map_err(|_| DropReason::L4Truncated)?;
+            let payload = if first_fragment {
+                &p[8..]
+            } else {
+                let len = usize::from(u.length());
+                // RFC 768 length; 0 is allowed for IPv6 jumbograms only (unsupported).
+                if len < 8 || len > p.len() {
+                    return Err(DropReason::UdpBadLength);
+                }
+                &p[8..len]
+            };
+            Ok(Transport::Udp { src_port: u.source_port(), dst_port: u.destination_port(), payload })
+        }
+        proto::TCP => {
+            let t = TcpHeaderSlice::from_slice(p).map_err(|e| match e {
+                err::tcp::HeaderSliceError::Len(_) if p.len() >= 20 => DropReason::TcpBadDataOffset,
+                err::tcp::HeaderSliceError::Len(_) => DropReason::L4Truncated,
+                err::tcp::HeaderSliceError::Content(_) => DropReason::TcpBadDataOffset,
+            })?;
+            let hl = t.slice().len();
+            Ok(Transport::Tcp {
+                src_port: t.source_port(),
+                dst_port: t.destination_port(),
+                flags: p[13],
+                payload: &p[hl..],
+            })
+        }
+        proto::ICMP if !ip.is_ipv6() => {
+            let i = Icmpv4Slice::from_slice(p).map_err(|_| DropReason::L4Truncated)?;
+            Ok(Transport::Icmpv4 { icmp_type: i.type_u8(), code: i.code_u8() })
+        }
+        proto::ICMPV6 if ip.is_ipv6() => {
+            let i = Icmpv6Slice::from_slice(p).map_err(|_| DropReason::L4Truncated)?;
+            Ok(Transport::Icmpv6 { icmp_type: i.type_u8(), code: i.code_u8() })
+        }
+        n => Ok(Transport::Other(n)),
+    }
+}
