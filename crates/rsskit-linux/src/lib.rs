@@ -7,3 +7,4 @@ pub mod netdev;
 pub mod topology;
 pub mod affinity;
 pub mod socket;
+pub mod bpf;
