@@ -1,10 +1,226 @@
-//! `rsskit find`: being written (issue 2).
+//! `rsskit find`: source ports or source addresses whose flow to a given
+//! destination lands in a chosen bucket or on a chosen CPU, solved over
+//! GF(2) (see `rsskit_core::finder`).
 
-use anyhow::{bail, Result};
+use super::common::{key_arg, online_cpus, positive, print_json, same_family, Endpoint, Proto};
+use anyhow::{anyhow, bail, Result};
+use rsskit_core::finder::{find_src_addrs_any, find_src_ports_any, Found};
+use rsskit_core::{rss::RssConfig, HashType, RssKey};
+use serde_json::json;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+#[command(
+    group(clap::ArgGroup::new("source").required(true).args(["src_ports", "src_net"])),
+    group(clap::ArgGroup::new("target").required(true).args(["bucket", "cpu"])),
+    after_help = "With --proto the 4-tuple of that protocol is hashed (UDP too: an explicit request); \
+without it the 2-tuple (addresses only), where only --src-net can move the hash.\n\nExamples:\n  \
+rsskit find --dst 127.0.0.1:9000 --src-ports 1024-65535 --bucket 3 --proto udp --cpus 4\n  \
+rsskit find --dst 10.0.0.1:80 --src-net 10.0.1.0/24 --src-port 4000 --cpu 1 --proto tcp --cpus 2"
+)]
+pub struct Args {
+    /// Destination ADDR:PORT ([IPV6]:PORT).
+    #[arg(long)]
+    dst: Endpoint,
+    /// Source port range A-B (or one port); the source address is --src.
+    #[arg(long, value_parser = parse_port_range)]
+    src_ports: Option<(u16, u16)>,
+    /// Source network ADDR/LEN; the source port is --src-port.
+    #[arg(long, value_parser = parse_cidr)]
+    src_net: Option<(IpAddr, u8)>,
+    /// Wanted bucket (hash & (buckets - 1)).
+    #[arg(long)]
+    bucket: Option<u32>,
+    /// Wanted CPU: any bucket that CPU owns.
+    #[arg(long)]
+    cpu: Option<usize>,
+    /// How many tuples to print (the lowest ports or addresses).
+    #[arg(long, default_value = "8", value_parser = positive)]
+    count: usize,
+    /// Transport protocol: hash its 4-tuple.
+    #[arg(long, value_enum)]
+    proto: Option<Proto>,
+    /// RSS key: default (Microsoft), symmetric, or 40+ bytes of hex.
+    #[arg(long, default_value = "default", value_parser = key_arg)]
+    key: RssKey,
+    /// Bucket bits (1-7); default FreeBSD's fls(ncpus-1)+1.
+    #[arg(long)]
+    bits: Option<u32>,
+    /// CPUs the buckets are spread over (default: online CPUs).
+    #[arg(long, value_parser = positive)]
+    cpus: Option<usize>,
+    /// Fixed source address with --src-ports (default 127.0.0.1, or ::1 for an IPv6 --dst).
+    #[arg(long, conflicts_with = "src_net")]
+    src: Option<IpAddr>,
+    /// Fixed source port with --src-net (needed with --proto).
+    #[arg(long, conflicts_with = "src_ports")]
+    src_port: Option<u16>,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
 
-pub fn run(_a: Args) -> Result<()> {
-    bail!("'rsskit find' is not implemented yet")
+/// `A-B` or `A`, ports 0-65535, A <= B.
+fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
+    let port = |p: &str| {
+        p.trim().parse::<u16>().map_err(|_| format!("'{p}' in '{s}' is not a port (0-65535); expected A-B"))
+    };
+    let (a, b) = match s.split_once('-') {
+        Some((a, b)) => (port(a)?, port(b)?),
+        None => {
+            let p = port(s)?;
+            (p, p)
+        }
+    };
+    if a > b {
+        return Err(format!("port range '{s}' is empty: {a} > {b}"));
+    }
+    Ok((a, b))
+}
+
+/// `ADDR/LEN` (or a bare address: one host).
+fn parse_cidr(s: &str) -> Result<(IpAddr, u8), String> {
+    let (addr, len) = match s.split_once('/') {
+        Some((a, l)) => (a, Some(l)),
+        None => (s, None),
+    };
+    let addr: IpAddr =
+        addr.parse().map_err(|_| format!("'{addr}' in '{s}' is not an IP address; expected ADDR/LEN"))?;
+    let max = if addr.is_ipv6() { 128 } else { 32 };
+    let len = match len {
+        None => max,
+        Some(l) => l
+            .parse::<u8>()
+            .ok()
+            .filter(|&l| l <= max)
+            .ok_or_else(|| format!("prefix length '/{l}' in '{s}' is not 0-{max}"))?,
+    };
+    Ok((addr, len))
+}
+
+fn hash_type(v6: bool, proto: Option<Proto>) -> HashType {
+    match (v6, proto) {
+        (false, None) => HashType::Ipv4,
+        (false, Some(Proto::Tcp)) => HashType::TcpIpv4,
+        (false, Some(Proto::Udp)) => HashType::UdpIpv4,
+        (true, None) => HashType::Ipv6,
+        (true, Some(Proto::Tcp)) => HashType::TcpIpv6,
+        (true, Some(Proto::Udp)) => HashType::UdpIpv6,
+    }
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let Some(dst_port) = a.dst.port else {
+        bail!("--dst {} needs a port: ADDR:PORT or [IPV6]:PORT", a.dst.addr)
+    };
+    let dst = a.dst.addr;
+    let ht = hash_type(dst.is_ipv6(), a.proto);
+    let ncpus = a.cpus.unwrap_or_else(online_cpus);
+    let rss = RssConfig::with_ncpus(ncpus, a.bits).map_err(|e| anyhow!("{e}"))?;
+    let (buckets, target) = match (a.bucket, a.cpu) {
+        (Some(b), _) => {
+            rss.bucket_cpu(b).map_err(|e| anyhow!("--bucket: {e}"))?;
+            (vec![b], json!({ "bucket": b }))
+        }
+        (None, Some(c)) => {
+            if c >= ncpus {
+                bail!("--cpu {c} does not exist: there are {ncpus} CPUs (0-{})", ncpus - 1);
+            }
+            (rss.buckets_of_cpu(c), json!({ "cpu": c }))
+        }
+        (None, None) => bail!("give --bucket or --cpu"),
+    };
+    let found: Vec<Found> = match (a.src_ports, a.src_net) {
+        (Some((lo, hi)), _) => {
+            let src = a.src.unwrap_or(if dst.is_ipv6() {
+                IpAddr::V6(Ipv6Addr::LOCALHOST)
+            } else {
+                IpAddr::V4(Ipv4Addr::LOCALHOST)
+            });
+            same_family(src, dst)?;
+            if a.proto.is_none() {
+                bail!(
+                    "--src-ports needs --proto: without it the 2-tuple (addresses only) is hashed and the \
+                     source port changes nothing; use --src-net to vary the address"
+                );
+            }
+            find_src_ports_any(&a.key, ht, src, dst, dst_port, lo..=hi, rss.mask(), &buckets, a.count)
+                .map_err(|e| anyhow!("{e} (ports {lo}-{hi}, {ht} hash)"))?
+        }
+        (None, Some((net, len))) => {
+            if net.is_ipv4() != dst.is_ipv4() {
+                bail!("--src-net {net}/{len} and --dst {dst} are of different address families");
+            }
+            let src_port = match (a.src_port, a.proto) {
+                (Some(p), _) => p,
+                (None, None) => 0,
+                (None, Some(_)) => bail!("--src-net with --proto needs --src-port: the 4-tuple hashes it"),
+            };
+            find_src_addrs_any(&a.key, ht, net, len, src_port, dst, dst_port, rss.mask(), &buckets, a.count)
+                .map_err(|e| anyhow!("{e} ({net}/{len}, {ht} hash)"))?
+        }
+        (None, None) => bail!("give --src-ports or --src-net"),
+    };
+    let rows: Vec<(String, u32, u32, usize)> = found
+        .iter()
+        .map(|f| {
+            (SocketAddr::new(f.src, f.src_port).to_string(), f.hash, rss.bucket(f.hash), rss.cpu(f.hash))
+        })
+        .collect();
+    if a.json {
+        let tuples: Vec<_> = rows
+            .iter()
+            .map(|(src, hash, bucket, cpu)| json!({ "src": src, "hash": hash, "bucket": bucket, "cpu": cpu }))
+            .collect();
+        let mut v = json!({
+            "dst": SocketAddr::new(dst, dst_port).to_string(),
+            "hash_type": ht.name(),
+            "bits": rss.bits(),
+            "buckets": rss.buckets(),
+            "cpus": ncpus,
+            "target_buckets": buckets,
+            "tuples": tuples,
+        });
+        for (k, val) in target.as_object().into_iter().flatten() {
+            v[k] = val.clone();
+        }
+        return print_json(&v);
+    }
+    let want = match (a.bucket, a.cpu) {
+        (Some(b), _) => format!("bucket {b}"),
+        (_, Some(c)) => format!("cpu {c} (buckets {buckets:?})"),
+        _ => unreachable!("checked above"),
+    };
+    println!(
+        "{ht} hash to {}; {} buckets over {ncpus} CPUs; want {want}",
+        SocketAddr::new(dst, dst_port),
+        rss.buckets()
+    );
+    for (src, hash, bucket, cpu) in rows {
+        println!("{src:<24} hash 0x{hash:08x}  bucket {bucket:<3} cpu {cpu}");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_ranges() {
+        assert_eq!(parse_port_range("1024-2048"), Ok((1024, 2048)));
+        assert_eq!(parse_port_range("80"), Ok((80, 80)));
+        assert!(parse_port_range("2048-1024").unwrap_err().contains("empty"));
+        assert!(parse_port_range("1-70000").is_err());
+        assert!(parse_port_range("a-b").is_err());
+    }
+
+    #[test]
+    fn cidrs() {
+        assert_eq!(parse_cidr("10.0.0.0/8"), Ok(("10.0.0.0".parse().unwrap(), 8)));
+        assert_eq!(parse_cidr("::1"), Ok(("::1".parse().unwrap(), 128)));
+        assert!(parse_cidr("10.0.0.0/33").is_err());
+        assert!(parse_cidr("::/129").is_err());
+        assert!(parse_cidr("10.0.0/8").is_err());
+    }
 }

@@ -1,10 +1,121 @@
-//! `rsskit table`: being written (issue 2).
+//! `rsskit table`: DragonFly's ringmap for a NIC: the grid, ring -> CPU
+//! binding, the redirect table, and its mismatches beside the plain
+//! replicated table's.
 
-use anyhow::{bail, Result};
+use super::common::{positive, print_json};
+use anyhow::{anyhow, Result};
+use rsskit_core::ringmap::{host_cpu, PlanSpec, RingmapPlan, HOST_TABLE_LEN};
+use serde_json::json;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+#[command(after_help = "A mismatch is a table entry whose ring is bound to another CPU than the host \
+picks for that hash, (hash & 127) % CPUS: each costs an IPI.\n\nExample (the DragonFly paper's \
+Figure 4):\n  rsskit table --cpus 24 --rings 16")]
+pub struct Args {
+    /// CPUs the host spreads flows over.
+    #[arg(long, value_parser = positive)]
+    cpus: usize,
+    /// RX rings of the NIC (capped at the CPU count).
+    #[arg(long, value_parser = positive)]
+    rings: usize,
+    /// Device unit: NIC number; each unit starts on its own CPU set.
+    #[arg(long, default_value_t = 0)]
+    unit: usize,
+    /// The NIC needs a power-of-two ring count (if_ringmap_alloc2).
+    #[arg(long)]
+    pow2: bool,
+    /// Separate TX ring count, spread to match the RX rings (if_ringmap_match).
+    #[arg(long, value_parser = positive)]
+    tx_rings: Option<usize>,
+    /// Redirect table entries: a multiple of 128.
+    #[arg(long, default_value_t = HOST_TABLE_LEN)]
+    size: usize,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
 
-pub fn run(_a: Args) -> Result<()> {
-    bail!("'rsskit table' is not implemented yet")
+pub fn run(a: Args) -> Result<()> {
+    let spec = PlanSpec {
+        ncpus: a.cpus,
+        rings: a.rings,
+        unit: a.unit,
+        pow2: a.pow2,
+        tx_rings: a.tx_rings,
+        table_len: a.size,
+    };
+    let p = RingmapPlan::new(spec).map_err(|e| anyhow!("{e}"))?;
+    let ncpus = p.rx.ncpus();
+    let mut cpu_entries = vec![0usize; ncpus];
+    for &r in &p.table {
+        cpu_entries[p.rx.cpus()[r]] += 1;
+    }
+    if a.json {
+        let mut v = json!({
+            "cpus": ncpus,
+            "unit": a.unit,
+            "size": a.size,
+            "pow2": a.pow2,
+            "grid": p.rx.grid(),
+            "rings": p.rx.count(),
+            "ring_cpus": p.rx.cpus(),
+            "table": p.table,
+            "histogram": p.ring_entries,
+            "cpu_entries": cpu_entries,
+            "mismatches": p.mismatches,
+            "replicate_mismatches": p.replicate_mismatches,
+            "min_mismatches": p.min_mismatches,
+        });
+        if let Some(tx) = &p.tx {
+            v["tx_rings"] = json!(tx.count());
+            v["tx_ring_cpus"] = json!(tx.cpus());
+        }
+        return print_json(&v);
+    }
+    if ncpus < a.cpus {
+        println!("note: the host picks (hash & 127) % cpus, so only {ncpus} CPUs take part");
+    }
+    if p.rx.count() < a.rings {
+        let why = if a.pow2 {
+            "capped at the CPU count and rounded down to a power of two"
+        } else {
+            "capped at the CPU count"
+        };
+        println!("note: {} rings asked for, {} used ({why})", a.rings, p.rx.count());
+    }
+    println!(
+        "cpus {ncpus}  rings {}  unit {}  grid {}  table {} entries",
+        p.rx.count(),
+        a.unit,
+        p.rx.grid(),
+        a.size
+    );
+    println!("ring -> cpu:    {}", pairs(p.rx.cpus()));
+    if let Some(tx) = &p.tx {
+        println!("tx ring -> cpu: {}", pairs(tx.cpus()));
+    }
+    println!("redirect table (entry i: ring; host cpu = (i & 127) % {ncpus}; * = mismatch):");
+    for (row, chunk) in p.table.chunks(16).enumerate() {
+        let cells: Vec<String> = chunk
+            .iter()
+            .enumerate()
+            .map(|(j, &r)| {
+                let i = row * 16 + j;
+                let mark = if p.rx.cpus()[r] == host_cpu(i as u32, ncpus) { ' ' } else { '*' };
+                format!("{r:>3}{mark}")
+            })
+            .collect();
+        println!("  {:>4}: {}", row * 16, cells.join(""));
+    }
+    println!("entries per ring: {}", pairs(&p.ring_entries));
+    println!(
+        "mismatches: {} of {} (replicated table: {}; fewest possible with this binding: {})",
+        p.mismatches, a.size, p.replicate_mismatches, p.min_mismatches
+    );
+    Ok(())
+}
+
+/// `0:4 1:5 ...`
+fn pairs(v: &[usize]) -> String {
+    v.iter().enumerate().map(|(i, x)| format!("{i}:{x}")).collect::<Vec<_>>().join(" ")
 }
