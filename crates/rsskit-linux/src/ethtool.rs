@@ -102,10 +102,17 @@ struct EthtoolRxnfc {
 
 /// `struct ethtool_channels`.
 #[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct EthtoolChannels {
+    cmd: u32,
+    ch: Channels,
+}
+
+/// Channel counts and maxima, as `ethtool -l` shows them (the fields of
+/// `struct ethtool_channels` after `cmd`).
+#[repr(C)]
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq, Serialize)]
 pub struct Channels {
-    #[serde(skip)]
-    cmd: u32,
     pub max_rx: u32,
     pub max_tx: u32,
     pub max_other: u32,
@@ -345,9 +352,9 @@ impl Ethtool {
 
     /// Channel counts (`ETHTOOL_GCHANNELS`).
     pub fn channels(&self) -> Result<Reported<Channels>, EthtoolError> {
-        let mut ch = Channels { cmd: ETHTOOL_GCHANNELS, ..Channels::default() };
+        let mut ch = EthtoolChannels { cmd: ETHTOOL_GCHANNELS, ..EthtoolChannels::default() };
         match self.ioctl(&mut ch) {
-            Ok(()) => Ok(Reported::Supported(ch)),
+            Ok(()) => Ok(Reported::Supported(ch.ch)),
             Err(e) if self.nodev(&e) => Err(EthtoolError::NoSuchInterface(self.iface.clone())),
             Err(e) => Ok(Reported::Unsupported { reason: describe("ETHTOOL_GCHANNELS", &e) }),
         }
@@ -387,29 +394,9 @@ impl Ethtool {
         if n_indir > 1 << 16 || n_key > 1 << 12 {
             return Err(io::Error::new(io::ErrorKind::InvalidData, "implausible RSS table or key size"));
         }
-        // Then the whole thing: header, n_indir u32s, n_key bytes, in a
-        // u32-aligned buffer.
-        let hdr_words = std::mem::size_of::<EthtoolRxfh>() / 4;
-        let mut buf = vec![0u32; hdr_words + n_indir + n_key.div_ceil(4)];
-        let req = EthtoolRxfh {
-            cmd: ETHTOOL_GRSSH,
-            indir_size: n_indir as u32,
-            key_size: n_key as u32,
-            ..EthtoolRxfh::default()
-        };
-        write_header(&mut buf, &req);
+        let mut buf = rssh_request(n_indir, n_key);
         self.ioctl_slice(&mut buf)?;
-        let got = read_header(&buf);
-        let indir = buf[hdr_words..hdr_words + n_indir].to_vec();
-        let key: Vec<u8> =
-            buf[hdr_words + n_indir..].iter().flat_map(|w| w.to_ne_bytes()).take(n_key).collect();
-        Ok(Rss {
-            key,
-            indir,
-            hfunc: hfunc_names(got.hfunc),
-            input_xfrm: xfrm_names(got.input_xfrm),
-            source: "ETHTOOL_GRSSH",
-        })
+        Ok(decode_rssh(&buf, n_indir, n_key))
     }
 
     fn grxfhindir(&self) -> io::Result<Rss> {
@@ -484,6 +471,38 @@ impl Ethtool {
     }
 }
 
+const RXFH_HDR_WORDS: usize = std::mem::size_of::<EthtoolRxfh>() / 4;
+
+/// The `ETHTOOL_GRSSH` request for the whole table and key: header,
+/// `n_indir` u32s, `n_key` bytes, in a u32-aligned buffer.
+fn rssh_request(n_indir: usize, n_key: usize) -> Vec<u32> {
+    let mut buf = vec![0u32; RXFH_HDR_WORDS + n_indir + n_key.div_ceil(4)];
+    let req = EthtoolRxfh {
+        cmd: ETHTOOL_GRSSH,
+        indir_size: n_indir as u32,
+        key_size: n_key as u32,
+        ..EthtoolRxfh::default()
+    };
+    write_header(&mut buf, &req);
+    buf
+}
+
+/// Reads the kernel's answer to [`rssh_request`]: the table follows the
+/// header, the key bytes follow the table.
+fn decode_rssh(buf: &[u32], n_indir: usize, n_key: usize) -> Rss {
+    let got = read_header(buf);
+    let indir = buf[RXFH_HDR_WORDS..RXFH_HDR_WORDS + n_indir].to_vec();
+    let key: Vec<u8> =
+        buf[RXFH_HDR_WORDS + n_indir..].iter().flat_map(|w| w.to_ne_bytes()).take(n_key).collect();
+    Rss {
+        key,
+        indir,
+        hfunc: hfunc_names(got.hfunc),
+        input_xfrm: xfrm_names(got.input_xfrm),
+        source: "ETHTOOL_GRSSH",
+    }
+}
+
 fn write_header(buf: &mut [u32], h: &EthtoolRxfh) {
     buf[0] = h.cmd;
     buf[1] = h.rss_context;
@@ -524,7 +543,8 @@ mod tests {
         assert_eq!(size_of::<EthtoolRxnfc>(), 192);
         assert_eq!(offset_of!(EthtoolRxnfc, data), 8);
         assert_eq!(align_of::<EthtoolRxnfc>(), 8);
-        assert_eq!(size_of::<Channels>(), 36);
+        assert_eq!(size_of::<EthtoolChannels>(), 36);
+        assert_eq!(offset_of!(EthtoolChannels, ch) + offset_of!(Channels, combined_count), 32);
         assert_eq!(size_of::<EthtoolDrvinfo>(), 196);
         assert_eq!(offset_of!(EthtoolDrvinfo, n_priv_flags), 176);
     }
@@ -545,6 +565,37 @@ mod tests {
         write_header(&mut buf, &h);
         let g = read_header(&buf);
         assert_eq!((g.cmd, g.indir_size, g.key_size, g.hfunc, g.input_xfrm), (0x46, 128, 40, 1, 1));
+    }
+
+    /// Fills a request buffer as the kernel does (`copy_to_user` of the
+    /// table at `rss_config`, then of the key bytes right after it, then
+    /// `hfunc`), and decodes it.
+    #[test]
+    fn rssh_buffer_layout() {
+        let key: Vec<u8> = (0..40u8).map(|i| i.wrapping_mul(37) ^ 0x6d).collect();
+        let indir: Vec<u32> = (0..128u32).map(|i| i % 6).collect();
+        for n_key in [40usize, 52, 13] {
+            let mut buf = rssh_request(indir.len(), n_key);
+            assert_eq!(buf.len() * 4, 24 + 128 * 4 + n_key.div_ceil(4) * 4);
+            assert_eq!((buf[0], buf[2], buf[3]), (ETHTOOL_GRSSH, 128, n_key as u32));
+            assert!(buf[4] == 0 && buf[5] == 0, "reserved fields must be zero");
+            let mut bytes: Vec<u8> = buf.iter().flat_map(|w| w.to_ne_bytes()).collect();
+            bytes[16] = 1; // hfunc = ETH_RSS_HASH_TOP
+            bytes[17] = 1; // input_xfrm = RXH_XFRM_SYM_XOR
+            for (i, v) in indir.iter().enumerate() {
+                bytes[24 + 4 * i..28 + 4 * i].copy_from_slice(&v.to_ne_bytes());
+            }
+            let want_key: Vec<u8> = key.iter().cycle().take(n_key).copied().collect();
+            bytes[24 + 512..24 + 512 + n_key].copy_from_slice(&want_key);
+            for (w, c) in buf.iter_mut().zip(bytes.chunks(4)) {
+                *w = u32::from_ne_bytes(c.try_into().unwrap());
+            }
+            let r = decode_rssh(&buf, 128, n_key);
+            assert_eq!(r.indir, indir);
+            assert_eq!(r.key, want_key);
+            assert_eq!(r.hfunc, vec!["toeplitz"]);
+            assert_eq!(r.input_xfrm, vec!["sym-xor"]);
+        }
     }
 
     #[test]

@@ -480,6 +480,116 @@ fn iface_text(s: &mut String, i: &Iface, dk: Option<&DefaultKey>) {
 mod tests {
     use super::*;
 
+    /// A NIC with RSS, as a driver that implements everything reports it.
+    fn fake_nic() -> (Topology, Result<DefaultKey, String>, Vec<Iface>) {
+        use rsskit_linux::ethtool::{rxh, rxh_fields};
+        use rsskit_linux::netdev::IrqKind;
+        use rsskit_linux::topology::{CpuPlace, NumaNode};
+        let topo = Topology {
+            online: vec![0, 1, 2, 3],
+            nodes: vec![NumaNode { node: 0, cpus: vec![0, 1] }, NumaNode { node: 1, cpus: vec![2, 3] }],
+            cpus: (0..4)
+                .map(|c| CpuPlace { cpu: c, core_id: Some(c), package_id: Some(c / 2), node: Some(c / 2) })
+                .collect(),
+        };
+        let dk = Ok(DefaultKey { key: vec![0; 52], initialised: false });
+        let four = rxh::IP_SRC | rxh::IP_DST | rxh::L4_B_0_1 | rxh::L4_B_2_3;
+        let two = rxh::IP_SRC | rxh::IP_DST;
+        let channels = Channels { combined_count: 2, max_combined: 8, ..Channels::default() };
+        let irq = |irq, q: Option<usize>, kind, cpus: Vec<usize>| IfaceIrq {
+            irq,
+            name: match q {
+                Some(q) => format!("eth9-TxRx-{q}"),
+                None => "eth9".into(),
+            },
+            kind,
+            queue: q,
+            cpus: Some(cpus.clone()),
+            effective_cpus: Some(cpus),
+        };
+        let nic = Iface {
+            name: "eth9".into(),
+            driver: Some("ixgbe".into()),
+            facts: IfaceFacts {
+                operstate: Some("up".into()),
+                mtu: Some(1500),
+                numa_node: Some(0),
+                has_device: true,
+            },
+            channels: Reported::Supported(channels),
+            rss: Reported::Supported(Rss {
+                key: MICROSOFT_KEY.to_vec(),
+                indir: (0..16).map(|i| i % 2).collect(),
+                hfunc: vec!["toeplitz".into()],
+                input_xfrm: vec![],
+                source: "ETHTOOL_GRSSH",
+            }),
+            hash: Reported::Supported(vec![
+                FlowHash { flow: "tcp4", raw: four, fields: rxh_fields(four) },
+                FlowHash { flow: "udp4", raw: two, fields: rxh_fields(two) },
+            ]),
+            rx: (0..2)
+                .map(|q| RxQueue {
+                    queue: q,
+                    rps_mask: Some(if q == 1 { "c".into() } else { "0".into() }),
+                    rps_cpus: Some(if q == 1 { vec![2, 3] } else { vec![] }),
+                    rps_flow_cnt: Some(0),
+                })
+                .collect(),
+            tx: (0..2).map(|q| TxQueue { queue: q, xps_mask: None, xps_cpus: None }).collect(),
+            irqs: vec![
+                irq(70, Some(0), IrqKind::RxTx, vec![0]),
+                irq(71, Some(1), IrqKind::RxTx, vec![1]),
+                irq(72, None, IrqKind::Other, vec![0, 1, 2, 3]),
+            ],
+        };
+        (topo, dk, vec![nic])
+    }
+
+    #[test]
+    fn text_of_a_nic_with_rss() {
+        let (topo, dk, ifaces) = fake_nic();
+        let t = to_text(&topo, &dk, &ifaces);
+        assert!(t.contains("CPUs: 4 online (0-3)"), "{t}");
+        assert!(t.contains("  node1: CPUs 2-3"), "{t}");
+        assert!(t.contains("Interface eth9: driver ixgbe, up, mtu 1500, NUMA node 0"), "{t}");
+        assert!(t.contains("RX flow hash indirection table (16 entries, rings 0-1; ETHTOOL_GRSSH):"), "{t}");
+        assert!(t.contains("      0:     0     1     0     1     0     1     0     1\n"), "{t}");
+        assert!(t.contains("      8:     0     1"), "{t}");
+        assert!(t.contains("RSS hash key (40 bytes) (the Microsoft default key):"), "{t}");
+        assert!(t.contains("    6d:5a:56:da:"), "{t}");
+        assert!(t.contains("RSS hash function: toeplitz"), "{t}");
+        assert!(t.contains("tcp4   ip_src, ip_dst, l4_src_port, l4_dst_port (4-tuple)"), "{t}");
+        assert!(t.contains("udp4   ip_src, ip_dst (2-tuple)"), "{t}");
+        assert!(t.contains("rx-1   IRQ 71 (eth9-TxRx-1) on CPUs 1; RPS CPUs 2-3 (mask c), rps_flow_cnt 0, 8 table entries"), "{t}");
+        assert!(t.contains("tx-0   IRQ 70 (eth9-TxRx-0) on CPUs 0; XPS not readable"), "{t}");
+        assert!(t.contains("IRQ 72 (eth9, other) on CPUs 0-3"), "{t}");
+        assert!(!t.contains("not reported"), "{t}");
+    }
+
+    #[test]
+    fn json_of_a_nic_with_rss() {
+        let (topo, dk, ifaces) = fake_nic();
+        let v = to_json(&topo, &dk, &ifaces);
+        let i = &v["interfaces"][0];
+        assert_eq!(i["rss"]["supported"], true);
+        assert_eq!(i["rss"]["key"], hex(&MICROSOFT_KEY));
+        assert_eq!(i["rss"]["key_is"], "microsoft");
+        assert_eq!(i["rss"]["table_size"], 16);
+        assert_eq!(i["rss"]["table"][3], 1);
+        assert_eq!(i["hash_fields"]["flows"][0]["tuple"], "4-tuple");
+        assert_eq!(i["hash_fields"]["flows"][1]["fields"], json!(["ip_src", "ip_dst"]));
+        assert_eq!(i["channels"]["combined"], 2);
+        assert_eq!(i["rx_queues"][1]["irq"], 71);
+        assert_eq!(i["rx_queues"][1]["irq_cpus"], json!([1]));
+        assert_eq!(i["rx_queues"][1]["rps_cpus"], json!([2, 3]));
+        assert_eq!(i["rx_queues"][0]["rss_table_entries"], 8);
+        assert_eq!(i["tx_queues"][0]["irq"], 70);
+        assert_eq!(i["irqs"][2]["kind"], "other");
+        assert_eq!(v["numa_nodes"][1]["cpus"], json!([2, 3]));
+        assert_eq!(v["default_key"]["initialised"], false);
+    }
+
     #[test]
     fn known_keys() {
         assert_eq!(key_is(&MICROSOFT_KEY, None), Some("microsoft"));
