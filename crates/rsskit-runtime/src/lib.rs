@@ -1,2 +1,3 @@
 //! rsskit runtime: pinned per-bucket workers and the tools built on them.
 pub mod proto;
+pub mod udp_load;

@@ -24,6 +24,8 @@ enum Command {
     Find(cmd::find::Args),
     /// The host's RSS setup: CPUs, NUMA, per-interface queues, keys, tables, IRQs, RPS.
     Info(cmd::info::Args),
+    /// UDP load generator: N streams spread over the server's buckets, RTT, per-stream steering check.
+    UdpLoad(cmd::udp_load::Args),
     /// Micro-benchmarks.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
@@ -37,6 +39,7 @@ fn main() -> ExitCode {
         Command::Find(a) => cmd::find::run(a),
         Command::Info(a) => cmd::info::run(a),
         Command::Bench(a) => cmd::bench::run(a),
+        Command::UdpLoad(a) => cmd::udp_load::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -6,3 +6,4 @@ pub mod find;
 pub mod hash;
 pub mod info;
 pub mod table;
+pub mod udp_load;

@@ -1,0 +1,1153 @@
+//! The UDP load generator (`rsskit udp-load`, FreeBSD's `udp-clt` done right):
+//! N streams, each its own connected socket and source, spread over the
+//! server's RSS buckets with the tuple finder; pinned sender threads; sent,
+//! echoed, lost, out of order; RTT histogram; per-stream check, from the
+//! server's echo stamps, that each stream was served by the worker owning its
+//! bucket.
+
+use crate::proto;
+// TEMPORARY: brute-force stand-in with the finder's API until
+// rsskit_core::finder lands; then `use rsskit_core::finder;`.
+use anyhow::{anyhow, bail, Context, Result};
+use hdrhistogram::Histogram;
+use rsskit_core::{rss::RssConfig, FlowTuple, HashConfig, HashType, L4Proto, RssKey, Toeplitz};
+use shim as finder;
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::io::ErrorKind;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Largest UDP payload over IPv4.
+pub const MAX_SIZE: usize = 65507;
+/// Smallest datagram: the probe header.
+pub const MIN_SIZE: usize = proto::HEADER_LEN;
+
+/// The server's RSS table, as the client must assume it: key, hash types,
+/// buckets and the worker CPUs (worker `i` runs on `cpus[i]`).
+#[derive(Debug, Clone)]
+pub struct ServerTable {
+    pub key: RssKey,
+    pub hash_config: HashConfig,
+    pub cpus: Vec<usize>,
+    pub rss: RssConfig,
+}
+
+impl ServerTable {
+    /// Table over `cpus` with `bits` bucket bits (default FreeBSD's).
+    pub fn new(key: RssKey, hash_config: HashConfig, cpus: Vec<usize>, bits: Option<u32>) -> Result<Self> {
+        let rss = RssConfig::new(&cpus, bits).map_err(|e| anyhow!("server table: {e}"))?;
+        Ok(ServerTable { key, hash_config, cpus, rss })
+    }
+
+    /// The hash type the server uses for UDP of this family.
+    pub fn hash_type(&self, ipv6: bool) -> HashType {
+        self.hash_config.pick(ipv6, L4Proto::Udp, false)
+    }
+
+    /// Hash of a datagram `src -> dst`, as the server computes it.
+    pub fn hash(&self, src: SocketAddr, dst: SocketAddr) -> u32 {
+        let t = FlowTuple::new(src.ip(), src.port(), dst.ip(), dst.port(), L4Proto::Udp);
+        let ht = self.hash_type(dst.is_ipv6());
+        match t.input(ht) {
+            Ok(input) => Toeplitz::new(&self.key).hash(input.as_bytes()),
+            Err(_) => 0,
+        }
+    }
+
+    /// The worker index owning `bucket`.
+    pub fn owner(&self, bucket: u32) -> Option<usize> {
+        let cpu = self.rss.bucket_cpu(bucket).ok()?;
+        self.cpus.iter().position(|&c| c == cpu)
+    }
+
+    /// One line saying which hash configuration is in force.
+    pub fn describe(&self, ipv6: bool) -> String {
+        let ht = self.hash_type(ipv6);
+        let how = if ht.has_ports() {
+            "UDP 4-tuple hashing: streams are spread by source port"
+        } else {
+            "UDP hashed on addresses only (FreeBSD default): streams are spread by source address"
+        };
+        format!(
+            "hash {ht} ({how}); {} buckets over server CPUs {}",
+            self.rss.buckets(),
+            rsskit_linux::cpulist::format(&self.cpus)
+        )
+    }
+}
+
+/// Where sources come from when spreading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpNet {
+    pub addr: IpAddr,
+    pub prefix_len: u8,
+}
+
+impl std::str::FromStr for IpNet {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (a, l) = s.split_once('/').ok_or_else(|| format!("'{s}' is not a CIDR network (ADDR/LEN)"))?;
+        let addr: IpAddr = a.parse().map_err(|_| format!("'{a}' in '{s}' is not an IP address"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix_len: u8 = l
+            .parse()
+            .ok()
+            .filter(|&n: &u8| n <= max)
+            .ok_or_else(|| format!("prefix length '{l}' in '{s}' must be 0..={max}"))?;
+        Ok(IpNet { addr, prefix_len })
+    }
+}
+
+impl std::fmt::Display for IpNet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix_len)
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct LoadConfig {
+    pub target: SocketAddr,
+    pub streams: usize,
+    /// Datagram size (payload bytes), `MIN_SIZE..=MAX_SIZE`.
+    pub size: usize,
+    /// Total datagrams per second over all streams; `None`: as fast as possible.
+    pub rate: Option<u64>,
+    /// Stop sending after this long (default 5 s when `count` is unset too).
+    pub duration: Option<Duration>,
+    /// Datagrams per stream.
+    pub count: Option<u64>,
+    /// Most datagrams outstanding per stream (closed loop).
+    pub window: Option<u32>,
+    /// Pick sources so the streams land in distinct buckets.
+    pub spread: bool,
+    /// Source network to pick addresses from (address-only hashing).
+    pub src_net: Option<IpNet>,
+    /// Sender threads.
+    pub threads: usize,
+    /// CPUs the sender threads are pinned to (round-robin); empty: unpinned.
+    pub pin: Vec<usize>,
+    /// How long to wait for the last echoes after sending stops.
+    pub drain: Duration,
+    pub table: ServerTable,
+}
+
+impl LoadConfig {
+    /// Checks the numbers that need no socket.
+    pub fn validate(&self) -> Result<()> {
+        if self.streams == 0 {
+            bail!("--streams must be at least 1");
+        }
+        if self.size < MIN_SIZE || self.size > MAX_SIZE {
+            bail!("--size {} is out of range: a probe datagram is {MIN_SIZE}..={MAX_SIZE} bytes", self.size);
+        }
+        if self.target.port() == 0 {
+            bail!("--target {}: port 0 cannot be a destination", self.target);
+        }
+        if self.target.ip().is_unspecified() {
+            bail!("--target {}: the unspecified address cannot be a destination", self.target);
+        }
+        if self.threads == 0 {
+            bail!("--threads must be at least 1");
+        }
+        if self.rate == Some(0) {
+            bail!("--rate must be at least 1 datagram per second");
+        }
+        if self.count == Some(0) {
+            bail!("--count must be at least 1");
+        }
+        if self.window == Some(0) {
+            bail!("--window must be at least 1");
+        }
+        if let Some(net) = self.src_net {
+            if net.addr.is_ipv4() != self.target.is_ipv4() {
+                bail!("--src-net {net} and --target {} are of different address families", self.target);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One planned stream: its socket (bound and connected) and where it lands.
+#[derive(Debug)]
+pub struct Stream {
+    pub id: u32,
+    pub src: SocketAddr,
+    pub hash: u32,
+    pub bucket: u32,
+    pub owner: Option<usize>,
+    socket: Socket,
+}
+
+fn new_socket(target: SocketAddr) -> Result<Socket> {
+    let dom = if target.is_ipv4() { Domain::IPV4 } else { Domain::IPV6 };
+    let s = Socket::new(dom, Type::DGRAM, Some(Protocol::UDP)).context("creating a UDP socket")?;
+    // Big buffers so that the client is not where datagrams get lost.
+    let _ = s.set_recv_buffer_size(4 << 20);
+    let _ = s.set_send_buffer_size(1 << 20);
+    Ok(s)
+}
+
+fn connect_err(e: std::io::Error, target: SocketAddr) -> anyhow::Error {
+    match e.raw_os_error() {
+        Some(libc::ENETUNREACH) | Some(libc::EHOSTUNREACH) => {
+            anyhow!("target {target} is unreachable: no route to it ({e})")
+        }
+        _ => anyhow!("cannot connect a UDP socket to {target}: {e}"),
+    }
+}
+
+/// Socket bound to `src` and connected to `target`; `None` if `src` cannot be
+/// bound (address not local, port in use).
+fn bound_socket(src: SocketAddr, target: SocketAddr) -> Result<Option<Socket>> {
+    let s = new_socket(target)?;
+    match s.bind(&SockAddr::from(src)) {
+        Ok(()) => {}
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EADDRNOTAVAIL) | Some(libc::EADDRINUSE)) => {
+            return Ok(None)
+        }
+        Err(e) => return Err(anyhow!("binding a UDP socket to {src}: {e}")),
+    }
+    s.connect(&SockAddr::from(target)).map_err(|e| connect_err(e, target))?;
+    Ok(Some(s))
+}
+
+fn local_addr(s: &Socket) -> Result<SocketAddr> {
+    s.local_addr().context("getsockname")?.as_socket().ok_or_else(|| anyhow!("socket has no IP address"))
+}
+
+/// The local address the kernel picks to reach `target`.
+fn route_source(target: SocketAddr) -> Result<IpAddr> {
+    let s = new_socket(target)?;
+    s.connect(&SockAddr::from(target)).map_err(|e| connect_err(e, target))?;
+    Ok(local_addr(&s)?.ip())
+}
+
+/// Local addresses of one family (getifaddrs), loopback first.
+fn local_addrs(ipv6: bool) -> Vec<IpAddr> {
+    let mut out = Vec::new();
+    // SAFETY: getifaddrs fills a linked list we only read and then free with
+    // freeifaddrs; every ifa_addr is checked for null and its family before
+    // the cast to the matching sockaddr type.
+    unsafe {
+        let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+        if libc::getifaddrs(&mut head) != 0 {
+            return out;
+        }
+        let mut p = head;
+        while !p.is_null() {
+            let a = (*p).ifa_addr;
+            if !a.is_null() {
+                match (i32::from((*a).sa_family), ipv6) {
+                    (libc::AF_INET, false) => {
+                        let sin = &*(a as *const libc::sockaddr_in);
+                        out.push(IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr))));
+                    }
+                    (libc::AF_INET6, true) => {
+                        let sin6 = &*(a as *const libc::sockaddr_in6);
+                        let ip = std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr);
+                        // Link-local needs a scope id: not usable as a plain source.
+                        if ip.segments()[0] & 0xffc0 != 0xfe80 {
+                            out.push(IpAddr::V6(ip));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            p = (*p).ifa_next;
+        }
+        libc::freeifaddrs(head);
+    }
+    out.sort_by_key(|a| !a.is_loopback());
+    out.dedup();
+    out
+}
+
+/// Builds the streams: sockets bound and connected, sources chosen so the
+/// streams land in distinct buckets when `cfg.spread`. Prints nothing.
+pub fn plan_streams(cfg: &LoadConfig) -> Result<Vec<Stream>> {
+    cfg.validate()?;
+    let target = cfg.target;
+    let t = &cfg.table;
+    let mut streams = Vec::with_capacity(cfg.streams);
+    let push = |socket: Socket, streams: &mut Vec<Stream>| -> Result<()> {
+        let src = local_addr(&socket)?;
+        let hash = t.hash(src, target);
+        let bucket = t.rss.bucket(hash);
+        let id = streams.len() as u32;
+        streams.push(Stream { id, src, hash, bucket, owner: t.owner(bucket), socket });
+        Ok(())
+    };
+    if !cfg.spread {
+        let any: IpAddr = if target.is_ipv4() {
+            Ipv4Addr::UNSPECIFIED.into()
+        } else {
+            std::net::Ipv6Addr::UNSPECIFIED.into()
+        };
+        for _ in 0..cfg.streams {
+            let s = bound_socket(SocketAddr::new(any, 0), target)?
+                .ok_or_else(|| anyhow!("no free UDP port to bind"))?;
+            push(s, &mut streams)?;
+        }
+        return Ok(streams);
+    }
+    let ipv6 = target.is_ipv6();
+    let ht = t.hash_type(ipv6);
+    let mask = t.rss.mask();
+    let nb = t.rss.buckets() as usize;
+    // Buckets in the order the streams take them: round-robin over workers
+    // first (bucket b is owned by worker b % workers), then all buckets.
+    let order: Vec<u32> = (0..nb as u32).collect();
+    let mut used_addrs: HashSet<IpAddr> = HashSet::new();
+    if ht.has_ports() {
+        // 4-tuple: one source address (the route's), distinct source ports.
+        let src = route_source(target)?;
+        for i in 0..cfg.streams {
+            let bucket = order[i % nb];
+            let found = finder::find_src_ports(
+                &t.key,
+                ht,
+                src,
+                target.ip(),
+                target.port(),
+                1024..=65535,
+                mask,
+                bucket,
+                256,
+            )
+            .map_err(|e| anyhow!("finding a source port for bucket {bucket}: {e}"))?;
+            let mut ok = None;
+            for f in found {
+                if let Some(s) = bound_socket(SocketAddr::new(f.src, f.src_port), target)? {
+                    ok = Some(s);
+                    break;
+                }
+            }
+            let s = ok.ok_or_else(|| anyhow!("no free source port of {src} lands in bucket {bucket}"))?;
+            push(s, &mut streams)?;
+        }
+        return Ok(streams);
+    }
+    // Address-only hashing: distinct source addresses.
+    let net = match cfg.src_net {
+        Some(n) => Some(n),
+        None if target.ip().is_loopback() && !ipv6 => {
+            Some(IpNet { addr: Ipv4Addr::new(127, 0, 0, 0).into(), prefix_len: 8 })
+        }
+        None => None,
+    };
+    match net {
+        Some(net) => {
+            for i in 0..cfg.streams {
+                let bucket = order[i % nb];
+                let found = finder::find_src_addrs(
+                    &t.key,
+                    ht,
+                    net.addr,
+                    net.prefix_len,
+                    0,
+                    target.ip(),
+                    target.port(),
+                    mask,
+                    bucket,
+                    512,
+                )
+                .map_err(|e| anyhow!("finding a source address in {net} for bucket {bucket}: {e}"))?;
+                let mut ok = None;
+                let mut tried = 0;
+                for f in found {
+                    if f.src == target.ip() || used_addrs.contains(&f.src) || is_special(f.src) {
+                        continue;
+                    }
+                    tried += 1;
+                    if let Some(s) = bound_socket(SocketAddr::new(f.src, 0), target)? {
+                        used_addrs.insert(f.src);
+                        ok = Some(s);
+                        break;
+                    }
+                    if tried > 64 {
+                        break;
+                    }
+                }
+                let s = ok.ok_or_else(|| {
+                    anyhow!(
+                        "no local address in {net} lands in bucket {bucket} (UDP is hashed on addresses only: \
+                         add addresses of {net} to an interface, or use --udp-4tuple)"
+                    )
+                })?;
+                push(s, &mut streams)?;
+            }
+        }
+        None => {
+            // No pool given: the machine's own addresses of the family.
+            let locals = local_addrs(ipv6);
+            let mut by_bucket: BTreeMap<u32, Vec<IpAddr>> = BTreeMap::new();
+            for a in locals {
+                if a == target.ip() && !a.is_loopback() {
+                    continue;
+                }
+                let h = t.hash(SocketAddr::new(a, 0), target);
+                by_bucket.entry(t.rss.bucket(h)).or_default().push(a);
+            }
+            for i in 0..cfg.streams {
+                let bucket = order[i % nb];
+                let cands = by_bucket.get(&bucket).cloned().unwrap_or_default();
+                let mut ok = None;
+                for a in cands.iter().filter(|a| !used_addrs.contains(a)).chain(cands.iter()) {
+                    if let Some(s) = bound_socket(SocketAddr::new(*a, 0), target)? {
+                        used_addrs.insert(*a);
+                        ok = Some(s);
+                        break;
+                    }
+                }
+                let s = ok.ok_or_else(|| {
+                    anyhow!(
+                        "none of this host's {} addresses lands in bucket {bucket} (UDP is hashed on addresses \
+                         only: give --src-net with addresses assigned here, or use --udp-4tuple)",
+                        if ipv6 { "IPv6" } else { "IPv4" }
+                    )
+                })?;
+                push(s, &mut streams)?;
+            }
+        }
+    }
+    Ok(streams)
+}
+
+/// Network and broadcast-ish addresses we never bind.
+fn is_special(a: IpAddr) -> bool {
+    match a {
+        IpAddr::V4(v) => {
+            let o = v.octets();
+            o[3] == 0 || o[3] == 255
+        }
+        IpAddr::V6(v) => v.is_unspecified() || v.is_multicast(),
+    }
+}
+
+/// Per-stream results.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct StreamReport {
+    pub stream: u32,
+    pub src: String,
+    pub hash: u32,
+    pub bucket: u32,
+    /// The worker owning `bucket` in the assumed server table.
+    pub owner_worker: Option<usize>,
+    pub owner_cpu: Option<usize>,
+    /// Workers that served it (from the echo stamps).
+    pub served_by_workers: Vec<u16>,
+    /// Their CPUs.
+    pub served_by_cpus: Vec<u16>,
+    /// CPUs the server's kernel processed the datagrams on (when known).
+    pub kernel_cpus: Vec<u16>,
+    /// Buckets the server computed (should be just `bucket`).
+    pub server_buckets: Vec<u16>,
+    pub sent: u64,
+    pub echoed: u64,
+    pub lost: u64,
+    pub out_of_order: u64,
+    pub duplicates: u64,
+    /// Echoes the server flagged as misdirected (bucket not owned by the worker).
+    pub flagged_misdirected: u64,
+    /// Echoes whose kernel CPU differs from the serving worker's CPU.
+    pub kernel_cpu_mismatch: u64,
+    /// Every echo served by the owner worker, with the bucket we expected.
+    #[serde(rename = "match")]
+    pub matched: bool,
+}
+
+/// Whole-run results.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LoadReport {
+    pub sent: u64,
+    pub echoed: u64,
+    pub lost: u64,
+    pub out_of_order: u64,
+    pub duplicates: u64,
+    /// Datagrams that were not our probes (bad magic, wrong stream).
+    pub invalid: u64,
+    pub rtt_us: RttSummary,
+    pub elapsed_s: f64,
+    pub streams: Vec<StreamReport>,
+    pub hash_config: serde_json::Value,
+    #[serde(skip)]
+    pub refused: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct RttSummary {
+    pub p50: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+}
+
+/// Progress totals, updated by the sender threads.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub sent: AtomicU64,
+    pub echoed: AtomicU64,
+}
+
+/// CLOCK_MONOTONIC in nanoseconds (the probe's timestamp clock).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// State of one stream inside its sender thread.
+struct StreamState {
+    id: u32,
+    socket: Socket,
+    sent: u64,
+    echoed: u64,
+    highest: Option<u64>,
+    seen: Vec<u64>,
+    out_of_order: u64,
+    duplicates: u64,
+    /// Datagrams given up for the window (presumed lost).
+    written_off: u64,
+    last_progress: Instant,
+    workers: BTreeMap<u16, u64>,
+    cpus: BTreeSet<u16>,
+    kcpus: BTreeSet<u16>,
+    buckets: BTreeSet<u16>,
+    flagged: u64,
+    kcpu_mismatch: u64,
+    refused: bool,
+}
+
+impl StreamState {
+    fn mark(&mut self, seq: u64) -> bool {
+        let (w, b) = ((seq / 64) as usize, seq % 64);
+        if w >= self.seen.len() {
+            self.seen.resize(w + 1, 0);
+        }
+        let fresh = self.seen[w] & (1 << b) == 0;
+        self.seen[w] |= 1 << b;
+        fresh
+    }
+}
+
+struct ThreadResult {
+    states: Vec<StreamState>,
+    hist: Histogram<u64>,
+    invalid: u64,
+}
+
+/// Sets the calling thread's CPU affinity to one CPU.
+fn pin_to(cpu: usize) -> Result<()> {
+    rsskit_linux::affinity::pin_current_thread(cpu).map_err(|e| anyhow!("{e}"))
+}
+
+/// Runs the load: sends until `duration`/`count` (or `stop`), drains the
+/// echoes, and reports. `on_second` is called about once a second with the
+/// running totals and the elapsed time.
+pub fn run(
+    cfg: &LoadConfig,
+    streams: Vec<Stream>,
+    stop: &AtomicBool,
+    mut on_second: impl FnMut(u64, u64, Duration),
+) -> Result<LoadReport> {
+    cfg.validate()?;
+    let nthreads = cfg.threads.min(streams.len()).max(1);
+    let infos: Vec<(u32, SocketAddr, u32, u32, Option<usize>)> =
+        streams.iter().map(|s| (s.id, s.src, s.hash, s.bucket, s.owner)).collect();
+    let mut groups: Vec<Vec<Stream>> = (0..nthreads).map(|_| Vec::new()).collect();
+    for (i, s) in streams.into_iter().enumerate() {
+        groups[i % nthreads].push(s);
+    }
+    let duration = match (cfg.duration, cfg.count) {
+        (Some(d), _) => Some(d),
+        (None, Some(_)) => None,
+        (None, None) => Some(Duration::from_secs(5)),
+    };
+    let progress = Arc::new(Progress::default());
+    let start = Instant::now();
+    let results: Vec<Result<ThreadResult>> = std::thread::scope(|sc| {
+        let mut handles = Vec::new();
+        for (ti, g) in groups.into_iter().enumerate() {
+            let rate = cfg.rate.map(|r| (r as f64) * (g.len() as f64) / (infos.len() as f64));
+            let pin = if cfg.pin.is_empty() { None } else { Some(cfg.pin[ti % cfg.pin.len()]) };
+            let progress = progress.clone();
+            let cfg = cfg.clone();
+            handles.push(sc.spawn(move || sender(&cfg, g, rate, duration, pin, stop, &progress, start)));
+        }
+        let mut last = Instant::now();
+        while handles.iter().any(|h| !h.is_finished()) {
+            std::thread::sleep(Duration::from_millis(20));
+            if last.elapsed() >= Duration::from_secs(1) {
+                last += Duration::from_secs(1);
+                on_second(
+                    progress.sent.load(Ordering::Relaxed),
+                    progress.echoed.load(Ordering::Relaxed),
+                    start.elapsed(),
+                );
+            }
+        }
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(anyhow!("a sender thread panicked"))))
+            .collect()
+    });
+    let elapsed = start.elapsed();
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds");
+    let mut states = Vec::new();
+    let mut invalid = 0;
+    for r in results {
+        let r = r?;
+        let _ = hist.add(&r.hist);
+        invalid += r.invalid;
+        states.extend(r.states);
+    }
+    states.sort_by_key(|s| s.id);
+    let t = &cfg.table;
+    let mut reports = Vec::new();
+    let mut refused = false;
+    for (st, info) in states.iter().zip(&infos) {
+        let (id, src, hash, bucket, owner) = *info;
+        let owner_cpu = owner.map(|w| t.cpus[w]);
+        let served: Vec<u16> = st.workers.keys().copied().collect();
+        let matched = st.echoed > 0
+            && owner.is_some()
+            && served.iter().all(|&w| Some(w as usize) == owner)
+            && st.cpus.iter().all(|&c| Some(c as usize) == owner_cpu)
+            && st.buckets.iter().all(|&b| b as u32 == bucket)
+            && st.flagged == 0;
+        refused |= st.refused;
+        reports.push(StreamReport {
+            stream: id,
+            src: src.to_string(),
+            hash,
+            bucket,
+            owner_worker: owner,
+            owner_cpu,
+            served_by_workers: served,
+            served_by_cpus: st.cpus.iter().copied().collect(),
+            kernel_cpus: st.kcpus.iter().copied().collect(),
+            server_buckets: st.buckets.iter().copied().collect(),
+            sent: st.sent,
+            echoed: st.echoed,
+            lost: st.sent - st.echoed.min(st.sent),
+            out_of_order: st.out_of_order,
+            duplicates: st.duplicates,
+            flagged_misdirected: st.flagged,
+            kernel_cpu_mismatch: st.kcpu_mismatch,
+            matched,
+        });
+    }
+    let sum = |f: fn(&StreamReport) -> u64| reports.iter().map(f).sum::<u64>();
+    let us = |ns: u64| ns as f64 / 1000.0;
+    let rtt = if hist.is_empty() {
+        RttSummary::default()
+    } else {
+        RttSummary {
+            p50: us(hist.value_at_quantile(0.5)),
+            p99: us(hist.value_at_quantile(0.99)),
+            p999: us(hist.value_at_quantile(0.999)),
+            max: us(hist.max()),
+        }
+    };
+    let ipv6 = cfg.target.is_ipv6();
+    let ht = t.hash_type(ipv6);
+    Ok(LoadReport {
+        sent: sum(|s| s.sent),
+        echoed: sum(|s| s.echoed),
+        lost: sum(|s| s.lost),
+        out_of_order: sum(|s| s.out_of_order),
+        duplicates: sum(|s| s.duplicates),
+        invalid,
+        rtt_us: rtt,
+        elapsed_s: elapsed.as_secs_f64(),
+        streams: reports,
+        hash_config: serde_json::json!({
+            "hash_type": ht.name(),
+            "udp_4tuple": ht.has_ports(),
+            "spread_by": if ht.has_ports() { "source port" } else { "source address" },
+            "key": t.key.to_hex(),
+            "bits": t.rss.bits(),
+            "buckets": t.rss.buckets(),
+            "server_cpus": t.cpus,
+        }),
+        refused,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn sender(
+    cfg: &LoadConfig,
+    streams: Vec<Stream>,
+    rate: Option<f64>,
+    duration: Option<Duration>,
+    pin: Option<usize>,
+    stop: &AtomicBool,
+    progress: &Progress,
+    start: Instant,
+) -> Result<ThreadResult> {
+    if let Some(cpu) = pin {
+        pin_to(cpu)?;
+    }
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds");
+    let now = Instant::now();
+    let mut states: Vec<StreamState> = streams
+        .into_iter()
+        .map(|s| {
+            let _ = s.socket.set_nonblocking(true);
+            StreamState {
+                id: s.id,
+                socket: s.socket,
+                sent: 0,
+                echoed: 0,
+                highest: None,
+                seen: Vec::new(),
+                out_of_order: 0,
+                duplicates: 0,
+                written_off: 0,
+                last_progress: now,
+                workers: BTreeMap::new(),
+                cpus: BTreeSet::new(),
+                kcpus: BTreeSet::new(),
+                buckets: BTreeSet::new(),
+                flagged: 0,
+                kcpu_mismatch: 0,
+                refused: false,
+            }
+        })
+        .collect();
+    let mut buf = vec![0u8; cfg.size.max(2048)];
+    let mut rbuf = vec![0u8; 65536];
+    let mut invalid = 0u64;
+    let mut thread_sent = 0u64;
+    let mut next = 0usize;
+    let window_timeout = Duration::from_millis(200);
+    let count = cfg.count;
+    let mut pfds: Vec<libc::pollfd> = states
+        .iter()
+        .map(|s| libc::pollfd { fd: s.socket.as_raw_fd(), events: libc::POLLIN, revents: 0 })
+        .collect();
+    let mut draining_since: Option<Instant> = None;
+    loop {
+        let now = Instant::now();
+        let elapsed = now - start;
+        let done_sending = stop.load(Ordering::Relaxed)
+            || duration.is_some_and(|d| elapsed >= d)
+            || states.iter().all(|s| s.refused || count.is_some_and(|c| s.sent >= c));
+        if done_sending && draining_since.is_none() {
+            draining_since = Some(now);
+        }
+        if let Some(d) = draining_since {
+            let all_in = states.iter().all(|s| s.refused || s.echoed >= s.sent);
+            if all_in || now - d >= cfg.drain || (stop.load(Ordering::Relaxed) && now - d >= cfg.drain / 4) {
+                break;
+            }
+        }
+        let mut did = false;
+        // Send what is due.
+        if draining_since.is_none() {
+            let due = match rate {
+                Some(r) => ((r * elapsed.as_secs_f64()) as u64).saturating_sub(thread_sent).min(256),
+                None => 64,
+            };
+            let mut tries = 0;
+            let mut sent_now = 0;
+            while sent_now < due && tries < states.len() {
+                let i = next % states.len();
+                let st = &mut states[i];
+                let can = !st.refused
+                    && count.is_none_or(|c| st.sent < c)
+                    && cfg.window.is_none_or(|w| {
+                        let outstanding = st.sent - st.echoed.min(st.sent) - st.written_off.min(st.sent);
+                        if outstanding >= w as u64 && now - st.last_progress > window_timeout {
+                            // Presume the outstanding ones lost; keep going.
+                            st.written_off = st.sent - st.echoed.min(st.sent);
+                            st.last_progress = now;
+                            true
+                        } else {
+                            outstanding < w as u64
+                        }
+                    });
+                if !can {
+                    tries += 1;
+                    next += 1;
+                    continue;
+                }
+                proto::encode_probe(
+                    &mut buf[..cfg.size],
+                    &proto::Probe { stream: st.id, seq: st.sent, sent_ns: monotonic_ns() },
+                );
+                match st.socket.send(&buf[..cfg.size]) {
+                    Ok(_) => {
+                        if st.sent == 0 {
+                            st.last_progress = now;
+                        }
+                        st.sent += 1;
+                        thread_sent += 1;
+                        sent_now += 1;
+                        tries = 0;
+                        did = true;
+                    }
+                    Err(e)
+                        if e.kind() == ErrorKind::WouldBlock || e.raw_os_error() == Some(libc::ENOBUFS) =>
+                    {
+                        tries += 1;
+                    }
+                    Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
+                        st.refused = true;
+                        tries += 1;
+                    }
+                    Err(e) => return Err(anyhow!("sending to {}: {e}", cfg.target)),
+                }
+                next += 1;
+            }
+            progress.sent.fetch_add(sent_now, Ordering::Relaxed);
+        }
+        // Receive what is there.
+        let mut got = 0u64;
+        for st in states.iter_mut() {
+            for _ in 0..64 {
+                // SAFETY: recv into our own buffer, its length passed.
+                let n = unsafe {
+                    libc::recv(
+                        st.socket.as_raw_fd(),
+                        rbuf.as_mut_ptr().cast(),
+                        rbuf.len(),
+                        libc::MSG_DONTWAIT,
+                    )
+                };
+                if n < 0 {
+                    let e = std::io::Error::last_os_error();
+                    if e.raw_os_error() == Some(libc::ECONNREFUSED) {
+                        st.refused = true;
+                        continue;
+                    }
+                    break;
+                }
+                let rx = monotonic_ns();
+                let Some((p, s)) = proto::decode(&rbuf[..n as usize]) else {
+                    invalid += 1;
+                    continue;
+                };
+                if p.stream != st.id || p.seq >= st.sent {
+                    invalid += 1;
+                    continue;
+                }
+                if !st.mark(p.seq) {
+                    st.duplicates += 1;
+                    continue;
+                }
+                st.echoed += 1;
+                got += 1;
+                st.last_progress = Instant::now();
+                match st.highest {
+                    Some(h) if p.seq < h => st.out_of_order += 1,
+                    _ => st.highest = Some(p.seq),
+                }
+                let _ = hist.record(rx.saturating_sub(p.sent_ns).max(1));
+                *st.workers.entry(s.worker).or_default() += 1;
+                st.cpus.insert(s.cpu);
+                st.buckets.insert(s.bucket);
+                if s.kernel_cpu != proto::CPU_UNKNOWN {
+                    st.kcpus.insert(s.kernel_cpu);
+                    if s.kernel_cpu != s.cpu {
+                        st.kcpu_mismatch += 1;
+                    }
+                }
+                if s.misdirected() {
+                    st.flagged += 1;
+                }
+            }
+        }
+        if got > 0 {
+            progress.echoed.fetch_add(got, Ordering::Relaxed);
+            did = true;
+        }
+        if !did {
+            // Nothing to do: wait for an echo or the next send slot.
+            let wait_ns: i64 = match (rate, draining_since) {
+                (Some(r), None) => {
+                    let next_at = (thread_sent + 1) as f64 / r;
+                    ((next_at - (Instant::now() - start).as_secs_f64()) * 1e9).clamp(0.0, 5e6) as i64
+                }
+                (None, None) if cfg.window.is_some() => 1_000_000,
+                (None, None) => 0,
+                (_, Some(_)) => 5_000_000,
+            };
+            if wait_ns > 0 {
+                let ts = libc::timespec { tv_sec: 0, tv_nsec: wait_ns };
+                // SAFETY: ppoll on our own pollfd array, its length passed;
+                // no signal mask change.
+                unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+            }
+        }
+    }
+    Ok(ThreadResult { states, hist, invalid })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(udp4: bool) -> ServerTable {
+        ServerTable::new(RssKey::microsoft(), HashConfig::default().with_udp_4tuple(udp4), vec![0, 1], None)
+            .unwrap()
+    }
+
+    fn cfg(streams: usize, udp4: bool) -> LoadConfig {
+        LoadConfig {
+            target: "127.0.0.1:9".parse().unwrap(),
+            streams,
+            size: 64,
+            rate: Some(1000),
+            duration: Some(Duration::from_millis(100)),
+            count: None,
+            window: None,
+            spread: true,
+            src_net: None,
+            threads: 1,
+            pin: vec![],
+            drain: Duration::from_millis(100),
+            table: table(udp4),
+        }
+    }
+
+    /// A one-thread echo server that stamps like worker `owner(bucket)` would,
+    /// except for streams from `liar`, which it stamps as worker 7.
+    fn echo_server(t: ServerTable, drop_every: u64, liar: Option<IpAddr>) -> (SocketAddr, Arc<AtomicBool>) {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+        let addr = s.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let st = stop.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 2048];
+            let mut n_in = 0u64;
+            while !st.load(Ordering::Relaxed) {
+                let Ok((n, from)) = s.recv_from(&mut buf) else { continue };
+                n_in += 1;
+                if drop_every > 0 && n_in.is_multiple_of(drop_every) {
+                    continue;
+                }
+                let h = t.hash(from, addr);
+                let b = t.rss.bucket(h);
+                let w = if Some(from.ip()) == liar { 7 } else { t.owner(b).unwrap() as u16 };
+                let stamp = proto::ServerStamp {
+                    worker: w,
+                    cpu: t.cpus.get(w as usize).copied().unwrap_or(99) as u16,
+                    bucket: b as u16,
+                    kernel_cpu: proto::CPU_UNKNOWN,
+                    hash: h,
+                    flags: 0,
+                };
+                proto::write_stamp(&mut buf[..n], &stamp);
+                let _ = s.send_to(&buf[..n], from);
+            }
+        });
+        (addr, stop)
+    }
+
+    #[test]
+    fn counts_every_datagram_and_checks_the_owner() {
+        let mut c = cfg(4, false);
+        let (addr, stop) = echo_server(c.table.clone(), 10, None);
+        c.target = addr;
+        c.count = Some(200);
+        c.duration = None;
+        c.rate = None;
+        c.window = Some(4);
+        c.drain = Duration::from_millis(300);
+        let streams = plan_streams(&c).unwrap();
+        let r = run(&c, streams, &AtomicBool::new(false), |_, _, _| {}).unwrap();
+        stop.store(true, Ordering::Relaxed);
+        assert_eq!(r.sent, 800, "every stream sends its --count");
+        assert_eq!(r.echoed + r.lost, r.sent);
+        assert_eq!(r.lost, 80, "the server dropped every 10th datagram");
+        for s in &r.streams {
+            assert!(s.matched, "stream {} served by {:?}", s.stream, s.served_by_workers);
+            assert_eq!(s.served_by_workers, vec![s.owner_worker.unwrap() as u16]);
+            assert_eq!(s.server_buckets, vec![s.bucket as u16]);
+        }
+        assert!(r.rtt_us.p50 > 0.0 && r.rtt_us.max >= r.rtt_us.p99);
+    }
+
+    #[test]
+    fn a_wrong_worker_is_a_mismatch() {
+        let mut c = cfg(2, false);
+        let streams = {
+            c.target = "127.0.0.1:9".parse().unwrap();
+            plan_streams(&c).unwrap()
+        };
+        let liar = streams[1].src.ip();
+        drop(streams);
+        let (addr, stop) = echo_server(c.table.clone(), 0, Some(liar));
+        c.target = addr;
+        c.count = Some(50);
+        c.duration = None;
+        c.window = Some(2);
+        let streams = plan_streams(&c).unwrap();
+        assert_eq!(streams[1].src.ip(), liar, "plan is deterministic");
+        let r = run(&c, streams, &AtomicBool::new(false), |_, _, _| {}).unwrap();
+        stop.store(true, Ordering::Relaxed);
+        assert_eq!(r.echoed, 100);
+        assert!(r.streams[0].matched);
+        assert!(!r.streams[1].matched);
+        assert_eq!(r.streams[1].served_by_workers, vec![7]);
+    }
+
+    #[test]
+    fn refused_target_is_seen() {
+        // Bind and drop a socket to get a port with nothing on it.
+        let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut c = cfg(1, false);
+        c.spread = false;
+        c.target = SocketAddr::new("127.0.0.1".parse().unwrap(), port);
+        c.duration = Some(Duration::from_millis(200));
+        let streams = plan_streams(&c).unwrap();
+        let r = run(&c, streams, &AtomicBool::new(false), |_, _, _| {}).unwrap();
+        assert_eq!(r.echoed, 0);
+        assert!(r.refused);
+    }
+
+    #[test]
+    fn ipnet_parses() {
+        let n: IpNet = "10.1.0.0/16".parse().unwrap();
+        assert_eq!(n.prefix_len, 16);
+        assert!("10.1.0.0/33".parse::<IpNet>().is_err());
+        assert!("10.1.0.0".parse::<IpNet>().is_err());
+        assert!("fd00::/64".parse::<IpNet>().is_ok());
+    }
+
+    #[test]
+    fn validation() {
+        let mut c = cfg(1, false);
+        assert!(c.validate().is_ok());
+        c.size = MAX_SIZE + 1;
+        assert!(c.validate().unwrap_err().to_string().contains("65507"));
+        c.size = MIN_SIZE - 1;
+        assert!(c.validate().is_err());
+        c.size = 64;
+        c.streams = 0;
+        assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn spread_by_address_on_loopback_hits_distinct_buckets() {
+        let c = cfg(4, false);
+        let s = plan_streams(&c).unwrap();
+        let buckets: BTreeSet<u32> = s.iter().map(|s| s.bucket).collect();
+        assert_eq!(buckets.len(), 4);
+        let addrs: BTreeSet<IpAddr> = s.iter().map(|s| s.src.ip()).collect();
+        assert_eq!(addrs.len(), 4, "address-only hashing needs distinct addresses");
+        for st in &s {
+            assert_eq!(c.table.rss.bucket(c.table.hash(st.src, c.target)), st.bucket);
+        }
+    }
+
+    #[test]
+    fn spread_by_port_with_4tuple() {
+        let c = cfg(4, true);
+        let s = plan_streams(&c).unwrap();
+        let buckets: BTreeSet<u32> = s.iter().map(|s| s.bucket).collect();
+        assert_eq!(buckets.len(), 4);
+        for st in &s {
+            assert!(st.src.ip().is_loopback());
+            assert_eq!(c.table.rss.bucket(c.table.hash(st.src, c.target)), st.bucket);
+        }
+    }
+}
+
+/// Brute-force stand-in for `rsskit_core::finder` (same signatures).
+mod shim {
+    use rsskit_core::{HashInput, HashType, RssKey, Toeplitz};
+    use std::net::IpAddr;
+    use std::ops::RangeInclusive;
+
+    pub struct Found {
+        pub src: IpAddr,
+        pub src_port: u16,
+        #[allow(dead_code)]
+        pub hash: u32,
+    }
+
+    fn input(ht: HashType, src: IpAddr, sp: u16, dst: IpAddr, dp: u16) -> Option<HashInput> {
+        let ports = ht.has_ports().then_some((sp, dp));
+        match (src, dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => Some(HashInput::v4(s, d, ports)),
+            (IpAddr::V6(s), IpAddr::V6(d)) => Some(HashInput::v6(s, d, ports)),
+            _ => None,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn find_src_ports(
+        key: &RssKey,
+        ht: HashType,
+        src: IpAddr,
+        dst: IpAddr,
+        dst_port: u16,
+        ports: RangeInclusive<u16>,
+        mask: u32,
+        value: u32,
+        max: usize,
+    ) -> Result<Vec<Found>, String> {
+        let t = Toeplitz::new(key);
+        let mut out = Vec::new();
+        for p in ports {
+            let i = input(ht, src, p, dst, dst_port).ok_or("mixed address families")?;
+            let h = t.hash(i.as_bytes());
+            if h & mask == value {
+                out.push(Found { src, src_port: p, hash: h });
+                if out.len() >= max {
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn find_src_addrs(
+        key: &RssKey,
+        ht: HashType,
+        net: IpAddr,
+        prefix_len: u8,
+        src_port: u16,
+        dst: IpAddr,
+        dst_port: u16,
+        mask: u32,
+        value: u32,
+        max: usize,
+    ) -> Result<Vec<Found>, String> {
+        let t = Toeplitz::new(key);
+        let mut out = Vec::new();
+        let host_bits = if net.is_ipv4() { 32 } else { 128 } - prefix_len as u32;
+        let limit: u128 = if host_bits >= 20 { 1 << 20 } else { 1 << host_bits };
+        for n in 0..limit {
+            let src = match net {
+                IpAddr::V4(a) => {
+                    let m = if host_bits >= 32 { 0 } else { u32::MAX << host_bits };
+                    IpAddr::V4((u32::from(a) & m | n as u32).into())
+                }
+                IpAddr::V6(a) => {
+                    let m = if host_bits >= 128 { 0 } else { u128::MAX << host_bits };
+                    IpAddr::V6((u128::from(a) & m | n).into())
+                }
+            };
+            let i = input(ht, src, src_port, dst, dst_port).ok_or("mixed address families")?;
+            let h = t.hash(i.as_bytes());
+            if h & mask == value {
+                out.push(Found { src, src_port, hash: h });
+                if out.len() >= max {
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,250 @@
+//! `rsskit udp-load`: the UDP load generator (FreeBSD's `udp-clt`, with the
+//! sources solved by the tuple finder instead of trial and error).
+
+use super::common::{key_arg, print_json};
+use anyhow::{anyhow, bail, Context, Result};
+use rsskit_core::{HashConfig, RssKey};
+use rsskit_runtime::udp_load::{self, IpNet, LoadConfig, LoadReport, ServerTable};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Example (loopback, echo server on 127.0.0.1:9000):\n  rsskit udp-load --target \
+127.0.0.1:9000 --streams 4 --spread-buckets --rate 20000 --duration 3")]
+pub struct Args {
+    /// Echo server: ADDR:PORT ([IPV6]:PORT).
+    #[arg(long)]
+    target: String,
+    /// Streams: each its own socket and source.
+    #[arg(long, default_value_t = 1)]
+    streams: usize,
+    /// Datagram size in bytes (40..=65507).
+    #[arg(long, default_value_t = 510)]
+    size: usize,
+    /// Total datagrams per second over all streams.
+    #[arg(long, conflicts_with = "max")]
+    rate: Option<u64>,
+    /// Send as fast as possible (the default when --rate is not given).
+    #[arg(long)]
+    max: bool,
+    /// Seconds to send for (default 5 unless --count is given).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Datagrams per stream; every one is accounted for (echoed or lost).
+    #[arg(long)]
+    count: Option<u64>,
+    /// Most datagrams outstanding per stream (closed loop).
+    #[arg(long)]
+    window: Option<u32>,
+    /// Pick the sources with the tuple finder so that the streams land in
+    /// distinct buckets of the server's table.
+    #[arg(long)]
+    spread_buckets: bool,
+    /// The server hashes UDP on the 4-tuple (then streams are spread by
+    /// source port); default: addresses only, as FreeBSD (spread by source address).
+    #[arg(long)]
+    udp_4tuple: bool,
+    /// RSS key of the server: default (Microsoft), symmetric, or hex.
+    #[arg(long, default_value = "default", value_parser = key_arg)]
+    key: RssKey,
+    /// Bucket bits of the server's table (default FreeBSD's fls(ncpus-1)+1).
+    #[arg(long)]
+    bits: Option<u32>,
+    /// The server's worker CPUs: a count N (CPUs 0..N-1) or a LIST like 0-3,6
+    /// (default: this machine's online CPUs).
+    #[arg(long)]
+    server_cpus: Option<String>,
+    /// Network to pick source addresses from (address-only hashing); default
+    /// 127.0.0.0/8 for an IPv4 loopback target, else this host's addresses.
+    #[arg(long)]
+    src_net: Option<IpNet>,
+    /// Sender threads.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// CPUs the sender threads are pinned to, round-robin (default: the last
+    /// online CPU; "none" to leave them unpinned).
+    #[arg(long)]
+    client_cpus: Option<String>,
+    /// Seconds to wait for the last echoes once sending stops.
+    #[arg(long, default_value_t = 1.0)]
+    drain: f64,
+    /// Print one JSON object (the summary) on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `N` (CPUs 0..N-1) or a CPU list.
+pub fn parse_server_cpus(s: &str) -> Result<Vec<usize>> {
+    if let Ok(n) = s.trim().parse::<usize>() {
+        if n == 0 {
+            bail!("--server-cpus 0: at least one CPU is needed");
+        }
+        return Ok((0..n).collect());
+    }
+    rsskit_linux::cpulist::parse(s).map_err(|e| anyhow!("--server-cpus: {e}"))
+}
+
+fn seconds(name: &str, s: f64) -> Result<Duration> {
+    if !(s.is_finite() && s > 0.0 && s < 1e7) {
+        bail!("{name} must be a positive number of seconds, not {s}");
+    }
+    Ok(Duration::from_secs_f64(s))
+}
+
+fn resolve(target: &str) -> Result<SocketAddr> {
+    if let Ok(sa) = target.parse::<SocketAddr>() {
+        return Ok(sa);
+    }
+    if !target.contains(':') {
+        bail!("--target '{target}' has no port: expected ADDR:PORT or [IPV6]:PORT");
+    }
+    target
+        .to_socket_addrs()
+        .map_err(|e| anyhow!("--target '{target}' is not an address: {e}"))?
+        .next()
+        .ok_or_else(|| anyhow!("--target '{target}' resolves to no address"))
+}
+
+/// Builds the run configuration from the arguments.
+fn config(a: &Args) -> Result<LoadConfig> {
+    let target = resolve(&a.target)?;
+    let cpus = match &a.server_cpus {
+        Some(s) => parse_server_cpus(s)?,
+        None => rsskit_linux::cpulist::online(),
+    };
+    let hc = HashConfig::default().with_udp_4tuple(a.udp_4tuple);
+    let table = ServerTable::new(a.key.clone(), hc, cpus, a.bits)?;
+    let online = rsskit_linux::cpulist::online();
+    let pin = match a.client_cpus.as_deref() {
+        Some("none") => vec![],
+        Some(s) => rsskit_linux::cpulist::parse_online(s).map_err(|e| anyhow!("--client-cpus: {e}"))?,
+        None => online.last().map(|&c| vec![c]).unwrap_or_default(),
+    };
+    let cfg = LoadConfig {
+        target,
+        streams: a.streams,
+        size: a.size,
+        rate: if a.max { None } else { a.rate },
+        duration: a.duration.map(|d| seconds("--duration", d)).transpose()?,
+        count: a.count,
+        window: a.window,
+        spread: a.spread_buckets,
+        src_net: a.src_net,
+        threads: a.threads,
+        pin,
+        drain: seconds("--drain", a.drain)?,
+        table,
+    };
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let cfg = config(&a)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing a signal handler")?;
+    }
+    let report = run_load(&cfg, &stop, !a.json)?;
+    if a.json {
+        print_json(&serde_json::to_value(&report).context("encoding the report")?)?;
+    } else {
+        print_report(&cfg, &report);
+    }
+    check(&cfg, &report)
+}
+
+/// Plans and runs, printing the plan and one progress line a second on stderr.
+pub fn run_load(cfg: &LoadConfig, stop: &AtomicBool, verbose: bool) -> Result<LoadReport> {
+    let streams = udp_load::plan_streams(cfg)?;
+    eprintln!("udp-load: {} -> {}", cfg.table.describe(cfg.target.is_ipv6()), cfg.target);
+    if verbose {
+        for s in &streams {
+            eprintln!(
+                "  stream {:>3} from {:<22} hash {:08x} bucket {:>3} owner worker {}",
+                s.id,
+                s.src,
+                s.hash,
+                s.bucket,
+                s.owner.map_or("-".into(), |w| w.to_string())
+            );
+        }
+    }
+    let mut last = (0u64, 0u64);
+    udp_load::run(cfg, streams, stop, |sent, echoed, t| {
+        eprintln!(
+            "udp-load: {:>5.1}s sent {sent} ({} pps) echoed {echoed} ({} pps)",
+            t.as_secs_f64(),
+            sent - last.0,
+            echoed - last.1
+        );
+        last = (sent, echoed);
+    })
+}
+
+fn opt(v: Option<usize>) -> String {
+    v.map_or("-".into(), |v| v.to_string())
+}
+
+fn list(v: &[u16]) -> String {
+    if v.is_empty() {
+        "-".into()
+    } else {
+        v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")
+    }
+}
+
+/// The human summary.
+pub fn print_report(cfg: &LoadConfig, r: &LoadReport) {
+    println!("{}", cfg.table.describe(cfg.target.is_ipv6()));
+    println!(
+        "{:>6}  {:<24} {:>6} {:>6} {:>9} {:>10} {:>10} {:>8} {:>5}",
+        "stream", "source", "bucket", "owner", "served_by", "sent", "echoed", "lost", "match"
+    );
+    for s in &r.streams {
+        println!(
+            "{:>6}  {:<24} {:>6} {:>6} {:>9} {:>10} {:>10} {:>8} {:>5}",
+            s.stream,
+            s.src,
+            s.bucket,
+            opt(s.owner_worker),
+            list(&s.served_by_workers),
+            s.sent,
+            s.echoed,
+            s.lost,
+            if s.matched { "yes" } else { "NO" }
+        );
+    }
+    let pct = if r.sent > 0 { 100.0 * r.lost as f64 / r.sent as f64 } else { 0.0 };
+    println!(
+        "sent {} echoed {} lost {} ({pct:.3}%) out-of-order {} duplicates {} in {:.2}s ({:.0} pps echoed)",
+        r.sent,
+        r.echoed,
+        r.lost,
+        r.out_of_order,
+        r.duplicates,
+        r.elapsed_s,
+        r.echoed as f64 / r.elapsed_s.max(1e-9)
+    );
+    println!(
+        "rtt us: p50 {:.1} p99 {:.1} p99.9 {:.1} max {:.1}",
+        r.rtt_us.p50, r.rtt_us.p99, r.rtt_us.p999, r.rtt_us.max
+    );
+}
+
+/// Exit status: an error when nothing came back.
+pub fn check(cfg: &LoadConfig, r: &LoadReport) -> Result<()> {
+    if r.echoed == 0 {
+        if r.refused {
+            bail!("target {} refused the datagrams (ECONNREFUSED): nothing is listening there", cfg.target);
+        }
+        bail!(
+            "no datagram came back from {} (sent {}): is an echo server running there?",
+            cfg.target,
+            r.sent
+        );
+    }
+    Ok(())
+}

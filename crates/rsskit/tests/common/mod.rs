@@ -1,0 +1,4 @@
+//! Shared fixtures for the integration tests.
+#![allow(dead_code)]
+
+pub mod netns;

@@ -1,0 +1,242 @@
+//! Network-namespace fixtures for the integration tests: namespaces, a
+//! multi-queue veth between them, and child processes, all removed/killed on
+//! drop (also when the test fails).
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// Path of the `rsskit` binary under test.
+pub fn rsskit() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("rsskit")
+}
+
+/// Runs `ip ARGS`, panicking with its stderr on failure.
+pub fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().unwrap_or_else(|e| {
+        panic!("cannot run `ip` ({e}): these tests need iproute2 and root (CI installs iproute2)")
+    });
+    assert!(
+        out.status.success(),
+        "`ip {}` failed: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+}
+
+/// Fails loudly unless we are root with `ip` available.
+pub fn require_root_and_ip() {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(euid, 0, "network-namespace tests need root (CI runs them as root)");
+    let ok = Command::new("ip").arg("-V").output().map(|o| o.status.success()).unwrap_or(false);
+    assert!(ok, "the `ip` command (iproute2) is missing: install iproute2");
+}
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// A unique name: prefix, pid, sequence number (max 15 chars for interfaces).
+pub fn unique(prefix: &str) -> String {
+    let n = SEQ.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}{}{n}", std::process::id() % 100000)
+}
+
+/// A network namespace, deleted on drop.
+pub struct Netns {
+    pub name: String,
+}
+
+impl Netns {
+    pub fn new(prefix: &str) -> Netns {
+        let name = unique(prefix);
+        ip(&["netns", "add", &name]);
+        let ns = Netns { name };
+        ns.ip(&["link", "set", "lo", "up"]);
+        ns
+    }
+
+    /// `ip -n NAME ARGS`.
+    pub fn ip(&self, args: &[&str]) {
+        let mut v = vec!["-n", &self.name];
+        v.extend_from_slice(args);
+        ip(&v);
+    }
+
+    /// A command run inside the namespace (`ip netns exec`).
+    pub fn command(&self, prog: &std::path::Path) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name]).arg(prog);
+        c
+    }
+
+    /// Writes a sysctl inside the namespace.
+    pub fn sysctl(&self, key: &str, value: &str) {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.name, "sysctl", "-qw", &format!("{key}={value}")])
+            .output()
+            .expect("running sysctl");
+        assert!(out.status.success(), "sysctl {key}={value}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Writes a file from inside the namespace (sysfs is per-namespace only
+    /// through a namespace's own view, so use `sh -c` under `ip netns exec`).
+    pub fn write(&self, path: &str, value: &str) {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.name, "sh", "-c", &format!("echo {value} > {path}")])
+            .output()
+            .expect("running sh");
+        assert!(out.status.success(), "writing {value} to {path}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    pub fn read(&self, path: &str) -> String {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.name, "cat", path])
+            .output()
+            .expect("running cat");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.name]).stderr(Stdio::null()).status();
+    }
+}
+
+/// Two namespaces joined by a veth with 2 rx/tx queues, addresses on both
+/// ends (IPv4 198.18.0.1 server / 198.18.0.2 client, IPv6 fd77::1 / fd77::2),
+/// `extra` extra client source addresses of each family (198.18.1.x,
+/// fd77:1::x), RPS on the server's veth over all CPUs.
+pub struct Pair {
+    pub server: Netns,
+    pub client: Netns,
+}
+
+pub const SERVER_V4: &str = "198.18.0.1";
+pub const CLIENT_V4: &str = "198.18.0.2";
+pub const SERVER_V6: &str = "fd77::1";
+pub const CLIENT_V6: &str = "fd77::2";
+pub const EXTRA_V4_NET: &str = "198.18.1.0/24";
+pub const EXTRA_V6_NET: &str = "fd77:1::/64";
+
+impl Pair {
+    pub fn new(extra: u8) -> Pair {
+        require_root_and_ip();
+        let server = Netns::new("rsks");
+        let client = Netns::new("rskc");
+        let vs = unique("vs");
+        let vc = unique("vc");
+        ip(&[
+            "link",
+            "add",
+            &vs,
+            "numtxqueues",
+            "2",
+            "numrxqueues",
+            "2",
+            "netns",
+            &server.name,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &vc,
+            "numtxqueues",
+            "2",
+            "numrxqueues",
+            "2",
+            "netns",
+            &client.name,
+        ]);
+        for (ns, dev) in [(&server, &vs), (&client, &vc)] {
+            ns.sysctl("net.ipv6.conf.all.disable_ipv6", "0");
+            ns.sysctl("net.ipv6.conf.all.accept_dad", "0");
+            ns.sysctl("net.ipv6.conf.default.accept_dad", "0");
+            ns.sysctl("net.ipv4.conf.all.rp_filter", "0");
+            ns.sysctl("net.ipv4.conf.default.rp_filter", "0");
+            ns.sysctl("net.core.rmem_max", "16777216");
+            ns.ip(&["link", "set", dev, "up"]);
+        }
+        server.ip(&["addr", "add", &format!("{SERVER_V4}/24"), "dev", &vs]);
+        client.ip(&["addr", "add", &format!("{CLIENT_V4}/24"), "dev", &vc]);
+        server.ip(&["-6", "addr", "add", &format!("{SERVER_V6}/64"), "dev", &vs, "nodad"]);
+        client.ip(&["-6", "addr", "add", &format!("{CLIENT_V6}/64"), "dev", &vc, "nodad"]);
+        for i in 1..=extra {
+            client.ip(&["addr", "add", &format!("198.18.1.{i}/32"), "dev", &vc]);
+            client.ip(&["-6", "addr", "add", &format!("fd77:1::{i:x}/128"), "dev", &vc, "nodad"]);
+        }
+        server.ip(&["route", "add", EXTRA_V4_NET, "dev", &vs]);
+        server.ip(&["-6", "route", "add", EXTRA_V6_NET, "dev", &vs]);
+        // RPS on the receiving side over every CPU.
+        let ncpu = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(32);
+        let mask = format!("{:x}", (1u64 << ncpu) - 1);
+        for q in 0..2 {
+            server.write(&format!("/sys/class/net/{vs}/queues/rx-{q}/rps_cpus"), &mask);
+        }
+        Pair { server, client }
+    }
+}
+
+/// A child process killed (and reaped) on drop.
+pub struct Proc(pub Option<Child>);
+
+impl Proc {
+    pub fn spawn(mut cmd: Command) -> Proc {
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        Proc(Some(cmd.spawn().expect("spawning a child")))
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.0.as_ref().expect("running").id()
+    }
+
+    /// Sends `sig` to the child.
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill on our own child's pid.
+        unsafe { libc::kill(self.pid() as i32, sig) };
+    }
+
+    /// Waits at most `limit` for the child to exit, then kills it (and fails).
+    pub fn wait(mut self, limit: Duration) -> Output {
+        let mut child = self.0.take().expect("running");
+        let t = Instant::now();
+        loop {
+            if let Some(_st) = child.try_wait().expect("try_wait") {
+                return child.wait_with_output().expect("collect output");
+            }
+            if t.elapsed() > limit {
+                let _ = child.kill();
+                let out = child.wait_with_output().expect("collect output");
+                panic!(
+                    "child did not exit within {limit:?}; stdout:\n{}\nstderr:\n{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Waits until `path`-style condition holds or `limit` passes.
+pub fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}

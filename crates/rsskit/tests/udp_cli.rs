@@ -1,0 +1,79 @@
+//! Bad input to `rsskit udp-load` / `rsskit udp-echo`: one clear line on
+//! stderr, non-zero exit, no panic.
+
+mod common;
+
+use assert_cmd::Command;
+use common::netns::{self, Netns};
+
+fn rsskit() -> Command {
+    let mut c = Command::cargo_bin("rsskit").unwrap();
+    c.timeout(std::time::Duration::from_secs(20));
+    c
+}
+
+/// Runs, expects exit status `code` and an stderr line containing `needle`
+/// (case-insensitive), and no panic.
+fn fails(args: &[&str], code: i32, needle: &str) {
+    let out = rsskit().args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "rsskit {}: stderr: {err}", args.join(" "));
+    assert!(!err.contains("panicked"), "panic: {err}");
+    assert!(
+        err.to_lowercase().contains(&needle.to_lowercase()),
+        "rsskit {}: stderr lacks '{needle}': {err}",
+        args.join(" ")
+    );
+}
+
+#[test]
+fn load_size_out_of_range() {
+    fails(&["udp-load", "--target", "127.0.0.1:9", "--size", "65508"], 1, "65507");
+    fails(&["udp-load", "--target", "127.0.0.1:9", "--size", "39"], 1, "--size 39");
+}
+
+#[test]
+fn load_zero_streams() {
+    fails(&["udp-load", "--target", "127.0.0.1:9", "--streams", "0"], 1, "--streams must be at least 1");
+}
+
+#[test]
+fn load_bad_addresses() {
+    fails(&["udp-load", "--target", "300.1.1.1:9"], 1, "not an address");
+    fails(&["udp-load", "--target", "127.0.0.1"], 1, "no port");
+    fails(&["udp-load", "--target", "127.0.0.1:70000"], 1, "not an address");
+    fails(&["udp-load", "--target", "0.0.0.0:9"], 1, "unspecified");
+    fails(&["udp-load", "--target", "[::1]:9", "--src-net", "10.0.0.0/8", "--spread-buckets"], 1, "families");
+    fails(&["udp-load", "--target", "127.0.0.1:9", "--src-net", "10.0.0.0/40"], 2, "prefix length");
+}
+
+#[test]
+fn load_nonexistent_cpus() {
+    fails(&["udp-load", "--target", "127.0.0.1:9", "--client-cpus", "4000"], 1, "does not exist");
+    fails(&["udp-load", "--target", "127.0.0.1:9", "--server-cpus", "0-x"], 1, "--server-cpus");
+}
+
+#[test]
+fn load_refused_target() {
+    // A port with nothing on it: the kernel answers ICMP port unreachable.
+    let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let target = format!("127.0.0.1:{port}");
+    fails(&["udp-load", "--target", &target, "--duration", "0.5", "--rate", "100"], 1, "ECONNREFUSED");
+}
+
+#[test]
+fn load_unroutable_target() {
+    // A namespace with only loopback (down): no route anywhere.
+    netns::require_root_and_ip();
+    let ns = Netns::new("rskn");
+    ns.ip(&["link", "set", "lo", "down"]);
+    let out = ns
+        .command(&netns::rsskit())
+        .args(["udp-load", "--target", "198.18.9.9:9", "--duration", "0.5"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
+    assert!(err.contains("unreachable"), "stderr: {err}");
+    assert!(!err.contains("panicked"), "stderr: {err}");
+}
