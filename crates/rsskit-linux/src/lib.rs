@@ -8,3 +8,4 @@ pub mod topology;
 pub mod affinity;
 pub mod socket;
 pub mod bpf;
+pub mod snmp;
