@@ -6,12 +6,9 @@
 //! bucket.
 
 use crate::proto;
-// TEMPORARY: brute-force stand-in with the finder's API until
-// rsskit_core::finder lands; then `use rsskit_core::finder;`.
 use anyhow::{anyhow, bail, Context, Result};
 use hdrhistogram::Histogram;
-use rsskit_core::{rss::RssConfig, FlowTuple, HashConfig, HashType, L4Proto, RssKey, Toeplitz};
-use shim as finder;
+use rsskit_core::{finder, rss::RssConfig, FlowTuple, HashConfig, HashType, L4Proto, RssKey, Toeplitz};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io::ErrorKind;
@@ -342,6 +339,7 @@ pub fn plan_streams(cfg: &LoadConfig) -> Result<Vec<Stream>> {
     };
     match net {
         Some(net) => {
+            let locals: HashSet<IpAddr> = local_addrs(ipv6).into_iter().collect();
             for i in 0..cfg.streams {
                 let bucket = order[i % nb];
                 let found = finder::find_src_addrs(
@@ -354,22 +352,21 @@ pub fn plan_streams(cfg: &LoadConfig) -> Result<Vec<Stream>> {
                     target.port(),
                     mask,
                     bucket,
-                    512,
+                    4096,
                 )
                 .map_err(|e| anyhow!("finding a source address in {net} for bucket {bucket}: {e}"))?;
+                // Addresses assigned here first, then any other (127/8 and
+                // AnyIP routes make a whole prefix bindable).
+                let (mine, others): (Vec<IpAddr>, Vec<IpAddr>) = found
+                    .iter()
+                    .map(|f| f.src)
+                    .filter(|a| *a != target.ip() && !used_addrs.contains(a) && !is_special(*a))
+                    .partition(|a| locals.contains(a));
                 let mut ok = None;
-                let mut tried = 0;
-                for f in found {
-                    if f.src == target.ip() || used_addrs.contains(&f.src) || is_special(f.src) {
-                        continue;
-                    }
-                    tried += 1;
-                    if let Some(s) = bound_socket(SocketAddr::new(f.src, 0), target)? {
-                        used_addrs.insert(f.src);
+                for a in mine.into_iter().chain(others.into_iter().take(64)) {
+                    if let Some(s) = bound_socket(SocketAddr::new(a, 0), target)? {
+                        used_addrs.insert(a);
                         ok = Some(s);
-                        break;
-                    }
-                    if tried > 64 {
                         break;
                     }
                 }
@@ -1059,95 +1056,5 @@ mod tests {
             assert!(st.src.ip().is_loopback());
             assert_eq!(c.table.rss.bucket(c.table.hash(st.src, c.target)), st.bucket);
         }
-    }
-}
-
-/// Brute-force stand-in for `rsskit_core::finder` (same signatures).
-mod shim {
-    use rsskit_core::{HashInput, HashType, RssKey, Toeplitz};
-    use std::net::IpAddr;
-    use std::ops::RangeInclusive;
-
-    pub struct Found {
-        pub src: IpAddr,
-        pub src_port: u16,
-        #[allow(dead_code)]
-        pub hash: u32,
-    }
-
-    fn input(ht: HashType, src: IpAddr, sp: u16, dst: IpAddr, dp: u16) -> Option<HashInput> {
-        let ports = ht.has_ports().then_some((sp, dp));
-        match (src, dst) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => Some(HashInput::v4(s, d, ports)),
-            (IpAddr::V6(s), IpAddr::V6(d)) => Some(HashInput::v6(s, d, ports)),
-            _ => None,
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    pub fn find_src_ports(
-        key: &RssKey,
-        ht: HashType,
-        src: IpAddr,
-        dst: IpAddr,
-        dst_port: u16,
-        ports: RangeInclusive<u16>,
-        mask: u32,
-        value: u32,
-        max: usize,
-    ) -> Result<Vec<Found>, String> {
-        let t = Toeplitz::new(key);
-        let mut out = Vec::new();
-        for p in ports {
-            let i = input(ht, src, p, dst, dst_port).ok_or("mixed address families")?;
-            let h = t.hash(i.as_bytes());
-            if h & mask == value {
-                out.push(Found { src, src_port: p, hash: h });
-                if out.len() >= max {
-                    break;
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    pub fn find_src_addrs(
-        key: &RssKey,
-        ht: HashType,
-        net: IpAddr,
-        prefix_len: u8,
-        src_port: u16,
-        dst: IpAddr,
-        dst_port: u16,
-        mask: u32,
-        value: u32,
-        max: usize,
-    ) -> Result<Vec<Found>, String> {
-        let t = Toeplitz::new(key);
-        let mut out = Vec::new();
-        let host_bits = if net.is_ipv4() { 32 } else { 128 } - prefix_len as u32;
-        let limit: u128 = if host_bits >= 20 { 1 << 20 } else { 1 << host_bits };
-        for n in 0..limit {
-            let src = match net {
-                IpAddr::V4(a) => {
-                    let m = if host_bits >= 32 { 0 } else { u32::MAX << host_bits };
-                    IpAddr::V4((u32::from(a) & m | n as u32).into())
-                }
-                IpAddr::V6(a) => {
-                    let m = if host_bits >= 128 { 0 } else { u128::MAX << host_bits };
-                    IpAddr::V6((u128::from(a) & m | n).into())
-                }
-            };
-            let i = input(ht, src, src_port, dst, dst_port).ok_or("mixed address families")?;
-            let h = t.hash(i.as_bytes());
-            if h & mask == value {
-                out.push(Found { src, src_port, hash: h });
-                if out.len() >= max {
-                    break;
-                }
-            }
-        }
-        Ok(out)
     }
 }
