@@ -46,6 +46,9 @@ JSON fields (--json prints one object):
                         irq_effective_cpus}]
     irqs               [{irq, name, kind (rx|tx|rxtx|other), queue, cpus,
                         effective_cpus}]
+    notes              [text]: queue IRQs allowed off the NIC's NUMA node, RX
+                        queues the table never names, table entries naming
+                        rings the device lacks
   A value that could not be read is null; rps_cpus [] means RPS is off.
 
 Examples:
@@ -173,6 +176,52 @@ fn driver_label(i: &Iface) -> String {
     }
 }
 
+/// Things worth a second look: queue IRQs allowed off the NIC's NUMA node,
+/// RX queues the indirection table never picks, table entries naming rings
+/// the device does not have.
+fn notes(topo: &Topology, i: &Iface) -> Vec<String> {
+    let mut out = Vec::new();
+    if let (Some(node), true) = (i.facts.numa_node, topo.nodes.len() > 1) {
+        let local: Vec<usize> =
+            topo.nodes.iter().find(|n| n.node == node).map(|n| n.cpus.clone()).unwrap_or_default();
+        for x in i.irqs.iter().filter(|x| x.kind != netdev::IrqKind::Other) {
+            if let Some(c) = &x.cpus {
+                let far: Vec<usize> = c.iter().copied().filter(|c| !local.contains(c)).collect();
+                if !far.is_empty() {
+                    out.push(format!(
+                        "IRQ {} ({}) may run on CPUs {} outside the NIC's NUMA node {node} (CPUs {})",
+                        x.irq,
+                        x.name,
+                        cpulist::format(&far),
+                        cpus_text(Some(&local))
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(r) = i.rss.ok().filter(|r| !r.indir.is_empty()) {
+        let nrx = match i.channels.ok() {
+            Some(c) if c.rx_count + c.combined_count > 0 => (c.rx_count + c.combined_count) as usize,
+            _ => i.rx.len(),
+        };
+        let bad: Vec<usize> = r.indir.iter().map(|&x| x as usize).filter(|&x| x >= nrx).collect();
+        if !bad.is_empty() {
+            out.push(format!(
+                "the indirection table names ring(s) {} but the device has {nrx} RX queue(s)",
+                cpulist::format(&bad)
+            ));
+        }
+        let unused: Vec<usize> = (0..nrx).filter(|q| !r.indir.contains(&(*q as u32))).collect();
+        if !unused.is_empty() {
+            out.push(format!(
+                "RX queue(s) {} get no RSS traffic: the indirection table never names them",
+                cpulist::format(&unused)
+            ));
+        }
+    }
+    out
+}
+
 // ---------------------------------------------------------------- JSON
 
 fn unsupported(reason: &str) -> Value {
@@ -189,11 +238,11 @@ fn to_json(topo: &Topology, dk: &Result<DefaultKey, String>, ifaces: &[Iface]) -
         "numa_nodes": topo.nodes,
         "cpu_topology": topo.cpus,
         "default_key": default_key,
-        "interfaces": ifaces.iter().map(|i| iface_json(i, dk.as_ref().ok())).collect::<Vec<_>>(),
+        "interfaces": ifaces.iter().map(|i| iface_json(topo, i, dk.as_ref().ok())).collect::<Vec<_>>(),
     })
 }
 
-fn iface_json(i: &Iface, dk: Option<&DefaultKey>) -> Value {
+fn iface_json(topo: &Topology, i: &Iface, dk: Option<&DefaultKey>) -> Value {
     let channels = match &i.channels {
         Reported::Supported(c) => json!({
             "supported": true,
@@ -273,6 +322,7 @@ fn iface_json(i: &Iface, dk: Option<&DefaultKey>) -> Value {
         "rx_queues": rx,
         "tx_queues": tx,
         "irqs": i.irqs,
+        "notes": notes(topo, i),
     })
 }
 
@@ -325,12 +375,12 @@ fn to_text(topo: &Topology, dk: &Result<DefaultKey, String>, ifaces: &[Iface]) -
     }
     for i in ifaces {
         s.push('\n');
-        iface_text(&mut s, i, dk.as_ref().ok());
+        iface_text(&mut s, topo, i, dk.as_ref().ok());
     }
     s
 }
 
-fn iface_text(s: &mut String, i: &Iface, dk: Option<&DefaultKey>) {
+fn iface_text(s: &mut String, topo: &Topology, i: &Iface, dk: Option<&DefaultKey>) {
     let mut head = format!("Interface {}: driver {}", i.name, i.driver.as_deref().unwrap_or("unknown"));
     if !i.facts.has_device {
         head.push_str(" (virtual)");
@@ -367,6 +417,10 @@ fn iface_text(s: &mut String, i: &Iface, dk: Option<&DefaultKey>) {
         }
     }
     match &i.rss {
+        Reported::Supported(r) if r.indir.is_empty() => {
+            let _ = writeln!(s, "  RX flow hash indirection table: {}", nr("only the key is given"));
+            rss_key_text(s, r, dk, &nr);
+        }
         Reported::Supported(r) => {
             let rings = r.indir.iter().max().map_or(0, |m| m + 1);
             let _ = writeln!(
@@ -380,25 +434,7 @@ fn iface_text(s: &mut String, i: &Iface, dk: Option<&DefaultKey>) {
                 let cells: String = chunk.iter().map(|x| format!("{x:>6}")).collect();
                 let _ = writeln!(s, "  {:>5}:{cells}", row * 8);
             }
-            if r.key.is_empty() {
-                let _ = writeln!(s, "  RSS hash key: {}", nr("only the table is given"));
-            } else {
-                let known = match key_is(&r.key, dk) {
-                    Some("microsoft") => " (the Microsoft default key)",
-                    Some("kernel_default") => " (the kernel's default key)",
-                    Some("symmetric") => " (symmetric: a 2-byte pattern repeated)",
-                    _ => "",
-                };
-                let _ = writeln!(s, "  RSS hash key ({} bytes){known}:", r.key.len());
-                let _ = writeln!(s, "    {}", colon_hex(&r.key));
-                let _ = writeln!(s, "    (rsskit hash --key {} ...)", hex(&r.key));
-            }
-            let hf = if r.hfunc.is_empty() { "not reported".to_string() } else { r.hfunc.join(", ") };
-            let _ = write!(s, "  RSS hash function: {hf}");
-            if !r.input_xfrm.is_empty() {
-                let _ = write!(s, "; input transform: {}", r.input_xfrm.join(", "));
-            }
-            s.push('\n');
+            rss_key_text(s, r, dk, &nr);
         }
         Reported::Unsupported { reason } => {
             let _ = writeln!(s, "  RSS key and indirection table: {}", nr(reason));
@@ -474,6 +510,36 @@ fn iface_text(s: &mut String, i: &Iface, dk: Option<&DefaultKey>) {
             );
         }
     }
+    let n = notes(topo, i);
+    if !n.is_empty() {
+        let _ = writeln!(s, "  Notes:");
+        for line in n {
+            let _ = writeln!(s, "    - {line}");
+        }
+    }
+}
+
+/// The key, hash function and input transform lines of a reported RSS setup.
+fn rss_key_text(s: &mut String, r: &Rss, dk: Option<&DefaultKey>, nr: &dyn Fn(&str) -> String) {
+    if r.key.is_empty() {
+        let _ = writeln!(s, "  RSS hash key: {}", nr("only the table is given"));
+    } else {
+        let known = match key_is(&r.key, dk) {
+            Some("microsoft") => " (the Microsoft default key)",
+            Some("kernel_default") => " (the kernel's default key)",
+            Some("symmetric") => " (symmetric: a 2-byte pattern repeated)",
+            _ => "",
+        };
+        let _ = writeln!(s, "  RSS hash key ({} bytes){known}:", r.key.len());
+        let _ = writeln!(s, "    {}", colon_hex(&r.key));
+        let _ = writeln!(s, "    (rsskit hash --key {} ...)", hex(&r.key));
+    }
+    let hf = if r.hfunc.is_empty() { "not reported".to_string() } else { r.hfunc.join(", ") };
+    let _ = write!(s, "  RSS hash function: {hf}");
+    if !r.input_xfrm.is_empty() {
+        let _ = write!(s, "; input transform: {}", r.input_xfrm.join(", "));
+    }
+    s.push('\n');
 }
 
 #[cfg(test)]
@@ -539,7 +605,7 @@ mod tests {
             tx: (0..2).map(|q| TxQueue { queue: q, xps_mask: None, xps_cpus: None }).collect(),
             irqs: vec![
                 irq(70, Some(0), IrqKind::RxTx, vec![0]),
-                irq(71, Some(1), IrqKind::RxTx, vec![1]),
+                irq(71, Some(1), IrqKind::RxTx, vec![2]),
                 irq(72, None, IrqKind::Other, vec![0, 1, 2, 3]),
             ],
         };
@@ -561,10 +627,14 @@ mod tests {
         assert!(t.contains("RSS hash function: toeplitz"), "{t}");
         assert!(t.contains("tcp4   ip_src, ip_dst, l4_src_port, l4_dst_port (4-tuple)"), "{t}");
         assert!(t.contains("udp4   ip_src, ip_dst (2-tuple)"), "{t}");
-        assert!(t.contains("rx-1   IRQ 71 (eth9-TxRx-1) on CPUs 1; RPS CPUs 2-3 (mask c), rps_flow_cnt 0, 8 table entries"), "{t}");
+        assert!(t.contains("rx-1   IRQ 71 (eth9-TxRx-1) on CPUs 2; RPS CPUs 2-3 (mask c), rps_flow_cnt 0, 8 table entries"), "{t}");
         assert!(t.contains("tx-0   IRQ 70 (eth9-TxRx-0) on CPUs 0; XPS not readable"), "{t}");
         assert!(t.contains("IRQ 72 (eth9, other) on CPUs 0-3"), "{t}");
         assert!(!t.contains("not reported"), "{t}");
+        assert!(
+            t.contains("  Notes:\n    - IRQ 71 (eth9-TxRx-1) may run on CPUs 2 outside the NIC's NUMA node 0 (CPUs 0-1)\n"),
+            "{t}"
+        );
     }
 
     #[test]
@@ -581,13 +651,40 @@ mod tests {
         assert_eq!(i["hash_fields"]["flows"][1]["fields"], json!(["ip_src", "ip_dst"]));
         assert_eq!(i["channels"]["combined"], 2);
         assert_eq!(i["rx_queues"][1]["irq"], 71);
-        assert_eq!(i["rx_queues"][1]["irq_cpus"], json!([1]));
+        assert_eq!(i["rx_queues"][1]["irq_cpus"], json!([2]));
+        assert_eq!(i["notes"].as_array().unwrap().len(), 1, "{}", i["notes"]);
         assert_eq!(i["rx_queues"][1]["rps_cpus"], json!([2, 3]));
         assert_eq!(i["rx_queues"][0]["rss_table_entries"], 8);
         assert_eq!(i["tx_queues"][0]["irq"], 70);
         assert_eq!(i["irqs"][2]["kind"], "other");
         assert_eq!(v["numa_nodes"][1]["cpus"], json!([2, 3]));
         assert_eq!(v["default_key"]["initialised"], false);
+    }
+
+    #[test]
+    fn notes_on_tables() {
+        let (topo, _, mut ifaces) = fake_nic();
+        let i = &mut ifaces[0];
+        assert_eq!(notes(&topo, i).len(), 1);
+        // Three combined channels but a table over rings 0-1, one entry naming ring 5.
+        i.channels = Reported::Supported(Channels { combined_count: 3, ..Channels::default() });
+        if let Reported::Supported(r) = &mut i.rss {
+            r.indir[15] = 5;
+        }
+        let n = notes(&topo, i);
+        assert!(
+            n.contains(&"the indirection table names ring(s) 5 but the device has 3 RX queue(s)".to_string()),
+            "{n:?}"
+        );
+        assert!(
+            n.contains(
+                &"RX queue(s) 2 get no RSS traffic: the indirection table never names them".to_string()
+            ),
+            "{n:?}"
+        );
+        // One NUMA node: no locality notes.
+        let flat = Topology { nodes: vec![topo.nodes[0].clone()], ..topo.clone() };
+        assert_eq!(notes(&flat, i).len(), 2);
     }
 
     #[test]
