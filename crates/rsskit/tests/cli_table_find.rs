@@ -189,6 +189,53 @@ fn find_net_cpu_ipv6() {
     assert!(!v["tuples"].as_array().unwrap().is_empty());
 }
 
+/// --ring: tuples whose redirect table entry (DragonFly ringmap) holds the ring.
+#[test]
+fn find_ring() {
+    let table = json(&["table", "--cpus", "24", "--rings", "16", "--json"]);
+    let entries = usizes(&table["table"]);
+    let v = json(&[
+        "find",
+        "--dst",
+        "127.0.0.1:80",
+        "--src-ports",
+        "1024-65535",
+        "--ring",
+        "13",
+        "--rings",
+        "16",
+        "--cpus",
+        "24",
+        "--proto",
+        "tcp",
+        "--count",
+        "30",
+        "--json",
+    ]);
+    assert_eq!(v["ring"], 13);
+    let want: Vec<usize> = (0..128).filter(|&i| entries[i] == 13).collect();
+    assert_eq!(usizes(&v["target_buckets"]), want);
+    let dst: SocketAddr = "127.0.0.1:80".parse().unwrap();
+    let tuples = v["tuples"].as_array().unwrap();
+    assert_eq!(tuples.len(), 30);
+    for t in tuples {
+        let h = hash(HashType::TcpIpv4, t["src"].as_str().unwrap().parse().unwrap(), dst);
+        assert_eq!(t["hash"], h);
+        assert_eq!(entries[(h & 127) as usize], 13);
+        assert_eq!(
+            (t["ring"].as_u64(), t["cpu"].as_u64(), t["bucket"].as_u64()),
+            (Some(13), Some(13), Some((h & 127) as u64))
+        );
+    }
+    let base = ["find", "--dst", "127.0.0.1:80", "--src-ports", "1-65535", "--proto", "tcp", "--cpus", "24"];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> { base.iter().chain(extra).copied().collect() };
+    fails(&with(&["--ring", "16", "--rings", "16"]), 1, "--ring 16 does not exist");
+    fails(&with(&["--ring", "1"]), 2, "--rings");
+    fails(&with(&["--ring", "1", "--rings", "4", "--bits", "3"]), 1, "--bits is for --bucket/--cpu");
+    fails(&with(&["--ring", "1", "--rings", "200"]), 1, "do not fit a redirect table");
+    fails(&with(&["--ring", "1", "--rings", "4", "--bucket", "2"]), 2, "cannot be used");
+}
+
 #[test]
 fn find_text_names_hash_type() {
     let out = rsskit(&[
@@ -217,6 +264,23 @@ fn find_bad_input() {
     fails(&with(&["--src-ports", "1-100", "--bucket", "8"]), 1, "bucket 8 does not exist");
     fails(&with(&["--src-ports", "1-100", "--bucket", "1", "--bits", "9"]), 1, "bucket bits must be");
     fails(&with(&["--src-ports", "1-100", "--cpu", "4"]), 1, "--cpu 4 does not exist");
+    fails(
+        &[
+            "find",
+            "--dst",
+            "127.0.0.1:80",
+            "--src-ports",
+            "1-9",
+            "--cpu",
+            "150",
+            "--cpus",
+            "200",
+            "--proto",
+            "tcp",
+        ],
+        1,
+        "owns no bucket",
+    );
     fails(&with(&["--src-ports", "2000-1000", "--bucket", "1"]), 2, "empty");
     fails(&with(&["--src-ports", "1-70000", "--bucket", "1"]), 2, "not a port");
     fails(&with(&["--src-net", "10.0.0.0/33", "--src-port", "1", "--bucket", "1"]), 2, "not 0-32");

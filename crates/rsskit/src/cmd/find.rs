@@ -5,6 +5,7 @@
 use super::common::{key_arg, online_cpus, positive, print_json, same_family, Endpoint, Proto};
 use anyhow::{anyhow, bail, Result};
 use rsskit_core::finder::{find_src_addrs_any, find_src_ports_any, Found};
+use rsskit_core::ringmap::{PlanSpec, RingmapPlan, HOST_TABLE_LEN};
 use rsskit_core::{rss::RssConfig, HashType, RssKey};
 use serde_json::json;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -12,9 +13,12 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 #[derive(clap::Args, Debug)]
 #[command(
     group(clap::ArgGroup::new("source").required(true).args(["src_ports", "src_net"])),
-    group(clap::ArgGroup::new("target").required(true).args(["bucket", "cpu"])),
+    group(clap::ArgGroup::new("target").required(true).args(["bucket", "cpu", "ring"])),
     after_help = "With --proto the 4-tuple of that protocol is hashed (UDP too: an explicit request); \
-without it the 2-tuple (addresses only), where only --src-net can move the hash.\n\nExamples:\n  \
+without it the 2-tuple (addresses only), where only --src-net can move the hash.\n\n--bucket and --cpu \
+use FreeBSD's buckets (bucket = hash & (2^bits - 1), buckets round-robin over the CPUs); --ring uses \
+DragonFly's ringmap for --cpus and --rings (see `rsskit table`): a tuple's bucket is then its \
+128-entry redirect table index, hash & 127.\n\nExamples:\n  \
 rsskit find --dst 127.0.0.1:9000 --src-ports 1024-65535 --bucket 3 --proto udp --cpus 4\n  \
 rsskit find --dst 10.0.0.1:80 --src-net 10.0.1.0/24 --src-port 4000 --cpu 1 --proto tcp --cpus 2"
 )]
@@ -34,6 +38,12 @@ pub struct Args {
     /// Wanted CPU: any bucket that CPU owns.
     #[arg(long)]
     cpu: Option<usize>,
+    /// Wanted NIC ring: any redirect table entry of that ring (needs --rings).
+    #[arg(long, requires = "rings")]
+    ring: Option<usize>,
+    /// RX rings of the NIC, for --ring (DragonFly ringmap, 128-entry table).
+    #[arg(long, value_parser = positive, requires = "ring")]
+    rings: Option<usize>,
     /// How many tuples to print (the lowest ports or addresses).
     #[arg(long, default_value = "8", value_parser = positive)]
     count: usize,
@@ -116,20 +126,8 @@ pub fn run(a: Args) -> Result<()> {
     let dst = a.dst.addr;
     let ht = hash_type(dst.is_ipv6(), a.proto);
     let ncpus = a.cpus.unwrap_or_else(online_cpus);
-    let rss = RssConfig::with_ncpus(ncpus, a.bits).map_err(|e| anyhow!("{e}"))?;
-    let (buckets, target) = match (a.bucket, a.cpu) {
-        (Some(b), _) => {
-            rss.bucket_cpu(b).map_err(|e| anyhow!("--bucket: {e}"))?;
-            (vec![b], json!({ "bucket": b }))
-        }
-        (None, Some(c)) => {
-            if c >= ncpus {
-                bail!("--cpu {c} does not exist: there are {ncpus} CPUs (0-{})", ncpus - 1);
-            }
-            (rss.buckets_of_cpu(c), json!({ "cpu": c }))
-        }
-        (None, None) => bail!("give --bucket or --cpu"),
-    };
+    let model = Model::new(&a, ncpus)?;
+    let (mask, buckets, target, want) = model.target(&a, ncpus)?;
     let found: Vec<Found> = match (a.src_ports, a.src_net) {
         (Some((lo, hi)), _) => {
             let src = a.src.unwrap_or(if dst.is_ipv6() {
@@ -144,7 +142,7 @@ pub fn run(a: Args) -> Result<()> {
                      source port changes nothing; use --src-net to vary the address"
                 );
             }
-            find_src_ports_any(&a.key, ht, src, dst, dst_port, lo..=hi, rss.mask(), &buckets, a.count)
+            find_src_ports_any(&a.key, ht, src, dst, dst_port, lo..=hi, mask, &buckets, a.count)
                 .map_err(|e| anyhow!("{e} (ports {lo}-{hi}, {ht} hash)"))?
         }
         (None, Some((net, len))) => {
@@ -156,50 +154,150 @@ pub fn run(a: Args) -> Result<()> {
                 (None, None) => 0,
                 (None, Some(_)) => bail!("--src-net with --proto needs --src-port: the 4-tuple hashes it"),
             };
-            find_src_addrs_any(&a.key, ht, net, len, src_port, dst, dst_port, rss.mask(), &buckets, a.count)
+            find_src_addrs_any(&a.key, ht, net, len, src_port, dst, dst_port, mask, &buckets, a.count)
                 .map_err(|e| anyhow!("{e} ({net}/{len}, {ht} hash)"))?
         }
         (None, None) => bail!("give --src-ports or --src-net"),
     };
-    let rows: Vec<(String, u32, u32, usize)> = found
+    let tuples: Vec<serde_json::Value> = found
         .iter()
         .map(|f| {
-            (SocketAddr::new(f.src, f.src_port).to_string(), f.hash, rss.bucket(f.hash), rss.cpu(f.hash))
+            let (bucket, cpu, ring) = model.place(f.hash);
+            let mut t = json!({
+                "src": SocketAddr::new(f.src, f.src_port).to_string(),
+                "hash": f.hash,
+                "bucket": bucket,
+                "cpu": cpu,
+            });
+            if let Some(r) = ring {
+                t["ring"] = json!(r);
+            }
+            t
         })
         .collect();
     if a.json {
-        let tuples: Vec<_> = rows
-            .iter()
-            .map(|(src, hash, bucket, cpu)| json!({ "src": src, "hash": hash, "bucket": bucket, "cpu": cpu }))
-            .collect();
         let mut v = json!({
             "dst": SocketAddr::new(dst, dst_port).to_string(),
             "hash_type": ht.name(),
-            "bits": rss.bits(),
-            "buckets": rss.buckets(),
             "cpus": ncpus,
             "target_buckets": buckets,
             "tuples": tuples,
         });
-        for (k, val) in target.as_object().into_iter().flatten() {
-            v[k] = val.clone();
+        for (k, val) in target.into_iter().chain(model.describe()) {
+            v[k] = val;
         }
         return print_json(&v);
     }
-    let want = match (a.bucket, a.cpu) {
-        (Some(b), _) => format!("bucket {b}"),
-        (_, Some(c)) => format!("cpu {c} (buckets {buckets:?})"),
-        _ => unreachable!("checked above"),
-    };
-    println!(
-        "{ht} hash to {}; {} buckets over {ncpus} CPUs; want {want}",
-        SocketAddr::new(dst, dst_port),
-        rss.buckets()
-    );
-    for (src, hash, bucket, cpu) in rows {
-        println!("{src:<24} hash 0x{hash:08x}  bucket {bucket:<3} cpu {cpu}");
+    println!("{ht} hash to {}; {}; want {want}", SocketAddr::new(dst, dst_port), model.summary(ncpus));
+    for t in &tuples {
+        let ring = t.get("ring").map(|r| format!("  ring {r}")).unwrap_or_default();
+        println!(
+            "{:<24} hash 0x{:08x}  bucket {:<3} cpu {}{ring}",
+            t["src"].as_str().unwrap_or_default(),
+            t["hash"].as_u64().unwrap_or_default(),
+            t["bucket"].as_u64().unwrap_or_default(),
+            t["cpu"].as_u64().unwrap_or_default(),
+        );
     }
     Ok(())
+}
+
+/// Where a hash lands: FreeBSD's buckets, or a DragonFly ringmap's table.
+enum Model {
+    Buckets(RssConfig),
+    Rings(RingmapPlan),
+}
+
+impl Model {
+    fn new(a: &Args, ncpus: usize) -> Result<Self> {
+        match a.rings {
+            Some(rings) => {
+                if a.bits.is_some() {
+                    bail!("--bits is for --bucket/--cpu; --ring uses the 128-entry redirect table");
+                }
+                let spec = PlanSpec {
+                    ncpus,
+                    rings,
+                    unit: 0,
+                    pow2: false,
+                    tx_rings: None,
+                    table_len: HOST_TABLE_LEN,
+                };
+                Ok(Model::Rings(RingmapPlan::new(spec).map_err(|e| anyhow!("{e}"))?))
+            }
+            None => Ok(Model::Buckets(RssConfig::with_ncpus(ncpus, a.bits).map_err(|e| anyhow!("{e}"))?)),
+        }
+    }
+
+    /// Mask, wanted values under it, the target as JSON fields, and in words.
+    #[allow(clippy::type_complexity)]
+    fn target(
+        &self,
+        a: &Args,
+        ncpus: usize,
+    ) -> Result<(u32, Vec<u32>, Vec<(&'static str, serde_json::Value)>, String)> {
+        match (self, a.bucket, a.cpu, a.ring) {
+            (Model::Buckets(rss), Some(b), _, _) => {
+                rss.bucket_cpu(b).map_err(|e| anyhow!("--bucket: {e}"))?;
+                Ok((rss.mask(), vec![b], vec![("bucket", json!(b))], format!("bucket {b}")))
+            }
+            (Model::Buckets(rss), None, Some(c), _) => {
+                if c >= ncpus {
+                    bail!("--cpu {c} does not exist: there are {ncpus} CPUs (0-{})", ncpus - 1);
+                }
+                let owned = rss.buckets_of_cpu(c);
+                if owned.is_empty() {
+                    bail!("--cpu {c} owns no bucket: {} buckets over {ncpus} CPUs", rss.buckets());
+                }
+                let want = format!("cpu {c} (buckets {owned:?})");
+                Ok((rss.mask(), owned, vec![("cpu", json!(c))], want))
+            }
+            (Model::Rings(p), _, _, Some(r)) => {
+                if r >= p.rx.count() {
+                    bail!(
+                        "--ring {r} does not exist: {} rings are in use (0-{})",
+                        p.rx.count(),
+                        p.rx.count() - 1
+                    );
+                }
+                let entries: Vec<u32> =
+                    (0..HOST_TABLE_LEN).filter(|&i| p.table[i] == r).map(|i| i as u32).collect();
+                let want = format!("ring {r} on cpu {} ({} table entries)", p.rx.cpus()[r], entries.len());
+                Ok(((HOST_TABLE_LEN - 1) as u32, entries, vec![("ring", json!(r))], want))
+            }
+            _ => bail!("give one of --bucket, --cpu, or --ring with --rings"),
+        }
+    }
+
+    /// (bucket, cpu, ring) of a hash.
+    fn place(&self, hash: u32) -> (u32, usize, Option<usize>) {
+        match self {
+            Model::Buckets(rss) => (rss.bucket(hash), rss.cpu(hash), None),
+            Model::Rings(p) => {
+                let entry = hash & (HOST_TABLE_LEN as u32 - 1);
+                let ring = p.table[entry as usize];
+                (entry, p.rx.cpus()[ring], Some(ring))
+            }
+        }
+    }
+
+    fn describe(&self) -> Vec<(&'static str, serde_json::Value)> {
+        match self {
+            Model::Buckets(rss) => vec![("bits", json!(rss.bits())), ("buckets", json!(rss.buckets()))],
+            Model::Rings(p) => vec![
+                ("buckets", json!(HOST_TABLE_LEN)),
+                ("rings", json!(p.rx.count())),
+                ("ring_cpus", json!(p.rx.cpus())),
+            ],
+        }
+    }
+
+    fn summary(&self, ncpus: usize) -> String {
+        match self {
+            Model::Buckets(rss) => format!("{} buckets over {ncpus} CPUs", rss.buckets()),
+            Model::Rings(p) => format!("{} rings over {ncpus} CPUs, 128-entry table", p.rx.count()),
+        }
+    }
 }
 
 #[cfg(test)]
