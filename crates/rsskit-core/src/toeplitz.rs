@@ -4,12 +4,24 @@
 //! significant bit of the first byte first, if the bit is set XOR into the
 //! result the 32-bit window of the key that starts at that bit position.
 //!
-//! [`reference`] is that definition, one bit at a time. [`Toeplitz`] is the
-//! fast path: the hash is linear over GF(2), so the contribution of each
-//! input byte can be precomputed per byte value from the key.
+//! Three implementations, which agree bit for bit (property-tested):
+//! - [`reference`]: that definition, one bit at a time. Slow; the oracle.
+//! - [`Toeplitz::hash`]: the fast single hash. The hash is linear over GF(2),
+//!   so the contribution of each input byte is precomputed per byte value
+//!   (one 256-entry `u32` table per input byte position); a hash of `n` bytes
+//!   is `n` table loads and XORs, fully unrolled for the RSS input lengths
+//!   (8, 12, 32 and 36 bytes).
+//! - [`Toeplitz::hash_batch`] / [`Toeplitz::hash_inputs`]: many inputs at once.
+//!   On x86-64 CPUs with GFNI and AVX-512 (F, BW, VL, VBMI), detected at run
+//!   time, 16 inputs are hashed together with `vgf2p8affineqb` (see
+//!   [`Backend::Avx512Gfni`]); elsewhere the batch runs the scalar path.
 
+use crate::hashtype::HashInput;
 use crate::key::RssKey;
 use alloc::vec::Vec;
+
+#[cfg(target_arch = "x86_64")]
+mod gfni;
 
 /// The 32-bit key window starting at bit `bit` of `key` (MSB-first bit order).
 ///
@@ -40,36 +52,84 @@ pub fn reference(key: &[u8], input: &[u8]) -> u32 {
     result
 }
 
+/// Which implementation [`Toeplitz::hash_batch`] uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Backend {
+    /// The per-byte table path, one input at a time.
+    Scalar,
+    /// x86-64 GFNI + AVX-512 (F, BW, VL, VBMI): 16 inputs per block. The
+    /// inputs are transposed so that one 64-bit lane holds one input byte
+    /// position of 8 inputs; `vgf2p8affineqb` multiplies those bytes by the
+    /// 8x8 GF(2) matrix that maps an input byte at position `i` to hash byte
+    /// `o` (it depends only on `i + o`: the key bits `8(i+o) ..
+    /// 8(i+o)+15`), so each instruction computes 64 (input byte, hash byte)
+    /// products, all of them useful.
+    Avx512Gfni,
+}
+
+impl Backend {
+    /// Short name: `scalar` or `gfni`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Scalar => "scalar",
+            Backend::Avx512Gfni => "gfni",
+        }
+    }
+}
+
 /// Fast Toeplitz hasher for one key: one 256-entry table per input byte
-/// position, so a hash of `n` bytes is `n` table loads and XORs.
+/// position, plus the GFNI matrices when the CPU has them.
 #[derive(Clone)]
 pub struct Toeplitz {
     key: RssKey,
     /// `tables[i][v]`: contribution of value `v` at input byte `i`.
     tables: Vec<[u32; 256]>,
+    #[cfg(target_arch = "x86_64")]
+    gfni: Option<gfni::Gfni>,
+}
+
+impl core::fmt::Debug for Toeplitz {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Toeplitz").field("key", &self.key).field("backend", &self.backend()).finish()
+    }
 }
 
 impl Toeplitz {
-    /// Precomputes tables for inputs of up to `key.len() - 4` bytes.
+    /// Precomputes tables for inputs of up to `key.len() - 4` bytes, and picks
+    /// the fastest batch backend this CPU supports.
     pub fn new(key: &RssKey) -> Self {
+        let mut t = Self::scalar(key);
+        #[cfg(target_arch = "x86_64")]
+        {
+            t.gfni = gfni::Gfni::new(key.as_bytes());
+        }
+        t
+    }
+
+    /// Like [`Toeplitz::new`], but always uses the portable scalar backend.
+    pub fn scalar(key: &RssKey) -> Self {
         let k = key.as_bytes();
         let max_input = k.len() - 4;
         let mut tables = Vec::with_capacity(max_input);
         for i in 0..max_input {
             let mut t = [0u32; 256];
-            let windows: [u32; 8] = core::array::from_fn(|b| key_window(k, i * 8 + b));
-            for (v, slot) in t.iter_mut().enumerate() {
-                let mut h = 0;
-                for (b, w) in windows.iter().enumerate() {
-                    if v & (0x80 >> b) != 0 {
-                        h ^= w;
-                    }
+            // Linear: table(bit | v) = table(v) ^ window(bit) for v < bit,
+            // built from the least significant bit up.
+            for b in (0..8).rev() {
+                let w = key_window(k, i * 8 + b);
+                let bit = 0x80usize >> b;
+                for v in 0..bit {
+                    t[bit | v] = t[v] ^ w;
                 }
-                *slot = h;
             }
             tables.push(t);
         }
-        Toeplitz { key: key.clone(), tables }
+        Toeplitz {
+            key: key.clone(),
+            tables,
+            #[cfg(target_arch = "x86_64")]
+            gfni: None,
+        }
     }
 
     /// The key this hasher was built from.
@@ -82,18 +142,125 @@ impl Toeplitz {
         self.tables.len()
     }
 
+    /// The backend [`Toeplitz::hash_batch`] uses.
+    pub fn backend(&self) -> Backend {
+        #[cfg(target_arch = "x86_64")]
+        if self.gfni.is_some() {
+            return Backend::Avx512Gfni;
+        }
+        Backend::Scalar
+    }
+
     /// Hash of `input`.
     ///
     /// # Panics
     /// If `input` is longer than [`Self::max_input_len`] (key length - 4).
     #[inline]
     pub fn hash(&self, input: &[u8]) -> u32 {
+        match input.len() {
+            12 => self.hash_array::<12>(input.try_into().unwrap()),
+            36 => self.hash_array::<36>(input.try_into().unwrap()),
+            8 => self.hash_array::<8>(input.try_into().unwrap()),
+            32 => self.hash_array::<32>(input.try_into().unwrap()),
+            _ => self.hash_slice(input),
+        }
+    }
+
+    /// Hash of an RSS hash input.
+    #[inline]
+    pub fn hash_input(&self, input: &HashInput) -> u32 {
+        self.hash(input.as_bytes())
+    }
+
+    /// Hash of a fixed-length input: the loop is unrolled at compile time.
+    ///
+    /// # Panics
+    /// If `N` is larger than [`Self::max_input_len`].
+    #[inline]
+    pub fn hash_array<const N: usize>(&self, input: &[u8; N]) -> u32 {
+        let tables: &[[u32; 256]; N] = self.tables[..N].try_into().unwrap();
+        let mut h = 0u32;
+        for i in 0..N {
+            h ^= tables[i][usize::from(input[i])];
+        }
+        h
+    }
+
+    #[inline(never)]
+    fn hash_slice(&self, input: &[u8]) -> u32 {
         assert!(input.len() <= self.tables.len(), "Toeplitz input longer than key allows");
         let mut h = 0u32;
         for (t, &b) in self.tables.iter().zip(input) {
-            h ^= t[b as usize];
+            h ^= t[usize::from(b)];
         }
         h
+    }
+
+    /// Hashes of many fixed-length inputs: `out[i] = hash(inputs[i])`.
+    ///
+    /// Uses [`Self::backend`].
+    ///
+    /// # Panics
+    /// If `out.len() != inputs.len()` or `N` is larger than
+    /// [`Self::max_input_len`].
+    pub fn hash_batch<const N: usize>(&self, inputs: &[[u8; N]], out: &mut [u32]) {
+        assert_eq!(inputs.len(), out.len(), "hash_batch: one output per input");
+        assert!(N <= self.tables.len(), "Toeplitz input longer than key allows");
+        #[cfg(target_arch = "x86_64")]
+        if let Some(g) = self.gfni.as_ref().filter(|g| g.handles(N)) {
+            g.hash_batch(inputs, out);
+            return;
+        }
+        self.hash_batch_scalar(inputs, out);
+    }
+
+    /// [`Self::hash_batch`] on the scalar path, whatever the CPU.
+    pub fn hash_batch_scalar<const N: usize>(&self, inputs: &[[u8; N]], out: &mut [u32]) {
+        assert_eq!(inputs.len(), out.len(), "hash_batch: one output per input");
+        for (o, i) in out.iter_mut().zip(inputs) {
+            *o = self.hash_array(i);
+        }
+    }
+
+    /// Hashes of many RSS hash inputs (any mix of lengths):
+    /// `out[i] = hash(inputs[i].as_bytes())`.
+    ///
+    /// Runs of IPv4 (8 or 12 bytes) and IPv6 (32 or 36 bytes) inputs go
+    /// through [`Self::hash_batch`] 16 at a time (a shorter input is the
+    /// longer one with zero bytes appended, which add nothing to the hash).
+    ///
+    /// # Panics
+    /// If `out.len() != inputs.len()`, or an input is longer than
+    /// [`Self::max_input_len`].
+    pub fn hash_inputs(&self, inputs: &[HashInput], out: &mut [u32]) {
+        assert_eq!(inputs.len(), out.len(), "hash_inputs: one output per input");
+        const BLOCK: usize = 16;
+        let mut i = 0;
+        while i < inputs.len() {
+            let n = (inputs.len() - i).min(BLOCK);
+            let chunk = &inputs[i..i + n];
+            let dst = &mut out[i..i + n];
+            let max = chunk.iter().map(|x| x.as_bytes().len()).max().unwrap_or(0);
+            if max <= 12 {
+                self.hash_padded::<12>(chunk, dst);
+            } else if max <= 36 && self.tables.len() >= 36 {
+                self.hash_padded::<36>(chunk, dst);
+            } else {
+                for (o, x) in dst.iter_mut().zip(chunk) {
+                    *o = self.hash(x.as_bytes());
+                }
+            }
+            i += n;
+        }
+    }
+
+    fn hash_padded<const N: usize>(&self, chunk: &[HashInput], out: &mut [u32]) {
+        let mut buf = [[0u8; N]; 16];
+        for (b, x) in buf.iter_mut().zip(chunk) {
+            let s = x.as_bytes();
+            b[..s.len()].copy_from_slice(s);
+        }
+        self.hash_batch(&buf[..chunk.len()], out);
     }
 }
 
@@ -117,5 +284,48 @@ mod tests {
             let input: Vec<u8> = (0..n).map(|i| (i as u8).wrapping_mul(37).wrapping_add(11)).collect();
             assert_eq!(t.hash(&input), reference(key.as_bytes(), &input), "len {n}");
         }
+    }
+
+    fn inputs<const N: usize>(count: usize, seed: u64) -> Vec<[u8; N]> {
+        let mut s = seed;
+        (0..count)
+            .map(|_| {
+                core::array::from_fn(|_| {
+                    s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    (s >> 56) as u8
+                })
+            })
+            .collect()
+    }
+
+    fn check_batch<const N: usize>(t: &Toeplitz) {
+        for count in [0usize, 1, 7, 15, 16, 17, 33, 100] {
+            let ins = inputs::<N>(count, count as u64 + N as u64);
+            let mut out = alloc::vec![0u32; count];
+            t.hash_batch(&ins, &mut out);
+            for (x, h) in ins.iter().zip(&out) {
+                assert_eq!(*h, reference(t.key().as_bytes(), x), "N={N} count={count}");
+            }
+        }
+    }
+
+    #[test]
+    fn batch_matches_reference_every_length() {
+        let t = Toeplitz::new(&RssKey::microsoft());
+        check_batch::<1>(&t);
+        check_batch::<2>(&t);
+        check_batch::<4>(&t);
+        check_batch::<7>(&t);
+        check_batch::<8>(&t);
+        check_batch::<9>(&t);
+        check_batch::<12>(&t);
+        check_batch::<13>(&t);
+        check_batch::<16>(&t);
+        check_batch::<17>(&t);
+        check_batch::<24>(&t);
+        check_batch::<31>(&t);
+        check_batch::<32>(&t);
+        check_batch::<35>(&t);
+        check_batch::<36>(&t);
     }
 }
