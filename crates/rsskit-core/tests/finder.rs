@@ -275,3 +275,86 @@ proptest! {
         }
     }
 }
+
+/// Benchmark (not a timed assertion): the solver against a brute-force scan
+/// with the fast Toeplitz hash, 8 ports per bucket for every bucket of a
+/// 128-entry table, and a /8 address search. Run with
+/// `cargo test -p rsskit-core --release --test finder -- --ignored --nocapture bench_`.
+#[test]
+#[ignore]
+fn bench_solver_vs_brute_force() {
+    fn median(mut v: Vec<Duration>) -> Duration {
+        v.sort();
+        v[v.len() / 2]
+    }
+    let key = RssKey::microsoft();
+    let t = Toeplitz::new(&key);
+    let (src, dst) = (v4("127.0.0.1"), v4("127.0.0.1"));
+    let ht = HashType::UdpIpv4;
+    let mut solve = Vec::new();
+    let mut brute = Vec::new();
+    for round in 0..5 {
+        for bucket in 0..128u32 {
+            let s = Instant::now();
+            let got = find_src_ports(&key, ht, src, dst, 9000, 1024..=65535, 127, bucket, 8).unwrap();
+            solve.push(s.elapsed());
+            let s = Instant::now();
+            let want: Vec<u16> =
+                (1024..=65535).filter(|&p| hash(&t, ht, src, p, dst, 9000) & 127 == bucket).take(8).collect();
+            brute.push(s.elapsed());
+            if round == 0 {
+                assert_eq!(got.iter().map(|f| f.src_port).collect::<Vec<_>>(), want);
+            }
+        }
+    }
+    let (ms, mb) = (median(solve.clone()), median(brute));
+    println!(
+        "ports, 8 per bucket, 128 buckets x 5: solver median {ms:?} (max {:?}), brute force median {mb:?}, ratio {:.1}x",
+        solve.iter().max().unwrap(),
+        mb.as_secs_f64() / ms.as_secs_f64()
+    );
+    // All matches in the whole port range: 512 of 65536.
+    let s = Instant::now();
+    let all = find_src_ports(&key, ht, src, dst, 9000, 0..=65535, 127, 77, usize::MAX).unwrap();
+    let ms = s.elapsed();
+    let s = Instant::now();
+    let n = (0..=65535u16).filter(|&p| hash(&t, ht, src, p, dst, 9000) & 127 == 77).count();
+    let mb = s.elapsed();
+    assert_eq!(all.len(), n);
+    println!(
+        "ports, all {n} in 0-65535: solver {ms:?}, brute force {mb:?}, ratio {:.1}x",
+        mb.as_secs_f64() / ms.as_secs_f64()
+    );
+    // Addresses: 8 in 10.0.0.0/8 per bucket.
+    let mut solve = Vec::new();
+    for bucket in 0..128u32 {
+        let s = Instant::now();
+        let got = find_src_addrs(&key, ht, v4("10.0.0.0"), 8, 4000, dst, 9000, 127, bucket, 8).unwrap();
+        solve.push(s.elapsed());
+        assert_eq!(got.len(), 8);
+    }
+    println!("addresses, 8 per bucket in a /8, 128 buckets: solver median {:?}", median(solve));
+    let mut solve = Vec::new();
+    for bucket in 0..128u32 {
+        let s = Instant::now();
+        let got = find_src_addrs(
+            &key,
+            HashType::UdpIpv6,
+            v4("2001:db8::"),
+            32,
+            4000,
+            v4("::1"),
+            9000,
+            127,
+            bucket,
+            8,
+        )
+        .unwrap();
+        solve.push(s.elapsed());
+        assert_eq!(got.len(), 8);
+    }
+    println!(
+        "addresses, 8 per bucket in an IPv6 /32 (96 free bits), 128 buckets: solver median {:?}",
+        median(solve)
+    );
+}
