@@ -10,4 +10,5 @@
 
 pub mod build;
 pub mod hash;
+pub mod reass;
 pub mod wire;

@@ -1,0 +1,525 @@
+//! Bounded, sans-I/O IPv4 and IPv6 fragment reassembly.
+//!
+//! Time is passed in (`now` in nanoseconds of any monotonic clock); there
+//! are no clocks, threads or sockets here. One [`Reassembler`] per worker:
+//! all fragments of a datagram carry the same addresses, so the NIC's
+//! 2-tuple hash sends them all to the same worker.
+//!
+//! # Policy
+//! - **Key**: (source, destination, identification, protocol) for IPv4;
+//!   (source, destination, identification) for IPv6.
+//! - **Duplicates**: a fragment with the same offset, length and bytes as one
+//!   already held is dropped alone (RFC 8200 4.5 allows this), the datagram
+//!   stays.
+//! - **Overlaps**: any other overlap (partial, contained, or same range with
+//!   different bytes) drops the whole datagram. For IPv6 this is RFC 5722,
+//!   which also requires dropping fragments of that datagram "not yet
+//!   received": the key is kept as a tombstone until its timeout and later
+//!   fragments for it are dropped ([`ReassDrop::DeadDatagram`]). For IPv4 the
+//!   datagram is dropped and forgotten (IPv4 identifications wrap quickly,
+//!   RFC 4963, so a tombstone could eat a later, legitimate datagram). This
+//!   is stricter than Linux, which silently ignores a fragment that lies
+//!   entirely inside data it already holds; we cannot tell such a fragment
+//!   from an attempt to rewrite bytes without comparing, and a rewrite is the
+//!   attack, so we drop.
+//! - **Tiny fragments** (RFC 1858, RFC 3128, RFC 7112): a first fragment that
+//!   does not contain the whole transport header (TCP 20 bytes, UDP / ICMP /
+//!   ICMPv6 8) and an IPv4 TCP fragment at offset 8 are dropped. Any later
+//!   fragment that overlaps the transport header is an overlap (above).
+//! - **Bounds**: datagrams time out `timeout_*_ns` after their first fragment
+//!   arrived (default 30 s IPv4, 60 s IPv6); at most `max_datagrams` keys are
+//!   held (new ones are refused, like Linux over `ipfrag_high_thresh`; the
+//!   held ones are not evicted, so an attacker cannot flush them); at most
+//!   `max_frags_per_datagram` fragments per datagram (more drop the datagram,
+//!   FreeBSD's `maxfragsperpacket`); at most `max_bytes` bytes accounted in
+//!   total: every fragment's data plus a fixed per-fragment and per-datagram
+//!   overhead. A fragment that would pass `max_bytes` is dropped, and so is
+//!   the datagram it belonged to (it could no longer complete).
+//!   [`Reassembler::bytes_in_use`] never exceeds `max_bytes`.
+//!
+//! # Output
+//! A completed datagram is returned as a whole IP packet ready to be parsed,
+//! re-hashed with its full hash type and re-injected: IPv4 with the first
+//! fragment's header (options included), total length set, flags and offset
+//! cleared, checksum recomputed; IPv6 with the first fragment's unfragmentable
+//! part, the fragment header removed (the preceding Next Header byte takes
+//! its value) and the payload length fixed.
+
+use crate::wire::ip::{proto, IpLayer};
+use crate::wire::{self, internet_checksum, DropReason, ParseConfig};
+use core::net::IpAddr;
+use std::collections::{BTreeMap, HashMap};
+
+/// Nanoseconds per second.
+pub const NS: u64 = 1_000_000_000;
+
+/// Accounted cost of one held fragment beyond its data (the `Frag` record
+/// and allocator slack).
+pub const FRAG_OVERHEAD: usize = 64;
+/// Accounted cost of one datagram beyond its fragments (map entry, timer
+/// entry, bookkeeping).
+pub const DATAGRAM_OVERHEAD: usize = 256;
+
+/// Reassembly limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReassConfig {
+    /// IPv4 timeout, ns (default 30 s, Linux `ipfrag_time`).
+    pub timeout_v4_ns: u64,
+    /// IPv6 timeout, ns (default 60 s, RFC 8200).
+    pub timeout_v6_ns: u64,
+    /// M: datagrams (including IPv6 tombstones) held at once.
+    pub max_datagrams: usize,
+    /// F: fragments per datagram.
+    pub max_frags_per_datagram: usize,
+    /// B: accounted bytes in total.
+    pub max_bytes: usize,
+}
+
+impl Default for ReassConfig {
+    fn default() -> Self {
+        ReassConfig {
+            timeout_v4_ns: 30 * NS,
+            timeout_v6_ns: 60 * NS,
+            max_datagrams: 1024,
+            max_frags_per_datagram: 64,
+            max_bytes: 4 << 20,
+        }
+    }
+}
+
+/// Why a fragment was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReassDrop {
+    /// Exact duplicate of a held fragment (the datagram is kept).
+    Duplicate,
+    /// Overlap: the whole datagram was dropped.
+    Overlap,
+    /// Fragment of an IPv6 datagram already dropped for overlap (RFC 5722).
+    DeadDatagram,
+    /// First fragment too short for the transport header, or IPv4 TCP at offset 8.
+    TinyFragment,
+    /// Lengths disagree (two different last fragments, data past the end):
+    /// the datagram was dropped.
+    Inconsistent,
+    /// The reassembled packet would exceed 65535 bytes: dropped.
+    TooBig,
+    /// `max_datagrams` reached: a new datagram was refused.
+    TooManyDatagrams,
+    /// `max_frags_per_datagram` passed: the datagram was dropped.
+    TooManyFragments,
+    /// `max_bytes` would be passed: the fragment (and its datagram) dropped.
+    MemoryLimit,
+    /// The packet did not parse ([`Reassembler::push_bytes`] only).
+    Malformed(DropReason),
+}
+
+/// Result of offering one packet to the reassembler.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReassOutcome {
+    /// Not a fragment: process the packet as it is.
+    NotFragment,
+    /// Held, waiting for the rest.
+    Held,
+    /// The datagram is complete: the whole IP packet.
+    Complete(Vec<u8>),
+    /// Dropped, see the reason.
+    Dropped(ReassDrop),
+}
+
+/// Reassembly counters (per worker).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReassCounters {
+    /// Fragments offered.
+    pub fragments: u64,
+    /// Datagrams completed.
+    pub reassembled: u64,
+    /// Datagrams that timed out incomplete.
+    pub timeouts: u64,
+    pub duplicates: u64,
+    pub overlaps: u64,
+    pub dead: u64,
+    pub tiny: u64,
+    pub inconsistent: u64,
+    pub too_big: u64,
+    pub too_many_datagrams: u64,
+    pub too_many_fragments: u64,
+    pub memory_limit: u64,
+    pub malformed: u64,
+    /// Highest `bytes_in_use` seen.
+    pub bytes_high_water: usize,
+}
+
+impl ReassCounters {
+    fn count(&mut self, d: ReassDrop) {
+        let c = match d {
+            ReassDrop::Duplicate => &mut self.duplicates,
+            ReassDrop::Overlap => &mut self.overlaps,
+            ReassDrop::DeadDatagram => &mut self.dead,
+            ReassDrop::TinyFragment => &mut self.tiny,
+            ReassDrop::Inconsistent => &mut self.inconsistent,
+            ReassDrop::TooBig => &mut self.too_big,
+            ReassDrop::TooManyDatagrams => &mut self.too_many_datagrams,
+            ReassDrop::TooManyFragments => &mut self.too_many_fragments,
+            ReassDrop::MemoryLimit => &mut self.memory_limit,
+            ReassDrop::Malformed(_) => &mut self.malformed,
+        };
+        *c += 1;
+    }
+
+    /// Fragments dropped for any reason (timeouts are counted per datagram
+    /// in `timeouts`, not here).
+    pub fn dropped(&self) -> u64 {
+        self.duplicates
+            + self.overlaps
+            + self.dead
+            + self.tiny
+            + self.inconsistent
+            + self.too_big
+            + self.too_many_datagrams
+            + self.too_many_fragments
+            + self.memory_limit
+            + self.malformed
+    }
+
+    /// Adds another set of counters (high water: the maximum).
+    pub fn merge(&mut self, o: &ReassCounters) {
+        self.fragments += o.fragments;
+        self.reassembled += o.reassembled;
+        self.timeouts += o.timeouts;
+        self.duplicates += o.duplicates;
+        self.overlaps += o.overlaps;
+        self.dead += o.dead;
+        self.tiny += o.tiny;
+        self.inconsistent += o.inconsistent;
+        self.too_big += o.too_big;
+        self.too_many_datagrams += o.too_many_datagrams;
+        self.too_many_fragments += o.too_many_fragments;
+        self.memory_limit += o.memory_limit;
+        self.malformed += o.malformed;
+        self.bytes_high_water = self.bytes_high_water.max(o.bytes_high_water);
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Key {
+    V4 { src: [u8; 4], dst: [u8; 4], id: u16, proto: u8 },
+    V6 { src: [u8; 16], dst: [u8; 16], id: u32 },
+}
+
+#[derive(Debug)]
+struct Frag {
+    off: u32,
+    data: Vec<u8>,
+}
+
+impl Frag {
+    fn end(&self) -> u32 {
+        self.off + self.data.len() as u32
+    }
+}
+
+#[derive(Debug)]
+struct Datagram {
+    /// Held fragments, sorted by offset, never overlapping.
+    frags: Vec<Frag>,
+    /// Fragmentable-part length, known once the last fragment arrived.
+    total: Option<u32>,
+    /// Sum of held fragment lengths.
+    received: u32,
+    /// From the first fragment: IPv4 header, or the IPv6 unfragmentable part.
+    header: Vec<u8>,
+    /// IPv6: index of the Next Header byte naming the fragment header.
+    nh_at: u16,
+    /// IPv6: the fragment header's Next Header (of the first fragment).
+    next_header: u8,
+    /// Timer entry.
+    timer: (u64, u64),
+    /// Accounted bytes.
+    cost: usize,
+    /// IPv6 tombstone after an overlap (RFC 5722).
+    dead: bool,
+}
+
+/// The reassembler. See the [module docs](self) for the policy.
+#[derive(Debug)]
+pub struct Reassembler {
+    cfg: ReassConfig,
+    map: HashMap<Key, Datagram>,
+    timers: BTreeMap<(u64, u64), Key>,
+    seq: u64,
+    bytes: usize,
+    counters: ReassCounters,
+}
+
+/// Minimum transport header a first fragment must hold (RFC 1858 / 3128 / 7112).
+fn min_l4(proto_num: u8) -> usize {
+    match proto_num {
+        proto::TCP => 20,
+        proto::UDP | proto::ICMP | proto::ICMPV6 => 8,
+        _ => 0,
+    }
+}
+
+impl Reassembler {
+    /// An empty reassembler with limits `cfg`.
+    pub fn new(cfg: ReassConfig) -> Self {
+        Reassembler {
+            cfg,
+            map: HashMap::new(),
+            timers: BTreeMap::new(),
+            seq: 0,
+            bytes: 0,
+            counters: ReassCounters::default(),
+        }
+    }
+
+    /// The limits.
+    pub fn config(&self) -> &ReassConfig {
+        &self.cfg
+    }
+
+    /// Counters so far.
+    pub fn counters(&self) -> &ReassCounters {
+        &self.counters
+    }
+
+    /// Accounted bytes held now (always <= `max_bytes`).
+    pub fn bytes_in_use(&self) -> usize {
+        self.bytes
+    }
+
+    /// Datagrams (and tombstones) held now.
+    pub fn in_progress(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Earliest pending timeout, if any (for the caller's timer).
+    pub fn next_deadline(&self) -> Option<u64> {
+        self.timers.keys().next().map(|k| k.0)
+    }
+
+    /// Drops every datagram whose timeout is at or before `now`.
+    pub fn expire(&mut self, now: u64) {
+        while let Some((&(deadline, seq), &key)) = self.timers.iter().next() {
+            if deadline > now {
+                break;
+            }
+            self.timers.remove(&(deadline, seq));
+            if let Some(d) = self.map.remove(&key) {
+                self.bytes -= d.cost;
+                if !d.dead {
+                    self.counters.timeouts += 1;
+                }
+            }
+        }
+    }
+
+    /// Parses `ip` (an IPv4 or IPv6 packet) and offers it; a packet that does
+    /// not parse is [`ReassDrop::Malformed`].
+    pub fn push_bytes(&mut self, ip: &[u8], parse: &ParseConfig, now: u64) -> ReassOutcome {
+        match wire::ip::parse_ip_any(ip, 0, parse) {
+            Ok(layer) => self.push(&layer, now),
+            Err(r) => {
+                self.counters.fragments += 1;
+                self.drop_frag(ReassDrop::Malformed(r))
+            }
+        }
+    }
+
+    /// Offers one parsed IP packet. Not-fragments pass straight through.
+    pub fn push(&mut self, ip: &IpLayer<'_>, now: u64) -> ReassOutcome {
+        let Some(fi) = ip.frag else {
+            return ReassOutcome::NotFragment;
+        };
+        self.expire(now);
+        self.counters.fragments += 1;
+        let key = match (ip.src, ip.dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                Key::V4 { src: s.octets(), dst: d.octets(), id: fi.id as u16, proto: ip.proto }
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => Key::V6 { src: s.octets(), dst: d.octets(), id: fi.id },
+            _ => return self.drop_frag(ReassDrop::Malformed(DropReason::BadIpVersion)),
+        };
+        let v6 = ip.is_ipv6();
+        let data = ip.fragment_data();
+        let off = u32::from(fi.offset);
+        let end = off + data.len() as u32;
+
+        // Tiny fragments (RFC 1858 / 3128 / 7112).
+        if fi.is_first() {
+            // Bytes of the fragmentable part before the transport header
+            // (IPv6 extension headers after the fragment header).
+            let before_l4 = if v6 { ip.header_len - (fi.frag_hdr_at as usize + 8) } else { 0 };
+            if data.len() < before_l4 + min_l4(ip.proto) {
+                return self.drop_frag(ReassDrop::TinyFragment);
+            }
+        } else if !v6 && ip.proto == proto::TCP && off == 8 {
+            return self.drop_frag(ReassDrop::TinyFragment);
+        }
+
+        // Find or create the datagram.
+        if !self.map.contains_key(&key) {
+            if self.map.len() >= self.cfg.max_datagrams {
+                return self.drop_frag(ReassDrop::TooManyDatagrams);
+            }
+            if self.bytes + DATAGRAM_OVERHEAD > self.cfg.max_bytes {
+                return self.drop_frag(ReassDrop::MemoryLimit);
+            }
+            let timeout = if v6 { self.cfg.timeout_v6_ns } else { self.cfg.timeout_v4_ns };
+            self.seq += 1;
+            let timer = (now.saturating_add(timeout), self.seq);
+            self.timers.insert(timer, key);
+            self.map.insert(
+                key,
+                Datagram {
+                    frags: Vec::new(),
+                    total: None,
+                    received: 0,
+                    header: Vec::new(),
+                    nh_at: 0,
+                    next_header: 0,
+                    timer,
+                    cost: DATAGRAM_OVERHEAD,
+                    dead: false,
+                },
+            );
+            self.bytes += DATAGRAM_OVERHEAD;
+        }
+        let max_frags = self.cfg.max_frags_per_datagram;
+        let room = self.cfg.max_bytes - self.bytes;
+        let Some(d) = self.map.get_mut(&key) else {
+            return self.drop_frag(ReassDrop::Malformed(DropReason::BadFragment));
+        };
+        if d.dead {
+            return self.drop_frag(ReassDrop::DeadDatagram);
+        }
+
+        // Where it goes: first held fragment starting at or after `off`.
+        let i = d.frags.partition_point(|f| f.off < off);
+        if let Some(f) = d.frags.get(i) {
+            if f.off == off && f.data.len() == data.len() {
+                if f.data == data && (fi.more || d.total == Some(end)) {
+                    return self.drop_frag(ReassDrop::Duplicate);
+                }
+                return self.kill(key, v6, ReassDrop::Overlap);
+            }
+        }
+        let overlaps_prev = i > 0 && d.frags[i - 1].end() > off;
+        let overlaps_next = d.frags.get(i).is_some_and(|f| f.off < end);
+        if overlaps_prev || overlaps_next {
+            return self.kill(key, v6, ReassDrop::Overlap);
+        }
+        // Length consistency.
+        if !fi.more {
+            if d.total.is_some_and(|t| t != end) || d.frags.last().is_some_and(|f| f.end() > end) {
+                return self.kill(key, v6, ReassDrop::Inconsistent);
+            }
+        } else if d.total.is_some_and(|t| end > t) {
+            return self.kill(key, v6, ReassDrop::Inconsistent);
+        }
+        if d.frags.len() >= max_frags {
+            return self.kill(key, false, ReassDrop::TooManyFragments);
+        }
+        let header: &[u8] = if fi.is_first() {
+            if v6 {
+                &ip.bytes[..fi.frag_hdr_at as usize]
+            } else {
+                &ip.bytes[..ip.header_len]
+            }
+        } else {
+            &[]
+        };
+        let cost = data.len() + FRAG_OVERHEAD + header.len();
+        if cost > room {
+            return self.kill(key, false, ReassDrop::MemoryLimit);
+        }
+
+        // Store.
+        d.frags.reserve_exact(1);
+        d.frags.insert(i, Frag { off, data: data.to_vec() });
+        d.received += data.len() as u32;
+        d.cost += cost;
+        if fi.is_first() {
+            d.header = header.to_vec();
+            d.nh_at = fi.nh_at;
+            // The first fragment's own Next Header from its fragment header.
+            d.next_header = if v6 { ip.bytes[fi.frag_hdr_at as usize] } else { 0 };
+        }
+        if !fi.more {
+            d.total = Some(end);
+        }
+        self.bytes += cost;
+        self.counters.bytes_high_water = self.counters.bytes_high_water.max(self.bytes);
+
+        match d.total {
+            Some(t) if d.received == t => self.complete(key, v6),
+            _ => ReassOutcome::Held,
+        }
+    }
+
+    fn drop_frag(&mut self, r: ReassDrop) -> ReassOutcome {
+        self.counters.count(r);
+        ReassOutcome::Dropped(r)
+    }
+
+    /// Drops a datagram's fragments; an IPv6 overlap leaves a tombstone.
+    fn kill(&mut self, key: Key, tombstone: bool, r: ReassDrop) -> ReassOutcome {
+        if tombstone && matches!(r, ReassDrop::Overlap) {
+            if let Some(d) = self.map.get_mut(&key) {
+                self.bytes -= d.cost - DATAGRAM_OVERHEAD;
+                d.cost = DATAGRAM_OVERHEAD;
+                d.frags = Vec::new();
+                d.header = Vec::new();
+                d.dead = true;
+            }
+        } else {
+            self.remove(key);
+        }
+        self.drop_frag(r)
+    }
+
+    fn remove(&mut self, key: Key) -> Option<Datagram> {
+        let d = self.map.remove(&key)?;
+        self.timers.remove(&d.timer);
+        self.bytes -= d.cost;
+        Some(d)
+    }
+
+    fn complete(&mut self, key: Key, v6: bool) -> ReassOutcome {
+        let Some(d) = self.remove(key) else {
+            return ReassOutcome::Held;
+        };
+        let total = d.total.unwrap_or(0) as usize;
+        let mut out = Vec::with_capacity(d.header.len() + total);
+        out.extend_from_slice(&d.header);
+        for f in &d.frags {
+            out.extend_from_slice(&f.data);
+        }
+        let hl = d.header.len();
+        if v6 {
+            let plen = out.len() - 40;
+            if plen > 65535 || hl < 40 {
+                return self.drop_frag(ReassDrop::TooBig);
+            }
+            out[4..6].copy_from_slice(&(plen as u16).to_be_bytes());
+            out[usize::from(d.nh_at)] = d.next_header;
+        } else {
+            if out.len() > 65535 || hl < 20 {
+                return self.drop_frag(ReassDrop::TooBig);
+            }
+            let tl = out.len() as u16;
+            out[2..4].copy_from_slice(&tl.to_be_bytes());
+            out[6] = 0;
+            out[7] = 0;
+            out[10] = 0;
+            out[11] = 0;
+            let c = internet_checksum(&out[..hl]);
+            out[10..12].copy_from_slice(&c.to_be_bytes());
+        }
+        self.counters.reassembled += 1;
+        ReassOutcome::Complete(out)
+    }
+}
+
+#[cfg(test)]
+mod tests;
