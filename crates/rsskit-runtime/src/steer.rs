@@ -1,0 +1,227 @@
+//! Socket steering: how datagrams reach the worker sockets.
+//!
+//! - [`Steer::Cpu`]: one SO_REUSEPORT group, a classic BPF program returning
+//!   the socket of the CPU the kernel is processing the datagram on;
+//! - [`Steer::Toeplitz`]: one group, a BPF program computing the Toeplitz
+//!   hash in the kernel and returning the socket of the bucket's owner;
+//! - [`Steer::Kernel`]: one group, the kernel's own reuseport hash;
+//! - [`Steer::Shared`]: one socket, read by every worker (the anti-pattern).
+//!
+//! Socket `i` of the group (bind order) belongs to worker `i`.
+
+use anyhow::{bail, Context, Result};
+use rsskit_core::{HashType, RssKey};
+use rsskit_linux::bpf::{cpu_program, toeplitz_program};
+use rsskit_linux::socket::{udp_socket, UdpOptions};
+use socket2::Socket;
+use std::fmt;
+use std::net::SocketAddr;
+use std::str::FromStr;
+
+/// Steering mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Steer {
+    Cpu,
+    Toeplitz,
+    Kernel,
+    Shared,
+}
+
+impl Steer {
+    /// All modes.
+    pub const ALL: [Steer; 4] = [Steer::Cpu, Steer::Toeplitz, Steer::Kernel, Steer::Shared];
+
+    /// Name on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Steer::Cpu => "cpu",
+            Steer::Toeplitz => "toeplitz",
+            Steer::Kernel => "kernel",
+            Steer::Shared => "shared",
+        }
+    }
+}
+
+impl fmt::Display for Steer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Steer {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Steer::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| format!("'{s}' is not a steering mode: cpu, toeplitz, kernel or shared"))
+    }
+}
+
+/// What [`build`] needs to know.
+#[derive(Debug, Clone)]
+pub struct SteerSpec<'a> {
+    pub mode: Steer,
+    /// Where to bind; port 0 picks one port for the whole group.
+    pub bind: SocketAddr,
+    /// Worker `i` is pinned to `cpus[i]`.
+    pub cpus: &'a [usize],
+    /// Bucket -> worker index (length a power of two).
+    pub bucket_worker: &'a [u32],
+    /// Key and hash type of the `toeplitz` program.
+    pub key: &'a RssKey,
+    pub hash_type: HashType,
+    /// Socket options (reuseport is set by [`build`] as the mode needs).
+    pub opts: UdpOptions,
+}
+
+/// The sockets of a steering setup.
+#[derive(Debug)]
+pub struct Steering {
+    /// One per worker, in worker order (`shared`: duplicates of one socket).
+    pub sockets: Vec<Socket>,
+    /// The bound address (with the port the kernel picked for port 0).
+    pub local: SocketAddr,
+    /// Instructions of the attached BPF program, if any.
+    pub program_len: Option<usize>,
+    /// `cpu` mode with workers on only some CPUs: one more group socket per
+    /// online CPU without a worker, `(cpu, socket)`, so that the kernel
+    /// never falls back to its hash and every datagram's processing CPU is
+    /// known. The caller hands each to some worker to read.
+    pub extra: Vec<(usize, Socket)>,
+}
+
+/// Binds the sockets for `spec` and attaches the mode's program.
+///
+/// Refuses a port some other socket already uses: a second reuseport
+/// group member would silently share (and steal) its traffic.
+pub fn build(spec: &SteerSpec<'_>) -> Result<Steering> {
+    let n = spec.cpus.len();
+    if n == 0 {
+        bail!("no workers");
+    }
+    if spec.bind.port() != 0 {
+        let used = rsskit_linux::snmp::socket_drops(spec.bind.port(), spec.bind.is_ipv6())
+            .map(|d| d.sockets)
+            .unwrap_or(0);
+        if used > 0 {
+            bail!(
+                "binding UDP {}: port {} is already in use ({used} socket(s))",
+                spec.bind,
+                spec.bind.port()
+            );
+        }
+    }
+    let mut opts = spec.opts.clone();
+    if spec.mode == Steer::Shared {
+        opts.reuseport = false;
+        let s = udp_socket(spec.bind, &opts)?;
+        let local = local_of(&s)?;
+        let mut sockets = Vec::with_capacity(n);
+        for _ in 1..n {
+            sockets.push(s.try_clone().context("duplicating the shared socket")?);
+        }
+        sockets.insert(0, s);
+        return Ok(Steering { sockets, local, program_len: None, extra: Vec::new() });
+    }
+    opts.reuseport = true;
+    let first = udp_socket(spec.bind, &opts)?;
+    let local = local_of(&first)?;
+    let mut sockets = vec![first];
+    for _ in 1..n {
+        sockets.push(udp_socket(local, &opts)?);
+    }
+    let mut extra = Vec::new();
+    if spec.mode == Steer::Cpu {
+        for cpu in rsskit_linux::cpulist::online() {
+            if !spec.cpus.contains(&cpu) {
+                extra.push((cpu, udp_socket(local, &opts)?));
+            }
+        }
+    }
+    let program = match spec.mode {
+        Steer::Cpu => {
+            let by_index: Vec<usize> = spec.cpus.iter().copied().chain(extra.iter().map(|e| e.0)).collect();
+            Some(cpu_program(&by_index)?)
+        }
+        Steer::Toeplitz => {
+            if spec.hash_type.is_ipv6() != local.is_ipv6() {
+                bail!("hash type {} does not match the address family of {local}", spec.hash_type);
+            }
+            Some(toeplitz_program(spec.key, spec.hash_type, spec.bucket_worker)?)
+        }
+        Steer::Kernel | Steer::Shared => None,
+    };
+    let program_len = program.as_ref().map(|p| p.len());
+    if let Some(p) = program {
+        p.attach_reuseport(&sockets[0]).with_context(|| format!("attaching the {} program", spec.mode))?;
+    }
+    Ok(Steering { sockets, local, program_len, extra })
+}
+
+fn local_of(s: &Socket) -> Result<SocketAddr> {
+    s.local_addr().context("getsockname")?.as_socket().context("bound socket has no IP address")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for m in Steer::ALL {
+            assert_eq!(m.name().parse::<Steer>(), Ok(m));
+        }
+        assert!("rss".parse::<Steer>().unwrap_err().contains("cpu, toeplitz"));
+    }
+
+    fn spec<'a>(mode: Steer, cpus: &'a [usize], table: &'a [u32], key: &'a RssKey) -> SteerSpec<'a> {
+        SteerSpec {
+            mode,
+            bind: "127.0.0.1:0".parse().unwrap(),
+            cpus,
+            bucket_worker: table,
+            key,
+            hash_type: HashType::Ipv4,
+            opts: UdpOptions::default(),
+        }
+    }
+
+    #[test]
+    fn builds_every_mode_and_refuses_used_ports() {
+        let key = RssKey::microsoft();
+        let (cpus, table) = ([0usize, 0], [0u32, 1, 0, 1]);
+        for m in Steer::ALL {
+            let st = build(&spec(m, &cpus, &table, &key)).unwrap();
+            assert_eq!(st.sockets.len(), 2);
+            assert_ne!(st.local.port(), 0);
+            assert_eq!(st.program_len.is_some(), matches!(m, Steer::Cpu | Steer::Toeplitz));
+            for s in &st.sockets {
+                assert_eq!(local_of(s).unwrap(), st.local);
+            }
+            // The port is now taken, whatever the mode.
+            let mut again = spec(Steer::Kernel, &cpus, &table, &key);
+            again.bind = st.local;
+            let e = build(&again).unwrap_err().to_string();
+            assert!(e.contains("already in use"), "{e}");
+        }
+    }
+
+    #[test]
+    fn cpu_mode_covers_cpus_without_workers() {
+        let key = RssKey::microsoft();
+        let online = rsskit_linux::cpulist::online();
+        let st = build(&spec(Steer::Cpu, &online[..1], &[0, 0], &key)).unwrap();
+        assert_eq!(st.sockets.len(), 1);
+        let extra: Vec<usize> = st.extra.iter().map(|e| e.0).collect();
+        assert_eq!(extra, online[1..].to_vec());
+    }
+
+    #[test]
+    fn family_mismatch_is_an_error() {
+        let key = RssKey::microsoft();
+        let mut s = spec(Steer::Toeplitz, &[0], &[0, 0], &key);
+        s.hash_type = HashType::UdpIpv6;
+        assert!(build(&s).is_err());
+    }
+}

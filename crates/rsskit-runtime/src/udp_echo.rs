@@ -1,0 +1,720 @@
+//! The UDP echo / sink server: one pinned worker per CPU, each with its own
+//! socket of a steered reuseport group ([`crate::steer`]), batched
+//! `recvmmsg`/`sendmmsg`, DragonFly-style reply aggregation, and per
+//! datagram the software RSS bucket, so misdirected datagrams are counted.
+//!
+//! Every probe ([`crate::proto`]) is stamped before it is echoed: worker,
+//! worker CPU, bucket, kernel CPU, hash, flags.
+
+use crate::proto::{self, ServerStamp, CPU_UNKNOWN, FLAG_MISDIRECTED};
+use crate::stats::{Counters, FlushReason};
+use crate::steer::{self, Steer, SteerSpec};
+use crate::worker::{WorkerCtx, Workers};
+use anyhow::{bail, Context, Result};
+use rsskit_core::rss::RssConfig;
+use rsskit_core::{FlowTuple, HashConfig, HashType, L4Proto, RssKey, Toeplitz};
+use rsskit_linux::snmp::{self, SocketDrops, UdpCounters};
+use rsskit_linux::socket::{wait_readable, Batch, UdpOptions};
+use serde_json::json;
+use socket2::Socket;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Largest `--batch` (the kernel's `UIO_MAXIOV`).
+pub const MAX_BATCH: usize = 1024;
+/// How long a worker sleeps in `poll` before looking at the stop flag.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Server configuration.
+#[derive(Debug, Clone)]
+pub struct EchoConfig {
+    /// Address and port to bind (port 0: the kernel picks one).
+    pub bind: SocketAddr,
+    /// One worker per CPU, in this order (worker `i` on `cpus[i]`).
+    pub cpus: Vec<usize>,
+    /// How datagrams reach workers.
+    pub steer: Steer,
+    /// Count only, never reply.
+    pub sink: bool,
+    /// Datagrams per `recvmmsg`.
+    pub batch: usize,
+    /// Flush queued replies at this many packets...
+    pub flush_packets: usize,
+    /// ...or at this many bytes.
+    pub flush_bytes: usize,
+    /// Which tuple is hashed (UDP 2-tuple by default, as FreeBSD).
+    pub hash: HashConfig,
+    /// RSS key.
+    pub key: RssKey,
+    /// Bucket bits (default FreeBSD's for the worker count).
+    pub bits: Option<u32>,
+    /// `SO_RCVBUF` per socket.
+    pub rcvbuf: Option<usize>,
+    /// `SO_SNDBUF` per socket.
+    pub sndbuf: Option<usize>,
+    /// Receive buffer per datagram; longer ones are truncated and dropped.
+    pub max_datagram: usize,
+}
+
+impl EchoConfig {
+    /// Defaults: every online CPU, `toeplitz`, batch 32, flush at 16
+    /// packets or 1500 bytes, UDP hashed on addresses, Microsoft key.
+    pub fn new(bind: SocketAddr) -> Self {
+        EchoConfig {
+            bind,
+            cpus: rsskit_linux::cpulist::online(),
+            steer: Steer::Toeplitz,
+            sink: false,
+            batch: 32,
+            flush_packets: 16,
+            flush_bytes: 1500,
+            hash: HashConfig::default(),
+            key: RssKey::microsoft(),
+            bits: None,
+            rcvbuf: None,
+            sndbuf: None,
+            max_datagram: 65536,
+        }
+    }
+
+    /// The hash type of this server's datagrams.
+    pub fn hash_type(&self) -> HashType {
+        self.hash.pick(self.bind.is_ipv6(), L4Proto::Udp, false)
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.cpus.is_empty() {
+            bail!("no CPUs to run workers on");
+        }
+        if self.batch == 0 || self.batch > MAX_BATCH {
+            bail!("--batch must be 1..={MAX_BATCH}, not {}", self.batch);
+        }
+        if self.flush_packets == 0 || self.flush_packets > MAX_BATCH {
+            bail!("--flush-packets must be 1..={MAX_BATCH}, not {}", self.flush_packets);
+        }
+        if self.flush_bytes == 0 {
+            bail!("--flush-bytes must be at least 1");
+        }
+        if self.max_datagram < proto::HEADER_LEN || self.max_datagram > 1 << 20 {
+            bail!("datagram buffer of {} bytes: must be {}..=1048576", self.max_datagram, proto::HEADER_LEN);
+        }
+        let mut seen = self.cpus.clone();
+        seen.sort_unstable();
+        seen.dedup();
+        if seen.len() != self.cpus.len() {
+            bail!("a CPU is listed twice");
+        }
+        if self.cpus.iter().any(|&c| c >= u16::MAX as usize) {
+            bail!("CPU ids must be below 65535");
+        }
+        Ok(())
+    }
+}
+
+/// A worker as reported: index, CPU, owned buckets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerInfo {
+    pub worker: usize,
+    pub cpu: usize,
+    pub buckets: Vec<u32>,
+    /// CPUs (without a worker of their own) whose datagrams this worker also reads (`cpu` mode).
+    pub extra_cpus: Vec<usize>,
+}
+
+/// Everything a worker needs, cloned into it.
+#[derive(Clone)]
+struct Plan {
+    local: SocketAddr,
+    hash_type: HashType,
+    key: RssKey,
+    mask: u32,
+    bucket_worker: Vec<u32>,
+    mode: Steer,
+    sink: bool,
+    batch: usize,
+    flush_packets: usize,
+    flush_bytes: usize,
+    max_datagram: usize,
+    pktinfo: bool,
+}
+
+/// One socket a worker reads, and what the kernel CPU of its datagrams is
+/// known to be (`cpu` mode: the CPU the BPF program mapped to it).
+struct RxSocket {
+    sock: Socket,
+    kernel_cpu: u16,
+}
+
+/// A running server.
+pub struct EchoServer {
+    workers: Workers<io::Result<Counters>>,
+    info: Vec<WorkerInfo>,
+    rss: RssConfig,
+    local: SocketAddr,
+    steer: Steer,
+    hash_type: HashType,
+    program_len: Option<usize>,
+    started: Instant,
+    kernel_before: Option<UdpCounters>,
+}
+
+impl EchoServer {
+    /// Binds, steers, and starts the workers. Returns once every worker is
+    /// pinned and its socket is in place (datagrams sent from then on are
+    /// received).
+    pub fn start(cfg: EchoConfig) -> Result<EchoServer> {
+        Self::start_with_stop(cfg, Arc::new(AtomicBool::new(false)))
+    }
+
+    /// As [`EchoServer::start`], with a caller's stop flag (e.g. set by a
+    /// signal handler).
+    pub fn start_with_stop(cfg: EchoConfig, stop: Arc<AtomicBool>) -> Result<EchoServer> {
+        cfg.validate()?;
+        let n = cfg.cpus.len();
+        let rss = RssConfig::with_ncpus(n, cfg.bits).map_err(|e| anyhow::anyhow!("{e}"))?;
+        // Buckets round-robin over workers: bucket b -> worker b % n.
+        let bucket_worker: Vec<u32> = rss.bucket_cpus().iter().map(|&w| w as u32).collect();
+        let hash_type = cfg.hash_type();
+        let ipv6 = cfg.bind.is_ipv6();
+        let pktinfo = cfg.bind.ip().is_unspecified();
+        let kernel_before = snmp::udp(ipv6).ok();
+        let opts = UdpOptions {
+            nonblocking: true,
+            rcvbuf: cfg.rcvbuf,
+            sndbuf: cfg.sndbuf,
+            pktinfo,
+            ..Default::default()
+        };
+        let st = steer::build(&SteerSpec {
+            mode: cfg.steer,
+            bind: cfg.bind,
+            cpus: &cfg.cpus,
+            bucket_worker: &bucket_worker,
+            key: &cfg.key,
+            hash_type,
+            opts,
+        })?;
+        let mut info: Vec<WorkerInfo> = (0..n)
+            .map(|w| WorkerInfo {
+                worker: w,
+                cpu: cfg.cpus[w],
+                buckets: rss.buckets_of_cpu(w),
+                extra_cpus: Vec::new(),
+            })
+            .collect();
+        let mut per_worker: Vec<Vec<RxSocket>> = Vec::with_capacity(n);
+        for (w, sock) in st.sockets.into_iter().enumerate() {
+            let kernel_cpu = if cfg.steer == Steer::Cpu { cfg.cpus[w] as u16 } else { CPU_UNKNOWN };
+            per_worker.push(vec![RxSocket { sock, kernel_cpu }]);
+        }
+        for (j, (cpu, sock)) in st.extra.into_iter().enumerate() {
+            let kernel_cpu = u16::try_from(cpu).unwrap_or(CPU_UNKNOWN);
+            per_worker[j % n].push(RxSocket { sock, kernel_cpu });
+            info[j % n].extra_cpus.push(cpu);
+        }
+        let plan = Plan {
+            local: st.local,
+            hash_type,
+            key: cfg.key.clone(),
+            mask: rss.mask(),
+            bucket_worker,
+            mode: cfg.steer,
+            sink: cfg.sink,
+            batch: cfg.batch,
+            flush_packets: cfg.flush_packets,
+            flush_bytes: cfg.flush_bytes,
+            max_datagram: cfg.max_datagram,
+            pktinfo,
+        };
+        let workers = Workers::spawn(&cfg.cpus, per_worker, stop, move |ctx, socks| {
+            run_worker(&ctx, plan.clone(), socks)
+        })?;
+        Ok(EchoServer {
+            workers,
+            info,
+            rss,
+            local: st.local,
+            steer: cfg.steer,
+            hash_type,
+            program_len: st.program_len,
+            started: Instant::now(),
+            kernel_before,
+        })
+    }
+
+    /// The bound address (with the real port).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Workers, their CPUs and buckets.
+    pub fn workers(&self) -> &[WorkerInfo] {
+        &self.info
+    }
+
+    /// The bucket layout (bucket -> worker index via `bucket_cpus()`).
+    pub fn rss(&self) -> &RssConfig {
+        &self.rss
+    }
+
+    /// Steering mode.
+    pub fn steer(&self) -> Steer {
+        self.steer
+    }
+
+    /// Hash type in force.
+    pub fn hash_type(&self) -> HashType {
+        self.hash_type
+    }
+
+    /// Instructions of the steering BPF program, if any.
+    pub fn program_len(&self) -> Option<usize> {
+        self.program_len
+    }
+
+    /// Seconds since start.
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// The stop flag: setting it makes every worker return within ~100 ms.
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.workers.stop_flag().clone()
+    }
+
+    /// Current counters, in worker order.
+    pub fn snapshot(&self) -> Vec<Counters> {
+        self.workers.stats().iter().map(|s| s.snapshot()).collect()
+    }
+
+    /// Stops every worker, joins them, and reports.
+    pub fn stop(self) -> Result<EchoReport> {
+        // Per-socket drops must be read while the sockets still exist.
+        let socket_drops = snmp::socket_drops(self.local.port(), self.local.is_ipv6()).ok();
+        let duration = self.started.elapsed();
+        let results = self.workers.join()?;
+        let mut counters = Vec::with_capacity(results.len());
+        for (i, r) in results.into_iter().enumerate() {
+            counters.push(r.with_context(|| format!("worker {i}"))?);
+        }
+        let kernel = match (self.kernel_before, snmp::udp(self.local.is_ipv6()).ok()) {
+            (Some(a), Some(b)) => Some(b.delta(&a)),
+            _ => None,
+        };
+        Ok(EchoReport {
+            steer: self.steer,
+            hash_type: self.hash_type,
+            local: self.local,
+            duration,
+            workers: self.info.into_iter().zip(counters).collect(),
+            kernel,
+            socket_drops,
+        })
+    }
+}
+
+/// Final figures of a run.
+#[derive(Debug, Clone)]
+pub struct EchoReport {
+    pub steer: Steer,
+    pub hash_type: HashType,
+    pub local: SocketAddr,
+    pub duration: Duration,
+    pub workers: Vec<(WorkerInfo, Counters)>,
+    /// The kernel's UDP counter deltas (this network namespace, whole family).
+    pub kernel: Option<UdpCounters>,
+    /// The kernel's per-socket figures for our port, read just before stopping.
+    pub socket_drops: Option<SocketDrops>,
+}
+
+impl EchoReport {
+    /// All workers summed.
+    pub fn totals(&self) -> Counters {
+        Counters::total(self.workers.iter().map(|w| &w.1))
+    }
+
+    /// The `--json` summary.
+    pub fn to_json(&self) -> serde_json::Value {
+        let workers: Vec<serde_json::Value> = self
+            .workers
+            .iter()
+            .map(|(i, c)| {
+                json!({
+                    "worker": i.worker,
+                    "cpu": i.cpu,
+                    "buckets": i.buckets,
+                    "extra_cpus": i.extra_cpus,
+                    "received": c.received,
+                    "sent": c.sent,
+                    "bytes": c.bytes,
+                    "batches": c.batches,
+                    "misdirected": c.misdirected,
+                    "unowned": c.unowned,
+                    "dropped": c.dropped,
+                    "foreign": c.foreign,
+                    "flushes": c.flushes,
+                })
+            })
+            .collect();
+        json!({
+            "bind": self.local.to_string(),
+            "steer": self.steer.name(),
+            "hash_type": self.hash_type.name(),
+            "duration_s": self.duration.as_secs_f64(),
+            "workers": workers,
+            "totals": self.totals(),
+            "kernel": self.kernel,
+            "socket": self.socket_drops,
+        })
+    }
+}
+
+/// Per-datagram RSS bookkeeping of one worker.
+struct Classifier {
+    toeplitz: Toeplitz,
+    hash_type: HashType,
+    local: SocketAddr,
+    mask: u32,
+}
+
+impl Classifier {
+    /// (hash, bucket) of a datagram from `from` to `local_ip`.
+    #[inline]
+    fn classify(&self, from: SocketAddr, local_ip: IpAddr) -> Option<(u32, u32)> {
+        let t = FlowTuple::new(from.ip(), from.port(), local_ip, self.local.port(), L4Proto::Udp);
+        let input = t.input(self.hash_type).ok()?;
+        let h = self.toeplitz.hash(input.as_bytes());
+        Some((h, h & self.mask))
+    }
+}
+
+fn run_worker(ctx: &WorkerCtx, plan: Plan, socks: Vec<RxSocket>) -> io::Result<Counters> {
+    let mut c = Counters::default();
+    if ctx.stopping() {
+        return Ok(c);
+    }
+    // Allocated after pinning: first touch on the worker's own CPU.
+    let cls = Classifier {
+        toeplitz: Toeplitz::new(&plan.key),
+        hash_type: plan.hash_type,
+        local: plan.local,
+        mask: plan.mask,
+    };
+    let mut rx = Batch::new(plan.batch, plan.max_datagram, plan.pktinfo);
+    let tx_cap = if plan.sink { 1 } else { plan.flush_packets };
+    let mut tx = Batch::new(tx_cap, plan.max_datagram, plan.pktinfo);
+    let me = ctx.index as u32;
+    let my_cpu = ctx.cpu as u16;
+    let reply = &socks[0].sock;
+    let flush = |tx: &mut Batch, c: &mut Counters, why: FlushReason| {
+        let r = tx.send(reply);
+        c.sent += r.sent as u64;
+        c.dropped += r.failed as u64;
+        c.flushed(why);
+    };
+    let mut pfds: Vec<libc::pollfd> = socks
+        .iter()
+        .map(|s| libc::pollfd {
+            fd: std::os::fd::AsRawFd::as_raw_fd(&s.sock),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    loop {
+        let mut got_any = false;
+        for rs in &socks {
+            let n = match rx.recv(&rs.sock, true) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {
+                    continue
+                }
+                Err(e) => return Err(e),
+            };
+            got_any = true;
+            c.batches += 1;
+            for i in 0..n {
+                c.received += 1;
+                c.bytes += rx.data(i).len() as u64;
+                if rx.truncated(i) {
+                    c.dropped += 1;
+                    continue;
+                }
+                let from = rx.addr(i);
+                let local_ip = if plan.pktinfo { rx.local_ip(i) } else { Some(plan.local.ip()) };
+                let (hash, bucket) = match (from, local_ip) {
+                    (Some(f), Some(l)) => cls.classify(f, l).unwrap_or((0, 0)),
+                    _ => (0, 0),
+                };
+                let unowned = plan.bucket_worker[bucket as usize] != me;
+                c.unowned += u64::from(unowned);
+                let misdirected = match plan.mode {
+                    Steer::Cpu => rs.kernel_cpu != my_cpu,
+                    _ => unowned,
+                };
+                c.misdirected += u64::from(misdirected);
+                let d = rx.data_mut(i);
+                if proto::is_probe(d) {
+                    if !plan.sink {
+                        proto::write_stamp(
+                            d,
+                            &ServerStamp {
+                                worker: me as u16,
+                                cpu: my_cpu,
+                                bucket: bucket as u16,
+                                kernel_cpu: rs.kernel_cpu,
+                                hash,
+                                flags: if unowned { FLAG_MISDIRECTED } else { 0 },
+                            },
+                        );
+                    }
+                } else {
+                    c.foreign += 1;
+                }
+                if !plan.sink {
+                    tx.push_from(&rx, i);
+                    if tx.len() >= plan.flush_packets {
+                        flush(&mut tx, &mut c, FlushReason::Count);
+                    } else if tx.queued_bytes() >= plan.flush_bytes {
+                        flush(&mut tx, &mut c, FlushReason::Bytes);
+                    }
+                }
+            }
+            ctx.stats.publish(&c);
+        }
+        if ctx.stopping() {
+            break;
+        }
+        if !got_any {
+            // Nothing more to read: send what is pending, then sleep.
+            if !tx.is_empty() {
+                flush(&mut tx, &mut c, FlushReason::Idle);
+                ctx.stats.publish(&c);
+                continue;
+            }
+            if pfds.len() == 1 {
+                wait_readable(reply, POLL_INTERVAL)?;
+            } else {
+                // SAFETY: `pfds` is a live array of `len` pollfds.
+                let rc = unsafe {
+                    libc::poll(
+                        pfds.as_mut_ptr(),
+                        pfds.len() as libc::nfds_t,
+                        POLL_INTERVAL.as_millis() as i32,
+                    )
+                };
+                if rc < 0 {
+                    let e = io::Error::last_os_error();
+                    if e.kind() != io::ErrorKind::Interrupted {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+    }
+    if !tx.is_empty() {
+        flush(&mut tx, &mut c, FlushReason::Idle);
+    }
+    ctx.stats.publish(&c);
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::UdpSocket;
+
+    fn probe(stream: u32, seq: u64, len: usize) -> Vec<u8> {
+        let mut b = vec![0x5au8; len];
+        proto::encode_probe(&mut b, &proto::Probe { stream, seq, sent_ns: 1 });
+        b
+    }
+
+    fn echo_round(steer: Steer, bind: &str, hash: HashConfig, sources: &[&str]) -> EchoReport {
+        let mut cfg = EchoConfig::new(bind.parse().unwrap());
+        cfg.steer = steer;
+        cfg.hash = hash;
+        let srv = EchoServer::start(cfg).unwrap();
+        let mut at = srv.local_addr();
+        if at.ip().is_unspecified() {
+            at.set_ip(if at.is_ipv4() { "127.0.0.1".parse().unwrap() } else { "::1".parse().unwrap() });
+        }
+        let key = RssKey::microsoft();
+        let t = Toeplitz::new(&key);
+        let mut expected = 0;
+        for (si, src) in sources.iter().enumerate() {
+            let s = UdpSocket::bind(src).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+            for seq in 0..20u64 {
+                s.send_to(&probe(si as u32, seq, 100), at).unwrap();
+            }
+            s.send_to(b"hello", at).unwrap();
+            let mut buf = [0u8; 2048];
+            let mut probes = 0;
+            for _ in 0..21 {
+                let (n, from) = s.recv_from(&mut buf).unwrap();
+                assert_eq!(from, at);
+                if n == 5 {
+                    assert_eq!(&buf[..5], b"hello", "foreign datagram echoed unchanged");
+                    continue;
+                }
+                assert_eq!(n, 100);
+                let (p, st) = proto::decode(&buf[..n]).unwrap();
+                assert_eq!(p.stream, si as u32);
+                assert!(buf[40..100].iter().all(|&b| b == 0x5a), "padding echoed as is");
+                let me = s.local_addr().unwrap();
+                let ft = FlowTuple::new(me.ip(), me.port(), at.ip(), at.port(), L4Proto::Udp);
+                let h = t.hash(ft.input(srv.hash_type()).unwrap().as_bytes());
+                assert_eq!(st.hash, h);
+                assert_eq!(st.bucket as u32, h & srv.rss().mask());
+                let owner = srv.workers().iter().find(|w| w.buckets.contains(&(st.bucket as u32))).unwrap();
+                assert_eq!(st.cpu as usize, srv.workers()[st.worker as usize].cpu);
+                if steer == Steer::Toeplitz {
+                    assert_eq!(st.worker as usize, owner.worker, "served by the bucket's owner");
+                    assert!(!st.misdirected());
+                } else {
+                    assert_eq!(st.misdirected(), st.worker as usize != owner.worker);
+                }
+                if steer == Steer::Cpu {
+                    assert_eq!(st.kernel_cpu, st.cpu, "loopback: processed on the worker's CPU");
+                } else {
+                    assert_eq!(st.kernel_cpu, CPU_UNKNOWN);
+                }
+                probes += 1;
+            }
+            assert_eq!(probes, 20);
+            expected += 21;
+        }
+        let r = srv.stop().unwrap();
+        let tot = r.totals();
+        assert_eq!(tot.received, expected);
+        assert_eq!(tot.sent, expected);
+        assert_eq!(tot.foreign, sources.len() as u64);
+        assert_eq!(tot.dropped, 0);
+        assert!(tot.flushes.total() > 0);
+        r
+    }
+
+    #[test]
+    fn toeplitz_echo_v4_addresses() {
+        let r = echo_round(
+            Steer::Toeplitz,
+            "127.0.0.1:0",
+            HashConfig::default(),
+            &["127.0.0.2:0", "127.0.0.3:0", "127.0.0.4:0", "127.0.0.5:0", "127.1.2.3:0"],
+        );
+        assert_eq!(r.totals().misdirected, 0);
+        assert_eq!(r.hash_type, HashType::Ipv4);
+        let j = r.to_json();
+        assert_eq!(j["steer"], "toeplitz");
+        assert!(j["workers"][0]["buckets"].is_array());
+        assert!(j["kernel"]["in_datagrams"].as_u64().unwrap() >= 105);
+    }
+
+    #[test]
+    fn toeplitz_echo_v6_four_tuple() {
+        let r = echo_round(
+            Steer::Toeplitz,
+            "[::1]:0",
+            HashConfig::default().with_udp_4tuple(true),
+            &["[::1]:0", "[::1]:0", "[::1]:0", "[::1]:0"],
+        );
+        assert_eq!(r.totals().misdirected, 0);
+        assert_eq!(r.hash_type, HashType::UdpIpv6);
+    }
+
+    #[test]
+    fn other_modes_echo() {
+        for m in [Steer::Cpu, Steer::Kernel, Steer::Shared] {
+            let r = echo_round(m, "127.0.0.1:0", HashConfig::default(), &["127.0.0.9:0", "127.0.0.10:0"]);
+            if m == Steer::Cpu {
+                assert_eq!(r.totals().misdirected, 0);
+            }
+        }
+    }
+
+    #[test]
+    fn wildcard_bind_uses_packet_info() {
+        let r =
+            echo_round(Steer::Toeplitz, "0.0.0.0:0", HashConfig::default(), &["127.0.0.7:0", "127.0.0.8:0"]);
+        assert_eq!(r.totals().misdirected, 0);
+        let r = echo_round(Steer::Toeplitz, "[::]:0", HashConfig::all(), &["[::1]:0", "[::1]:0"]);
+        assert_eq!(r.totals().misdirected, 0);
+    }
+
+    #[test]
+    fn sink_counts_without_replying() {
+        let mut cfg = EchoConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.sink = true;
+        let srv = EchoServer::start(cfg).unwrap();
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        for i in 0..50 {
+            s.send_to(&probe(0, i, 64), srv.local_addr()).unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while srv.snapshot().iter().map(|c| c.received).sum::<u64>() < 50 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let r = srv.stop().unwrap();
+        assert_eq!(r.totals().received, 50);
+        assert_eq!(r.totals().sent, 0);
+        s.set_nonblocking(true).unwrap();
+        assert!(s.recv(&mut [0u8; 64]).is_err(), "no reply in sink mode");
+    }
+
+    #[test]
+    fn flush_reasons() {
+        let mut cfg = EchoConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.cpus = vec![cfg.cpus[0]];
+        cfg.flush_packets = 4;
+        cfg.flush_bytes = 1_000_000;
+        let srv = EchoServer::start(cfg).unwrap();
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        // Queue 64 datagrams before the worker wakes up is not guaranteed,
+        // but every reply must come back and every flush has a reason.
+        for i in 0..64 {
+            s.send_to(&probe(0, i, 64), srv.local_addr()).unwrap();
+        }
+        for _ in 0..64 {
+            s.recv(&mut [0u8; 128]).unwrap();
+        }
+        let r = srv.stop().unwrap();
+        let t = r.totals();
+        assert_eq!(t.sent, 64);
+        assert_eq!(t.flushes.bytes, 0, "byte threshold never reached");
+        assert!(t.flushes.count * 4 + t.flushes.idle * 4 >= 64);
+        assert!(t.flushes.count <= 16);
+    }
+
+    #[test]
+    fn bad_configs() {
+        let base = EchoConfig::new("127.0.0.1:0".parse().unwrap());
+        let mut c = base.clone();
+        c.batch = 0;
+        assert!(EchoServer::start(c).err().unwrap().to_string().contains("--batch"));
+        let mut c = base.clone();
+        c.cpus = vec![];
+        assert!(EchoServer::start(c).is_err());
+        let mut c = base.clone();
+        c.cpus = vec![0, 0];
+        assert!(EchoServer::start(c).is_err());
+        let mut c = base.clone();
+        c.cpus = vec![4000];
+        assert!(EchoServer::start(c).is_err());
+        let mut c = base;
+        c.bits = Some(9);
+        assert!(EchoServer::start(c).is_err());
+    }
+
+    #[test]
+    fn stop_is_prompt() {
+        let srv = EchoServer::start(EchoConfig::new("127.0.0.1:0".parse().unwrap())).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let t = Instant::now();
+        srv.stop().unwrap();
+        assert!(t.elapsed() < Duration::from_millis(600), "{:?}", t.elapsed());
+    }
+}

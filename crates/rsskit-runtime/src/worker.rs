@@ -1,0 +1,199 @@
+//! Pinned workers: one thread per CPU in use, each pinned before it
+//! allocates anything (so its buffers are first touched on its own CPU and
+//! NUMA node), each owning whatever its closure captures. The only shared
+//! state is the stop flag (read) and the worker's own [`WorkerStats`] block
+//! (written by the worker alone).
+
+use crate::stats::WorkerStats;
+use anyhow::{anyhow, Context, Result};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+
+/// What a worker is told about itself.
+#[derive(Debug, Clone)]
+pub struct WorkerCtx {
+    /// Worker index (0-based, also its socket index).
+    pub index: usize,
+    /// CPU it is pinned to.
+    pub cpu: usize,
+    /// Set when the worker should return.
+    pub stop: Arc<AtomicBool>,
+    /// Its counters block.
+    pub stats: Arc<WorkerStats>,
+}
+
+impl WorkerCtx {
+    /// Whether stop was requested.
+    #[inline]
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+}
+
+/// Running workers.
+pub struct Workers<R> {
+    handles: Vec<JoinHandle<R>>,
+    stats: Vec<Arc<WorkerStats>>,
+    cpus: Vec<usize>,
+    stop: Arc<AtomicBool>,
+}
+
+impl<R: Send + 'static> Workers<R> {
+    /// Spawns one thread per entry of `cpus`, pinned to it, running `f(ctx,
+    /// state)` where `state` is the worker's entry of `states` (its socket,
+    /// say). Returns once every worker is pinned; if any cannot be, stops
+    /// the others and returns the error.
+    pub fn spawn<S, F>(cpus: &[usize], states: Vec<S>, stop: Arc<AtomicBool>, f: F) -> Result<Workers<R>>
+    where
+        S: Send + 'static,
+        F: Fn(WorkerCtx, S) -> R + Send + Sync + 'static,
+    {
+        assert_eq!(cpus.len(), states.len(), "one state per worker");
+        let f = Arc::new(f);
+        let (ready_tx, ready_rx) = mpsc::channel::<(usize, std::io::Result<()>)>();
+        let mut w = Workers { handles: Vec::new(), stats: Vec::new(), cpus: cpus.to_vec(), stop };
+        for (index, (&cpu, state)) in cpus.iter().zip(states).enumerate() {
+            let stats = Arc::new(WorkerStats::new());
+            w.stats.push(stats.clone());
+            let ctx = WorkerCtx { index, cpu, stop: w.stop.clone(), stats };
+            let f = f.clone();
+            let ready = ready_tx.clone();
+            let gate = w.stop.clone();
+            let h = std::thread::Builder::new()
+                .name(format!("rsskit-w{index}-cpu{cpu}"))
+                .spawn(move || {
+                    let pinned = rsskit_linux::affinity::pin_current_thread(cpu);
+                    let ok = pinned.is_ok();
+                    let _ = ready.send((index, pinned));
+                    drop(ready);
+                    if !ok {
+                        // Wait for the spawner to stop everyone, then run
+                        // nothing: the worker's state is simply dropped.
+                        while !gate.load(Ordering::Relaxed) {
+                            std::thread::sleep(std::time::Duration::from_millis(5));
+                        }
+                    }
+                    f(ctx, state)
+                })
+                .with_context(|| format!("spawning worker {index}"));
+            match h {
+                Ok(h) => w.handles.push(h),
+                Err(e) => {
+                    w.stop.store(true, Ordering::Relaxed);
+                    let _ = w.join();
+                    return Err(e);
+                }
+            }
+        }
+        drop(ready_tx);
+        let mut first_err = None;
+        for _ in 0..cpus.len() {
+            match ready_rx.recv() {
+                Ok((_, Ok(()))) => {}
+                Ok((i, Err(e))) => {
+                    first_err.get_or_insert(anyhow!("worker {i}: {e}"));
+                }
+                Err(_) => {
+                    first_err.get_or_insert(anyhow!("a worker died while starting"));
+                    break;
+                }
+            }
+        }
+        if let Some(e) = first_err {
+            w.stop.store(true, Ordering::Relaxed);
+            let _ = w.join();
+            return Err(e);
+        }
+        Ok(w)
+    }
+
+    /// Number of workers.
+    pub fn len(&self) -> usize {
+        self.cpus.len()
+    }
+
+    /// No workers.
+    pub fn is_empty(&self) -> bool {
+        self.cpus.is_empty()
+    }
+
+    /// CPU of each worker.
+    pub fn cpus(&self) -> &[usize] {
+        &self.cpus
+    }
+
+    /// Counters blocks, in worker order.
+    pub fn stats(&self) -> &[Arc<WorkerStats>] {
+        &self.stats
+    }
+
+    /// The stop flag.
+    pub fn stop_flag(&self) -> &Arc<AtomicBool> {
+        &self.stop
+    }
+
+    /// Asks every worker to stop (they notice within their poll timeout).
+    pub fn request_stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Stops and joins every worker; their results in worker order. A worker
+    /// that panicked is reported as an error after all are joined.
+    pub fn join(self) -> Result<Vec<R>> {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut out = Vec::with_capacity(self.handles.len());
+        let mut panicked = None;
+        for (i, h) in self.handles.into_iter().enumerate() {
+            match h.join() {
+                Ok(r) => out.push(r),
+                Err(_) => panicked = Some(i),
+            }
+        }
+        match panicked {
+            Some(i) => Err(anyhow!("worker {i} panicked")),
+            None => Ok(out),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::Counters;
+
+    #[test]
+    fn workers_are_pinned_count_and_stop() {
+        let cpus = rsskit_linux::cpulist::online();
+        let stop = Arc::new(AtomicBool::new(false));
+        let states: Vec<u64> = (0..cpus.len() as u64).map(|i| i * 10).collect();
+        let w = Workers::spawn(&cpus, states, stop, |ctx, base| {
+            let mut c = Counters::default();
+            let mut seen_cpu = None;
+            while !ctx.stopping() {
+                c.received += 1;
+                ctx.stats.publish(&c);
+                seen_cpu = rsskit_linux::affinity::current_cpu();
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            (ctx.index, base, seen_cpu, ctx.cpu)
+        })
+        .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        assert!(w.stats().iter().all(|s| s.snapshot().received > 0));
+        let res = w.join().unwrap();
+        for (i, (index, base, seen, cpu)) in res.into_iter().enumerate() {
+            assert_eq!((index, base), (i, i as u64 * 10));
+            assert_eq!(seen, Some(cpu), "worker ran on its CPU");
+            assert_eq!(cpu, cpus[i]);
+        }
+    }
+
+    #[test]
+    fn unpinnable_cpu_is_an_error() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let r = Workers::spawn(&[0, 4000], vec![(), ()], stop, |ctx, ()| ctx.index);
+        let e = r.err().expect("CPU 4000 cannot be used").to_string();
+        assert!(e.contains("worker 1"), "{e}");
+    }
+}
