@@ -19,8 +19,10 @@
 //!
 //! The transposition: inputs of up to 16 bytes (8 inputs = at most 128
 //! bytes) come from two masked loads and one two-source byte permutation
-//! (`vpermt2b`) per 8 columns; longer inputs are gathered 8 bytes per input
-//! (`vpgatherqq`) and transposed with one `vpermb`.
+//! (`vpermt2b`) per 8 columns; longer inputs are loaded one per register and
+//! transposed in 64-bit chunks (`vpunpck[lh]qdq`, `vshufi64x2`), the last step
+//! fused with the byte transpose (`vpermt2b`). (`vpgatherqq` was measured:
+//! several times slower on this AMD EPYC.)
 
 use super::key_window;
 use alloc::vec::Vec;
@@ -150,43 +152,31 @@ fn first(n: usize) -> __mmask64 {
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,gfni")]
 unsafe fn batch<const N: usize>(mats: &[[u64; 8]], src: *const u8, dst: *mut u32, blocks: usize) {
     let nch = N.div_ceil(8);
-    // Chunk k covers input bytes start(k) .. start(k) + 8.
-    let start = |k: usize| if N >= 8 { (8 * k).min(N - 8) } else { 0 };
-    // Which chunk and lane hold input byte i.
-    let lane_of = |i: usize| {
-        let k = (i / 8).min(nch - 1);
-        (k, i - start(k))
-    };
 
-    // Transposition constants.
+    // Transposition constants: perm[k] puts chunk k (input bytes 8k .. 8k + 8)
+    // of 8 inputs in column order: byte 8j + t = byte 8k + j of input t.
     let mut perm = [_mm512_setzero_si512(); MAX_N / 8];
     for (k, p) in perm.iter_mut().enumerate().take(nch) {
         *p = bytes(core::array::from_fn(|b| {
             let (j, t) = (b / 8, b % 8);
             if N <= 16 {
-                // Byte j of chunk k of input t, from two registers of 64 bytes.
-                let i = start(k) + j;
+                // From the two registers holding the 8 inputs back to back
+                // (bytes past the input are never used: any index will do).
+                let i = 8 * k + j;
                 if i < N {
                     (N * t + i) as u8
                 } else {
                     0
                 }
             } else {
-                // Gathered lane t holds 8 bytes of input t: byte j is at 8t + j.
-                (8 * t + j) as u8
+                // From the two stage-2 registers of chunk class k % 4 (see
+                // below): chunk k of input t is qword
+                // 4 * ((t % 4) / 2) + 2 * (k / 4) + t % 2 of register t / 4.
+                let qw = 4 * ((t % 4) / 2) + 2 * (k / 4) + t % 2;
+                ((t / 4) * 64 + 8 * qw + j) as u8
             }
         }));
     }
-    let gather_idx = _mm512_set_epi64(
-        7 * N as i64,
-        6 * N as i64,
-        5 * N as i64,
-        4 * N as i64,
-        3 * N as i64,
-        2 * N as i64,
-        N as i64,
-        0,
-    );
     let bcast: [__m512i; 8] = core::array::from_fn(|j| {
         let j = j as i64;
         _mm512_set_epi64(8 + j, 8 + j, 8 + j, 8 + j, j, j, j, j)
@@ -197,6 +187,7 @@ unsafe fn batch<const N: usize>(mats: &[[u64; 8]], src: *const u8, dst: *mut u32
         let (t, q) = (b / 4, b % 4);
         ((4 * (t / 8) + 3 - q) * 8 + t % 8) as u8
     }));
+    let row = first(N);
     let lo = first(8 * N);
     let hi = first((8 * N).saturating_sub(64));
 
@@ -206,28 +197,61 @@ unsafe fn batch<const N: usize>(mats: &[[u64; 8]], src: *const u8, dst: *mut u32
         for (g, cg) in cols.iter_mut().enumerate() {
             let q = base.add(g * 8 * N);
             if N <= 16 {
-                // SAFETY: masked loads touch only the 8N bytes of this group.
+                // Masked loads: only the 8N bytes of this group are read.
                 let l0 = _mm512_maskz_loadu_epi8(lo, q.cast());
                 let l1 = _mm512_maskz_loadu_epi8(hi, q.add(64).cast());
                 for k in 0..nch {
                     cg[k] = _mm512_permutex2var_epi8(l0, perm[k], l1);
                 }
             } else {
+                // One masked row per input, then an 8x8 transpose of 64-bit
+                // chunks (only of the chunks that exist), its last step fused
+                // with the 8x8 byte transpose.
+                let mut r = [_mm512_setzero_si512(); 8];
+                for (t, rt) in r.iter_mut().enumerate() {
+                    *rt = _mm512_maskz_loadu_epi8(row, q.add(N * t).cast());
+                }
+                // Stage 1: ab[0][p] has the even chunks, ab[1][p] the odd
+                // chunks of inputs 2p and 2p + 1 (128-bit lane L: chunk 2L,
+                // resp. 2L + 1).
+                let mut ab = [[_mm512_setzero_si512(); 4]; 2];
+                for p in 0..4 {
+                    ab[0][p] = _mm512_unpacklo_epi64(r[2 * p], r[2 * p + 1]);
+                    ab[1][p] = _mm512_unpackhi_epi64(r[2 * p], r[2 * p + 1]);
+                }
+                // Stage 2: chunks of class m = k % 4 (chunks m and m + 4),
+                // for inputs 0-3 (h = 0) and 4-7 (h = 1).
+                let mut s2 = [[_mm512_setzero_si512(); 2]; 4];
+                for (m, sm) in s2.iter_mut().enumerate().take(nch.min(4)) {
+                    let src = &ab[m % 2];
+                    for (h, sh) in sm.iter_mut().enumerate() {
+                        *sh = if m / 2 == 0 {
+                            _mm512_shuffle_i64x2::<0x88>(src[2 * h], src[2 * h + 1])
+                        } else {
+                            _mm512_shuffle_i64x2::<0xdd>(src[2 * h], src[2 * h + 1])
+                        };
+                    }
+                }
                 for k in 0..nch {
-                    // SAFETY: lane t reads bytes start(k)..start(k)+8 of
-                    // input t, inside the input since start(k) + 8 <= N.
-                    let r = _mm512_i64gather_epi64::<1>(gather_idx, q.add(start(k)).cast());
-                    cg[k] = _mm512_permutexvar_epi8(perm[k], r);
+                    cg[k] = _mm512_permutex2var_epi8(s2[k % 4][0], perm[k], s2[k % 4][1]);
                 }
             }
         }
-        let mut acc = _mm512_setzero_si512();
-        for (i, m) in mats.iter().enumerate() {
-            let (k, j) = lane_of(i);
-            let x = _mm512_permutex2var_epi64(cols[0][k], bcast[j], cols[1][k]);
-            let m = _mm512_loadu_si512(m.as_ptr().cast());
-            acc = _mm512_xor_si512(acc, _mm512_gf2p8affine_epi64_epi8::<0>(x, m));
+        // Four accumulators: the XOR chain would otherwise bound a block
+        // to N cycles.
+        let mut acc = [_mm512_setzero_si512(); 4];
+        for k in 0..nch {
+            let (ca, cb) = (cols[0][k], cols[1][k]);
+            for (j, bj) in bcast.iter().enumerate() {
+                let i = 8 * k + j;
+                if i < N {
+                    let x = _mm512_permutex2var_epi64(ca, *bj, cb);
+                    let m = _mm512_loadu_si512(mats[i].as_ptr().cast());
+                    acc[j % 4] = _mm512_xor_si512(acc[j % 4], _mm512_gf2p8affine_epi64_epi8::<0>(x, m));
+                }
+            }
         }
+        let acc = _mm512_xor_si512(_mm512_xor_si512(acc[0], acc[1]), _mm512_xor_si512(acc[2], acc[3]));
         let res = _mm512_permutexvar_epi8(outperm, acc);
         _mm512_storeu_si512(dst.add(blk * BLOCK).cast(), res);
     }
