@@ -24,8 +24,12 @@ enum Command {
     Find(cmd::find::Args),
     /// The host's RSS setup: CPUs, NUMA, per-interface queues, keys, tables, IRQs, RPS.
     Info(cmd::info::Args),
+    /// Per-CPU UDP echo/sink server: pinned workers, steered reuseport sockets, per-worker counters.
+    UdpEcho(cmd::udp_echo::Args),
     /// UDP load generator: N streams spread over the server's buckets, RTT, per-stream steering check.
     UdpLoad(cmd::udp_load::Args),
+    /// Loopback demo: echo server (one pinned worker per CPU, toeplitz steering) + spread load.
+    Demo(cmd::demo::Args),
     /// Micro-benchmarks.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
@@ -40,6 +44,8 @@ fn main() -> ExitCode {
         Command::Info(a) => cmd::info::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::UdpLoad(a) => cmd::udp_load::run(a),
+        Command::Demo(a) => cmd::demo::run(a),
+        Command::UdpEcho(a) => cmd::udp_echo::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

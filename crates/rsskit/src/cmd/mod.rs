@@ -7,3 +7,4 @@ pub mod hash;
 pub mod info;
 pub mod table;
 pub mod udp_load;
+pub mod udp_echo;

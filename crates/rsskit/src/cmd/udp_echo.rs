@@ -1,0 +1,243 @@
+//! `rsskit udp-echo`: the per-CPU UDP echo (or sink) server.
+
+use super::common::{key_arg, print_json};
+use anyhow::{anyhow, bail, Context, Result};
+use rsskit_core::{HashConfig, RssKey};
+use rsskit_runtime::stats::Counters;
+use rsskit_runtime::steer::Steer;
+use rsskit_runtime::udp_echo::{EchoConfig, EchoReport, EchoServer};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Steering modes:\n  toeplitz  in-kernel Toeplitz hash (classic BPF) -> the bucket's worker \
+(default)\n  cpu       the worker of the CPU the kernel processes the datagram on\n  kernel    plain \
+SO_REUSEPORT (the kernel's own hash)\n  shared    one socket read by every worker\n\nPrints the bucket table \
+and \"ready\" on stderr once serving; one line per second; totals and the kernel's UDP counter deltas on \
+exit (SIGINT, SIGTERM or --duration).\n\nExample:\n  rsskit udp-echo --bind 127.0.0.1:9000 --steer \
+toeplitz --duration 10"
+)]
+pub struct Args {
+    /// Address and port to serve: ADDR:PORT or [IPV6]:PORT (port 0: any free port).
+    #[arg(long)]
+    bind: String,
+    /// CPUs to run one worker each on, e.g. 0-3,6 (default: every online CPU).
+    #[arg(long)]
+    cpus: Option<String>,
+    /// How datagrams reach the workers: cpu, toeplitz, kernel or shared.
+    #[arg(long, default_value = "toeplitz")]
+    steer: Steer,
+    /// Count only, never reply.
+    #[arg(long)]
+    sink: bool,
+    /// Datagrams per recvmmsg call.
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    /// Flush queued replies once this many are pending.
+    #[arg(long, default_value_t = 16)]
+    flush_packets: usize,
+    /// Flush queued replies once this many bytes are pending.
+    #[arg(long, default_value_t = 1500)]
+    flush_bytes: usize,
+    /// Hash UDP on addresses and ports (default: addresses only, as FreeBSD).
+    #[arg(long)]
+    udp_4tuple: bool,
+    /// RSS key: default (Microsoft), symmetric, or 40+ bytes of hex.
+    #[arg(long, default_value = "default", value_parser = key_arg)]
+    key: RssKey,
+    /// Bucket bits (1-7); default FreeBSD's fls(workers-1)+1.
+    #[arg(long)]
+    bits: Option<u32>,
+    /// SO_RCVBUF per socket, bytes.
+    #[arg(long)]
+    rcvbuf: Option<usize>,
+    /// Stop after this many seconds (default: run until SIGINT/SIGTERM).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Print one JSON summary on stdout at exit (per-second lines go to stderr).
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_bind(s: &str) -> Result<SocketAddr> {
+    s.parse::<SocketAddr>()
+        .map_err(|_| anyhow!("--bind '{s}' is not ADDR:PORT or [IPV6]:PORT with PORT 0-65535"))
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let bind = parse_bind(&a.bind)?;
+    let mut cfg = EchoConfig::new(bind);
+    if let Some(list) = &a.cpus {
+        cfg.cpus = rsskit_linux::cpulist::parse_online(list).map_err(|e| anyhow!("--cpus: {e}"))?;
+    }
+    if a.batch == 0 {
+        bail!("--batch must be at least 1");
+    }
+    if let Some(d) = a.duration {
+        if !(d.is_finite() && d > 0.0) {
+            bail!("--duration must be a positive number of seconds");
+        }
+    }
+    cfg.steer = a.steer;
+    cfg.sink = a.sink;
+    cfg.batch = a.batch;
+    cfg.flush_packets = a.flush_packets;
+    cfg.flush_bytes = a.flush_bytes;
+    cfg.hash = HashConfig::default().with_udp_4tuple(a.udp_4tuple);
+    cfg.key = a.key.clone();
+    cfg.bits = a.bits;
+    cfg.rcvbuf = a.rcvbuf;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing a signal handler")?;
+    }
+    let srv = EchoServer::start_with_stop(cfg, stop.clone())?;
+    banner(&srv, &a);
+
+    let deadline = a.duration.map(|d| Instant::now() + Duration::from_secs_f64(d));
+    let mut last = srv.snapshot();
+    let mut last_t = Instant::now();
+    let mut next_tick = last_t + Duration::from_secs(1);
+    while !stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            break;
+        }
+        if now >= next_tick {
+            let cur = srv.snapshot();
+            let line = rate_line(&srv, &last, &cur, now.duration_since(last_t));
+            if a.json {
+                eprintln!("{line}");
+            } else {
+                println!("{line}");
+                let _ = std::io::stdout().flush();
+            }
+            last = cur;
+            last_t = now;
+            next_tick += Duration::from_secs(1);
+        }
+        let mut nap = Duration::from_millis(50);
+        if let Some(d) = deadline {
+            nap = nap.min(d.saturating_duration_since(now));
+        }
+        std::thread::sleep(nap);
+    }
+    let report = srv.stop()?;
+    if a.json {
+        print_json(&report.to_json())
+    } else {
+        print_summary(&report);
+        Ok(())
+    }
+}
+
+fn banner(srv: &EchoServer, a: &Args) {
+    let prog = srv.program_len().map(|n| format!(" (BPF program: {n} instructions)")).unwrap_or_default();
+    eprintln!(
+        "udp-echo: {} on {}, steer {}{prog}, hash {} (UDP {}), key {}, {} buckets, {} workers",
+        if a.sink { "sink" } else { "echo" },
+        srv.local_addr(),
+        srv.steer(),
+        srv.hash_type(),
+        if a.udp_4tuple { "4-tuple: addresses and ports" } else { "2-tuple: addresses only" },
+        if a.key == RssKey::microsoft() { "microsoft".to_string() } else { a.key.to_hex() },
+        srv.rss().buckets(),
+        srv.workers().len(),
+    );
+    for w in srv.workers() {
+        let buckets: Vec<String> = w.buckets.iter().map(|b| b.to_string()).collect();
+        let extra = if w.extra_cpus.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "  (also reads CPUs {} that have no worker)",
+                rsskit_linux::cpulist::format(&w.extra_cpus)
+            )
+        };
+        eprintln!("  worker {:>2}  cpu {:>3}  buckets {}{extra}", w.worker, w.cpu, buckets.join(","));
+    }
+    eprintln!("ready");
+}
+
+fn rate_line(srv: &EchoServer, last: &[Counters], cur: &[Counters], dt: Duration) -> String {
+    let secs = dt.as_secs_f64().max(1e-9);
+    let mut total = 0u64;
+    let mut parts = Vec::new();
+    for (w, (a, b)) in last.iter().zip(cur).enumerate() {
+        let d = b.delta(a);
+        total += d.received;
+        parts.push(format!("w{w}/cpu{} {:.0}", srv.workers()[w].cpu, d.received as f64 / secs));
+    }
+    let mis: u64 = cur.iter().map(|c| c.misdirected).sum();
+    format!(
+        "{:>6.1}s  {:>9.0} pps  [{}]  misdirected {mis}",
+        srv.elapsed().as_secs_f64(),
+        total as f64 / secs,
+        parts.join("  ")
+    )
+}
+
+fn print_summary(r: &EchoReport) {
+    println!("udp-echo {} on {}: {:.1}s, hash {}", r.steer, r.local, r.duration.as_secs_f64(), r.hash_type);
+    println!(
+        "{:>6} {:>4} {:>12} {:>12} {:>12} {:>9} {:>11} {:>8} {:>8}  flushes count/bytes/idle",
+        "worker", "cpu", "received", "sent", "bytes", "batches", "misdirected", "dropped", "foreign"
+    );
+    let row = |name: &str, cpu: &str, c: &Counters| {
+        println!(
+            "{name:>6} {cpu:>4} {:>12} {:>12} {:>12} {:>9} {:>11} {:>8} {:>8}  {}/{}/{}",
+            c.received,
+            c.sent,
+            c.bytes,
+            c.batches,
+            c.misdirected,
+            c.dropped,
+            c.foreign,
+            c.flushes.count,
+            c.flushes.bytes,
+            c.flushes.idle
+        )
+    };
+    for (w, c) in &r.workers {
+        row(&w.worker.to_string(), &w.cpu.to_string(), c);
+    }
+    row("total", "", &r.totals());
+    match &r.kernel {
+        Some(k) => println!(
+            "kernel UDP{}: InDatagrams {} NoPorts {} InErrors {} OutDatagrams {} RcvbufErrors {} SndbufErrors {} \
+             InCsumErrors {}",
+            if r.local.is_ipv6() { "6" } else { "" },
+            k.in_datagrams,
+            k.no_ports,
+            k.in_errors,
+            k.out_datagrams,
+            k.rcvbuf_errors,
+            k.sndbuf_errors,
+            k.in_csum_errors
+        ),
+        None => println!("kernel UDP counters: unavailable"),
+    }
+    if let Some(s) = &r.socket_drops {
+        println!("kernel, our {} sockets: drops {} queued bytes {}", s.sockets, s.drops, s.rx_queue);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bind_addresses() {
+        assert_eq!(parse_bind("127.0.0.1:9").unwrap().port(), 9);
+        assert!(parse_bind("[::1]:0").unwrap().is_ipv6());
+        for bad in ["127.0.0.1", "1.2.3:80", "::1:80", "127.0.0.1:70000", ""] {
+            let e = parse_bind(bad).unwrap_err().to_string();
+            assert!(e.contains("--bind"), "{e}");
+        }
+    }
+}
