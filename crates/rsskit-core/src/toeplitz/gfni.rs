@@ -240,8 +240,8 @@ unsafe fn batch<const N: usize>(mats: &[[u64; 8]], src: *const u8, dst: *mut u32
         // Four accumulators: the XOR chain would otherwise bound a block
         // to N cycles.
         let mut acc = [_mm512_setzero_si512(); 4];
-        for k in 0..nch {
-            let (ca, cb) = (cols[0][k], cols[1][k]);
+        let [cols_a, cols_b] = &cols;
+        for (k, (&ca, &cb)) in cols_a.iter().zip(cols_b).enumerate().take(nch) {
             for (j, bj) in bcast.iter().enumerate() {
                 let i = 8 * k + j;
                 if i < N {
