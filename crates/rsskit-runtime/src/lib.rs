@@ -5,3 +5,4 @@ pub mod stats;
 pub mod steer;
 pub mod worker;
 pub mod udp_echo;
+pub mod demo;

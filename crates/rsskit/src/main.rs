@@ -28,6 +28,8 @@ enum Command {
     UdpEcho(cmd::udp_echo::Args),
     /// UDP load generator: N streams spread over the server's buckets, RTT, per-stream steering check.
     UdpLoad(cmd::udp_load::Args),
+    /// Loopback demo: echo server (one pinned worker per CPU, toeplitz steering) + spread load.
+    Demo(cmd::demo::Args),
     /// Micro-benchmarks.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
@@ -42,6 +44,7 @@ fn main() -> ExitCode {
         Command::Info(a) => cmd::info::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::UdpLoad(a) => cmd::udp_load::run(a),
+        Command::Demo(a) => cmd::demo::run(a),
         Command::UdpEcho(a) => cmd::udp_echo::run(a),
     };
     match result {

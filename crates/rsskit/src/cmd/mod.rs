@@ -2,9 +2,10 @@
 
 pub mod bench;
 pub mod common;
+pub mod demo;
 pub mod find;
 pub mod hash;
 pub mod info;
 pub mod table;
-pub mod udp_load;
 pub mod udp_echo;
+pub mod udp_load;

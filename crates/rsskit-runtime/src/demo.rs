@@ -1,0 +1,123 @@
+//! `rsskit demo`: the whole point on one screen, with no setup and no root.
+//! An echo server on loopback with one pinned worker per CPU and `toeplitz`
+//! steering, and the load generator with its streams spread over the
+//! buckets; then each stream, its bucket, the worker owning it and the worker
+//! that actually served it (from the echo stamps).
+
+use crate::steer::Steer;
+use crate::udp_echo::{EchoConfig, EchoReport, EchoServer};
+use crate::udp_load::{self, LoadConfig, LoadReport, ServerTable};
+use anyhow::{anyhow, Result};
+use rsskit_core::HashConfig;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct DemoConfig {
+    /// Server port on 127.0.0.1 (0: ephemeral).
+    pub port: u16,
+    /// Worker CPUs (default: every online CPU).
+    pub cpus: Vec<usize>,
+    /// Streams (default: twice the workers).
+    pub streams: usize,
+    /// Load duration.
+    pub duration: Duration,
+    /// Datagram size.
+    pub size: usize,
+    /// Outstanding datagrams per stream (closed loop, so nothing is lost to overload).
+    pub window: u32,
+    /// UDP 4-tuple hashing (spread by port) instead of addresses only.
+    pub udp_4tuple: bool,
+}
+
+impl DemoConfig {
+    pub fn new() -> Self {
+        let cpus = rsskit_linux::cpulist::online();
+        DemoConfig {
+            port: 0,
+            streams: 2 * cpus.len(),
+            cpus,
+            duration: Duration::from_secs(3),
+            size: 510,
+            window: 32,
+            udp_4tuple: false,
+        }
+    }
+}
+
+impl Default for DemoConfig {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Per-second server figures: datagrams received per worker in that second.
+#[derive(Debug, Clone)]
+pub struct Second {
+    pub t: f64,
+    pub per_worker: Vec<u64>,
+}
+
+/// Everything the demo saw.
+pub struct DemoOutcome {
+    pub server: EchoReport,
+    pub load: LoadReport,
+    pub seconds: Vec<Second>,
+    pub table: ServerTable,
+    /// Streams served by a worker other than the owner of their bucket (or never echoed).
+    pub mismatched: Vec<u32>,
+}
+
+/// Runs the server and the load; `on_second` sees each second's figures.
+pub fn run(cfg: &DemoConfig, stop: &AtomicBool, mut on_second: impl FnMut(&Second)) -> Result<DemoOutcome> {
+    let mut ec = EchoConfig::new(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), cfg.port));
+    ec.cpus = cfg.cpus.clone();
+    ec.steer = Steer::Toeplitz;
+    ec.hash = HashConfig::default().with_udp_4tuple(cfg.udp_4tuple);
+    let key = ec.key.clone();
+    let server = EchoServer::start(ec).map_err(|e| anyhow!("starting the echo server: {e:#}"))?;
+    let table = ServerTable::new(
+        key,
+        HashConfig::default().with_udp_4tuple(cfg.udp_4tuple),
+        cfg.cpus.clone(),
+        Some(server.rss().bits()),
+    )?;
+    let online = rsskit_linux::cpulist::online();
+    let lc = LoadConfig {
+        target: server.local_addr(),
+        streams: cfg.streams,
+        size: cfg.size,
+        rate: None,
+        duration: Some(cfg.duration),
+        count: None,
+        window: Some(cfg.window),
+        spread: true,
+        src_net: None,
+        threads: 1,
+        pin: online.last().map(|&c| vec![c]).unwrap_or_default(),
+        drain: Duration::from_millis(500),
+        table: table.clone(),
+    };
+    let result = (|| {
+        let streams = udp_load::plan_streams(&lc)?;
+        let mut seconds = Vec::new();
+        let mut last: Vec<u64> = server.snapshot().iter().map(|c| c.received).collect();
+        let load = udp_load::run(&lc, streams, stop, |_, _, t| {
+            let now: Vec<u64> = server.snapshot().iter().map(|c| c.received).collect();
+            let s = Second {
+                t: t.as_secs_f64(),
+                per_worker: now.iter().zip(&last).map(|(a, b)| a - b).collect(),
+            };
+            last = now;
+            on_second(&s);
+            seconds.push(s);
+        })?;
+        Ok::<_, anyhow::Error>((load, seconds))
+    })();
+    let report = server.stop()?;
+    let (load, seconds) = result?;
+    let mismatched = load.streams.iter().filter(|s| !s.matched).map(|s| s.stream).collect();
+    Ok(DemoOutcome { server: report, load, seconds, table, mismatched })
+}

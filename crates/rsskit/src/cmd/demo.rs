@@ -1,0 +1,159 @@
+//! `rsskit demo`: loopback echo server (one pinned worker per CPU, toeplitz
+//! steering) + the load generator with its streams spread over the buckets;
+//! shows that every stream is served by the worker owning its bucket.
+
+use super::common::print_json;
+use anyhow::{anyhow, bail, Context, Result};
+use rsskit_runtime::demo::{self, DemoConfig};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "No setup, no root: everything runs on 127.0.0.1.\n\nExample:\n  rsskit demo --duration 3"
+)]
+pub struct Args {
+    /// Seconds of load.
+    #[arg(long, default_value_t = 3.0)]
+    duration: f64,
+    /// Streams (default: twice the workers, so every bucket gets one).
+    #[arg(long)]
+    streams: Option<usize>,
+    /// Worker CPUs (default: every online CPU), e.g. 0-3.
+    #[arg(long)]
+    cpus: Option<String>,
+    /// Server port on 127.0.0.1 (default: an ephemeral one).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Datagram size in bytes.
+    #[arg(long, default_value_t = 510)]
+    size: usize,
+    /// Hash UDP on the 4-tuple (streams spread by source port) instead of
+    /// addresses only (spread by source address in 127.0.0.0/8).
+    #[arg(long)]
+    udp_4tuple: bool,
+    /// Print one JSON object: the server's and the load's summaries.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let mut cfg = DemoConfig::new();
+    if let Some(c) = &a.cpus {
+        cfg.cpus = rsskit_linux::cpulist::parse_online(c).map_err(|e| anyhow!("--cpus: {e}"))?;
+        cfg.streams = 2 * cfg.cpus.len();
+    }
+    if let Some(s) = a.streams {
+        if s == 0 {
+            bail!("--streams must be at least 1");
+        }
+        cfg.streams = s;
+    }
+    if !(a.duration.is_finite() && a.duration > 0.0 && a.duration <= 3600.0) {
+        bail!("--duration must be a number of seconds in (0, 3600], not {}", a.duration);
+    }
+    cfg.duration = Duration::from_secs_f64(a.duration);
+    cfg.port = a.port;
+    cfg.size = a.size;
+    cfg.udp_4tuple = a.udp_4tuple;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing a signal handler")?;
+    }
+    let n = cfg.cpus.len();
+    eprintln!(
+        "demo: echo server on 127.0.0.1, {n} workers pinned to CPUs {}, toeplitz steering; {} streams for {:.1}s",
+        rsskit_linux::cpulist::format(&cfg.cpus),
+        cfg.streams,
+        a.duration
+    );
+    let out = demo::run(&cfg, &stop, |s| {
+        let per: Vec<String> = s.per_worker.iter().enumerate().map(|(w, p)| format!("w{w} {p}")).collect();
+        eprintln!("demo: {:>4.1}s pps per worker: {}", s.t, per.join("  "));
+    })?;
+    if a.json {
+        print_json(&serde_json::json!({
+            "server": out.server.to_json(),
+            "load": out.load,
+            "mismatched_streams": out.mismatched,
+        }))?;
+    } else {
+        print(&out);
+    }
+    if !out.mismatched.is_empty() {
+        bail!(
+            "{} stream(s) not served (only) by the worker owning their bucket: {:?}",
+            out.mismatched.len(),
+            out.mismatched
+        );
+    }
+    Ok(())
+}
+
+fn print(out: &demo::DemoOutcome) {
+    let t = &out.table;
+    println!("{}", t.describe(false));
+    println!();
+    println!("workers (datagrams received per second, then in total):");
+    let secs = out.seconds.len().max(1) as f64;
+    for (info, c) in &out.server.workers {
+        let avg = out.seconds.iter().map(|s| s.per_worker.get(info.worker).copied().unwrap_or(0)).sum::<u64>()
+            as f64
+            / secs;
+        println!(
+            "  worker {} on CPU {}  buckets {:?}  {:>9.0} pps  received {}  sent {}  misdirected {}",
+            info.worker, info.cpu, info.buckets, avg, c.received, c.sent, c.misdirected
+        );
+    }
+    println!();
+    println!(
+        "{:>6}  {:<22} {:>6} {:>12} {:>12} {:>10} {:>10} {:>5}",
+        "stream", "source", "bucket", "owner", "served by", "sent", "echoed", "match"
+    );
+    for s in &out.load.streams {
+        let owner = match (s.owner_worker, s.owner_cpu) {
+            (Some(w), Some(c)) => format!("w{w}/cpu{c}"),
+            _ => "-".into(),
+        };
+        let served: Vec<String> = s
+            .served_by_workers
+            .iter()
+            .zip(s.served_by_cpus.iter().chain(std::iter::repeat(&u16::MAX)))
+            .map(|(w, c)| {
+                if s.served_by_workers.len() == s.served_by_cpus.len() {
+                    format!("w{w}/cpu{c}")
+                } else {
+                    format!("w{w}")
+                }
+            })
+            .collect();
+        println!(
+            "{:>6}  {:<22} {:>6} {:>12} {:>12} {:>10} {:>10} {:>5}",
+            s.stream,
+            s.src,
+            s.bucket,
+            owner,
+            if served.is_empty() { "-".into() } else { served.join(",") },
+            s.sent,
+            s.echoed,
+            if s.matched { "yes" } else { "NO" }
+        );
+    }
+    let l = &out.load;
+    let tot = out.server.totals();
+    println!();
+    println!(
+        "totals: sent {} echoed {} lost {} out-of-order {}; server received {} sent {} misdirected {}; rtt us p50 {:.1} p99 {:.1} max {:.1}",
+        l.sent, l.echoed, l.lost, l.out_of_order, tot.received, tot.sent, tot.misdirected, l.rtt_us.p50, l.rtt_us.p99, l.rtt_us.max
+    );
+    let n = l.streams.len();
+    if out.mismatched.is_empty() {
+        println!("verdict: OK: all {n} streams were served only by the worker that owns their bucket");
+    } else {
+        println!(
+            "verdict: FAIL: {} of {n} streams were served by another worker (or never echoed)",
+            out.mismatched.len()
+        );
+    }
+}
