@@ -125,6 +125,61 @@ impl RssKey {
     }
 }
 
+/// Most keys [`RssKey::random`] draws before giving up. A key from a working
+/// random source fails [`crate::keycheck`] with probability well under 1%.
+pub const MAX_KEY_DRAWS: u32 = 64;
+
+/// Why no random key was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RandomKeyError {
+    /// The OS random source failed.
+    #[cfg(feature = "std")]
+    Rng(getrandom::Error),
+    /// Every one of `draws` keys failed the key check: the random source is broken.
+    NoGoodKey { draws: u32 },
+}
+
+impl fmt::Display for RandomKeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            #[cfg(feature = "std")]
+            RandomKeyError::Rng(e) => write!(f, "OS random source failed: {e}"),
+            RandomKeyError::NoGoodKey { draws } => {
+                write!(f, "none of {draws} random keys passed the key check; is the random source broken?")
+            }
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for RandomKeyError {}
+
+impl RssKey {
+    /// A random 40-byte key from the OS random source, drawn again until it
+    /// passes [`crate::keycheck::check_default`] (see that module for the
+    /// tests), at most [`MAX_KEY_DRAWS`] times.
+    #[cfg(feature = "std")]
+    pub fn random() -> Result<Self, RandomKeyError> {
+        Self::random_from(|b| getrandom::getrandom(b).map_err(RandomKeyError::Rng))
+    }
+
+    /// Like [`RssKey::random`] with the bytes from `fill` (a seeded generator
+    /// in tests, a hardware source without `std`).
+    pub fn random_from(
+        mut fill: impl FnMut(&mut [u8]) -> Result<(), RandomKeyError>,
+    ) -> Result<Self, RandomKeyError> {
+        for _ in 0..MAX_KEY_DRAWS {
+            let mut bytes = alloc::vec![0u8; DEFAULT_KEY_LEN];
+            fill(&mut bytes)?;
+            let key = RssKey { bytes };
+            if crate::keycheck::check_default(&key).passed() {
+                return Ok(key);
+            }
+        }
+        Err(RandomKeyError::NoGoodKey { draws: MAX_KEY_DRAWS })
+    }
+}
+
 impl fmt::Debug for RssKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "RssKey({})", self.to_hex())
@@ -150,6 +205,40 @@ mod tests {
         assert!(matches!(RssKey::from_hex("6d5a"), Err(KeyError::TooShort { len: 2, .. })));
         assert!(matches!(RssKey::from_hex("6d5"), Err(KeyError::OddHexLength(3))));
         assert!(matches!(RssKey::from_hex("zz"), Err(KeyError::NotHex { pos: 0, ch: 'z' })));
+    }
+
+    #[test]
+    fn random_keys_pass_the_check_and_differ() {
+        let a = RssKey::random().unwrap();
+        let b = RssKey::random().unwrap();
+        assert_eq!(a.len(), DEFAULT_KEY_LEN);
+        assert_ne!(a, b);
+        assert!(crate::keycheck::check_default(&a).passed());
+    }
+
+    #[test]
+    fn broken_random_source_is_refused() {
+        let r = RssKey::random_from(|b| {
+            b.fill(0);
+            Ok(())
+        });
+        assert_eq!(r, Err(RandomKeyError::NoGoodKey { draws: MAX_KEY_DRAWS }));
+    }
+
+    #[test]
+    fn bad_draws_are_redrawn() {
+        // First draw all zeros (fails), then the Microsoft key (passes).
+        let mut n = 0;
+        let k = RssKey::random_from(|b| {
+            if n > 0 {
+                b.copy_from_slice(&MICROSOFT_KEY);
+            }
+            n += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(k, RssKey::microsoft());
+        assert_eq!(n, 2);
     }
 
     #[test]

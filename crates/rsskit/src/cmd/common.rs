@@ -5,11 +5,13 @@ use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::RssKey;
 use std::net::{IpAddr, SocketAddr};
 
-/// `--key default|microsoft|symmetric|HEX`.
+/// `--key default|microsoft|symmetric|random|HEX`. `random`: a fresh key from
+/// the OS random source that passed `rsskit_core::keycheck`.
 pub fn parse_key(s: &str) -> Result<RssKey> {
     match s {
         "default" | "microsoft" => Ok(RssKey::microsoft()),
         "symmetric" => Ok(RssKey::symmetric()),
+        "random" => RssKey::random().map_err(|e| anyhow!("--key random: {e}")),
         hex => RssKey::from_hex(hex).map_err(|e| anyhow!("--key: {e}")),
     }
 }

@@ -19,7 +19,7 @@ pub struct Args {
     /// Transport protocol; required with ports.
     #[arg(long, value_enum)]
     proto: Option<Proto>,
-    /// RSS key: default (Microsoft), symmetric, or 40+ bytes of hex.
+    /// RSS key: default (Microsoft), symmetric, random (checked), or 40+ bytes of hex.
     #[arg(long, default_value = "default", value_parser = key_arg)]
     key: RssKey,
     /// Bucket bits (1-7); default FreeBSD's fls(ncpus-1)+1.
@@ -70,11 +70,13 @@ pub fn run(a: Args) -> Result<()> {
             "buckets": rss.buckets(),
             "cpu": cpu,
             "cpus": ncpus,
+            "key": a.key.to_hex(),
         }))
     } else {
         println!("hash    0x{hash:08x} ({hash_type})");
         println!("bucket  {bucket} of {}", rss.buckets());
         println!("cpu     {cpu} of {ncpus}");
+        println!("key     {}", a.key.to_hex());
         Ok(())
     }
 }
