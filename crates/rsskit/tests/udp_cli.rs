@@ -77,3 +77,56 @@ fn load_unroutable_target() {
     assert!(err.contains("unreachable"), "stderr: {err}");
     assert!(!err.contains("panicked"), "stderr: {err}");
 }
+
+#[test]
+fn echo_port_in_use() {
+    let holder = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let bind = holder.local_addr().unwrap().to_string();
+    fails(&["udp-echo", "--bind", &bind, "--duration", "1"], 1, "in use");
+}
+
+#[test]
+fn echo_bad_address() {
+    fails(&["udp-echo", "--bind", "300.0.0.1:9", "--duration", "1"], 1, "--bind");
+    fails(&["udp-echo", "--bind", "127.0.0.1", "--duration", "1"], 1, "--bind");
+}
+
+#[test]
+fn echo_nonexistent_cpus() {
+    fails(&["udp-echo", "--bind", "127.0.0.1:0", "--cpus", "4000", "--duration", "1"], 1, "does not exist");
+    fails(&["demo", "--cpus", "4000"], 1, "does not exist");
+}
+
+#[test]
+fn demo_every_stream_served_by_its_owner() {
+    // No root, no setup: loopback only.
+    let out = rsskit().args(["demo", "--duration", "1", "--json"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "demo failed: {err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("demo --json");
+    let streams = v["load"]["streams"].as_array().unwrap();
+    let workers = v["server"]["workers"].as_array().unwrap();
+    assert_eq!(streams.len(), 2 * workers.len(), "default: two streams per worker");
+    let mut buckets: Vec<u64> = streams.iter().map(|s| s["bucket"].as_u64().unwrap()).collect();
+    buckets.sort_unstable();
+    buckets.dedup();
+    assert_eq!(buckets.len(), streams.len(), "streams in distinct buckets");
+    for s in streams {
+        assert_eq!(s["match"], serde_json::Value::Bool(true), "{s}");
+        assert!(s["echoed"].as_u64().unwrap() > 0);
+    }
+    assert_eq!(v["mismatched_streams"], serde_json::json!([]));
+    for w in workers {
+        assert_eq!(w["misdirected"].as_u64(), Some(0), "{w}");
+        assert!(w["received"].as_u64().unwrap() > 0, "every worker served something: {w}");
+    }
+}
+
+#[test]
+fn demo_text_ends_with_a_verdict() {
+    let out = rsskit().args(["demo", "--duration", "0.5"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.lines().last().unwrap_or("").starts_with("verdict: OK"), "{text}");
+    assert!(text.contains("worker 0 on CPU"), "{text}");
+}

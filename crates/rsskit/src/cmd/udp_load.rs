@@ -79,7 +79,7 @@ pub struct Args {
 pub fn parse_server_cpus(s: &str) -> Result<Vec<usize>> {
     if let Ok(n) = s.trim().parse::<usize>() {
         if n == 0 {
-            bail!("--server-cpus 0: at least one CPU is needed");
+            bail!("--server-cpus 0: a count must be at least 1 (for CPU 0 alone say --server-cpus 1 or 0-0)");
         }
         return Ok((0..n).collect());
     }
