@@ -9,6 +9,11 @@
 //! - [`reass`]: bounded, sans-I/O IPv4/IPv6 fragment reassembly.
 
 pub mod build;
+pub mod classify;
 pub mod hash;
+pub mod io;
+pub mod netisr;
+pub mod output;
+pub mod pool;
 pub mod reass;
 pub mod wire;

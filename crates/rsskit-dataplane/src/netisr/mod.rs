@@ -1,0 +1,631 @@
+//! netisr-style per-CPU dispatch (FreeBSD `netisr` + RSS, DragonFly
+//! rollups).
+//!
+//! N workers, each optionally pinned to a CPU. Every [`Source`] is homed on
+//! one worker, which polls it: for each frame the input stage parses the
+//! outer headers and computes the RSS hash exactly as the NIC would
+//! ([`PacketHasher::nic`]), looks up the owning worker
+//! (`RssConfig::cpu(hash)`, buckets spread over the workers), and either
+//! processes the packet in place (*direct dispatch*, when the input runs on
+//! the owner) or pushes it on the single-producer single-consumer ring from
+//! this worker to the owner. There is one ring per ordered (worker, worker)
+//! pair, so every ring has exactly one producer thread and no locks exist on
+//! the data path; buffers travel back to their pool through a second ring
+//! per pair.
+//!
+//! Each worker takes packets in batches of [`NetisrConfig::batch`] (1..=256):
+//! optional prefetch of every packet's header, then of every packet's
+//! flow-table bucket ([`Handler::prefetch`]), then parse and handle each.
+//!
+//! Fragments go to the worker's [`Reassembler`] (all fragments of a
+//! datagram share the NIC's 2-tuple hash, so they meet on one worker).
+//! A completed datagram, and the inner packet of a decapsulated tunnel, is
+//! re-hashed with its full hash type and *re-injected*: handled at once if
+//! this worker owns the new hash, queued to the owner otherwise, as
+//! FreeBSD's `ip_reass` + `netisr_dispatch` does.
+//!
+//! Forwarded packets go through send aggregation ([`crate::output`]).
+//! Counters follow `netstat -Q`: per worker dispatched (direct), queued,
+//! handled, queue drops, queue high-water mark, plus re-injected,
+//! reassembled and drops by reason.
+
+pub mod ring;
+mod worker;
+
+use crate::hash::PacketHasher;
+use crate::io::Source;
+use crate::output::{FlushPolicy, OutputCounters, Sink};
+use crate::pool::DEFAULT_STRIDE;
+use crate::reass::{ReassConfig, ReassCounters};
+use crate::wire::{DropCounters, Packet, ParseConfig};
+use anyhow::{bail, Result};
+use ring::RingMonitor;
+use rsskit_core::rss::RssConfig;
+use rsskit_core::{HashConfig, RssKey};
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+pub use crate::pool::{mbuf_flags, Mbuf};
+
+/// What to prefetch in a batch (the background's experiment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Prefetch {
+    #[default]
+    None,
+    /// Packet headers.
+    Header,
+    /// Flow-table buckets.
+    Bucket,
+    /// Both.
+    Both,
+}
+
+impl Prefetch {
+    /// All four, in table order.
+    pub const ALL: [Prefetch; 4] = [Prefetch::None, Prefetch::Header, Prefetch::Bucket, Prefetch::Both];
+
+    /// Prefetch headers?
+    pub fn header(self) -> bool {
+        matches!(self, Prefetch::Header | Prefetch::Both)
+    }
+
+    /// Prefetch buckets?
+    pub fn bucket(self) -> bool {
+        matches!(self, Prefetch::Bucket | Prefetch::Both)
+    }
+
+    /// Name as on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Prefetch::None => "none",
+            Prefetch::Header => "header",
+            Prefetch::Bucket => "bucket",
+            Prefetch::Both => "both",
+        }
+    }
+}
+
+impl std::str::FromStr for Prefetch {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Prefetch::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| format!("prefetch must be none, header, bucket or both, not {s:?}"))
+    }
+}
+
+/// Prefetches the cache line at `p` into all levels. A hint: never faults,
+/// whatever `p` is. No-op on targets without a prefetch intrinsic here.
+#[inline(always)]
+pub fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: PREFETCHT0 is a hint; it does not fault on any address and
+    // SSE is part of the x86_64 baseline.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Per-worker packet processing (the "protocol handler").
+pub trait Handler: Send + 'static {
+    /// Prefetch the state `hash` will touch (flow-table bucket).
+    #[inline]
+    fn prefetch(&self, _hash: u32) {}
+    /// Handles one parsed packet (not a fragment, not a tunnel: those are
+    /// reassembled / decapsulated and re-injected first).
+    fn handle(&mut self, ctx: &PacketCtx, pkt: &Packet<'_>) -> Verdict;
+}
+
+/// What the handler is told besides the packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PacketCtx {
+    /// Worker index.
+    pub worker: usize,
+    /// The packet's RSS hash (after re-injection: the full re-hash).
+    pub hash: u32,
+    /// [`mbuf_flags`] bits.
+    pub flags: u8,
+    /// Capture timestamp (ns since the epoch, 0 if unknown).
+    pub ts_ns: u64,
+}
+
+/// What to do with a handled packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Send it on (through send aggregation).
+    Forward,
+    /// Consume it.
+    Drop,
+}
+
+/// A flow table: open addressing on the RSS hash (linear probing, 8-byte
+/// slots: 32-bit hash + 32-bit packet count), one per worker, no locks.
+/// The default handler of `rsskit pipeline`: every packet touches its
+/// flow's slot, as a firewall state lookup would.
+pub struct FlowCounter {
+    slots: Vec<(u32, u32)>,
+    mask: usize,
+    /// Distinct flows seen (until the table is 3/4 full).
+    pub flows: usize,
+    /// Packets not recorded because the table was full.
+    pub overflow: u64,
+}
+
+impl FlowCounter {
+    /// A table with `slots` slots (rounded up to a power of two).
+    pub fn new(slots: usize) -> Self {
+        let n = slots.max(16).next_power_of_two();
+        FlowCounter { slots: vec![(0, 0); n], mask: n - 1, flows: 0, overflow: 0 }
+    }
+
+    #[inline]
+    fn index(&self, hash: u32) -> usize {
+        // The low bits chose the worker (same for every flow here); mix.
+        (hash.wrapping_mul(0x9e37_79b1) as usize >> 7) & self.mask
+    }
+
+    /// Packets recorded for `hash`.
+    pub fn get(&self, hash: u32) -> u32 {
+        let mut i = self.index(hash);
+        for _ in 0..=self.mask {
+            let (h, n) = self.slots[i];
+            if n == 0 {
+                return 0;
+            }
+            if h == hash {
+                return n;
+            }
+            i = (i + 1) & self.mask;
+        }
+        0
+    }
+}
+
+impl Handler for FlowCounter {
+    #[inline]
+    fn prefetch(&self, hash: u32) {
+        prefetch(self.slots[self.index(hash)..].as_ptr().cast());
+    }
+
+    #[inline]
+    fn handle(&mut self, ctx: &PacketCtx, _pkt: &Packet<'_>) -> Verdict {
+        let mut i = self.index(ctx.hash);
+        let full = self.flows * 4 >= self.slots.len() * 3;
+        loop {
+            let s = &mut self.slots[i];
+            if s.1 == 0 {
+                if full {
+                    self.overflow += 1;
+                    return Verdict::Forward;
+                }
+                *s = (ctx.hash, 1);
+                self.flows += 1;
+                return Verdict::Forward;
+            }
+            if s.0 == ctx.hash {
+                s.1 = s.1.saturating_add(1);
+                return Verdict::Forward;
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+}
+
+/// Dispatch configuration.
+#[derive(Debug, Clone)]
+pub struct NetisrConfig {
+    /// Workers (1..=64).
+    pub workers: usize,
+    /// Pin worker i to `cpus[i]` (no pinning when `None`).
+    pub cpus: Option<Vec<usize>>,
+    /// Batch size, 1..=256.
+    pub batch: usize,
+    pub prefetch: Prefetch,
+    /// Slots of each (worker, worker) ring (netisr's queue limit).
+    pub ring_capacity: usize,
+    /// Buffers in each worker's pool (0 = enough for every ring to fill).
+    pub pool_buffers: usize,
+    /// Buffer stride (default 1920).
+    pub stride: usize,
+    pub key: RssKey,
+    pub hash_config: HashConfig,
+    /// Bucket bits (default: FreeBSD's for the worker count).
+    pub bucket_bits: Option<u32>,
+    pub parse: ParseConfig,
+    /// Reassembly limits; `None` turns reassembly off (fragments are handled as they are).
+    pub reass: Option<ReassConfig>,
+    /// Decapsulate tunnels and re-inject the inner packet.
+    pub decap: bool,
+    pub flush: FlushPolicy,
+}
+
+impl Default for NetisrConfig {
+    fn default() -> Self {
+        NetisrConfig {
+            workers: 1,
+            cpus: None,
+            batch: 32,
+            prefetch: Prefetch::None,
+            ring_capacity: 1024,
+            pool_buffers: 0,
+            stride: DEFAULT_STRIDE,
+            key: RssKey::microsoft(),
+            hash_config: HashConfig::default(),
+            bucket_bits: None,
+            parse: ParseConfig::default(),
+            reass: Some(ReassConfig::default()),
+            decap: true,
+            flush: FlushPolicy::default(),
+        }
+    }
+}
+
+impl NetisrConfig {
+    /// Checks the ranges.
+    pub fn validate(&self) -> Result<()> {
+        if !(1..=64).contains(&self.workers) {
+            bail!("workers must be 1..=64, not {}", self.workers);
+        }
+        if !(1..=256).contains(&self.batch) {
+            bail!("batch must be 1..=256, not {}", self.batch);
+        }
+        if let Some(c) = &self.cpus {
+            if c.len() < self.workers {
+                bail!("{} workers need {} CPUs, the CPU list has {}", self.workers, self.workers, c.len());
+            }
+        }
+        if self.stride < 128 {
+            bail!("buffer stride must be at least 128 bytes, not {}", self.stride);
+        }
+        if self.ring_capacity < 2 {
+            bail!("ring capacity must be at least 2");
+        }
+        Ok(())
+    }
+
+    /// The bucket layout over worker indices 0..workers.
+    pub fn rss(&self) -> Result<RssConfig> {
+        RssConfig::with_ncpus(self.workers, self.bucket_bits).map_err(|e| anyhow::anyhow!("{e}"))
+    }
+}
+
+/// A worker's own counters (single writer; published to the monitor).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct WorkerCounters {
+    /// Frames read from the sources homed on this worker.
+    pub input: u64,
+    /// Packets this worker's inputs processed in place (direct dispatch).
+    pub dispatched: u64,
+    /// Packets handled (parsed and processed) by this worker, including
+    /// re-injected ones.
+    pub handled: u64,
+    /// Packets this worker re-injected (after reassembly or decapsulation).
+    pub reinjected: u64,
+    /// ... of which this worker owned and processed at once.
+    pub reinjected_direct: u64,
+    /// Datagrams reassembled here.
+    pub reassembled: u64,
+    /// Tunnel packets decapsulated here.
+    pub decapsulated: u64,
+    /// Packets the handler forwarded to the output.
+    pub forwarded: u64,
+    /// Packets the handler consumed.
+    pub consumed: u64,
+    /// Times the input paused because every pool buffer was in flight
+    /// (backpressure; no frame is lost).
+    pub pool_stalls: u64,
+    /// Frames dropped by the parser, by reason.
+    #[serde(skip)]
+    pub drops: DropCounters,
+    #[serde(skip)]
+    pub reass: ReassCounters,
+    pub output: OutputCounters,
+}
+
+impl WorkerCounters {
+    /// Parser drops, total.
+    pub fn parse_drops(&self) -> u64 {
+        self.drops.total()
+    }
+}
+
+/// A worker as `netstat -Q` shows it: its counters plus the state of the
+/// rings that feed it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkerReport {
+    pub worker: usize,
+    pub cpu: Option<usize>,
+    pub counters: WorkerCounters,
+    /// Packets queued to this worker (by other workers' inputs and re-injection).
+    pub queued: u64,
+    /// Packets refused because a ring to this worker was full.
+    pub qdrops: u64,
+    /// Highest occupancy of any ring to this worker.
+    pub high_water: usize,
+    /// Packets waiting in the rings to this worker now.
+    pub queue_len: usize,
+    /// Source drops (kernel ring drops...).
+    pub source_drops: u64,
+}
+
+impl WorkerReport {
+    /// Everything this worker dropped (queue, parser, reassembly, buffers).
+    pub fn total_drops(&self) -> u64 {
+        self.qdrops + self.counters.drops.total() + self.counters.reass.dropped()
+    }
+}
+
+/// State shared between the workers and the controlling thread.
+pub(crate) struct Control {
+    /// Sources that have not finished.
+    pub inputs_active: AtomicUsize,
+    /// Ask sources to stop (duration elapsed, signal).
+    pub stop_inputs: AtomicBool,
+    /// Everything drained: workers exit.
+    pub stop: AtomicBool,
+    pub workers: Vec<WorkerShared>,
+}
+
+pub(crate) struct WorkerShared {
+    /// Last loop found no work.
+    pub idle: AtomicBool,
+    /// Loops that did work (termination check).
+    pub work: AtomicU64,
+    /// Published counters.
+    pub counters: Mutex<WorkerCounters>,
+    pub source_drops: AtomicU64,
+}
+
+/// Running dispatch: monitor it, stop it, collect the handlers.
+pub struct Netisr<H: Handler> {
+    ctl: Arc<Control>,
+    /// `monitors[dst]`: rings into worker `dst`.
+    monitors: Vec<Vec<RingMonitor<Mbuf>>>,
+    threads: Vec<JoinHandle<Result<(H, WorkerCounters)>>>,
+    cpus: Vec<Option<usize>>,
+    started: Instant,
+}
+
+/// The result of a run.
+#[derive(Debug)]
+pub struct RunReport<H> {
+    pub workers: Vec<WorkerReport>,
+    pub handlers: Vec<H>,
+    pub elapsed: Duration,
+}
+
+impl<H> RunReport<H> {
+    /// Sum of the per-worker counters.
+    pub fn total(&self) -> WorkerReport {
+        let mut t = WorkerReport::default();
+        for w in &self.workers {
+            let c = &w.counters;
+            let tc = &mut t.counters;
+            tc.input += c.input;
+            tc.dispatched += c.dispatched;
+            tc.handled += c.handled;
+            tc.reinjected += c.reinjected;
+            tc.reinjected_direct += c.reinjected_direct;
+            tc.reassembled += c.reassembled;
+            tc.decapsulated += c.decapsulated;
+            tc.forwarded += c.forwarded;
+            tc.consumed += c.consumed;
+            tc.pool_stalls += c.pool_stalls;
+            tc.drops.merge(&c.drops);
+            tc.reass.merge(&c.reass);
+            tc.output.merge(&c.output);
+            t.queued += w.queued;
+            t.qdrops += w.qdrops;
+            t.high_water = t.high_water.max(w.high_water);
+            t.queue_len += w.queue_len;
+            t.source_drops += w.source_drops;
+        }
+        t
+    }
+}
+
+impl<H: Handler> Netisr<H> {
+    /// Starts the workers. `inputs`: `(home worker, source)`; `sinks` and
+    /// `handlers`: one per worker.
+    pub fn start(
+        cfg: NetisrConfig,
+        inputs: Vec<(usize, Box<dyn Source>)>,
+        sinks: Vec<Box<dyn Sink>>,
+        handlers: Vec<H>,
+    ) -> Result<Self> {
+        cfg.validate()?;
+        let n = cfg.workers;
+        if sinks.len() != n || handlers.len() != n {
+            bail!(
+                "need one sink and one handler per worker ({n}), got {} and {}",
+                sinks.len(),
+                handlers.len()
+            );
+        }
+        if let Some((w, _)) = inputs.iter().find(|(w, _)| *w >= n) {
+            bail!("input homed on worker {w}, but there are only {n} workers");
+        }
+        let rss = cfg.rss()?;
+        let hasher = PacketHasher::new(&cfg.key, cfg.hash_config);
+        let ctl = Arc::new(Control {
+            inputs_active: AtomicUsize::new(inputs.len()),
+            stop_inputs: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            workers: (0..n)
+                .map(|_| WorkerShared {
+                    idle: AtomicBool::new(false),
+                    work: AtomicU64::new(0),
+                    counters: Mutex::new(WorkerCounters::default()),
+                    source_drops: AtomicU64::new(0),
+                })
+                .collect(),
+        });
+        let parts = worker::build(&cfg, n, rss, hasher, inputs, sinks, handlers, &ctl)?;
+        let monitors = parts.monitors;
+        let mut threads = Vec::with_capacity(n);
+        let mut cpus = Vec::with_capacity(n);
+        for w in parts.workers {
+            let cpu = cfg.cpus.as_ref().map(|c| c[w.id()]);
+            cpus.push(cpu);
+            let t =
+                std::thread::Builder::new().name(format!("netisr{}", w.id())).spawn(move || w.run(cpu))?;
+            threads.push(t);
+        }
+        Ok(Netisr { ctl, monitors, threads, cpus, started: Instant::now() })
+    }
+
+    /// Live snapshot of every worker.
+    pub fn snapshot(&self) -> Vec<WorkerReport> {
+        (0..self.ctl.workers.len())
+            .map(|w| {
+                let counters = *self.ctl.workers[w].counters.lock().unwrap_or_else(|e| e.into_inner());
+                self.report(w, counters)
+            })
+            .collect()
+    }
+
+    fn report(&self, w: usize, counters: WorkerCounters) -> WorkerReport {
+        let mut r = WorkerReport { worker: w, cpu: self.cpus[w], counters, ..Default::default() };
+        for m in &self.monitors[w] {
+            let s = m.stats();
+            r.queued += s.queued;
+            r.qdrops += s.drops;
+            r.high_water = r.high_water.max(s.high_water);
+            r.queue_len += s.len;
+        }
+        r.source_drops = self.ctl.workers[w].source_drops.load(Ordering::Relaxed);
+        r
+    }
+
+    /// Asks the sources to stop; the workers then drain and exit.
+    pub fn stop_inputs(&self) {
+        self.ctl.stop_inputs.store(true, Ordering::SeqCst);
+    }
+
+    /// Time since start.
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// True once every source is done and everything queued was handled.
+    fn quiescent(&self) -> bool {
+        if self.ctl.inputs_active.load(Ordering::SeqCst) != 0 {
+            return false;
+        }
+        let scan = || -> Option<Vec<u64>> {
+            let mut work = Vec::new();
+            for ws in &self.ctl.workers {
+                if !ws.idle.load(Ordering::SeqCst) {
+                    return None;
+                }
+                work.push(ws.work.load(Ordering::SeqCst));
+            }
+            if self.monitors.iter().flatten().any(|m| m.stats().len != 0) {
+                return None;
+            }
+            Some(work)
+        };
+        let Some(a) = scan() else { return false };
+        std::thread::sleep(Duration::from_millis(2));
+        let Some(b) = scan() else { return false };
+        a == b
+    }
+
+    /// Waits until all sources are done and drained (or `duration` passed,
+    /// which stops the sources), calling `status` every `interval`. Then
+    /// joins the workers.
+    pub fn wait(
+        self,
+        duration: Option<Duration>,
+        interval: Duration,
+        mut status: impl FnMut(&[WorkerReport], Duration),
+    ) -> Result<RunReport<H>> {
+        let mut next_status = Instant::now() + interval;
+        let deadline = duration.map(|d| self.started + d);
+        loop {
+            if self.threads.iter().any(|t| t.is_finished()) {
+                break; // a worker failed (or exited): collect below
+            }
+            if self.quiescent() {
+                break;
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                self.stop_inputs();
+            }
+            if now >= next_status {
+                status(&self.snapshot(), self.started.elapsed());
+                next_status += interval;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let elapsed = self.started.elapsed();
+        self.ctl.stop_inputs.store(true, Ordering::SeqCst);
+        self.ctl.stop.store(true, Ordering::SeqCst);
+        let mut handlers = Vec::new();
+        let mut finals = Vec::new();
+        let mut first_err = None;
+        for t in self.threads.into_iter() {
+            match t.join() {
+                Ok(Ok((h, c))) => {
+                    handlers.push(h);
+                    finals.push(c);
+                }
+                Ok(Err(e)) => {
+                    first_err.get_or_insert(e);
+                }
+                Err(_) => {
+                    first_err.get_or_insert(anyhow::anyhow!("a netisr worker panicked"));
+                }
+            }
+        }
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        let me = Netisr::<H> {
+            ctl: self.ctl,
+            monitors: self.monitors,
+            threads: Vec::new(),
+            cpus: self.cpus,
+            started: self.started,
+        };
+        let workers = finals.into_iter().enumerate().map(|(w, c)| me.report(w, c)).collect();
+        Ok(RunReport { workers, handlers, elapsed })
+    }
+
+    /// [`Netisr::wait`] without status reports or deadline.
+    pub fn join(self) -> Result<RunReport<H>> {
+        self.wait(None, Duration::from_secs(3600), |_, _| ())
+    }
+}
+
+/// Convenience: the names of the drop reasons with counts, for reports.
+pub fn drop_reasons(c: &WorkerCounters) -> Vec<(String, u64)> {
+    let mut v: Vec<(String, u64)> = c.drops.nonzero().map(|(r, n)| (r.name().to_string(), n)).collect();
+    let r = &c.reass;
+    for (name, n) in [
+        ("frag_duplicate", r.duplicates),
+        ("frag_overlap", r.overlaps),
+        ("frag_dead_datagram", r.dead),
+        ("frag_tiny", r.tiny),
+        ("frag_inconsistent", r.inconsistent),
+        ("frag_too_big", r.too_big),
+        ("frag_too_many_datagrams", r.too_many_datagrams),
+        ("frag_too_many_fragments", r.too_many_fragments),
+        ("frag_memory_limit", r.memory_limit),
+        ("frag_malformed", r.malformed),
+        ("frag_timeout", r.timeouts),
+    ] {
+        if n > 0 {
+            v.push((name.to_string(), n));
+        }
+    }
+    v
+}

@@ -1,0 +1,506 @@
+//! The worker loop.
+
+use super::ring::{ring, Consumer, Producer, RingMonitor};
+use super::{mbuf_flags, prefetch, Control, Handler, Mbuf, NetisrConfig, PacketCtx, Verdict, WorkerCounters};
+use crate::hash::PacketHasher;
+use crate::io::{Recv, Source};
+use crate::output::{Aggregator, FlushReason, Sink};
+use crate::pool::{Pool, PoolMem};
+use crate::reass::{ReassOutcome, Reassembler};
+use crate::wire::{parse_ethernet, ParseConfig};
+use anyhow::Result;
+use rsskit_core::rss::RssConfig;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Publish counters to the monitor after this many handled packets.
+const PUBLISH_EVERY: u64 = 4096;
+
+pub(super) struct Parts<H: Handler> {
+    pub workers: Vec<Worker<H>>,
+    pub monitors: Vec<Vec<RingMonitor<Mbuf>>>,
+}
+
+struct Input {
+    src: Box<dyn Source>,
+    done: bool,
+}
+
+pub(super) struct Worker<H: Handler> {
+    id: usize,
+    rss: RssConfig,
+    hasher: PacketHasher,
+    parse: ParseConfig,
+    batch: usize,
+    prefetch_header: bool,
+    prefetch_bucket: bool,
+    decap: bool,
+    inputs: Vec<Input>,
+    pool: Pool,
+    /// Every pool by id; keeps their memory alive while mbufs point into it.
+    _pools: Vec<Arc<PoolMem>>,
+    /// `tx[j]`: ring to worker j (None for self).
+    tx: Vec<Option<Producer<Mbuf>>>,
+    rx: Vec<Consumer<Mbuf>>,
+    /// `ret_tx[j]`: returns buffers of pool j (None for self).
+    ret_tx: Vec<Option<Producer<u32>>>,
+    ret_rx: Vec<Consumer<u32>>,
+    reass: Option<Reassembler>,
+    handler: H,
+    out: Aggregator,
+    /// Flushed mbufs waiting to be released (reused allocation).
+    freed: Vec<Mbuf>,
+    sink: Box<dyn Sink>,
+    c: WorkerCounters,
+    ctl: Arc<Control>,
+    epoch: Instant,
+    last_publish: u64,
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn build<H: Handler>(
+    cfg: &NetisrConfig,
+    n: usize,
+    rss: RssConfig,
+    hasher: PacketHasher,
+    inputs: Vec<(usize, Box<dyn Source>)>,
+    sinks: Vec<Box<dyn Sink>>,
+    handlers: Vec<H>,
+    ctl: &Arc<Control>,
+) -> Result<Parts<H>> {
+    let cap = cfg.ring_capacity.max(2).next_power_of_two();
+    // Enough buffers that the rings to every other worker, a batch and an
+    // output group can all be full at once, plus slack.
+    let pool_buffers = if cfg.pool_buffers > 0 {
+        cfg.pool_buffers
+    } else {
+        cap * n + 4 * cfg.batch + 4 * cfg.flush.max_packets + 1024
+    };
+    let pools: Vec<Pool> = (0..n).map(|_| Pool::new(pool_buffers, cfg.stride)).collect();
+    let mems: Vec<Arc<PoolMem>> = pools.iter().map(|p| p.mem().clone()).collect();
+    // Rings (src -> dst).
+    let mut tx: Vec<Vec<Option<Producer<Mbuf>>>> = (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
+    let mut rx: Vec<Vec<Consumer<Mbuf>>> = (0..n).map(|_| Vec::new()).collect();
+    let mut monitors: Vec<Vec<RingMonitor<Mbuf>>> = (0..n).map(|_| Vec::new()).collect();
+    let mut ret_tx: Vec<Vec<Option<Producer<u32>>>> =
+        (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
+    let mut ret_rx: Vec<Vec<Consumer<u32>>> = (0..n).map(|_| Vec::new()).collect();
+    for s in 0..n {
+        for d in 0..n {
+            if s == d {
+                continue;
+            }
+            let (p, c, m) = ring::<Mbuf>(cap);
+            tx[s][d] = Some(p);
+            rx[d].push(c);
+            monitors[d].push(m);
+            // Buffers of pool d held by worker s go back on s -> d; it can
+            // hold every buffer of the pool, so a return never fails.
+            let (p, c, _) = ring::<u32>(pool_buffers);
+            ret_tx[s][d] = Some(p);
+            ret_rx[d].push(c);
+        }
+    }
+    let mut homed: Vec<Vec<Input>> = (0..n).map(|_| Vec::new()).collect();
+    for (w, src) in inputs {
+        homed[w].push(Input { src, done: false });
+    }
+    let epoch = Instant::now();
+    let mut workers = Vec::with_capacity(n);
+    let mut it =
+        pools.into_iter().zip(sinks).zip(handlers).zip(homed).zip(tx).zip(rx).zip(ret_tx).zip(ret_rx);
+    for id in 0..n {
+        let (((((((pool, sink), handler), inputs), tx), rx), ret_tx), ret_rx) =
+            it.next().expect("one per worker");
+        workers.push(Worker {
+            id,
+            rss: rss.clone(),
+            hasher: hasher.clone(),
+            parse: cfg.parse,
+            batch: cfg.batch,
+            prefetch_header: cfg.prefetch.header(),
+            prefetch_bucket: cfg.prefetch.bucket(),
+            decap: cfg.decap,
+            inputs,
+            pool,
+            _pools: mems.clone(),
+            tx,
+            rx,
+            ret_tx,
+            ret_rx,
+            reass: cfg.reass.map(Reassembler::new),
+            handler,
+            out: Aggregator::new(cfg.flush),
+            freed: Vec::with_capacity(cfg.flush.max_packets),
+            sink,
+            c: WorkerCounters::default(),
+            ctl: ctl.clone(),
+            epoch,
+            last_publish: 0,
+        });
+    }
+    Ok(Parts { workers, monitors })
+}
+
+impl<H: Handler> Worker<H> {
+    pub fn id(&self) -> usize {
+        self.id
+    }
+
+    pub fn run(mut self, cpu: Option<usize>) -> Result<(H, WorkerCounters)> {
+        if let Some(cpu) = cpu {
+            rsskit_linux::affinity::pin_current_thread(cpu)?;
+        }
+        let mut local: Vec<Mbuf> = Vec::with_capacity(self.batch * 2);
+        let mut idle_loops = 0u32;
+        let ctl = self.ctl.clone();
+        let ws = &ctl.workers[self.id];
+        loop {
+            ws.idle.store(false, Ordering::SeqCst);
+            // `more`: some input or ring still had a full batch waiting.
+            let (mut did, mut more) = self.poll_inputs(&mut local);
+            // Direct-dispatched packets first, then the rings, batch by batch.
+            if !local.is_empty() {
+                self.process_batch(&mut local);
+            }
+            for r in 0..self.rx.len() {
+                let n = self.rx[r].pop_into(&mut local, self.batch);
+                if n > 0 {
+                    did = true;
+                    more |= n == self.batch;
+                    self.process_batch(&mut local);
+                }
+            }
+            if did && !more {
+                // Ran out of input for now: DragonFly's rollup.
+                self.flush(FlushReason::Idle);
+            }
+            if let Some(reass) = &mut self.reass {
+                let now = self.epoch.elapsed().as_nanos() as u64;
+                if reass.next_deadline().is_some_and(|d| d <= now) {
+                    reass.expire(now);
+                }
+            }
+            if did {
+                idle_loops = 0;
+                ws.work.fetch_add(1, Ordering::SeqCst);
+                if self.c.handled + self.c.input - self.last_publish >= PUBLISH_EVERY {
+                    self.publish();
+                }
+                continue;
+            }
+            self.flush(FlushReason::Idle);
+            self.publish();
+            ws.idle.store(true, Ordering::SeqCst);
+            if ctl.stop.load(Ordering::SeqCst) {
+                break;
+            }
+            idle_loops = idle_loops.saturating_add(1);
+            if idle_loops < 64 {
+                std::hint::spin_loop();
+            } else if idle_loops < 256 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+        self.flush(FlushReason::Final);
+        self.sink.finish()?;
+        if let Some(r) = &self.reass {
+            self.c.reass = *r.counters();
+        }
+        self.publish();
+        Ok((self.handler, self.c))
+    }
+
+    fn publish(&mut self) {
+        if let Some(r) = &self.reass {
+            self.c.reass = *r.counters();
+        }
+        self.c.output = self.out.counters;
+        self.last_publish = self.c.handled + self.c.input;
+        let ws = &self.ctl.workers[self.id];
+        *ws.counters.lock().unwrap_or_else(|e| e.into_inner()) = self.c;
+        let drops: u64 = self.inputs.iter().map(|i| i.src.drops()).sum();
+        ws.source_drops.store(drops, Ordering::Relaxed);
+    }
+
+    /// Reads up to one batch from the sources homed here: hash, then direct
+    /// dispatch into `local` or queue to the owner.
+    fn poll_inputs(&mut self, local: &mut Vec<Mbuf>) -> (bool, bool) {
+        if self.inputs.is_empty() {
+            return (false, false);
+        }
+        let stop = self.ctl.stop_inputs.load(Ordering::Relaxed);
+        let mut did = false;
+        let mut more = false;
+        for i in 0..self.inputs.len() {
+            if self.inputs[i].done {
+                continue;
+            }
+            if stop {
+                self.input_done(i);
+                continue;
+            }
+            let mut got = 0;
+            for _ in 0..self.batch {
+                let Some(idx) = self.alloc() else {
+                    // Every buffer is in flight: leave the frame in the source.
+                    more = true;
+                    break;
+                };
+                let (len, ts_ns, heap) = match self.inputs[i].src.recv() {
+                    Recv::Frame { data, ts_ns } => {
+                        if data.len() <= self.pool.stride() {
+                            // SAFETY: we hold `idx` (just allocated).
+                            let buf = unsafe { self.pool.mem().buf_mut(idx) };
+                            buf[..data.len()].copy_from_slice(data);
+                            (data.len(), ts_ns, None)
+                        } else {
+                            (data.len(), ts_ns, Some(data.to_vec()))
+                        }
+                    }
+                    Recv::Idle => {
+                        self.pool.free(idx);
+                        break;
+                    }
+                    Recv::Done => {
+                        self.pool.free(idx);
+                        self.input_done(i);
+                        break;
+                    }
+                };
+                did = true;
+                got += 1;
+                self.c.input += 1;
+                let m = match heap {
+                    Some(v) => {
+                        self.pool.free(idx);
+                        Mbuf::heap(v, 0, ts_ns, 0)
+                    }
+                    // SAFETY: we hold `idx` and hand it to the mbuf; every
+                    // pool's memory lives as long as any worker (`_pools`).
+                    None => unsafe { Mbuf::pooled(self.pool.mem(), self.id as u16, idx, len, 0, ts_ns) },
+                };
+                self.dispatch_input(m, local);
+            }
+            more |= got == self.batch;
+        }
+        (did, more)
+    }
+
+    fn input_done(&mut self, i: usize) {
+        if !self.inputs[i].done {
+            self.inputs[i].done = true;
+            self.ctl.inputs_active.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// The input stage for one frame: the NIC's hash, then direct dispatch
+    /// or queue.
+    #[inline]
+    fn dispatch_input(&mut self, mut m: Mbuf, local: &mut Vec<Mbuf>) {
+        let hash = match parse_ethernet(m.data(), &self.parse) {
+            Ok(p) => self.hasher.nic(&p).hash,
+            Err(r) => {
+                self.c.drops.inc(r);
+                self.release(m);
+                return;
+            }
+        };
+        m.hash = hash;
+        let owner = self.rss.cpu(hash);
+        if owner == self.id {
+            self.c.dispatched += 1;
+            local.push(m);
+            if local.len() >= self.batch {
+                self.process_batch(local);
+            }
+        } else {
+            self.enqueue(owner, m);
+        }
+    }
+
+    /// Queues `m` to worker `owner`; a full ring drops it (counted by the ring).
+    #[inline]
+    fn enqueue(&mut self, owner: usize, m: Mbuf) {
+        let r = self.tx[owner].as_mut().expect("ring to another worker");
+        if let Err(m) = r.push(m) {
+            self.release(m);
+        }
+    }
+
+    /// A free buffer of our pool, refilling from the return rings if needed.
+    #[inline]
+    fn alloc(&mut self) -> Option<u32> {
+        if let Some(i) = self.pool.alloc() {
+            return Some(i);
+        }
+        for r in &mut self.ret_rx {
+            while let Some(i) = r.pop() {
+                self.pool.free(i);
+            }
+        }
+        let i = self.pool.alloc();
+        if i.is_none() {
+            // Backpressure: the frame stays in the source until buffers return.
+            self.c.pool_stalls += 1;
+        }
+        i
+    }
+
+    /// Frees an mbuf: a heap buffer is dropped, a pool buffer goes back to
+    /// its pool (through the return ring if it is another worker's).
+    #[inline]
+    fn release(&mut self, m: Mbuf) {
+        if let Some((pool, idx)) = m.pool_slot() {
+            let pool = pool as usize;
+            if pool == self.id {
+                self.pool.free(idx);
+            } else if let Some(r) = self.ret_tx[pool].as_mut() {
+                // Sized to hold the whole pool: cannot be full.
+                let _ = r.push(idx);
+            }
+        }
+    }
+
+    /// Processes `local` (drained) in batches: prefetch headers, prefetch
+    /// buckets, then parse and handle each packet.
+    fn process_batch(&mut self, local: &mut Vec<Mbuf>) {
+        let mut batch = std::mem::take(local);
+        let mut start = 0;
+        while start < batch.len() {
+            let end = (start + self.batch).min(batch.len());
+            if self.prefetch_header {
+                for m in &batch[start..end] {
+                    prefetch(m.as_ptr());
+                }
+            }
+            if self.prefetch_bucket {
+                for m in &batch[start..end] {
+                    self.handler.prefetch(m.hash);
+                }
+            }
+            start = end;
+        }
+        for m in batch.drain(..) {
+            self.process(m);
+        }
+        *local = batch;
+    }
+
+    /// Handles one packet on its owning worker.
+    fn process(&mut self, m: Mbuf) {
+        self.c.handled += 1;
+        enum Next {
+            Handled(Verdict),
+            Reinject(Vec<u8>, u8),
+            Consumed,
+            Dropped,
+        }
+        let next = {
+            let data = m.data();
+            match parse_ethernet(data, &self.parse) {
+                Err(r) => {
+                    self.c.drops.inc(r);
+                    Next::Dropped
+                }
+                Ok(p) => {
+                    let frag = p.inner.is_none() && p.outer.is_fragment();
+                    if let (true, Some(reass)) = (frag, self.reass.as_mut()) {
+                        let now = self.epoch.elapsed().as_nanos() as u64;
+                        match reass.push(&p.outer, now) {
+                            ReassOutcome::Complete(ip) => {
+                                self.c.reassembled += 1;
+                                Next::Reinject(with_link(&data[..12], &ip), mbuf_flags::REASSEMBLED)
+                            }
+                            ReassOutcome::Held => Next::Consumed,
+                            ReassOutcome::Dropped(_) => Next::Dropped,
+                            ReassOutcome::NotFragment => {
+                                let ctx = self.ctx(&m);
+                                Next::Handled(self.handler.handle(&ctx, &p))
+                            }
+                        }
+                    } else if let (Some(inner), true) = (&p.inner, self.decap) {
+                        self.c.decapsulated += 1;
+                        Next::Reinject(with_link(&data[..12], inner.bytes), mbuf_flags::DECAPSULATED)
+                    } else {
+                        let ctx = self.ctx(&m);
+                        Next::Handled(self.handler.handle(&ctx, &p))
+                    }
+                }
+            }
+        };
+        match next {
+            Next::Handled(Verdict::Forward) => {
+                self.c.forwarded += 1;
+                if let Some(reason) = self.out.push(m) {
+                    self.flush(reason);
+                }
+            }
+            Next::Handled(Verdict::Drop) => {
+                self.c.consumed += 1;
+                self.release(m);
+            }
+            Next::Consumed | Next::Dropped => self.release(m),
+            Next::Reinject(frame, flag) => {
+                let ts = m.ts_ns;
+                let flags = m.flags | flag;
+                self.release(m);
+                self.reinject(frame, flags, ts);
+            }
+        }
+    }
+
+    fn ctx(&self, m: &Mbuf) -> PacketCtx {
+        PacketCtx { worker: self.id, hash: m.hash, flags: m.flags, ts_ns: m.ts_ns }
+    }
+
+    /// Re-hash with the full hash type and hand to the owner: at once if it
+    /// is this worker, through its ring otherwise.
+    fn reinject(&mut self, frame: Vec<u8>, flags: u8, ts_ns: u64) {
+        let hash = match parse_ethernet(&frame, &self.parse) {
+            Ok(p) => self.hasher.nic(&p).hash,
+            Err(r) => {
+                self.c.drops.inc(r);
+                return;
+            }
+        };
+        self.c.reinjected += 1;
+        let m = Mbuf::heap(frame, hash, ts_ns, flags | mbuf_flags::REINJECTED);
+        let owner = self.rss.cpu(hash);
+        if owner == self.id {
+            self.c.reinjected_direct += 1;
+            self.process(m);
+        } else {
+            self.enqueue(owner, m);
+        }
+    }
+
+    fn flush(&mut self, reason: FlushReason) {
+        if self.out.pending() == 0 {
+            return;
+        }
+        let mut done = std::mem::take(&mut self.freed);
+        self.out.flush(reason, self.sink.as_mut(), |m| done.push(m));
+        for m in done.drain(..) {
+            self.release(m);
+        }
+        self.freed = done;
+    }
+}
+
+/// `dst MAC + src MAC` of the original frame, the ethertype for `ip`, then `ip`.
+fn with_link(macs: &[u8], ip: &[u8]) -> Vec<u8> {
+    let mut f = Vec::with_capacity(14 + ip.len());
+    let h = crate::io::eth_header_for(ip);
+    if macs.len() == 12 {
+        f.extend_from_slice(macs);
+    } else {
+        f.extend_from_slice(&h[..12]);
+    }
+    f.extend_from_slice(&h[12..]);
+    f.extend_from_slice(ip);
+    f
+}
