@@ -22,6 +22,8 @@ pub struct UdpOptions {
     pub nonblocking: bool,
     /// `SO_RCVTIMEO` (blocking sockets).
     pub read_timeout: Option<Duration>,
+    /// `SO_SNDTIMEO` (blocking sockets).
+    pub write_timeout: Option<Duration>,
     /// `IP_PKTINFO` / `IPV6_RECVPKTINFO`: every datagram carries the local
     /// address it was sent to ([`Batch::local_ip`]); needed when bound to
     /// the wildcard address.
@@ -56,6 +58,9 @@ pub fn udp_socket(addr: SocketAddr, opts: &UdpOptions) -> io::Result<Socket> {
     s.set_nonblocking(opts.nonblocking).map_err(|e| ctx(e, "O_NONBLOCK"))?;
     if opts.read_timeout.is_some() {
         s.set_read_timeout(opts.read_timeout).map_err(|e| ctx(e, "SO_RCVTIMEO"))?;
+    }
+    if opts.write_timeout.is_some() {
+        s.set_write_timeout(opts.write_timeout).map_err(|e| ctx(e, "SO_SNDTIMEO"))?;
     }
     s.bind(&addr.into()).map_err(|e| ctx(e, format_args!("binding UDP {addr}")))?;
     Ok(s)
@@ -176,6 +181,9 @@ pub struct Batch {
     ctrl: Vec<u64>,
     hdrs: Vec<libc::mmsghdr>,
     with_ctrl: bool,
+    /// Messages past `len` may hold queued-message state (after `clear`
+    /// or `send`): reset all of them before the next receive.
+    fresh: bool,
 }
 
 // SAFETY: the raw pointers inside `iovs` and `hdrs` point only into this
@@ -198,8 +206,19 @@ impl Batch {
         let addrs = vec![unsafe { zeroed::<libc::sockaddr_storage>() }; cap];
         let hdrs = vec![unsafe { zeroed::<libc::mmsghdr>() }; cap];
         let ctrl = vec![0u64; if with_ctrl { cap * CTRL_WORDS } else { 0 }];
-        let mut b =
-            Batch { cap, buf_size, len: 0, queued_bytes: 0, bufs, iovs, addrs, ctrl, hdrs, with_ctrl };
+        let mut b = Batch {
+            cap,
+            buf_size,
+            len: 0,
+            queued_bytes: 0,
+            bufs,
+            iovs,
+            addrs,
+            ctrl,
+            hdrs,
+            with_ctrl,
+            fresh: true,
+        };
         let base = b.bufs.as_mut_ptr();
         for i in 0..cap {
             // SAFETY: i * buf_size < cap * buf_size = bufs.len().
@@ -252,16 +271,22 @@ impl Batch {
     pub fn clear(&mut self) {
         self.len = 0;
         self.queued_bytes = 0;
+        self.fresh = true;
     }
 
-    fn reset_for_recv(&mut self) {
-        for i in 0..self.cap {
+    /// Restores the fields a previous `recvmmsg` (or queuing) changed, for
+    /// the first `n` messages.
+    fn reset_for_recv(&mut self, n: usize) {
+        for i in 0..n {
             self.iovs[i].iov_len = self.buf_size;
             let h = &mut self.hdrs[i];
             h.msg_len = 0;
             h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as u32;
             h.msg_hdr.msg_flags = 0;
             h.msg_hdr.msg_controllen = if self.with_ctrl { CTRL_LEN } else { 0 };
+            if self.with_ctrl {
+                h.msg_hdr.msg_control = (&mut self.ctrl[i * CTRL_WORDS] as *mut u64).cast();
+            }
         }
     }
 
@@ -270,8 +295,11 @@ impl Batch {
     /// queued. Otherwise it blocks for the first datagram (up to the
     /// socket's `SO_RCVTIMEO`) and takes whatever else is queued.
     pub fn recv(&mut self, s: &impl AsRawFd, dontwait: bool) -> io::Result<usize> {
-        self.clear();
-        self.reset_for_recv();
+        let dirty = if self.fresh { self.cap } else { self.len };
+        self.len = 0;
+        self.queued_bytes = 0;
+        self.reset_for_recv(dirty);
+        self.fresh = false;
         let flags = libc::MSG_WAITFORONE | if dontwait { libc::MSG_DONTWAIT } else { 0 };
         // SAFETY: hdrs has `cap` entries, each pointing at this batch's own
         // iovec, buffer of `buf_size` bytes, sockaddr_storage and control
@@ -528,6 +556,38 @@ mod tests {
     #[test]
     fn round_trip_v6() {
         batch_round_trip("[::1]");
+    }
+
+    #[test]
+    fn batches_of_varying_size_reuse_cleanly() {
+        let (srv, cli, at) = pair("127.0.0.1");
+        let mut rx = Batch::new(4, 256, true);
+        let mut tx = Batch::new(4, 256, false);
+        for round in 0..6usize {
+            let k = [4, 1, 3, 4, 2, 1][round];
+            for i in 0..k {
+                assert!(tx.push(&vec![round as u8; 10 + 50 * i], &at));
+            }
+            assert_eq!(tx.send(&cli).sent, k);
+            let mut got = 0;
+            while got < k {
+                let n = rx.recv(&srv, false).unwrap();
+                for i in 0..n {
+                    assert_eq!(rx.data(i), &vec![round as u8; 10 + 50 * (got + i)][..]);
+                    assert_eq!(rx.local_ip(i), None, "no pktinfo asked for");
+                }
+                got += n;
+            }
+            // Reuse the receive batch as a send batch and back again.
+            if round == 2 {
+                rx.clear();
+                assert!(rx.push(b"ping", &cli.local_addr().unwrap().as_socket().unwrap()));
+                assert_eq!(rx.send(&srv).sent, 1);
+                let mut b = [0u8; 8];
+                let c: &std::net::UdpSocket = &cli.try_clone().unwrap().into();
+                assert_eq!(c.recv(&mut b).unwrap(), 4);
+            }
+        }
     }
 
     #[test]

@@ -14,11 +14,12 @@ use anyhow::{bail, Context, Result};
 use rsskit_core::rss::RssConfig;
 use rsskit_core::{FlowTuple, HashConfig, HashType, L4Proto, RssKey, Toeplitz};
 use rsskit_linux::snmp::{self, SocketDrops, UdpCounters};
-use rsskit_linux::socket::{wait_readable, Batch, UdpOptions};
+use rsskit_linux::socket::{Batch, UdpOptions};
 use serde_json::json;
 use socket2::Socket;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -181,8 +182,13 @@ impl EchoServer {
         let ipv6 = cfg.bind.is_ipv6();
         let pktinfo = cfg.bind.ip().is_unspecified();
         let kernel_before = snmp::udp(ipv6).ok();
+        // Blocking sockets with timeouts: workers sleep in recvmmsg and
+        // still see the stop flag every POLL_INTERVAL; a full send buffer
+        // applies back-pressure instead of dropping replies.
         let opts = UdpOptions {
-            nonblocking: true,
+            nonblocking: false,
+            read_timeout: Some(POLL_INTERVAL),
+            write_timeout: Some(POLL_INTERVAL),
             rcvbuf: cfg.rcvbuf,
             sndbuf: cfg.sndbuf,
             pktinfo,
@@ -397,128 +403,166 @@ fn run_worker(ctx: &WorkerCtx, plan: Plan, socks: Vec<RxSocket>) -> io::Result<C
         return Ok(c);
     }
     // Allocated after pinning: first touch on the worker's own CPU.
-    let cls = Classifier {
-        toeplitz: Toeplitz::new(&plan.key),
-        hash_type: plan.hash_type,
-        local: plan.local,
-        mask: plan.mask,
+    let mut w = WorkerState {
+        cls: Classifier {
+            toeplitz: Toeplitz::new(&plan.key),
+            hash_type: plan.hash_type,
+            local: plan.local,
+            mask: plan.mask,
+        },
+        rx: Batch::new(plan.batch, plan.max_datagram, plan.pktinfo),
+        tx: Batch::new(if plan.sink { 1 } else { plan.flush_packets }, plan.max_datagram, plan.pktinfo),
+        me: ctx.index as u32,
+        my_cpu: ctx.cpu as u16,
+        plan,
     };
-    let mut rx = Batch::new(plan.batch, plan.max_datagram, plan.pktinfo);
-    let tx_cap = if plan.sink { 1 } else { plan.flush_packets };
-    let mut tx = Batch::new(tx_cap, plan.max_datagram, plan.pktinfo);
-    let me = ctx.index as u32;
-    let my_cpu = ctx.cpu as u16;
     let reply = &socks[0].sock;
-    let flush = |tx: &mut Batch, c: &mut Counters, why: FlushReason| {
-        let r = tx.send(reply);
-        c.sent += r.sent as u64;
-        c.dropped += r.failed as u64;
-        c.flushed(why);
-    };
-    let mut pfds: Vec<libc::pollfd> = socks
-        .iter()
-        .map(|s| libc::pollfd {
-            fd: std::os::fd::AsRawFd::as_raw_fd(&s.sock),
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    loop {
-        let mut got_any = false;
-        for rs in &socks {
-            let n = match rx.recv(&rs.sock, true) {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {
-                    continue
+    if socks.len() == 1 {
+        // One socket: block in recvmmsg (SO_RCVTIMEO bounds the wait, so
+        // the stop flag is seen), but never while replies are pending: then
+        // MSG_DONTWAIT, and an empty queue flushes them ("idle").
+        let rs = &socks[0];
+        while !ctx.stopping() {
+            match w.rx.recv(&rs.sock, !w.tx.is_empty()) {
+                Ok(n) => {
+                    w.handle(rs, reply, n, &mut c);
+                    if n < w.plan.batch && !w.tx.is_empty() {
+                        // The queue ran dry within this call: nothing more to read.
+                        w.flush(reply, &mut c, FlushReason::Idle);
+                    }
+                }
+                Err(e) if transient(&e) => {
+                    if !w.tx.is_empty() {
+                        w.flush(reply, &mut c, FlushReason::Idle);
+                    }
                 }
                 Err(e) => return Err(e),
-            };
-            got_any = true;
-            c.batches += 1;
-            for i in 0..n {
-                c.received += 1;
-                c.bytes += rx.data(i).len() as u64;
-                if rx.truncated(i) {
-                    c.dropped += 1;
-                    continue;
-                }
-                let from = rx.addr(i);
-                let local_ip = if plan.pktinfo { rx.local_ip(i) } else { Some(plan.local.ip()) };
-                let (hash, bucket) = match (from, local_ip) {
-                    (Some(f), Some(l)) => cls.classify(f, l).unwrap_or((0, 0)),
-                    _ => (0, 0),
-                };
-                let unowned = plan.bucket_worker[bucket as usize] != me;
-                c.unowned += u64::from(unowned);
-                let misdirected = match plan.mode {
-                    Steer::Cpu => rs.kernel_cpu != my_cpu,
-                    _ => unowned,
-                };
-                c.misdirected += u64::from(misdirected);
-                let d = rx.data_mut(i);
-                if proto::is_probe(d) {
-                    if !plan.sink {
-                        proto::write_stamp(
-                            d,
-                            &ServerStamp {
-                                worker: me as u16,
-                                cpu: my_cpu,
-                                bucket: bucket as u16,
-                                kernel_cpu: rs.kernel_cpu,
-                                hash,
-                                flags: if unowned { FLAG_MISDIRECTED } else { 0 },
-                            },
-                        );
+            }
+            ctx.stats.publish(&c);
+        }
+    } else {
+        // Several sockets (cpu steering, CPUs without a worker): poll them.
+        let mut pfds: Vec<libc::pollfd> = socks
+            .iter()
+            .map(|s| libc::pollfd { fd: s.sock.as_raw_fd(), events: libc::POLLIN, revents: 0 })
+            .collect();
+        while !ctx.stopping() {
+            let mut got_any = false;
+            for rs in &socks {
+                match w.rx.recv(&rs.sock, true) {
+                    Ok(n) => {
+                        got_any = true;
+                        w.handle(rs, reply, n, &mut c);
                     }
-                } else {
-                    c.foreign += 1;
+                    Err(e) if transient(&e) => {}
+                    Err(e) => return Err(e),
                 }
-                if !plan.sink {
-                    tx.push_from(&rx, i);
-                    if tx.len() >= plan.flush_packets {
-                        flush(&mut tx, &mut c, FlushReason::Count);
-                    } else if tx.queued_bytes() >= plan.flush_bytes {
-                        flush(&mut tx, &mut c, FlushReason::Bytes);
+            }
+            if !got_any {
+                if !w.tx.is_empty() {
+                    w.flush(reply, &mut c, FlushReason::Idle);
+                } else {
+                    // SAFETY: `pfds` is a live array of `len` pollfds.
+                    let rc = unsafe {
+                        libc::poll(
+                            pfds.as_mut_ptr(),
+                            pfds.len() as libc::nfds_t,
+                            POLL_INTERVAL.as_millis() as i32,
+                        )
+                    };
+                    if rc < 0 {
+                        let e = io::Error::last_os_error();
+                        if e.kind() != io::ErrorKind::Interrupted {
+                            return Err(e);
+                        }
                     }
                 }
             }
             ctx.stats.publish(&c);
         }
-        if ctx.stopping() {
-            break;
-        }
-        if !got_any {
-            // Nothing more to read: send what is pending, then sleep.
-            if !tx.is_empty() {
-                flush(&mut tx, &mut c, FlushReason::Idle);
-                ctx.stats.publish(&c);
+    }
+    if !w.tx.is_empty() {
+        w.flush(reply, &mut c, FlushReason::Idle);
+    }
+    ctx.stats.publish(&c);
+    Ok(c)
+}
+
+/// Errors that only mean "nothing to read right now".
+fn transient(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted)
+}
+
+/// A worker's own state: its hasher, batches and plan.
+struct WorkerState {
+    cls: Classifier,
+    rx: Batch,
+    tx: Batch,
+    me: u32,
+    my_cpu: u16,
+    plan: Plan,
+}
+
+impl WorkerState {
+    fn flush(&mut self, reply: &Socket, c: &mut Counters, why: FlushReason) {
+        let r = self.tx.send(reply);
+        c.sent += r.sent as u64;
+        c.dropped += r.failed as u64;
+        c.flushed(why);
+    }
+
+    /// Classifies, stamps and queues the `n` datagrams just received on `rs`.
+    #[inline]
+    fn handle(&mut self, rs: &RxSocket, reply: &Socket, n: usize, c: &mut Counters) {
+        c.batches += 1;
+        for i in 0..n {
+            c.received += 1;
+            c.bytes += self.rx.data(i).len() as u64;
+            if self.rx.truncated(i) {
+                c.dropped += 1;
                 continue;
             }
-            if pfds.len() == 1 {
-                wait_readable(reply, POLL_INTERVAL)?;
+            let from = self.rx.addr(i);
+            let local_ip = if self.plan.pktinfo { self.rx.local_ip(i) } else { Some(self.plan.local.ip()) };
+            let (hash, bucket) = match (from, local_ip) {
+                (Some(f), Some(l)) => self.cls.classify(f, l).unwrap_or((0, 0)),
+                _ => (0, 0),
+            };
+            let unowned = self.plan.bucket_worker[bucket as usize] != self.me;
+            c.unowned += u64::from(unowned);
+            let misdirected = match self.plan.mode {
+                Steer::Cpu => rs.kernel_cpu != self.my_cpu,
+                _ => unowned,
+            };
+            c.misdirected += u64::from(misdirected);
+            let d = self.rx.data_mut(i);
+            if proto::is_probe(d) {
+                if !self.plan.sink {
+                    proto::write_stamp(
+                        d,
+                        &ServerStamp {
+                            worker: self.me as u16,
+                            cpu: self.my_cpu,
+                            bucket: bucket as u16,
+                            kernel_cpu: rs.kernel_cpu,
+                            hash,
+                            flags: if unowned { FLAG_MISDIRECTED } else { 0 },
+                        },
+                    );
+                }
             } else {
-                // SAFETY: `pfds` is a live array of `len` pollfds.
-                let rc = unsafe {
-                    libc::poll(
-                        pfds.as_mut_ptr(),
-                        pfds.len() as libc::nfds_t,
-                        POLL_INTERVAL.as_millis() as i32,
-                    )
-                };
-                if rc < 0 {
-                    let e = io::Error::last_os_error();
-                    if e.kind() != io::ErrorKind::Interrupted {
-                        return Err(e);
-                    }
+                c.foreign += 1;
+            }
+            if !self.plan.sink {
+                self.tx.push_from(&self.rx, i);
+                if self.tx.len() >= self.plan.flush_packets {
+                    self.flush(reply, c, FlushReason::Count);
+                } else if self.tx.queued_bytes() >= self.plan.flush_bytes {
+                    self.flush(reply, c, FlushReason::Bytes);
                 }
             }
         }
     }
-    if !tx.is_empty() {
-        flush(&mut tx, &mut c, FlushReason::Idle);
-    }
-    ctx.stats.publish(&c);
-    Ok(c)
 }
 
 #[cfg(test)]
@@ -642,6 +686,43 @@ mod tests {
         assert_eq!(r.totals().misdirected, 0);
         let r = echo_round(Steer::Toeplitz, "[::]:0", HashConfig::all(), &["[::1]:0", "[::1]:0"]);
         assert_eq!(r.totals().misdirected, 0);
+    }
+
+    #[test]
+    fn cpu_mode_with_a_cpu_subset_knows_the_kernel_cpu() {
+        let online = rsskit_linux::cpulist::online();
+        if online.len() < 2 {
+            eprintln!("SKIPPED cpu_mode_with_a_cpu_subset_knows_the_kernel_cpu: needs 2 online CPUs");
+            return;
+        }
+        let mut cfg = EchoConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.steer = Steer::Cpu;
+        cfg.cpus = vec![online[0]];
+        let srv = EchoServer::start(cfg).unwrap();
+        assert_eq!(srv.workers()[0].extra_cpus, online[1..].to_vec());
+        let at = srv.local_addr();
+        let mut seen = Vec::new();
+        for &cpu in &online[..2] {
+            let (kcpu, flags) = std::thread::spawn(move || {
+                rsskit_linux::affinity::pin_current_thread(cpu).unwrap();
+                let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+                s.send_to(&probe(0, 0, 64), at).unwrap();
+                let mut b = [0u8; 128];
+                let n = s.recv(&mut b).unwrap();
+                let st = proto::read_stamp(&b[..n]).unwrap();
+                (st.kernel_cpu, st.worker)
+            })
+            .join()
+            .unwrap();
+            seen.push((cpu, kcpu, flags));
+        }
+        assert_eq!(seen[0].1 as usize, online[0], "own CPU");
+        assert_eq!(seen[1].1 as usize, online[1], "the kernel CPU of a CPU without a worker is known");
+        assert!(seen.iter().all(|s| s.2 == 0), "both served by worker 0");
+        let r = srv.stop().unwrap();
+        assert_eq!(r.totals().received, 2);
+        assert_eq!(r.totals().misdirected, 1, "the one processed on the other CPU");
     }
 
     #[test]
