@@ -5,7 +5,7 @@
 //! Every source yields Ethernet II frames (captures of raw IP are given a
 //! synthetic Ethernet header), so the data plane has one link layer.
 
-// pub mod afpacket;
+pub mod afpacket;
 pub mod pcap;
 
 /// One receive attempt.
