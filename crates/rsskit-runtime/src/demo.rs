@@ -93,6 +93,7 @@ pub fn run(cfg: &DemoConfig, stop: &AtomicBool, mut on_second: impl FnMut(&Secon
         duration: Some(cfg.duration),
         count: None,
         window: Some(cfg.window),
+        burst: 1,
         spread: true,
         src_net: None,
         threads: 1,

@@ -120,6 +120,9 @@ pub struct LoadConfig {
     pub count: Option<u64>,
     /// Most datagrams outstanding per stream (closed loop).
     pub window: Option<u32>,
+    /// With `rate`: send in bursts of this many datagrams (round-robin over
+    /// the thread's streams), like a NIC coalescing interrupts; 1: evenly paced.
+    pub burst: u32,
     /// Pick sources so the streams land in distinct buckets.
     pub spread: bool,
     /// Source network to pick addresses from (address-only hashing).
@@ -156,6 +159,9 @@ impl LoadConfig {
         }
         if self.count == Some(0) {
             bail!("--count must be at least 1");
+        }
+        if self.burst == 0 || self.burst > 4096 {
+            bail!("--burst must be 1..=4096, not {}", self.burst);
         }
         if self.window == Some(0) {
             bail!("--window must be at least 1");
@@ -749,7 +755,15 @@ fn sender(
         // Send what is due.
         if draining_since.is_none() {
             let due = match rate {
-                Some(r) => ((r * elapsed.as_secs_f64()) as u64).saturating_sub(thread_sent).min(256),
+                Some(r) => {
+                    let d = ((r * elapsed.as_secs_f64()) as u64).saturating_sub(thread_sent);
+                    // Hold back until a whole burst is due.
+                    if d < u64::from(cfg.burst) {
+                        0
+                    } else {
+                        d.min(256.max(u64::from(cfg.burst)))
+                    }
+                }
                 None => 64,
             };
             let mut tries = 0;
@@ -869,7 +883,7 @@ fn sender(
             // Nothing to do: wait for an echo or the next send slot.
             let wait_ns: i64 = match (rate, draining_since) {
                 (Some(r), None) => {
-                    let next_at = (thread_sent + 1) as f64 / r;
+                    let next_at = (thread_sent + u64::from(cfg.burst)) as f64 / r;
                     ((next_at - (Instant::now() - start).as_secs_f64()) * 1e9).clamp(0.0, 5e6) as i64
                 }
                 (None, None) if cfg.window.is_some() => 1_000_000,
@@ -905,6 +919,7 @@ mod tests {
             duration: Some(Duration::from_millis(100)),
             count: None,
             window: None,
+            burst: 1,
             spread: true,
             src_net: None,
             threads: 1,

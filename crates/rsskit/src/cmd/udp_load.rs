@@ -38,6 +38,10 @@ pub struct Args {
     /// Most datagrams outstanding per stream (closed loop).
     #[arg(long)]
     window: Option<u32>,
+    /// With --rate: send in bursts of N datagrams (round-robin over the
+    /// streams) instead of evenly paced, like a NIC coalescing interrupts.
+    #[arg(long, default_value_t = 1)]
+    burst: u32,
     /// Pick the sources with the tuple finder so that the streams land in
     /// distinct buckets of the server's table.
     #[arg(long)]
@@ -130,6 +134,7 @@ fn config(a: &Args) -> Result<LoadConfig> {
         duration: a.duration.map(|d| seconds("--duration", d)).transpose()?,
         count: a.count,
         window: a.window,
+        burst: a.burst,
         spread: a.spread_buckets,
         src_net: a.src_net,
         threads: a.threads,
