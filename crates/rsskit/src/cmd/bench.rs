@@ -8,8 +8,8 @@
 //! the same bytes with the same key.
 
 use super::common::{key_arg, print_json};
-use anyhow::{bail, Result};
-use rsskit_core::{toeplitz::reference, RssKey, Toeplitz};
+use anyhow::{bail, Context, Result};
+use rsskit_core::{toeplitz::reference, FlowTuple, HashType, L4Proto, RssKey, Toeplitz};
 use serde_json::json;
 use std::hint::black_box;
 use std::time::Instant;
@@ -41,6 +41,10 @@ pub struct ToeplitzArgs {
     /// RSS key: default (Microsoft), symmetric, random, or 40+ bytes of hex.
     #[arg(long, default_value = "default", value_parser = key_arg)]
     key: RssKey,
+    /// Merge a peer harness's results (JSON of the same shape, e.g. from
+    /// bench/dpdk/thash_bench.c); its "check" must match ours.
+    #[arg(long, value_name = "FILE")]
+    peers: Option<std::path::PathBuf>,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -152,6 +156,18 @@ fn toeplitz(a: ToeplitzArgs) -> Result<()> {
             bail!("implementations disagree on input {x:02x?}");
         }
     }
+    // What a peer harness must reproduce to be compared honestly.
+    let spec = FlowTuple::new("66.9.149.187".parse()?, 2794, "161.142.100.80".parse()?, 1766, L4Proto::Tcp);
+    let spec_hash = t.hash_input(&spec.input(HashType::TcpIpv4)?);
+    let check = json!({
+        "spec_vector_tcp_ipv4": spec_hash,
+        "xor_ipv4-4tuple": o4.iter().fold(0, |a, h| a ^ h),
+        "xor_ipv6-4tuple": o6.iter().fold(0, |a, h| a ^ h),
+    });
+    let peers = match &a.peers {
+        Some(path) => Some(read_peers(path, &check)?),
+        None => None,
+    };
     let ref_n = (a.iters / 64).max(1024);
     let mut cases = vec![
         Case {
@@ -199,13 +215,22 @@ fn toeplitz(a: ToeplitzArgs) -> Result<()> {
             c.samples.push(dt / n as f64);
         }
     }
-    let results: Vec<(&str, &str, f64)> =
-        cases.into_iter().map(|c| (c.imp, c.input, median(c.samples))).collect();
+    let mut results: Vec<(String, String, f64)> =
+        cases.into_iter().map(|c| (c.imp.to_string(), c.input.to_string(), median(c.samples))).collect();
+    if let Some((peer_results, _)) = &peers {
+        results.extend(peer_results.iter().cloned());
+    }
     let backend = t.backend().name();
     if a.json {
         let rs: Vec<_> =
             results.iter().map(|(i, inp, ns)| json!({"impl": i, "input": inp, "ns_per_hash": ns})).collect();
+        let mut check = check;
+        if let Some((_, pc)) = &peers {
+            check["peer"] = pc.clone();
+            check["peer_agrees"] = json!(true);
+        }
         return print_json(&json!({
+            "check": check,
             "batch_backend": backend,
             "iters": a.iters,
             "rounds": a.rounds,
@@ -216,17 +241,58 @@ fn toeplitz(a: ToeplitzArgs) -> Result<()> {
         }));
     }
     println!("Toeplitz hash, ns per hash (median of {} rounds; batch path: {backend})", a.rounds);
-    println!("{:<10} {:>14} {:>10} {:>14} {:>10}", "impl", "ipv4-4tuple", "vs ref", "ipv6-4tuple", "vs ref");
-    let get = |i: &str, inp: &str| results.iter().find(|r| r.0 == i && r.1 == inp).map(|r| r.2).unwrap();
-    for imp in ["reference", "fast", "batch"] {
-        let (n4, n6) = (get(imp, "ipv4-4tuple"), get(imp, "ipv6-4tuple"));
+    println!("{:<16} {:>14} {:>10} {:>14} {:>10}", "impl", "ipv4-4tuple", "vs ref", "ipv6-4tuple", "vs ref");
+    let get = |i: &str, inp: &str| results.iter().find(|r| r.0 == i && r.1 == inp).map(|r| r.2);
+    let mut imps: Vec<&str> = Vec::new();
+    for r in &results {
+        if !imps.contains(&r.0.as_str()) {
+            imps.push(&r.0);
+        }
+    }
+    let cell = |v: Option<f64>, r: Option<f64>| match (v, r) {
+        (Some(v), Some(r)) => format!("{v:>14.3} {:>9.1}x", r / v),
+        _ => format!("{:>14} {:>10}", "-", "-"),
+    };
+    for imp in imps {
         println!(
-            "{imp:<10} {n4:>14.3} {:>9.1}x {n6:>14.3} {:>9.1}x",
-            get("reference", "ipv4-4tuple") / n4,
-            get("reference", "ipv6-4tuple") / n6
+            "{imp:<16} {} {}",
+            cell(get(imp, "ipv4-4tuple"), get("reference", "ipv4-4tuple")),
+            cell(get(imp, "ipv6-4tuple"), get("reference", "ipv6-4tuple"))
         );
     }
+    if peers.is_some() {
+        println!("peer harness check: same spec-vector hash and same hashes of every input");
+    }
     Ok(())
+}
+
+/// Reads a peer harness's JSON, checks that it hashed the same inputs to the
+/// same values, and returns its results and its check object.
+#[allow(clippy::type_complexity)]
+fn read_peers(
+    path: &std::path::Path,
+    ours: &serde_json::Value,
+) -> Result<(Vec<(String, String, f64)>, serde_json::Value)> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    let pc = &v["check"];
+    for field in ["spec_vector_tcp_ipv4", "xor_ipv4-4tuple", "xor_ipv6-4tuple"] {
+        if pc[field] != ours[field] {
+            bail!("peer harness disagrees on {field}: {} vs ours {}", pc[field], ours[field]);
+        }
+    }
+    if pc["dpdk_paths_disagree"].as_u64().unwrap_or(0) != 0 {
+        bail!("peer harness: its own implementations disagree ({})", pc["dpdk_paths_disagree"]);
+    }
+    let mut out = Vec::new();
+    for r in v["results"].as_array().context("peer JSON has no \"results\" list")? {
+        match (r["impl"].as_str(), r["input"].as_str(), r["ns_per_hash"].as_f64()) {
+            (Some(i), Some(inp), Some(ns)) => out.push((i.to_string(), inp.to_string(), ns)),
+            _ => bail!("peer result is not {{impl, input, ns_per_hash}}: {r}"),
+        }
+    }
+    Ok((out, pc.clone()))
 }
 
 #[cfg(test)]
