@@ -9,6 +9,7 @@
 //! - [`reass`]: bounded, sans-I/O IPv4/IPv6 fragment reassembly.
 
 pub mod build;
+pub mod firewall;
 pub mod classify;
 pub mod hash;
 pub mod io;

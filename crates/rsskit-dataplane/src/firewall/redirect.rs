@@ -1,0 +1,217 @@
+//! State-based redirection across workers (DragonFly's section 5.4).
+//!
+//! A `redirect tcp 10.0.0.1:8080 -> 10.0.0.2:80` flow has two states:
+//!
+//! - the **master** `{client:cport, 10.0.0.1:8080}` on the worker owning the
+//!   original flow, installed when the first packet matches the rule;
+//! - the **slave** `{10.0.0.2:80, client:cport}` on the worker owning the
+//!   translated flow, which is almost always another worker.
+//!
+//! The master worker rewrites the packet (destination address and port,
+//! incremental checksum updates) and hands it to the slave's worker with a
+//! [`Resume::NewSlave`] message: no lock, no shared table. That worker
+//! installs the slave and continues rule processing *after* the redirect
+//! rule with the translated packet. Later packets of the flow are
+//! translated by the master and sent with [`Resume::ToSlave`].
+//!
+//! Replies (`10.0.0.2:80 -> client`) reach the slave's worker (symmetric
+//! steering, see the module docs of [`crate::firewall`]); the slave
+//! translates the source back to `10.0.0.1:8080` and sends the packet to the
+//! master with [`Resume::ToMaster`], so the master sees both directions and
+//! alone tracks the TCP state and the lifetime of the flow.
+//!
+//! Only the master starts deletion: when it expires or closes it is removed
+//! from its table and a [`Control::DeleteSlave`] message goes to the slave's
+//! worker. Slaves are pinned (never expire by themselves). Each worker's
+//! input is FIFO per sender, so a packet the master forwarded before the
+//! delete is processed before it: in-flight packets never find their slave
+//! gone. A reply in flight towards a master that was just removed finds no
+//! master and passes (it was translated by a live slave), counted as `stale`.
+
+use super::state::FlowKey;
+use core::net::IpAddr;
+
+/// Which side of a redirection a state is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Master,
+    Slave,
+}
+
+/// Translation data of a redirected flow's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Xlat {
+    pub role: Role,
+    /// The worker holding the other state.
+    pub peer: u16,
+    /// The client's endpoint.
+    pub client: (IpAddr, u16),
+    /// Original destination (what the client talks to).
+    pub orig: (IpAddr, u16),
+    /// New destination (where the packets go).
+    pub new: (IpAddr, u16),
+}
+
+impl Xlat {
+    /// Key of the master state.
+    pub fn master_key(&self, proto: u8) -> FlowKey {
+        FlowKey::of(self.client.0, self.client.1, self.orig.0, self.orig.1, proto).0
+    }
+
+    /// Key of the slave state.
+    pub fn slave_key(&self, proto: u8) -> FlowKey {
+        FlowKey::of(self.client.0, self.client.1, self.new.0, self.new.1, proto).0
+    }
+}
+
+/// A packet handed from one worker to another, with what to do with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resume {
+    /// First packet of a redirected flow, already translated: install the
+    /// slave and continue with the rules after rule number `after_rule`.
+    NewSlave { master: u16, after_rule: u16, orig: (IpAddr, u16) },
+    /// A later client packet, already translated.
+    ToSlave,
+    /// A reply, already translated back: the master tracks it.
+    ToMaster,
+}
+
+/// A message between workers that carries no packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// The master of this slave is gone: remove the slave.
+    DeleteSlave { key: FlowKey },
+}
+
+/// Incremental checksum update (RFC 1624, eqn. 3) replacing the 16-bit
+/// words of `old` by those of `new` (equal, even lengths).
+pub fn csum_replace(sum: u16, old: &[u8], new: &[u8]) -> u16 {
+    let mut acc: u32 = u32::from(!sum);
+    for c in old.chunks_exact(2) {
+        acc += u32::from(!u16::from_be_bytes([c[0], c[1]]));
+    }
+    for c in new.chunks_exact(2) {
+        acc += u32::from(u16::from_be_bytes([c[0], c[1]]));
+    }
+    while acc >> 16 != 0 {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    !(acc as u16)
+}
+
+fn addr_bytes(a: &IpAddr) -> ([u8; 16], usize) {
+    let mut b = [0u8; 16];
+    match a {
+        IpAddr::V4(v) => {
+            b[..4].copy_from_slice(&v.octets());
+            (b, 4)
+        }
+        IpAddr::V6(v) => {
+            b.copy_from_slice(&v.octets());
+            (b, 16)
+        }
+    }
+}
+
+/// Where the headers of a packet start in its frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Offsets {
+    /// Start of the IP header.
+    pub ip: usize,
+    /// Start of the TCP/UDP header.
+    pub l4: usize,
+    pub ipv6: bool,
+    /// 6 or 17.
+    pub proto: u8,
+}
+
+/// Rewrites the destination (`dst = true`) or source endpoint of a TCP or
+/// UDP packet in place to `to`, updating the IPv4 header checksum and the
+/// transport checksum incrementally. The family of `to` must be the
+/// packet's. Returns false (nothing changed) if the frame is too short.
+pub fn rewrite(frame: &mut [u8], o: &Offsets, dst: bool, to: (IpAddr, u16)) -> bool {
+    let (new_a, alen) = addr_bytes(&to.0);
+    if alen != if o.ipv6 { 16 } else { 4 } {
+        return false;
+    }
+    let (aoff, csum_off) = if o.ipv6 {
+        (o.ip + if dst { 24 } else { 8 }, None)
+    } else {
+        (o.ip + if dst { 16 } else { 12 }, Some(o.ip + 10))
+    };
+    let poff = o.l4 + if dst { 2 } else { 0 };
+    let l4c = o.l4 + if o.proto == 6 { 16 } else { 6 };
+    if frame.len() < aoff + alen || frame.len() < l4c + 2 {
+        return false;
+    }
+    let mut old_a = [0u8; 16];
+    old_a[..alen].copy_from_slice(&frame[aoff..aoff + alen]);
+    let old_p = [frame[poff], frame[poff + 1]];
+    let new_p = to.1.to_be_bytes();
+    frame[aoff..aoff + alen].copy_from_slice(&new_a[..alen]);
+    frame[poff..poff + 2].copy_from_slice(&new_p);
+    if let Some(c) = csum_off {
+        let s = u16::from_be_bytes([frame[c], frame[c + 1]]);
+        let s = csum_replace(s, &old_a[..alen], &new_a[..alen]);
+        frame[c..c + 2].copy_from_slice(&s.to_be_bytes());
+    }
+    let s = u16::from_be_bytes([frame[l4c], frame[l4c + 1]]);
+    // IPv4 UDP checksum 0 means "none": leave it.
+    if !(o.proto == 17 && !o.ipv6 && s == 0) {
+        let s = csum_replace(s, &old_a[..alen], &new_a[..alen]);
+        let mut s = csum_replace(s, &old_p, &new_p);
+        if o.proto == 17 && s == 0 {
+            s = 0xffff;
+        }
+        frame[l4c..l4c + 2].copy_from_slice(&s.to_be_bytes());
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::build;
+    use crate::wire::internet_checksum;
+    use core::net::Ipv4Addr;
+
+    fn tcp_csum_ok(ip: &[u8]) -> bool {
+        let hl = usize::from(ip[0] & 0xf) * 4;
+        let l4 = &ip[hl..];
+        let mut ph = Vec::new();
+        ph.extend_from_slice(&ip[12..20]);
+        ph.push(0);
+        ph.push(ip[9]);
+        ph.extend_from_slice(&(l4.len() as u16).to_be_bytes());
+        ph.extend_from_slice(l4);
+        internet_checksum(&ph) == 0
+    }
+
+    #[test]
+    fn rewrite_keeps_checksums_valid() {
+        let src = Ipv4Addr::new(192, 168, 1, 10);
+        let dst = Ipv4Addr::new(10, 0, 0, 1);
+        let mut t = build::tcp(40000, 8080, b"hello");
+        // Fill a correct TCP checksum first.
+        let mut ph = Vec::new();
+        ph.extend_from_slice(&src.octets());
+        ph.extend_from_slice(&dst.octets());
+        ph.extend_from_slice(&[0, 6]);
+        ph.extend_from_slice(&(t.len() as u16).to_be_bytes());
+        ph.extend_from_slice(&t);
+        let c = internet_checksum(&ph);
+        t[16..18].copy_from_slice(&c.to_be_bytes());
+        let ip = build::ipv4(&build::V4::new(src, dst, 6), &t);
+        let mut f = build::eth(0x0800, &[], &ip);
+        assert!(tcp_csum_ok(&f[14..]));
+        let o = Offsets { ip: 14, l4: 34, ipv6: false, proto: 6 };
+        assert!(rewrite(&mut f, &o, true, (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)), 80)));
+        assert_eq!(&f[30..34], &[10, 0, 0, 2]);
+        assert_eq!(u16::from_be_bytes([f[36], f[37]]), 80);
+        assert_eq!(internet_checksum(&f[14..34]), 0, "IPv4 header checksum");
+        assert!(tcp_csum_ok(&f[14..]));
+        assert!(rewrite(&mut f, &o, false, (IpAddr::V4(Ipv4Addr::new(172, 16, 0, 9)), 1234)));
+        assert_eq!(internet_checksum(&f[14..34]), 0);
+        assert!(tcp_csum_ok(&f[14..]));
+    }
+}

@@ -1,0 +1,223 @@
+//! Threaded drivers.
+//!
+//! - [`run`]: a dispatcher (the caller's thread) steers each input frame to
+//!   its worker by RSS, like a NIC queue would, in batches over channels;
+//!   one thread per worker filters; frames a redirection hands over and
+//!   control messages go to the target worker's channel (FIFO per sender,
+//!   as [`super::redirect`] requires); passed frames go to one output
+//!   callback. Used by `rsskit firewall` for pcap input.
+//! - [`replay_partitioned`]: the benchmark loop: each worker thread replays
+//!   its own pre-steered frames from memory (what a NIC with one RX queue
+//!   per worker delivers), no dispatcher, no channels.
+
+use super::{Control, Dir, Firewall, Resume, Snapshot, Steering, Verdict};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// One input frame.
+#[derive(Debug, Clone)]
+pub struct Input {
+    pub frame: Vec<u8>,
+    pub dir: Dir,
+    /// The frame's time (ms): capture time for a replay, wall clock live.
+    pub ts_ms: u64,
+}
+
+enum Item {
+    Wire(Input),
+    Resume(Input, Resume),
+    Control(Control),
+}
+
+/// Totals of a [`run`].
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    pub elapsed: Duration,
+    pub inputs: u64,
+    pub snapshot: Snapshot,
+}
+
+/// Filters `inputs` on one thread per worker. `output` gets every passed
+/// frame; `status` is called about once per `status_every` with a snapshot.
+pub fn run(
+    fw: &Arc<Firewall>,
+    inputs: impl Iterator<Item = Input>,
+    batch: usize,
+    mut output: impl FnMut(Vec<u8>, Dir) + Send,
+    status_every: Option<Duration>,
+    mut status: impl FnMut(&Snapshot),
+) -> RunReport {
+    let n = fw.config.workers;
+    let batch = batch.max(1);
+    let steer = Steering::new(&fw.config.key, fw.config.hash, n);
+    let inflight = AtomicI64::new(0);
+    let done = AtomicBool::new(false);
+    let (txs, rxs): (Vec<_>, Vec<_>) = (0..n).map(|_| mpsc::channel::<Vec<Item>>()).unzip();
+    let (out_tx, out_rx) = mpsc::channel::<(Vec<u8>, Dir)>();
+    let start = Instant::now();
+    let mut count = 0u64;
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            for (f, d) in out_rx {
+                output(f, d);
+            }
+        });
+        for (id, rx) in rxs.into_iter().enumerate() {
+            let peers = txs.clone();
+            let out = out_tx.clone();
+            let inflight = &inflight;
+            let done = &done;
+            let mut w = fw.worker(id);
+            s.spawn(move || {
+                let mut now = 0u64;
+                loop {
+                    match rx.recv_timeout(Duration::from_millis(1)) {
+                        Ok(items) => {
+                            if let Some(ts) = items
+                                .iter()
+                                .map(|i| match i {
+                                    Item::Wire(x) | Item::Resume(x, _) => x.ts_ms,
+                                    Item::Control(_) => 0,
+                                })
+                                .max()
+                            {
+                                now = now.max(ts);
+                            }
+                            w.begin_batch(now);
+                            for item in items {
+                                let (mut inp, v) = match item {
+                                    Item::Wire(mut x) => {
+                                        let v = w.process(&mut x.frame, x.dir, now);
+                                        (x, v)
+                                    }
+                                    Item::Resume(mut x, m) => {
+                                        let v = w.resume(&mut x.frame, x.dir, m, now);
+                                        (x, v)
+                                    }
+                                    Item::Control(c) => {
+                                        w.control(c);
+                                        inflight.fetch_sub(1, Ordering::AcqRel);
+                                        continue;
+                                    }
+                                };
+                                match v {
+                                    Verdict::Pass => {
+                                        let _ = out.send((std::mem::take(&mut inp.frame), inp.dir));
+                                    }
+                                    Verdict::Drop => {}
+                                    Verdict::Forward { to, msg } => {
+                                        inflight.fetch_add(1, Ordering::AcqRel);
+                                        let _ = peers[to].send(vec![Item::Resume(inp, msg)]);
+                                    }
+                                }
+                                for (to, c) in w.drain_outbox() {
+                                    inflight.fetch_add(1, Ordering::AcqRel);
+                                    let _ = peers[to].send(vec![Item::Control(c)]);
+                                }
+                                inflight.fetch_sub(1, Ordering::AcqRel);
+                            }
+                            w.publish();
+                        }
+                        Err(mpsc::RecvTimeoutError::Timeout) => {
+                            if done.load(Ordering::Acquire) && inflight.load(Ordering::Acquire) == 0 {
+                                break;
+                            }
+                        }
+                        Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                    }
+                }
+                // Final housekeeping: deliver what expiry produced.
+                w.publish();
+            });
+        }
+        drop(out_tx);
+        let mut pending: Vec<Vec<Item>> = (0..n).map(|_| Vec::with_capacity(batch)).collect();
+        let mut last_status = Instant::now();
+        for inp in inputs {
+            count += 1;
+            let wk = steer.worker_of_frame(&inp.frame, &fw.config.parse);
+            pending[wk].push(Item::Wire(inp));
+            if pending[wk].len() >= batch {
+                let b = std::mem::replace(&mut pending[wk], Vec::with_capacity(batch));
+                inflight.fetch_add(b.len() as i64, Ordering::AcqRel);
+                let _ = txs[wk].send(b);
+            }
+            if let Some(every) = status_every {
+                if last_status.elapsed() >= every {
+                    last_status = Instant::now();
+                    status(&fw.snapshot());
+                }
+            }
+        }
+        for (wk, b) in pending.into_iter().enumerate() {
+            if !b.is_empty() {
+                inflight.fetch_add(b.len() as i64, Ordering::AcqRel);
+                let _ = txs[wk].send(b);
+            }
+        }
+        while inflight.load(Ordering::Acquire) != 0 {
+            if let Some(every) = status_every {
+                if last_status.elapsed() >= every {
+                    last_status = Instant::now();
+                    status(&fw.snapshot());
+                }
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        done.store(true, Ordering::Release);
+    });
+    RunReport { elapsed: start.elapsed(), inputs: count, snapshot: fw.snapshot() }
+}
+
+/// Replays each worker's own frames `rounds` times from memory, one thread
+/// per worker, in batches of `batch`, the clock advancing `ms_per_batch`
+/// per batch. Frames are copied into a scratch buffer before filtering (a
+/// redirect would rewrite them). Returns the wall time of the slowest
+/// worker and the number of frames processed.
+pub fn replay_partitioned(
+    fw: &Arc<Firewall>,
+    per_worker: &[Vec<Vec<u8>>],
+    rounds: usize,
+    batch: usize,
+    ms_per_batch: u64,
+) -> (Duration, u64) {
+    let barrier = std::sync::Barrier::new(per_worker.len());
+    let start = Instant::now();
+    let total: u64 = std::thread::scope(|s| {
+        let hs: Vec<_> = per_worker
+            .iter()
+            .enumerate()
+            .map(|(id, frames)| {
+                let barrier = &barrier;
+                let mut w = fw.worker(id);
+                s.spawn(move || {
+                    let mut buf = vec![0u8; 2048];
+                    let mut now = 1u64;
+                    let mut n = 0u64;
+                    barrier.wait();
+                    for _ in 0..rounds {
+                        for chunk in frames.chunks(batch.max(1)) {
+                            w.begin_batch(now);
+                            for f in chunk {
+                                if buf.len() < f.len() {
+                                    buf.resize(f.len(), 0);
+                                }
+                                let b = &mut buf[..f.len()];
+                                b.copy_from_slice(f);
+                                let _ = w.process(b, Dir::In, now);
+                                n += 1;
+                            }
+                            now += ms_per_batch;
+                        }
+                    }
+                    w.publish();
+                    n
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap_or(0)).sum()
+    });
+    (start.elapsed(), total)
+}

@@ -1,0 +1,91 @@
+//! A deterministic single-thread driver: every worker of a firewall in one
+//! thread, each frame processed to completion (including the hops of a
+//! redirection and the control messages it causes) before the next. Tests
+//! use it to check semantics exactly; [`super::run`] is the threaded driver.
+
+use super::{Config, Dir, Firewall, Rules, Steering, Verdict, Worker};
+use std::sync::Arc;
+
+/// What happened to one frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub pass: bool,
+    /// The frame as it left (rewritten by a redirection).
+    pub frame: Vec<u8>,
+    /// The workers that handled it, in order.
+    pub hops: Vec<usize>,
+}
+
+/// All workers of a firewall, driven from one thread.
+pub struct Cluster {
+    pub fw: Arc<Firewall>,
+    pub workers: Vec<Worker>,
+    pub steer: Steering,
+}
+
+impl Cluster {
+    /// A firewall with `rules` and its workers.
+    pub fn new(config: Config, rules: Rules) -> Self {
+        let steer = Steering::new(&config.key, config.hash, config.workers);
+        let fw = Firewall::new(config, rules);
+        let workers = (0..fw.config.workers).map(|i| fw.worker(i)).collect();
+        Cluster { fw, workers, steer }
+    }
+
+    /// The worker a frame arrives at (RSS of its outer header).
+    pub fn worker_of(&self, frame: &[u8]) -> usize {
+        self.steer.worker_of_frame(frame, &self.fw.config.parse)
+    }
+
+    /// Processes one frame to completion at time `now` (ms).
+    pub fn feed(&mut self, frame: &[u8], dir: Dir, now: u64) -> Outcome {
+        let mut f = frame.to_vec();
+        let w = self.worker_of(&f);
+        self.workers[w].begin_batch(now);
+        let mut hops = vec![w];
+        let mut v = self.workers[w].process(&mut f, dir, now);
+        loop {
+            self.deliver_controls();
+            match v {
+                Verdict::Pass => return Outcome { pass: true, frame: f, hops },
+                Verdict::Drop => return Outcome { pass: false, frame: f, hops },
+                Verdict::Forward { to, msg } => {
+                    hops.push(to);
+                    self.workers[to].begin_batch(now);
+                    v = self.workers[to].resume(&mut f, dir, msg, now);
+                }
+            }
+        }
+    }
+
+    /// Runs every worker's per-batch housekeeping at `now` and delivers the
+    /// resulting messages.
+    pub fn tick(&mut self, now: u64) {
+        for w in &mut self.workers {
+            w.begin_batch(now);
+        }
+        self.deliver_controls();
+        for w in &self.workers {
+            w.publish();
+        }
+    }
+
+    /// Delivers control messages until none is left.
+    pub fn deliver_controls(&mut self) {
+        loop {
+            let msgs: Vec<_> =
+                self.workers.iter_mut().flat_map(|w| w.drain_outbox().collect::<Vec<_>>()).collect();
+            if msgs.is_empty() {
+                return;
+            }
+            for (to, c) in msgs {
+                self.workers[to].control(c);
+            }
+        }
+    }
+
+    /// States per worker.
+    pub fn states(&self) -> Vec<usize> {
+        self.workers.iter().map(|w| w.states()).collect()
+    }
+}
