@@ -25,6 +25,15 @@ pub struct Input {
     pub ts_ms: u64,
 }
 
+/// The direction of a captured frame: `out` if its source is one of `me`,
+/// else `in` (a capture taken on the host the rules protect).
+pub fn direction(frame: &[u8], me: &[std::net::IpAddr], cfg: &crate::wire::ParseConfig) -> Dir {
+    match crate::wire::parse_ethernet(frame, cfg) {
+        Ok(p) if me.contains(&p.outer.src) => Dir::Out,
+        _ => Dir::In,
+    }
+}
+
 enum Item {
     Wire(Input),
     Resume(Input, Resume),

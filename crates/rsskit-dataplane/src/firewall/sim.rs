@@ -37,11 +37,13 @@ impl Cluster {
         self.steer.worker_of_frame(frame, &self.fw.config.parse)
     }
 
-    /// Processes one frame to completion at time `now` (ms).
+    /// Processes one frame to completion at time `now` (ms), after running
+    /// every worker's housekeeping ([`Cluster::tick`]).
     pub fn feed(&mut self, frame: &[u8], dir: Dir, now: u64) -> Outcome {
+        // Every worker runs its housekeeping continuously in a real run.
+        self.tick(now);
         let mut f = frame.to_vec();
         let w = self.worker_of(&f);
-        self.workers[w].begin_batch(now);
         let mut hops = vec![w];
         let mut v = self.workers[w].process(&mut f, dir, now);
         loop {
