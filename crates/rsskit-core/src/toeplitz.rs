@@ -6,11 +6,14 @@
 //!
 //! Three implementations, which agree bit for bit (property-tested):
 //! - [`reference`]: that definition, one bit at a time. Slow; the oracle.
-//! - [`Toeplitz::hash`]: the fast single hash. The hash is linear over GF(2),
-//!   so the contribution of each input byte is precomputed per byte value
-//!   (one 256-entry `u32` table per input byte position); a hash of `n` bytes
-//!   is `n` table loads and XORs, fully unrolled for the RSS input lengths
-//!   (8, 12, 32 and 36 bytes).
+//! - [`Toeplitz::hash`]: the fast single hash. Portable path: the hash is
+//!   linear over GF(2), so the contribution of each input byte is
+//!   precomputed per byte value (one 256-entry `u32` table per input byte
+//!   position); a hash of `n` bytes is `n` table loads and XORs, fully
+//!   unrolled for the RSS input lengths (8, 12, 32 and 36 bytes). On x86-64
+//!   with VPCLMULQDQ, GFNI and AVX-512 (run-time detected), inputs of up to
+//!   36 bytes use carry-less multiplication instead ([`Backend::Avx512Clmul`]):
+//!   one multiplication per 4 input bytes, 4 per instruction.
 //! - [`Toeplitz::hash_batch`] / [`Toeplitz::hash_inputs`]: many inputs at once.
 //!   On x86-64 CPUs with GFNI and AVX-512 (F, BW, VL, VBMI), detected at run
 //!   time, 16 inputs are hashed together with `vgf2p8affineqb` (see
@@ -20,6 +23,8 @@ use crate::hashtype::HashInput;
 use crate::key::RssKey;
 use alloc::vec::Vec;
 
+#[cfg(target_arch = "x86_64")]
+mod clmul;
 #[cfg(target_arch = "x86_64")]
 mod gfni;
 
@@ -65,6 +70,11 @@ pub enum Backend {
     /// 8(i+o)+15`), so each instruction computes 64 (input byte, hash byte)
     /// products, all of them useful.
     Avx512Gfni,
+    /// Single hashes on x86-64 with VPCLMULQDQ + GFNI + AVX-512: the input's
+    /// bytes are bit-reversed (one `vgf2p8affineqb`), and each 32-bit chunk is
+    /// carry-less multiplied by the 64 key bits it meets; bits 32..63 of the
+    /// XOR of the products are the hash.
+    Avx512Clmul,
 }
 
 impl Backend {
@@ -73,6 +83,7 @@ impl Backend {
         match self {
             Backend::Scalar => "scalar",
             Backend::Avx512Gfni => "gfni",
+            Backend::Avx512Clmul => "clmul",
         }
     }
 }
@@ -86,11 +97,17 @@ pub struct Toeplitz {
     tables: Vec<[u32; 256]>,
     #[cfg(target_arch = "x86_64")]
     gfni: Option<gfni::Gfni>,
+    #[cfg(target_arch = "x86_64")]
+    clmul: Option<clmul::Clmul>,
 }
 
 impl core::fmt::Debug for Toeplitz {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Toeplitz").field("key", &self.key).field("backend", &self.backend()).finish()
+        f.debug_struct("Toeplitz")
+            .field("key", &self.key)
+            .field("backend", &self.backend())
+            .field("single_backend", &self.single_backend())
+            .finish()
     }
 }
 
@@ -102,6 +119,7 @@ impl Toeplitz {
         #[cfg(target_arch = "x86_64")]
         {
             t.gfni = gfni::Gfni::new(key.as_bytes());
+            t.clmul = clmul::Clmul::new(key.as_bytes());
         }
         t
     }
@@ -129,6 +147,8 @@ impl Toeplitz {
             tables,
             #[cfg(target_arch = "x86_64")]
             gfni: None,
+            #[cfg(target_arch = "x86_64")]
+            clmul: None,
         }
     }
 
@@ -151,12 +171,34 @@ impl Toeplitz {
         Backend::Scalar
     }
 
+    /// The backend [`Toeplitz::hash`] uses for inputs of up to 36 bytes
+    /// (longer ones: [`Backend::Scalar`]).
+    pub fn single_backend(&self) -> Backend {
+        #[cfg(target_arch = "x86_64")]
+        if self.clmul.is_some() {
+            return Backend::Avx512Clmul;
+        }
+        Backend::Scalar
+    }
+
     /// Hash of `input`.
     ///
     /// # Panics
     /// If `input` is longer than [`Self::max_input_len`] (key length - 4).
     #[inline]
     pub fn hash(&self, input: &[u8]) -> u32 {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(c) = &self.clmul {
+            if input.len() <= clmul::MAX_LEN {
+                return c.hash(input);
+            }
+        }
+        self.hash_table(input)
+    }
+
+    /// [`Self::hash`] on the portable table path, whatever the CPU.
+    #[inline]
+    pub fn hash_table(&self, input: &[u8]) -> u32 {
         match input.len() {
             12 => self.hash_array::<12>(input.try_into().unwrap()),
             36 => self.hash_array::<36>(input.try_into().unwrap()),
@@ -172,7 +214,8 @@ impl Toeplitz {
         self.hash(input.as_bytes())
     }
 
-    /// Hash of a fixed-length input: the loop is unrolled at compile time.
+    /// Hash of a fixed-length input on the table path, the loop unrolled at
+    /// compile time.
     ///
     /// # Panics
     /// If `N` is larger than [`Self::max_input_len`].

@@ -1,4 +1,5 @@
 //! rsskit runtime: pinned per-bucket workers and the tools built on them.
+pub mod http;
 pub mod proto;
 pub mod udp_load;
 pub mod stats;

@@ -147,12 +147,12 @@ fn toeplitz(a: ToeplitzArgs) -> Result<()> {
     t.hash_batch(&v4, &mut o4);
     t.hash_batch(&v6, &mut o6);
     for (x, h) in v4.iter().zip(&o4) {
-        if reference(kb, x) != *h || t.hash(x) != *h {
+        if reference(kb, x) != *h || t.hash(x) != *h || t.hash_table(x) != *h {
             bail!("implementations disagree on input {x:02x?}");
         }
     }
     for (x, h) in v6.iter().zip(&o6) {
-        if reference(kb, x) != *h || t.hash(x) != *h {
+        if reference(kb, x) != *h || t.hash(x) != *h || t.hash_table(x) != *h {
             bail!("implementations disagree on input {x:02x?}");
         }
     }
@@ -169,37 +169,16 @@ fn toeplitz(a: ToeplitzArgs) -> Result<()> {
         None => None,
     };
     let ref_n = (a.iters / 64).max(1024);
+    let case = |imp, input, n, run| Case { imp, input, n, run, samples: vec![] };
     let mut cases = vec![
-        Case {
-            imp: "reference",
-            input: "ipv4-4tuple",
-            n: ref_n,
-            run: single(|x| reference(kb, x), &v4),
-            samples: vec![],
-        },
-        Case {
-            imp: "reference",
-            input: "ipv6-4tuple",
-            n: ref_n,
-            run: single(|x| reference(kb, x), &v6),
-            samples: vec![],
-        },
-        Case {
-            imp: "fast",
-            input: "ipv4-4tuple",
-            n: a.iters,
-            run: single(|x| t.hash(x), &v4),
-            samples: vec![],
-        },
-        Case {
-            imp: "fast",
-            input: "ipv6-4tuple",
-            n: a.iters,
-            run: single(|x| t.hash(x), &v6),
-            samples: vec![],
-        },
-        Case { imp: "batch", input: "ipv4-4tuple", n: a.iters, run: batch(&t, &v4), samples: vec![] },
-        Case { imp: "batch", input: "ipv6-4tuple", n: a.iters, run: batch(&t, &v6), samples: vec![] },
+        case("reference", "ipv4-4tuple", ref_n, single(|x| reference(kb, x), &v4)),
+        case("reference", "ipv6-4tuple", ref_n, single(|x| reference(kb, x), &v6)),
+        case("fast", "ipv4-4tuple", a.iters, single(|x| t.hash(x), &v4)),
+        case("fast", "ipv6-4tuple", a.iters, single(|x| t.hash(x), &v6)),
+        case("fast_scalar", "ipv4-4tuple", a.iters, single(|x| t.hash_table(x), &v4)),
+        case("fast_scalar", "ipv6-4tuple", a.iters, single(|x| t.hash_table(x), &v6)),
+        case("batch", "ipv4-4tuple", a.iters, batch(&t, &v4)),
+        case("batch", "ipv6-4tuple", a.iters, batch(&t, &v6)),
     ];
     // Warm up, then interleave the rounds.
     for c in cases.iter_mut() {
@@ -232,6 +211,7 @@ fn toeplitz(a: ToeplitzArgs) -> Result<()> {
         return print_json(&json!({
             "check": check,
             "batch_backend": backend,
+            "fast_backend": t.single_backend().name(),
             "iters": a.iters,
             "rounds": a.rounds,
             "count": a.count,
@@ -240,7 +220,11 @@ fn toeplitz(a: ToeplitzArgs) -> Result<()> {
             "results": rs,
         }));
     }
-    println!("Toeplitz hash, ns per hash (median of {} rounds; batch path: {backend})", a.rounds);
+    println!(
+        "Toeplitz hash, ns per hash (median of {} rounds; fast path: {}, batch path: {backend})",
+        a.rounds,
+        t.single_backend().name()
+    );
     println!("{:<16} {:>14} {:>10} {:>14} {:>10}", "impl", "ipv4-4tuple", "vs ref", "ipv6-4tuple", "vs ref");
     let get = |i: &str, inp: &str| results.iter().find(|r| r.0 == i && r.1 == inp).map(|r| r.2);
     let mut imps: Vec<&str> = Vec::new();
