@@ -261,9 +261,12 @@ pub fn toeplitz_program(key: &RssKey, ht: HashType, table: &[u32]) -> Result<Pro
     let mut p = Vec::new();
     let ld_w = |off: i32| stmt(BPF_LD | BPF_W | BPF_ABS, net(off));
     let (addr_words, port_bit): (Vec<Word>, usize) = if ht.is_ipv6() {
-        // Only UDP directly after the fixed header; otherwise no opinion.
+        // Only UDP (TCP for a TCP hash type: reuseport programs also run on
+        // a listener's SYN, skb data past the TCP header) directly after the
+        // fixed header; otherwise no opinion.
+        let l4 = if ht == HashType::TcpIpv6 { libc::IPPROTO_TCP } else { libc::IPPROTO_UDP };
         p.push(stmt(BPF_LD | BPF_B | BPF_ABS, net(6)));
-        p.push(insn(BPF_JMP | BPF_JEQ | BPF_K, 1, 0, libc::IPPROTO_UDP as u32));
+        p.push(insn(BPF_JMP | BPF_JEQ | BPF_K, 1, 0, l4 as u32));
         p.push(stmt(BPF_RET | BPF_K, FALLBACK));
         ((0..8).map(|i| Word { load: ld_w(8 + 4 * i), bit: 32 * i as usize }).collect(), 256)
     } else {

@@ -30,6 +30,8 @@ enum Command {
     UdpLoad(cmd::udp_load::Args),
     /// Loopback demo: echo server (one pinned worker per CPU, toeplitz steering) + spread load.
     Demo(cmd::demo::Args),
+    /// CPU-local HTTP/1.1 server: pinned worker per CPU, steered reuseport listeners, accept cap.
+    HttpServe(cmd::http_serve::Args),
     /// Micro-benchmarks.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
@@ -44,6 +46,7 @@ fn main() -> ExitCode {
         Command::Info(a) => cmd::info::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::UdpLoad(a) => cmd::udp_load::run(a),
+        Command::HttpServe(a) => cmd::http_serve::run(a),
         Command::Demo(a) => cmd::demo::run(a),
         Command::UdpEcho(a) => cmd::udp_echo::run(a),
     };

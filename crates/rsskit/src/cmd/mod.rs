@@ -5,6 +5,7 @@ pub mod common;
 pub mod demo;
 pub mod find;
 pub mod hash;
+pub mod http_serve;
 pub mod info;
 pub mod table;
 pub mod udp_echo;

@@ -1,0 +1,1 @@
+//! `rsskit http-load` (see below).
