@@ -1,0 +1,176 @@
+//! Firewall properties on frames built in Rust: symmetric steering, a
+//! redirect whose halves live on different workers, the run-time rule swap,
+//! and no state leaks after many flows.
+
+use proptest::prelude::*;
+use rsskit_core::{HashConfig, RssKey};
+use rsskit_dataplane::build;
+use rsskit_dataplane::firewall::sim::Cluster;
+use rsskit_dataplane::firewall::{parse, Config, Dir, Steering};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+const SYN: u8 = 0x02;
+const ACK: u8 = 0x10;
+const FIN: u8 = 0x01;
+
+fn tcp_frame(src: IpAddr, sp: u16, dst: IpAddr, dp: u16, flags: u8) -> Vec<u8> {
+    let mut t = build::tcp(sp, dp, b"");
+    t[13] = flags;
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => build::eth(0x0800, &[], &build::ipv4(&build::V4::new(s, d, 6), &t)),
+        (IpAddr::V6(s), IpAddr::V6(d)) => build::eth(0x86dd, &[], &build::ipv6(s, d, 6, &t)),
+        _ => unreachable!(),
+    }
+}
+
+fn v4(a: [u8; 4]) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::from(a))
+}
+
+proptest! {
+    /// The symmetric key sends both directions of every flow to one worker.
+    #[test]
+    fn symmetric_key_keeps_both_directions_together(
+        a in any::<[u8; 4]>(), b in any::<[u8; 4]>(), a6 in any::<[u8; 16]>(), b6 in any::<[u8; 16]>(),
+        sp in any::<u16>(), dp in any::<u16>(), udp in any::<bool>(), workers in 2usize..8,
+    ) {
+        let s = Steering::new(&RssKey::symmetric(), HashConfig::all(), workers);
+        let proto = if udp { 17 } else { 6 };
+        prop_assert_eq!(s.worker_of(v4(a), sp, v4(b), dp, proto), s.worker_of(v4(b), dp, v4(a), sp, proto));
+        let (x, y) = (IpAddr::V6(Ipv6Addr::from(a6)), IpAddr::V6(Ipv6Addr::from(b6)));
+        prop_assert_eq!(s.worker_of(x, sp, y, dp, proto), s.worker_of(y, dp, x, sp, proto));
+    }
+}
+
+const RULES: &str = "check-state\nallow tcp from any to me 80 setup keep-state\n";
+
+fn cfg(workers: usize, key: RssKey) -> Config {
+    Config { workers, key, me: vec![v4([10, 0, 0, 1])], ..Config::default() }
+}
+
+#[test]
+fn microsoft_key_loses_replies_symmetric_key_does_not() {
+    let me = v4([10, 0, 0, 1]);
+    let ms = Steering::new(&RssKey::microsoft(), HashConfig::default(), 2);
+    // A client port whose reply hashes to the other worker under the Microsoft key.
+    let c = v4([192, 168, 1, 10]);
+    let port =
+        (1024..u16::MAX).find(|&p| ms.worker_of(c, p, me, 80, 6) != ms.worker_of(me, 80, c, p, 6)).unwrap();
+    for (key, reply_passes) in [(RssKey::microsoft(), false), (RssKey::symmetric(), true)] {
+        let mut cl = Cluster::new(cfg(2, key), parse(RULES).unwrap());
+        let o = cl.feed(&tcp_frame(c, port, me, 80, SYN), Dir::In, 1);
+        assert!(o.pass);
+        let r = cl.feed(&tcp_frame(me, 80, c, port, SYN | ACK), Dir::Out, 2);
+        assert_eq!(r.pass, reply_passes, "hops {:?} vs {:?}", o.hops, r.hops);
+        assert_eq!(o.hops[0] == r.hops[0], reply_passes);
+    }
+}
+
+#[test]
+fn redirect_across_workers_and_master_led_deletion() {
+    let orig = v4([10, 0, 0, 1]);
+    let new = v4([10, 0, 0, 2]);
+    let c = v4([192, 168, 1, 10]);
+    let s = Steering::new(&RssKey::symmetric(), HashConfig::default(), 2);
+    let port = (1024..u16::MAX)
+        .find(|&p| s.worker_of(c, p, orig, 8080, 6) != s.worker_of(c, p, new, 80, 6))
+        .unwrap();
+    let (m, sl) = (s.worker_of(c, port, orig, 8080, 6), s.worker_of(c, port, new, 80, 6));
+    let rules =
+        parse("check-state\nredirect tcp 10.0.0.1:8080 -> 10.0.0.2:80\nallow tcp from any to 10.0.0.2 80\n")
+            .unwrap();
+    let mut cl = Cluster::new(cfg(2, RssKey::symmetric()), rules);
+    let o = cl.feed(&tcp_frame(c, port, orig, 8080, SYN), Dir::In, 1);
+    assert!(o.pass);
+    assert_eq!(o.hops, vec![m, sl], "master's worker, then the slave's");
+    let mut st = [0; 2];
+    st[m] += 1;
+    st[sl] += 1;
+    assert_eq!(cl.states(), st.to_vec(), "one master, one slave");
+    let r = cl.feed(&tcp_frame(new, 80, c, port, SYN | ACK), Dir::Out, 2);
+    assert!(r.pass);
+    assert_eq!(r.hops, vec![sl, m], "reply: slave translates, master tracks");
+    assert_eq!(&r.frame[26..30], &[10, 0, 0, 1], "source translated back");
+    // Close both ways.
+    for (f, t) in [
+        (tcp_frame(c, port, orig, 8080, ACK), 3),
+        (tcp_frame(c, port, orig, 8080, FIN | ACK), 4),
+        (tcp_frame(new, 80, c, port, FIN | ACK), 5),
+        (tcp_frame(c, port, orig, 8080, ACK), 6),
+    ] {
+        assert!(cl.feed(&f, Dir::In, t).pass);
+    }
+    // The slave never expires alone: before the master's closed lifetime
+    // ends, both states are there.
+    cl.tick(900);
+    assert_eq!(cl.states(), st.to_vec());
+    // The master expires (1 s after both FINs) and deletes the slave by message.
+    cl.tick(1_007);
+    assert_eq!(cl.states(), vec![0, 0]);
+    let snap = cl.fw.snapshot();
+    assert_eq!(snap.workers[sl].controls, 1, "slave removed by the master's message");
+    assert_eq!(snap.states, 0);
+    // A late packet of the flow matches the redirect rule again (it takes
+    // any packet to 10.0.0.1:8080) and sets up a fresh master and slave.
+    assert!(cl.feed(&tcp_frame(c, port, orig, 8080, ACK), Dir::In, 1_008).pass);
+    assert_eq!(cl.states(), st.to_vec());
+}
+
+#[test]
+fn rule_swap_at_run_time_keeps_states() {
+    let me = v4([10, 0, 0, 1]);
+    let c = v4([192, 168, 1, 10]);
+    let mut cl = Cluster::new(cfg(2, RssKey::symmetric()), parse(RULES).unwrap());
+    assert!(cl.feed(&tcp_frame(c, 1000, me, 80, SYN), Dir::In, 1).pass);
+    // New rules: check-state kept, no new connections accepted.
+    // (States keep the number of their rule, 200 here: a state hit counts on
+    // whichever rule has that number in the current set, none here.)
+    cl.fw.swap_rules(parse("100 check-state\n300 deny ip from any to any\n").unwrap());
+    assert!(!cl.feed(&tcp_frame(c, 1001, me, 80, SYN), Dir::In, 2).pass, "new rule set in force");
+    assert!(
+        cl.feed(&tcp_frame(me, 80, c, 1000, SYN | ACK), Dir::Out, 3).pass,
+        "existing state survives the swap"
+    );
+    let snap = cl.fw.snapshot();
+    assert_eq!(snap.total.rule_swaps, 2, "every worker took the new set at its next batch");
+    // Counters belong to the new set: the deny rule has the dropped SYN.
+    assert_eq!(snap.rules[1].packets, 1);
+}
+
+#[test]
+fn thousands_of_flows_leave_no_state() {
+    let me = v4([10, 0, 0, 1]);
+    for locked in [false, true] {
+        let mut cl = Cluster::new(Config { locked, ..cfg(2, RssKey::symmetric()) }, parse(RULES).unwrap());
+        let mut t = 1;
+        for i in 0..3000u32 {
+            let c = IpAddr::V4(Ipv4Addr::from(0xc0a8_0000 + i));
+            // Ports uncorrelated with the addresses: with the 16-bit periodic
+            // symmetric key, address and port bits at equal offsets mod 16 cancel.
+            let p = 1024 + (i.wrapping_mul(7919) % 50000) as u16;
+            for (f, d) in [
+                (tcp_frame(c, p, me, 80, SYN), Dir::In),
+                (tcp_frame(me, 80, c, p, SYN | ACK), Dir::Out),
+                (tcp_frame(c, p, me, 80, ACK), Dir::In),
+                (tcp_frame(c, p, me, 80, FIN | ACK), Dir::In),
+                (tcp_frame(me, 80, c, p, FIN | ACK), Dir::Out),
+                (tcp_frame(c, p, me, 80, ACK), Dir::In),
+            ] {
+                assert!(cl.feed(&f, d, t).pass);
+            }
+            t += 1;
+        }
+        // Flows closed over 3 s: the early ones are gone already.
+        cl.tick(t);
+        let snap = cl.fw.snapshot();
+        assert!(snap.states < 1100, "{:?}", snap.workers);
+        assert!(snap.workers.iter().all(|w| w.installs > 1000), "both workers used: {:?}", snap.workers);
+        cl.tick(t + 1_000);
+        assert_eq!(cl.states(), vec![0, 0], "locked={locked}");
+        let snap = cl.fw.snapshot();
+        assert_eq!(snap.total.installs, 3000);
+        assert_eq!(snap.total.removed, 3000);
+        assert_eq!(snap.states, 0);
+        assert_eq!(snap.rules[1].packets, 18_000, "every packet counted on the keep-state rule");
+    }
+}
