@@ -32,6 +32,8 @@ enum Command {
     Demo(cmd::demo::Args),
     /// CPU-local HTTP/1.1 server: pinned worker per CPU, steered reuseport listeners, accept cap.
     HttpServe(cmd::http_serve::Args),
+    /// Per-CPU stateful firewall (ipfw-style rules, per-worker state tables, redirect) on pcap or AF_PACKET.
+    Firewall(cmd::firewall::Args),
     /// Micro-benchmarks.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
@@ -45,6 +47,7 @@ fn main() -> ExitCode {
         Command::Find(a) => cmd::find::run(a),
         Command::Info(a) => cmd::info::run(a),
         Command::Bench(a) => cmd::bench::run(a),
+        Command::Firewall(a) => cmd::firewall::run(a),
         Command::UdpLoad(a) => cmd::udp_load::run(a),
         Command::HttpServe(a) => cmd::http_serve::run(a),
         Command::Demo(a) => cmd::demo::run(a),

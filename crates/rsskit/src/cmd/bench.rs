@@ -21,10 +21,12 @@ pub enum BenchCommand {
 }
 
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Inputs: COUNT tuples from splitmix64(SEED), bytes taken little-endian from each \
+#[command(
+    after_help = "Inputs: COUNT tuples from splitmix64(SEED), bytes taken little-endian from each \
 64-bit output in order (bench/dpdk/thash_bench.c uses the same generator). The reference runs \
 ITERS/64 hashes per round (it is ~100x slower). Each figure is the median of ROUNDS rounds; the \
-rounds of all implementations are interleaved.")]
+rounds of all implementations are interleaved."
+)]
 pub struct ToeplitzArgs {
     /// Hashes per round for the fast and batch paths.
     #[arg(long, default_value_t = 1 << 22, value_parser = clap::value_parser!(u64).range(1024..))]
@@ -95,6 +97,9 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+/// A result: impl, input, median ns per hash, fastest round's ns per hash.
+type Row = (String, String, f64, Option<f64>);
+
 /// One benchmark: a closure running `n` hashes, returning a value to sink.
 struct Case<'a> {
     imp: &'static str,
@@ -118,7 +123,10 @@ fn single<'a, const N: usize>(
     })
 }
 
-fn batch<'a, const N: usize>(t: &'a Toeplitz, inputs: &'a [[u8; N]]) -> Box<dyn FnMut(u64) -> u32 + 'a> {
+fn batch<'a, const N: usize>(
+    t: &'a Toeplitz,
+    inputs: &'a [[u8; N]],
+) -> Box<dyn FnMut(u64) -> u32 + 'a> {
     let mut out = vec![0u32; inputs.len()];
     Box::new(move |n| {
         let mut acc = 0u32;
@@ -134,7 +142,10 @@ fn batch<'a, const N: usize>(t: &'a Toeplitz, inputs: &'a [[u8; N]]) -> Box<dyn 
 
 fn toeplitz(a: ToeplitzArgs) -> Result<()> {
     if !a.count.is_power_of_two() || a.count < 16 {
-        bail!("--count must be a power of two, at least 16 (got {})", a.count);
+        bail!(
+            "--count must be a power of two, at least 16 (got {})",
+            a.count
+        );
     }
     let key = a.key.clone();
     let kb = key.as_bytes();
@@ -157,7 +168,13 @@ fn toeplitz(a: ToeplitzArgs) -> Result<()> {
         }
     }
     // What a peer harness must reproduce to be compared honestly.
-    let spec = FlowTuple::new("66.9.149.187".parse()?, 2794, "161.142.100.80".parse()?, 1766, L4Proto::Tcp);
+    let spec = FlowTuple::new(
+        "66.9.149.187".parse()?,
+        2794,
+        "161.142.100.80".parse()?,
+        1766,
+        L4Proto::Tcp,
+    );
     let spec_hash = t.hash_input(&spec.input(HashType::TcpIpv4)?);
     let check = json!({
         "spec_vector_tcp_ipv4": spec_hash,
@@ -169,14 +186,40 @@ fn toeplitz(a: ToeplitzArgs) -> Result<()> {
         None => None,
     };
     let ref_n = (a.iters / 64).max(1024);
-    let case = |imp, input, n, run| Case { imp, input, n, run, samples: vec![] };
+    let case = |imp, input, n, run| Case {
+        imp,
+        input,
+        n,
+        run,
+        samples: vec![],
+    };
     let mut cases = vec![
-        case("reference", "ipv4-4tuple", ref_n, single(|x| reference(kb, x), &v4)),
-        case("reference", "ipv6-4tuple", ref_n, single(|x| reference(kb, x), &v6)),
+        case(
+            "reference",
+            "ipv4-4tuple",
+            ref_n,
+            single(|x| reference(kb, x), &v4),
+        ),
+        case(
+            "reference",
+            "ipv6-4tuple",
+            ref_n,
+            single(|x| reference(kb, x), &v6),
+        ),
         case("fast", "ipv4-4tuple", a.iters, single(|x| t.hash(x), &v4)),
         case("fast", "ipv6-4tuple", a.iters, single(|x| t.hash(x), &v6)),
-        case("fast_scalar", "ipv4-4tuple", a.iters, single(|x| t.hash_table(x), &v4)),
-        case("fast_scalar", "ipv6-4tuple", a.iters, single(|x| t.hash_table(x), &v6)),
+        case(
+            "fast_scalar",
+            "ipv4-4tuple",
+            a.iters,
+            single(|x| t.hash_table(x), &v4),
+        ),
+        case(
+            "fast_scalar",
+            "ipv6-4tuple",
+            a.iters,
+            single(|x| t.hash_table(x), &v6),
+        ),
         case("batch", "ipv4-4tuple", a.iters, batch(&t, &v4)),
         case("batch", "ipv6-4tuple", a.iters, batch(&t, &v6)),
     ];
@@ -190,19 +233,35 @@ fn toeplitz(a: ToeplitzArgs) -> Result<()> {
             black_box((c.run)(c.n));
             let dt = t0.elapsed().as_nanos() as f64;
             // The batch closure rounds up to whole passes over the inputs.
-            let n = if c.imp == "batch" { c.n.div_ceil(a.count as u64) * a.count as u64 } else { c.n };
+            let n = if c.imp == "batch" {
+                c.n.div_ceil(a.count as u64) * a.count as u64
+            } else {
+                c.n
+            };
             c.samples.push(dt / n as f64);
         }
     }
-    let mut results: Vec<(String, String, f64)> =
-        cases.into_iter().map(|c| (c.imp.to_string(), c.input.to_string(), median(c.samples))).collect();
+    // (impl, input, median, fastest round): the median is the figure; the
+    // minimum shows how much a shared machine disturbed the run.
+    let mut results: Vec<Row> = cases
+        .into_iter()
+        .map(|c| {
+            let min = c.samples.iter().copied().fold(f64::INFINITY, f64::min);
+            (
+                c.imp.to_string(),
+                c.input.to_string(),
+                median(c.samples),
+                Some(min),
+            )
+        })
+        .collect();
     if let Some((peer_results, _)) = &peers {
         results.extend(peer_results.iter().cloned());
     }
     let backend = t.backend().name();
     if a.json {
         let rs: Vec<_> =
-            results.iter().map(|(i, inp, ns)| json!({"impl": i, "input": inp, "ns_per_hash": ns})).collect();
+            results.iter().map(|(i, inp, ns, min)| json!({"impl": i, "input": inp, "ns_per_hash": ns, "ns_min": min})).collect();
         let mut check = check;
         if let Some((_, pc)) = &peers {
             check["peer"] = pc.clone();
@@ -225,7 +284,10 @@ fn toeplitz(a: ToeplitzArgs) -> Result<()> {
         a.rounds,
         t.single_backend().name()
     );
-    println!("{:<16} {:>14} {:>10} {:>14} {:>10}", "impl", "ipv4-4tuple", "vs ref", "ipv6-4tuple", "vs ref");
+    println!(
+        "{:<16} {:>14} {:>10} {:>14} {:>10}",
+        "impl", "ipv4-4tuple", "vs ref", "ipv6-4tuple", "vs ref"
+    );
     let get = |i: &str, inp: &str| results.iter().find(|r| r.0 == i && r.1 == inp).map(|r| r.2);
     let mut imps: Vec<&str> = Vec::new();
     for r in &results {
@@ -252,27 +314,43 @@ fn toeplitz(a: ToeplitzArgs) -> Result<()> {
 
 /// Reads a peer harness's JSON, checks that it hashed the same inputs to the
 /// same values, and returns its results and its check object.
-#[allow(clippy::type_complexity)]
 fn read_peers(
     path: &std::path::Path,
     ours: &serde_json::Value,
-) -> Result<(Vec<(String, String, f64)>, serde_json::Value)> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+) -> Result<(Vec<Row>, serde_json::Value)> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let v: serde_json::Value =
         serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
     let pc = &v["check"];
     for field in ["spec_vector_tcp_ipv4", "xor_ipv4-4tuple", "xor_ipv6-4tuple"] {
         if pc[field] != ours[field] {
-            bail!("peer harness disagrees on {field}: {} vs ours {}", pc[field], ours[field]);
+            bail!(
+                "peer harness disagrees on {field}: {} vs ours {}",
+                pc[field],
+                ours[field]
+            );
         }
     }
     if pc["dpdk_paths_disagree"].as_u64().unwrap_or(0) != 0 {
-        bail!("peer harness: its own implementations disagree ({})", pc["dpdk_paths_disagree"]);
+        bail!(
+            "peer harness: its own implementations disagree ({})",
+            pc["dpdk_paths_disagree"]
+        );
     }
     let mut out = Vec::new();
-    for r in v["results"].as_array().context("peer JSON has no \"results\" list")? {
-        match (r["impl"].as_str(), r["input"].as_str(), r["ns_per_hash"].as_f64()) {
-            (Some(i), Some(inp), Some(ns)) => out.push((i.to_string(), inp.to_string(), ns)),
+    for r in v["results"]
+        .as_array()
+        .context("peer JSON has no \"results\" list")?
+    {
+        match (
+            r["impl"].as_str(),
+            r["input"].as_str(),
+            r["ns_per_hash"].as_f64(),
+        ) {
+            (Some(i), Some(inp), Some(ns)) => {
+                out.push((i.to_string(), inp.to_string(), ns, r["ns_min"].as_f64()))
+            }
             _ => bail!("peer result is not {{impl, input, ns_per_hash}}: {r}"),
         }
     }

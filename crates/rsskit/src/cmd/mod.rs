@@ -4,6 +4,7 @@ pub mod bench;
 pub mod common;
 pub mod demo;
 pub mod find;
+pub mod firewall;
 pub mod hash;
 pub mod http_serve;
 pub mod info;

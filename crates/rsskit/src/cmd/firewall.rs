@@ -1,0 +1,361 @@
+//! `rsskit firewall`: the per-CPU stateful firewall of
+//! `rsskit_dataplane::firewall` on captured or live traffic.
+//!
+//! Frames are steered to workers by the RSS hash of their outer header
+//! (symmetric key by default, so both directions of a flow meet their
+//! state), filtered, and written out. The worker threads and the hand-over
+//! of redirected flows between them are `firewall::run`'s; inputs and
+//! outputs are the data plane's pcap and AF_PACKET I/O. With AF_PACKET on
+//! both sides the command bridges the two interfaces: a frame received on
+//! the `--in` interface is filtered as `in` and sent on the `--out`
+//! interface, and the other way round as `out`. From a capture, a frame
+//! whose source is one of `--me` is `out`, any other `in`; capture
+//! timestamps drive the state clock.
+
+use super::common::{key_arg, print_json};
+use anyhow::{bail, Context, Result};
+use rsskit_core::RssKey;
+use rsskit_dataplane::firewall::run::{self, direction, Input};
+use rsskit_dataplane::firewall::{self, Config, Dir, Firewall, Snapshot};
+use rsskit_dataplane::io::afpacket::{AfPacketSink, AfPacketSource, RingConfig};
+use rsskit_dataplane::io::pcap::{PcapSink, PcapSource};
+use rsskit_dataplane::io::{Recv, Source};
+use rsskit_dataplane::output::Sink;
+use rsskit_dataplane::pool::Mbuf;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Where frames come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InSpec {
+    Pcap(PathBuf),
+    AfPacket(String),
+}
+
+/// Where passed frames go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutSpec {
+    Pcap(PathBuf),
+    AfPacket(String),
+    Null,
+}
+
+fn parse_in(s: &str) -> Result<InSpec, String> {
+    match s.split_once(':') {
+        Some(("pcap", f)) if !f.is_empty() => Ok(InSpec::Pcap(f.into())),
+        Some(("afpacket", i)) if !i.is_empty() => Ok(InSpec::AfPacket(i.into())),
+        _ => Err(format!("'{s}' is not an input: use pcap:FILE or afpacket:IFNAME")),
+    }
+}
+
+fn parse_out(s: &str) -> Result<OutSpec, String> {
+    match s.split_once(':') {
+        Some(("pcap", f)) if !f.is_empty() => Ok(OutSpec::Pcap(f.into())),
+        Some(("afpacket", i)) if !i.is_empty() => Ok(OutSpec::AfPacket(i.into())),
+        None if s == "null" => Ok(OutSpec::Null),
+        _ => Err(format!("'{s}' is not an output: use pcap:FILE, afpacket:IFNAME or null")),
+    }
+}
+
+fn workers_arg(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=64).contains(&n) => Ok(n),
+        _ => Err(format!("'{s}' is not a worker count 1..=64")),
+    }
+}
+
+fn seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() && v < 1e9 => Ok(v),
+        _ => Err(format!("'{s}' is not a positive number of seconds")),
+    }
+}
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Rules (one per line, '#' comments): check-state | [NUM] allow|deny PROTO from SRC \
+[[port] PORTS] to DST [[port] PORTS] [in|out] [setup] [keep-state] [limit src-addr|dst-addr|src-port|dst-port... N] \
+| [NUM] redirect tcp|udp ADDR:PORT -> NEWADDR:NEWPORT | default allow|deny. Example (DragonFly's): \
+'check-state' and 'allow tcp from any to me 80 setup keep-state', default deny. A status line per second \
+goes to stderr; the final per-rule counters and per-worker states to stdout.")]
+pub struct Args {
+    /// Rule file.
+    #[arg(long)]
+    pub rules: PathBuf,
+    /// Input: pcap:FILE | afpacket:IFNAME.
+    #[arg(long = "in", value_parser = parse_in)]
+    pub input: InSpec,
+    /// Output of passed frames: pcap:FILE | afpacket:IFNAME | null.
+    #[arg(long = "out", value_parser = parse_out, default_value = "null")]
+    pub output: OutSpec,
+    /// Worker threads (each with its own state table).
+    #[arg(long, default_value_t = 1, value_parser = workers_arg)]
+    pub workers: usize,
+    /// Most states over all workers (loose global counter, <= 5% over); 0 = no limit.
+    #[arg(long, default_value_t = 100_000)]
+    pub states_max: u64,
+    /// One global state table behind a read-write lock (the baseline).
+    #[arg(long)]
+    pub locked: bool,
+    /// Addresses 'me' stands for, comma-separated (or repeated).
+    #[arg(long, value_delimiter = ',')]
+    pub me: Vec<IpAddr>,
+    /// RSS key steering flows to workers: symmetric (default), microsoft, random or hex.
+    #[arg(long, value_parser = key_arg)]
+    pub key: Option<RssKey>,
+    /// Stop a live run after this many seconds (default: until SIGINT/SIGTERM).
+    #[arg(long, value_parser = seconds)]
+    pub duration: Option<f64>,
+    /// Frames per batch handed to a worker.
+    #[arg(long, default_value_t = 32)]
+    pub batch: usize,
+    /// No per-second status lines.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Print the summary as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn status_line(s: &Snapshot, t: f64) -> String {
+    let states: Vec<String> = s.workers.iter().map(|w| w.states.to_string()).collect();
+    format!(
+        "t={t:.0}s packets={} pass={} drop={} states=[{}] total={} gc={} expired={} limit_hits={} track_hits={} forwarded={}",
+        s.total.packets,
+        s.total.passed,
+        s.total.dropped,
+        states.join(" "),
+        s.states,
+        s.total.gc_runs,
+        s.total.expired,
+        s.total.limit_hits,
+        s.total.track_hits,
+        s.total.forwarded,
+    )
+}
+
+/// Output side: one sink, or two for a bridge (by direction).
+struct Out {
+    to_out: Option<Box<dyn Sink>>,
+    to_in: Option<Box<dyn Sink>>,
+    pcap: Option<PcapSink>,
+    sent: u64,
+    errors: u64,
+}
+
+impl Out {
+    fn send(&mut self, frame: Vec<u8>, dir: Dir) {
+        let sink = match dir {
+            Dir::In => self.to_out.as_mut(),
+            Dir::Out => self.to_in.as_mut().or(self.to_out.as_mut()),
+        };
+        if let Some(s) = sink {
+            let m = [Mbuf::heap(frame, 0, 0, 0)];
+            match s.send(&m) {
+                Ok(1) => self.sent += 1,
+                _ => self.errors += 1,
+            }
+        }
+    }
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let text = std::fs::read_to_string(&a.rules)
+        .with_context(|| format!("cannot read rule file {}", a.rules.display()))?;
+    let rules = firewall::parse(&text).with_context(|| format!("{}", a.rules.display()))?;
+    if a.batch == 0 || a.batch > 4096 {
+        bail!("--batch must be 1..=4096");
+    }
+    let cfg = Config {
+        workers: a.workers,
+        states_max: a.states_max,
+        key: a.key.clone().unwrap_or_else(RssKey::symmetric),
+        locked: a.locked,
+        me: a.me.clone(),
+        ..Config::default()
+    };
+    let pc = cfg.parse;
+    let me = cfg.me.clone();
+    // Open everything before starting so bad names fail first.
+    let mut out = Out { to_out: None, to_in: None, pcap: None, sent: 0, errors: 0 };
+    match &a.output {
+        OutSpec::Null => {}
+        OutSpec::Pcap(p) => {
+            let s = PcapSink::create(p)?;
+            out.to_out = Some(Box::new(s.clone()));
+            out.pcap = Some(s);
+        }
+        OutSpec::AfPacket(i) => {
+            out.to_out =
+                Some(Box::new(AfPacketSink::open(i).with_context(|| format!("output afpacket:{i}"))?));
+        }
+    }
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, interrupted.clone()).context("installing the signal handler")?;
+    }
+    let fw = Firewall::new(cfg, rules);
+    let start = Instant::now();
+    let done = Arc::new(AtomicBool::new(false));
+    // Status thread: one line per second.
+    let status = (!a.quiet).then(|| {
+        let fw = fw.clone();
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut next = Instant::now() + Duration::from_secs(1);
+            while !done.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(50));
+                if Instant::now() >= next {
+                    next += Duration::from_secs(1);
+                    eprintln!("{}", status_line(&fw.snapshot(), start.elapsed().as_secs_f64()));
+                }
+            }
+        })
+    });
+    let report = match &a.input {
+        InSpec::Pcap(p) => {
+            if !p.exists() {
+                bail!("input capture {} does not exist", p.display());
+            }
+            let mut src = PcapSource::open(p, 1, false)?;
+            let intr = interrupted.clone();
+            let inputs = std::iter::from_fn(move || loop {
+                if intr.load(Ordering::Relaxed) {
+                    return None;
+                }
+                match src.recv() {
+                    Recv::Frame { data, ts_ns } => {
+                        let ts_ms =
+                            if ts_ns == 0 { start.elapsed().as_millis() as u64 } else { ts_ns / 1_000_000 };
+                        let dir = direction(data, &me, &pc);
+                        return Some(Input { frame: data.to_vec(), dir, ts_ms });
+                    }
+                    Recv::Idle => std::thread::sleep(Duration::from_micros(100)),
+                    Recv::Done => return None,
+                }
+            });
+            run::run(&fw, inputs, a.batch, |f, d| out.send(f, d), None, |_| {})
+        }
+        InSpec::AfPacket(ifname) => {
+            let mut sources: Vec<(Box<dyn Source>, Dir)> = vec![(
+                Box::new(
+                    AfPacketSource::open(ifname, RingConfig::default(), None)
+                        .with_context(|| format!("input afpacket:{ifname}"))?,
+                ),
+                Dir::In,
+            )];
+            if let OutSpec::AfPacket(other) = &a.output {
+                // Bridge: the other side's frames are 'out' and go back to the input interface.
+                sources.push((
+                    Box::new(
+                        AfPacketSource::open(other, RingConfig::default(), None)
+                            .with_context(|| format!("input afpacket:{other}"))?,
+                    ),
+                    Dir::Out,
+                ));
+                out.to_in = Some(Box::new(
+                    AfPacketSink::open(ifname).with_context(|| format!("output afpacket:{ifname}"))?,
+                ));
+            }
+            let intr = interrupted.clone();
+            let deadline = a.duration.map(|d| start + Duration::from_secs_f64(d));
+            let mut turn = 0usize;
+            let inputs = std::iter::from_fn(move || {
+                let mut idle = 0usize;
+                loop {
+                    if intr.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
+                        return None;
+                    }
+                    let k = sources.len();
+                    let (s, dir) = &mut sources[turn % k];
+                    let dir = *dir;
+                    turn = turn.wrapping_add(1);
+                    match s.recv() {
+                        Recv::Frame { data, .. } => {
+                            return Some(Input {
+                                frame: data.to_vec(),
+                                dir,
+                                ts_ms: start.elapsed().as_millis() as u64,
+                            });
+                        }
+                        Recv::Idle | Recv::Done => {
+                            idle += 1;
+                            if idle >= k {
+                                idle = 0;
+                                std::thread::sleep(Duration::from_micros(200));
+                            }
+                        }
+                    }
+                }
+            });
+            // Live: small batches so a lone packet is not held back.
+            run::run(&fw, inputs, 1, |f, d| out.send(f, d), None, |_| {})
+        }
+    };
+    done.store(true, Ordering::Relaxed);
+    if let Some(h) = status {
+        let _ = h.join();
+    }
+    if let Some(p) = out.pcap.take() {
+        drop(out.to_out.take());
+        p.close()?;
+    }
+    let s = &report.snapshot;
+    if a.json {
+        print_json(&serde_json::json!({
+            "inputs": report.inputs,
+            "elapsed_s": report.elapsed.as_secs_f64(),
+            "workers": a.workers,
+            "locked": a.locked,
+            "states_max": a.states_max,
+            "rules": s.rules,
+            "per_worker": s.workers,
+            "total": s.total,
+            "states": s.states,
+            "resyncs": s.resyncs,
+            "gc_broadcasts": s.gc_broadcasts,
+            "tracks": s.tracks,
+            "sent": out.sent,
+            "send_errors": out.errors,
+        }))?;
+    } else {
+        println!("{:>6} {:>12} {:>14}  rule", "number", "packets", "bytes");
+        for r in &s.rules {
+            println!("{:>6} {:>12} {:>14}  {}", r.number, r.packets, r.bytes, r.text);
+        }
+        for (i, w) in s.workers.iter().enumerate() {
+            println!(
+                "worker {i}: packets {} pass {} drop {} states {} installs {} expired {} gc_runs {} limit_hits {} track_hits {} forwarded {} resumed {}",
+                w.packets, w.passed, w.dropped, w.states, w.installs, w.expired, w.gc_runs, w.limit_hits, w.track_hits, w.forwarded, w.resumed
+            );
+        }
+        println!(
+            "{} frames in {:.3} s; states {} (resyncs {}, gc broadcasts {}); sent {} ({} errors)",
+            report.inputs,
+            report.elapsed.as_secs_f64(),
+            s.states,
+            s.resyncs,
+            s.gc_broadcasts,
+            out.sent,
+            out.errors
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs() {
+        assert_eq!(parse_in("pcap:a.pcap"), Ok(InSpec::Pcap("a.pcap".into())));
+        assert_eq!(parse_in("afpacket:veth0"), Ok(InSpec::AfPacket("veth0".into())));
+        assert!(parse_in("gen").is_err());
+        assert_eq!(parse_out("null"), Ok(OutSpec::Null));
+        assert!(parse_out("pcap:").is_err());
+        assert!(workers_arg("0").is_err() && workers_arg("65").is_err());
+    }
+}
