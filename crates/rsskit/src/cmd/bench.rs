@@ -21,12 +21,10 @@ pub enum BenchCommand {
 }
 
 #[derive(clap::Args, Debug)]
-#[command(
-    after_help = "Inputs: COUNT tuples from splitmix64(SEED), bytes taken little-endian from each \
+#[command(after_help = "Inputs: COUNT tuples from splitmix64(SEED), bytes taken little-endian from each \
 64-bit output in order (bench/dpdk/thash_bench.c uses the same generator). The reference runs \
 ITERS/64 hashes per round (it is ~100x slower). Each figure is the median of ROUNDS rounds; the \
-rounds of all implementations are interleaved."
-)]
+rounds of all implementations are interleaved.")]
 pub struct ToeplitzArgs {
     /// Hashes per round for the fast and batch paths.
     #[arg(long, default_value_t = 1 << 22, value_parser = clap::value_parser!(u64).range(1024..))]
@@ -123,10 +121,7 @@ fn single<'a, const N: usize>(
     })
 }
 
-fn batch<'a, const N: usize>(
-    t: &'a Toeplitz,
-    inputs: &'a [[u8; N]],
-) -> Box<dyn FnMut(u64) -> u32 + 'a> {
+fn batch<'a, const N: usize>(t: &'a Toeplitz, inputs: &'a [[u8; N]]) -> Box<dyn FnMut(u64) -> u32 + 'a> {
     let mut out = vec![0u32; inputs.len()];
     Box::new(move |n| {
         let mut acc = 0u32;
@@ -142,10 +137,7 @@ fn batch<'a, const N: usize>(
 
 fn toeplitz(a: ToeplitzArgs) -> Result<()> {
     if !a.count.is_power_of_two() || a.count < 16 {
-        bail!(
-            "--count must be a power of two, at least 16 (got {})",
-            a.count
-        );
+        bail!("--count must be a power of two, at least 16 (got {})", a.count);
     }
     let key = a.key.clone();
     let kb = key.as_bytes();
@@ -168,13 +160,7 @@ fn toeplitz(a: ToeplitzArgs) -> Result<()> {
         }
     }
     // What a peer harness must reproduce to be compared honestly.
-    let spec = FlowTuple::new(
-        "66.9.149.187".parse()?,
-        2794,
-        "161.142.100.80".parse()?,
-        1766,
-        L4Proto::Tcp,
-    );
+    let spec = FlowTuple::new("66.9.149.187".parse()?, 2794, "161.142.100.80".parse()?, 1766, L4Proto::Tcp);
     let spec_hash = t.hash_input(&spec.input(HashType::TcpIpv4)?);
     let check = json!({
         "spec_vector_tcp_ipv4": spec_hash,
@@ -186,40 +172,14 @@ fn toeplitz(a: ToeplitzArgs) -> Result<()> {
         None => None,
     };
     let ref_n = (a.iters / 64).max(1024);
-    let case = |imp, input, n, run| Case {
-        imp,
-        input,
-        n,
-        run,
-        samples: vec![],
-    };
+    let case = |imp, input, n, run| Case { imp, input, n, run, samples: vec![] };
     let mut cases = vec![
-        case(
-            "reference",
-            "ipv4-4tuple",
-            ref_n,
-            single(|x| reference(kb, x), &v4),
-        ),
-        case(
-            "reference",
-            "ipv6-4tuple",
-            ref_n,
-            single(|x| reference(kb, x), &v6),
-        ),
+        case("reference", "ipv4-4tuple", ref_n, single(|x| reference(kb, x), &v4)),
+        case("reference", "ipv6-4tuple", ref_n, single(|x| reference(kb, x), &v6)),
         case("fast", "ipv4-4tuple", a.iters, single(|x| t.hash(x), &v4)),
         case("fast", "ipv6-4tuple", a.iters, single(|x| t.hash(x), &v6)),
-        case(
-            "fast_scalar",
-            "ipv4-4tuple",
-            a.iters,
-            single(|x| t.hash_table(x), &v4),
-        ),
-        case(
-            "fast_scalar",
-            "ipv6-4tuple",
-            a.iters,
-            single(|x| t.hash_table(x), &v6),
-        ),
+        case("fast_scalar", "ipv4-4tuple", a.iters, single(|x| t.hash_table(x), &v4)),
+        case("fast_scalar", "ipv6-4tuple", a.iters, single(|x| t.hash_table(x), &v6)),
         case("batch", "ipv4-4tuple", a.iters, batch(&t, &v4)),
         case("batch", "ipv6-4tuple", a.iters, batch(&t, &v6)),
     ];
@@ -233,11 +193,7 @@ fn toeplitz(a: ToeplitzArgs) -> Result<()> {
             black_box((c.run)(c.n));
             let dt = t0.elapsed().as_nanos() as f64;
             // The batch closure rounds up to whole passes over the inputs.
-            let n = if c.imp == "batch" {
-                c.n.div_ceil(a.count as u64) * a.count as u64
-            } else {
-                c.n
-            };
+            let n = if c.imp == "batch" { c.n.div_ceil(a.count as u64) * a.count as u64 } else { c.n };
             c.samples.push(dt / n as f64);
         }
     }
@@ -247,12 +203,7 @@ fn toeplitz(a: ToeplitzArgs) -> Result<()> {
         .into_iter()
         .map(|c| {
             let min = c.samples.iter().copied().fold(f64::INFINITY, f64::min);
-            (
-                c.imp.to_string(),
-                c.input.to_string(),
-                median(c.samples),
-                Some(min),
-            )
+            (c.imp.to_string(), c.input.to_string(), median(c.samples), Some(min))
         })
         .collect();
     if let Some((peer_results, _)) = &peers {
@@ -260,8 +211,10 @@ fn toeplitz(a: ToeplitzArgs) -> Result<()> {
     }
     let backend = t.backend().name();
     if a.json {
-        let rs: Vec<_> =
-            results.iter().map(|(i, inp, ns, min)| json!({"impl": i, "input": inp, "ns_per_hash": ns, "ns_min": min})).collect();
+        let rs: Vec<_> = results
+            .iter()
+            .map(|(i, inp, ns, min)| json!({"impl": i, "input": inp, "ns_per_hash": ns, "ns_min": min}))
+            .collect();
         let mut check = check;
         if let Some((_, pc)) = &peers {
             check["peer"] = pc.clone();
@@ -284,10 +237,7 @@ fn toeplitz(a: ToeplitzArgs) -> Result<()> {
         a.rounds,
         t.single_backend().name()
     );
-    println!(
-        "{:<16} {:>14} {:>10} {:>14} {:>10}",
-        "impl", "ipv4-4tuple", "vs ref", "ipv6-4tuple", "vs ref"
-    );
+    println!("{:<16} {:>14} {:>10} {:>14} {:>10}", "impl", "ipv4-4tuple", "vs ref", "ipv6-4tuple", "vs ref");
     let get = |i: &str, inp: &str| results.iter().find(|r| r.0 == i && r.1 == inp).map(|r| r.2);
     let mut imps: Vec<&str> = Vec::new();
     for r in &results {
@@ -314,40 +264,22 @@ fn toeplitz(a: ToeplitzArgs) -> Result<()> {
 
 /// Reads a peer harness's JSON, checks that it hashed the same inputs to the
 /// same values, and returns its results and its check object.
-fn read_peers(
-    path: &std::path::Path,
-    ours: &serde_json::Value,
-) -> Result<(Vec<Row>, serde_json::Value)> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+fn read_peers(path: &std::path::Path, ours: &serde_json::Value) -> Result<(Vec<Row>, serde_json::Value)> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let v: serde_json::Value =
         serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
     let pc = &v["check"];
     for field in ["spec_vector_tcp_ipv4", "xor_ipv4-4tuple", "xor_ipv6-4tuple"] {
         if pc[field] != ours[field] {
-            bail!(
-                "peer harness disagrees on {field}: {} vs ours {}",
-                pc[field],
-                ours[field]
-            );
+            bail!("peer harness disagrees on {field}: {} vs ours {}", pc[field], ours[field]);
         }
     }
     if pc["dpdk_paths_disagree"].as_u64().unwrap_or(0) != 0 {
-        bail!(
-            "peer harness: its own implementations disagree ({})",
-            pc["dpdk_paths_disagree"]
-        );
+        bail!("peer harness: its own implementations disagree ({})", pc["dpdk_paths_disagree"]);
     }
     let mut out = Vec::new();
-    for r in v["results"]
-        .as_array()
-        .context("peer JSON has no \"results\" list")?
-    {
-        match (
-            r["impl"].as_str(),
-            r["input"].as_str(),
-            r["ns_per_hash"].as_f64(),
-        ) {
+    for r in v["results"].as_array().context("peer JSON has no \"results\" list")? {
+        match (r["impl"].as_str(), r["input"].as_str(), r["ns_per_hash"].as_f64()) {
             (Some(i), Some(inp), Some(ns)) => {
                 out.push((i.to_string(), inp.to_string(), ns, r["ns_min"].as_f64()))
             }
