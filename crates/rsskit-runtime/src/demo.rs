@@ -98,6 +98,7 @@ pub fn run(cfg: &DemoConfig, stop: &AtomicBool, mut on_second: impl FnMut(&Secon
         src_net: None,
         threads: 1,
         pin: online.last().map(|&c| vec![c]).unwrap_or_default(),
+        pin_owner: false,
         drain: Duration::from_millis(500),
         table: table.clone(),
     };

@@ -131,6 +131,11 @@ pub struct LoadConfig {
     pub threads: usize,
     /// CPUs the sender threads are pinned to (round-robin); empty: unpinned.
     pub pin: Vec<usize>,
+    /// One sender thread per server CPU owning some stream's bucket, pinned
+    /// to that CPU (overrides `threads` and `pin`): on loopback the kernel
+    /// then processes each datagram on the CPU of the worker owning it, as a
+    /// NIC with RSS would deliver it.
+    pub pin_owner: bool,
     /// How long to wait for the last echoes after sending stops.
     pub drain: Duration,
     pub table: ServerTable,
@@ -560,12 +565,32 @@ pub fn run(
     mut on_second: impl FnMut(u64, u64, Duration),
 ) -> Result<LoadReport> {
     cfg.validate()?;
-    let nthreads = cfg.threads.min(streams.len()).max(1);
     let infos: Vec<(u32, SocketAddr, u32, u32, Option<usize>)> =
         streams.iter().map(|s| (s.id, s.src, s.hash, s.bucket, s.owner)).collect();
-    let mut groups: Vec<Vec<Stream>> = (0..nthreads).map(|_| Vec::new()).collect();
-    for (i, s) in streams.into_iter().enumerate() {
-        groups[i % nthreads].push(s);
+    let mut groups: Vec<Vec<Stream>> = Vec::new();
+    let mut group_cpu: Vec<Option<usize>> = Vec::new();
+    if cfg.pin_owner {
+        let mut by_cpu: BTreeMap<usize, Vec<Stream>> = BTreeMap::new();
+        for s in streams {
+            let cpu = cfg.table.rss.bucket_cpu(s.bucket).map_err(|e| anyhow!("{e}"))?;
+            by_cpu.entry(cpu).or_default().push(s);
+        }
+        let online = rsskit_linux::cpulist::online();
+        for (cpu, g) in by_cpu {
+            if !online.contains(&cpu) {
+                bail!("cannot pin a sender to server CPU {cpu}: not online here");
+            }
+            groups.push(g);
+            group_cpu.push(Some(cpu));
+        }
+    } else {
+        let nthreads = cfg.threads.min(streams.len()).max(1);
+        groups = (0..nthreads).map(|_| Vec::new()).collect();
+        for (i, s) in streams.into_iter().enumerate() {
+            groups[i % nthreads].push(s);
+        }
+        group_cpu =
+            (0..nthreads).map(|t| (!cfg.pin.is_empty()).then(|| cfg.pin[t % cfg.pin.len()])).collect();
     }
     let duration = match (cfg.duration, cfg.count) {
         (Some(d), _) => Some(d),
@@ -576,9 +601,8 @@ pub fn run(
     let start = Instant::now();
     let results: Vec<Result<ThreadResult>> = std::thread::scope(|sc| {
         let mut handles = Vec::new();
-        for (ti, g) in groups.into_iter().enumerate() {
+        for (g, pin) in groups.into_iter().zip(group_cpu) {
             let rate = cfg.rate.map(|r| (r as f64) * (g.len() as f64) / (infos.len() as f64));
-            let pin = if cfg.pin.is_empty() { None } else { Some(cfg.pin[ti % cfg.pin.len()]) };
             let progress = progress.clone();
             let cfg = cfg.clone();
             handles.push(sc.spawn(move || sender(&cfg, g, rate, duration, pin, stop, &progress, start)));
@@ -924,6 +948,7 @@ mod tests {
             src_net: None,
             threads: 1,
             pin: vec![],
+            pin_owner: false,
             drain: Duration::from_millis(100),
             table: table(udp4),
         }

@@ -68,7 +68,9 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     threads: usize,
     /// CPUs the sender threads are pinned to, round-robin (default: the last
-    /// online CPU; "none" to leave them unpinned).
+    /// online CPU); "none": unpinned; "owner": one sender thread per server
+    /// CPU owning some stream's bucket, pinned there (on loopback the kernel
+    /// then processes each datagram on its owner's CPU, as NIC RSS would).
     #[arg(long)]
     client_cpus: Option<String>,
     /// Seconds to wait for the last echoes once sending stops.
@@ -122,7 +124,7 @@ fn config(a: &Args) -> Result<LoadConfig> {
     let table = ServerTable::new(a.key.clone(), hc, cpus, a.bits)?;
     let online = rsskit_linux::cpulist::online();
     let pin = match a.client_cpus.as_deref() {
-        Some("none") => vec![],
+        Some("none") | Some("owner") => vec![],
         Some(s) => rsskit_linux::cpulist::parse_online(s).map_err(|e| anyhow!("--client-cpus: {e}"))?,
         None => online.last().map(|&c| vec![c]).unwrap_or_default(),
     };
@@ -139,6 +141,7 @@ fn config(a: &Args) -> Result<LoadConfig> {
         src_net: a.src_net,
         threads: a.threads,
         pin,
+        pin_owner: a.client_cpus.as_deref() == Some("owner"),
         drain: seconds("--drain", a.drain)?,
         table,
     };
