@@ -32,6 +32,8 @@ enum Command {
     Demo(cmd::demo::Args),
     /// CPU-local HTTP/1.1 server: pinned worker per CPU, steered reuseport listeners, accept cap.
     HttpServe(cmd::http_serve::Args),
+    /// HTTP/1.1 load tester: pinned workers, tens of thousands of connections, latency histogram.
+    HttpLoad(cmd::http_load::Args),
     /// Per-CPU stateful firewall (ipfw-style rules, per-worker state tables, redirect) on pcap or AF_PACKET.
     Firewall(cmd::firewall::Args),
     /// Micro-benchmarks.
@@ -50,6 +52,7 @@ fn main() -> ExitCode {
         Command::Firewall(a) => cmd::firewall::run(a),
         Command::UdpLoad(a) => cmd::udp_load::run(a),
         Command::HttpServe(a) => cmd::http_serve::run(a),
+        Command::HttpLoad(a) => cmd::http_load::run(a),
         Command::Demo(a) => cmd::demo::run(a),
         Command::UdpEcho(a) => cmd::udp_echo::run(a),
     };

@@ -13,6 +13,12 @@ pub struct Latency {
     h: Histogram<u64>,
 }
 
+impl std::fmt::Debug for Latency {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Latency({} samples)", self.h.len())
+    }
+}
+
 impl Default for Latency {
     fn default() -> Self {
         Self::new()

@@ -6,6 +6,7 @@ pub mod demo;
 pub mod find;
 pub mod firewall;
 pub mod hash;
+pub mod http_load;
 pub mod http_serve;
 pub mod info;
 pub mod table;

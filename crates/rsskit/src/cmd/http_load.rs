@@ -1,0 +1,185 @@
+//! `rsskit http-load`: HTTP/1.1 load tester (pinned worker per CPU, tens of
+//! thousands of connections, scheduled-start latency with `--rate`).
+
+use super::common::{key_arg, print_json};
+use super::http_serve::seconds;
+use anyhow::{anyhow, bail, Context, Result};
+use rsskit_core::RssKey;
+use rsskit_runtime::http::load::{self, LoadConfig, LoadReport, SrcPorts};
+use rsskit_runtime::udp_load::IpNet;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Example: rsskit http-load --url http://127.0.0.1:8080/ --connections 1000 --duration 10 --close"
+)]
+pub struct Args {
+    /// Target: http://HOST[:PORT]/PATH.
+    #[arg(long)]
+    url: String,
+    /// Concurrent connections, spread over the workers.
+    #[arg(long, default_value_t = 100)]
+    connections: usize,
+    /// Seconds to run.
+    #[arg(long, default_value_t = 10.0)]
+    duration: f64,
+    /// Requests per second over all connections, on a fixed schedule;
+    /// latency counts from the scheduled start (coordinated omission corrected).
+    #[arg(long)]
+    rate: Option<f64>,
+    /// One request per connection (Connection: close).
+    #[arg(long, conflicts_with = "keep_alive")]
+    close: bool,
+    /// Reuse connections (the default).
+    #[arg(long)]
+    keep_alive: bool,
+    /// Worker threads (default: one per CPU of --cpus, or per online CPU).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// CPUs the workers are pinned to (round-robin; default: online CPUs).
+    #[arg(long)]
+    cpus: Option<String>,
+    /// Leave the workers unpinned.
+    #[arg(long)]
+    no_pin: bool,
+    /// Source addresses: a CIDR such as 127.0.0.0/8 (connections spread over
+    /// up to 256 of its addresses).
+    #[arg(long)]
+    sources: Option<IpNet>,
+    /// Seconds before a request counts as timed out.
+    #[arg(long, default_value_t = 5.0)]
+    timeout: f64,
+    /// Source ports: kernel (ephemeral), server (tuple finder: the request's
+    /// Toeplitz hash lands on the paired server worker's bucket; for a server
+    /// with --steer toeplitz), reply (tuple finder: replies hash to this
+    /// worker's CPU under the client's RSS table).
+    #[arg(long, default_value = "kernel")]
+    src_ports: SrcPorts,
+    /// RSS key for the tuple finder: default (Microsoft), symmetric, or hex.
+    #[arg(long, default_value = "default", value_parser = key_arg)]
+    key: RssKey,
+    /// The server's worker CPUs (--src-ports server), default: ours.
+    #[arg(long)]
+    server_cpus: Option<String>,
+    /// No per-second lines.
+    #[arg(long)]
+    quiet: bool,
+    /// Print the summary as one JSON object on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+fn config(a: &Args) -> Result<LoadConfig> {
+    let url = load::parse_url(&a.url)?;
+    let online = rsskit_linux::cpulist::online();
+    let base = match &a.cpus {
+        Some(s) => rsskit_linux::cpulist::parse_online(s).map_err(|e| anyhow!("--cpus: {e}"))?,
+        None => online.clone(),
+    };
+    if base.is_empty() {
+        bail!("no CPUs to run on");
+    }
+    let threads = match a.threads {
+        Some(0) => bail!("--threads must be at least 1"),
+        Some(t) if t > 4096 => bail!("--threads {t} is too many"),
+        Some(t) => t,
+        None => base.len(),
+    };
+    let cpus: Vec<usize> = (0..threads).map(|i| base[i % base.len()]).collect();
+    let server_cpus = match &a.server_cpus {
+        Some(s) => rsskit_linux::cpulist::parse(s).map_err(|e| anyhow!("--server-cpus: {e}"))?,
+        None => base.clone(),
+    };
+    if a.connections > 10_000_000 {
+        bail!("--connections {} is too many", a.connections);
+    }
+    let cfg = LoadConfig {
+        url,
+        connections: a.connections,
+        duration: seconds("--duration", a.duration)?,
+        rate: a.rate,
+        close: a.close,
+        cpus,
+        pin: !a.no_pin,
+        sources: a.sources,
+        timeout: seconds("--timeout", a.timeout)?,
+        src_ports: a.src_ports,
+        key: a.key.clone(),
+        server_cpus,
+    };
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let cfg = config(&a)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing a signal handler")?;
+    }
+    eprintln!(
+        "http-load: {} ({}) {} connections, {} threads on CPUs {}, {}{}, {}s",
+        a.url,
+        cfg.url.addr,
+        cfg.connections,
+        cfg.cpus.len().min(cfg.connections),
+        rsskit_linux::cpulist::format(&cfg.cpus),
+        if cfg.close { "one request per connection" } else { "keep-alive" },
+        cfg.rate.map_or(String::new(), |r| format!(", {r} req/s scheduled")),
+        a.duration
+    );
+    let quiet = a.quiet;
+    let mut last = 0u64;
+    let report = load::run(&cfg, &stop, |resp, fail, open, t| {
+        if !quiet {
+            eprintln!(
+                "http-load: {:>5.1}s {} req/s (total {resp}) failures {fail} open {open}",
+                t.as_secs_f64(),
+                resp - last
+            );
+        }
+        last = resp;
+    })?;
+    if a.json {
+        print_json(&serde_json::to_value(&report).context("encoding the report")?)?;
+    } else {
+        print_report(&report);
+    }
+    check(&report)
+}
+
+fn print_report(r: &LoadReport) {
+    println!(
+        "{} {} connections {} threads {}: {} responses ({} ok) in {:.2}s = {:.0} req/s",
+        r.url, r.connections, r.threads, r.mode, r.responses, r.ok, r.elapsed_s, r.requests_per_s
+    );
+    println!("latency {}", r.latency_us);
+    if r.connects > 0 {
+        println!("connect {}", r.connect_us);
+    }
+    let e = &r.errors;
+    println!(
+        "errors: refused {} timeout {} reset {} bad_status {} short_body {} other {}",
+        e.refused, e.timeout, e.reset, e.bad_status, e.short_body, e.other
+    );
+    println!(
+        "sent {} connects {} bytes_in {} source addresses {} ({:?} ports)",
+        r.sent, r.connects, r.bytes_in, r.source_addresses, r.src_ports
+    );
+}
+
+fn check(r: &LoadReport) -> Result<()> {
+    if r.responses == 0 {
+        let e = &r.errors;
+        if e.refused > 0 {
+            bail!(
+                "no response from {}: {} connections refused (is a server listening?)",
+                r.target,
+                e.refused
+            );
+        }
+        bail!("no response from {} ({} failures)", r.target, e.failures());
+    }
+    Ok(())
+}
