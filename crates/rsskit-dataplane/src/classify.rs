@@ -1,1 +1,586 @@
-//! placeholder
+//! The background's packet classification experiment (`rsskit bench
+//! classify`): each packet's IPv4 source and destination are looked up in a
+//! large hash table; batching (1, 2, 4, 16) x prefetching (none, packet
+//! header, table bucket, both); per-worker lock-free tables vs one table
+//! shared behind a read-write lock; 1 and 2 workers.
+//!
+//! The table is open addressing over 64-byte buckets of 16 IPv4 keys (one
+//! cache line each, like the background's bucket "array of IPv4 addresses");
+//! a full bucket overflows into the next one. With 6 M entries and 524,288
+//! buckets each bucket holds ~11.4 addresses, as in the background.
+//!
+//! Packets are 64-byte Ethernet/IPv4/UDP frames in a ring of buffers
+//! `stride` bytes apart (default 1920) with random addresses, half of them
+//! present in the table.
+
+use crate::netisr::{prefetch, Prefetch};
+use crate::pool::Pool;
+use serde::Serialize;
+use std::sync::{Arc, Barrier, RwLock};
+use std::time::Instant;
+
+/// Keys per bucket.
+pub const BUCKET_KEYS: usize = 16;
+
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Bucket {
+    keys: [u32; BUCKET_KEYS],
+}
+
+/// The address table. Key 0 is reserved (empty slot).
+#[derive(Clone)]
+pub struct Table {
+    buckets: Vec<Bucket>,
+    mask: usize,
+    len: usize,
+}
+
+#[inline]
+fn mix(a: u32) -> u32 {
+    // murmur3 finaliser.
+    let mut h = a;
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^ (h >> 16)
+}
+
+impl Table {
+    /// An empty table of `buckets` buckets (rounded up to a power of two).
+    pub fn new(buckets: usize) -> Self {
+        let n = buckets.max(1).next_power_of_two();
+        Table { buckets: vec![Bucket { keys: [0; BUCKET_KEYS] }; n], mask: n - 1, len: 0 }
+    }
+
+    /// Buckets.
+    pub fn buckets(&self) -> usize {
+        self.mask + 1
+    }
+
+    /// Entries.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// No entries?
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes of bucket memory.
+    pub fn bytes(&self) -> usize {
+        self.buckets.len() * core::mem::size_of::<Bucket>()
+    }
+
+    /// Home bucket of `addr`.
+    #[inline]
+    pub fn bucket_of(&self, addr: u32) -> usize {
+        mix(addr) as usize & self.mask
+    }
+
+    /// Inserts `addr` (not 0); false if present or the table is full.
+    pub fn insert(&mut self, addr: u32) -> bool {
+        if addr == 0 || self.len >= self.buckets.len() * BUCKET_KEYS {
+            return false;
+        }
+        let mut b = self.bucket_of(addr);
+        loop {
+            let keys = &mut self.buckets[b].keys;
+            for k in keys.iter_mut() {
+                if *k == addr {
+                    return false;
+                }
+                if *k == 0 {
+                    *k = addr;
+                    self.len += 1;
+                    return true;
+                }
+            }
+            b = (b + 1) & self.mask;
+        }
+    }
+
+    /// Is `addr` in the table? Starts at bucket `b` (its home bucket).
+    #[inline]
+    pub fn contains_at(&self, addr: u32, mut b: usize) -> bool {
+        loop {
+            let keys = &self.buckets[b].keys;
+            let mut empty = false;
+            for &k in keys {
+                if k == addr {
+                    return true;
+                }
+                empty |= k == 0;
+            }
+            if empty {
+                return false;
+            }
+            b = (b + 1) & self.mask;
+        }
+    }
+
+    /// Is `addr` in the table?
+    pub fn contains(&self, addr: u32) -> bool {
+        addr != 0 && self.contains_at(addr, self.bucket_of(addr))
+    }
+
+    #[inline]
+    fn bucket_ptr(&self, b: usize) -> *const u8 {
+        self.buckets[b..].as_ptr().cast()
+    }
+}
+
+/// xorshift64*.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn addr(&mut self) -> u32 {
+        loop {
+            let a = self.next() as u32;
+            if a != 0 {
+                return a;
+            }
+        }
+    }
+}
+
+/// Fills a table with `entries` random addresses; returns some of them
+/// (to put in packets as hits).
+pub fn build_table(entries: usize, buckets: usize, seed: u64) -> (Table, Vec<u32>) {
+    let mut t = Table::new(buckets);
+    let mut rng = Rng(seed | 1);
+    let mut sample = Vec::new();
+    while t.len() < entries.min(t.buckets() * BUCKET_KEYS * 9 / 10) {
+        let a = rng.addr();
+        if t.insert(a) && sample.len() < 1 << 16 {
+            sample.push(a);
+        }
+    }
+    (t, sample)
+}
+
+/// A ring of `count` 64-byte UDP frames in buffers `stride` apart.
+pub struct PacketRing {
+    pool: Pool,
+    count: usize,
+}
+
+impl PacketRing {
+    /// Frames with random addresses, half of them (each side) from `hits`.
+    pub fn new(count: usize, stride: usize, hits: &[u32], seed: u64) -> Self {
+        let mut pool = Pool::new(count, stride);
+        let mut rng = Rng(seed | 1);
+        for _ in 0..count {
+            let i = pool.alloc().expect("pool sized for count");
+            let pick = |rng: &mut Rng| {
+                if !hits.is_empty() && rng.next() & 1 == 0 {
+                    hits[(rng.next() % hits.len() as u64) as usize]
+                } else {
+                    rng.addr()
+                }
+            };
+            let (s, d) = (pick(&mut rng), pick(&mut rng));
+            let f = crate::build::udp4_frame(s.into(), 1000, d.into(), 2000, 64);
+            // SAFETY: we hold buffer i (allocated above, never freed).
+            unsafe { pool.mem().buf_mut(i)[..64].copy_from_slice(&f) };
+        }
+        PacketRing { pool, count }
+    }
+
+    #[inline]
+    fn ptr(&self, i: usize) -> *const u8 {
+        self.pool.mem().ptr(i as u32)
+    }
+
+    #[inline]
+    fn frame(&self, i: usize) -> &[u8] {
+        // SAFETY: every buffer was written in new() and is only read from
+        // here on (shared reads of immutable data).
+        unsafe { self.pool.mem().buf(i as u32, 64) }
+    }
+}
+
+/// Where the table lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TableMode {
+    /// Each worker has its own copy, no locks.
+    PerWorker,
+    /// One table behind a `RwLock`, read-locked once per packet (both lookups).
+    RwLock,
+}
+
+impl TableMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            TableMode::PerWorker => "per-worker",
+            TableMode::RwLock => "rwlock",
+        }
+    }
+}
+
+/// Packet verdict counts (so nothing is optimised away).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Verdicts {
+    pub forward: u64,
+    pub block: u64,
+}
+
+/// IPv4 source and destination of an Ethernet/IPv4 frame, if it is one.
+#[inline]
+fn addrs(f: &[u8]) -> Option<(u32, u32)> {
+    if f.len() < 34 || f[12] != 0x08 || f[13] != 0x00 || f[14] >> 4 != 4 {
+        return None;
+    }
+    let s = u32::from_be_bytes([f[26], f[27], f[28], f[29]]);
+    let d = u32::from_be_bytes([f[30], f[31], f[32], f[33]]);
+    Some((s, d))
+}
+
+/// Classifies `n` packets from the ring (cycling) in batches: prefetch
+/// headers, extract addresses and home buckets, prefetch buckets, look up.
+/// A packet is blocked if its source or destination is in the table.
+pub fn classify_run(
+    ring: &PacketRing,
+    t: &Table,
+    n: u64,
+    batch: usize,
+    pf: Prefetch,
+    start: usize,
+) -> Verdicts {
+    let batch = batch.clamp(1, 256);
+    let mut v = Verdicts::default();
+    let mut pos = start % ring.count;
+    let mut left = n;
+    let mut sb = [0usize; 256];
+    let mut db = [0usize; 256];
+    let mut sa = [0u32; 256];
+    let mut da = [0u32; 256];
+    let mut ok = [false; 256];
+    let mut idx = [0usize; 256];
+    while left > 0 {
+        let k = (batch as u64).min(left) as usize;
+        for (j, slot) in idx.iter_mut().enumerate().take(k) {
+            *slot = (pos + j) % ring.count;
+        }
+        pos = (pos + k) % ring.count;
+        left -= k as u64;
+        if pf.header() {
+            for &i in &idx[..k] {
+                prefetch(ring.ptr(i));
+            }
+        }
+        for j in 0..k {
+            match addrs(ring.frame(idx[j])) {
+                Some((s, d)) => {
+                    sa[j] = s;
+                    da[j] = d;
+                    sb[j] = t.bucket_of(s);
+                    db[j] = t.bucket_of(d);
+                    ok[j] = true;
+                }
+                None => ok[j] = false,
+            }
+        }
+        if pf.bucket() {
+            for j in 0..k {
+                prefetch(t.bucket_ptr(sb[j]));
+                prefetch(t.bucket_ptr(db[j]));
+            }
+        }
+        for j in 0..k {
+            if ok[j] && !t.contains_at(sa[j], sb[j]) && !t.contains_at(da[j], db[j]) {
+                v.forward += 1;
+            } else {
+                v.block += 1;
+            }
+        }
+    }
+    v
+}
+
+/// One cell of the matrix.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cell {
+    pub mode: TableMode,
+    pub workers: usize,
+    pub batch: usize,
+    pub prefetch: Prefetch,
+    /// Total Mpps over all workers (median of rounds).
+    pub mpps: f64,
+    /// Per-worker Mpps (median of rounds, each worker's own rate).
+    pub mpps_per_worker: f64,
+}
+
+/// Benchmark parameters.
+#[derive(Debug, Clone)]
+pub struct ClassifyParams {
+    pub entries: usize,
+    pub buckets: usize,
+    /// Packets per worker per measurement.
+    pub packets: u64,
+    /// Buffers in each worker's packet ring.
+    pub ring: usize,
+    pub stride: usize,
+    pub rounds: usize,
+    pub batches: Vec<usize>,
+    pub prefetches: Vec<Prefetch>,
+    pub workers: Vec<usize>,
+    pub modes: Vec<TableMode>,
+    /// Pin worker i to cpus[i % len].
+    pub cpus: Vec<usize>,
+    pub seed: u64,
+}
+
+impl Default for ClassifyParams {
+    fn default() -> Self {
+        ClassifyParams {
+            entries: 6_000_000,
+            buckets: 524_288,
+            packets: 2_000_000,
+            ring: 8192,
+            stride: crate::pool::DEFAULT_STRIDE,
+            rounds: 3,
+            batches: vec![1, 2, 4, 16],
+            prefetches: Prefetch::ALL.to_vec(),
+            workers: vec![1, 2],
+            modes: vec![TableMode::PerWorker, TableMode::RwLock],
+            cpus: Vec::new(),
+            seed: 1,
+        }
+    }
+}
+
+/// Runs the matrix; calls `progress` after each cell.
+pub fn run_matrix(p: &ClassifyParams, mut progress: impl FnMut(&Cell)) -> (Table, Vec<Cell>) {
+    let (table, hits) = build_table(p.entries, p.buckets, p.seed);
+    let maxw = p.workers.iter().copied().max().unwrap_or(1);
+    // Per-worker copies (built once, reused by every per-worker cell).
+    let copies: Vec<Arc<Table>> = (0..maxw).map(|_| Arc::new(table.clone())).collect();
+    let shared = Arc::new(RwLock::new(table.clone()));
+    let rings: Vec<Arc<PacketRing>> = (0..maxw)
+        .map(|w| Arc::new(PacketRing::new(p.ring, p.stride, &hits, p.seed + 1 + w as u64)))
+        .collect();
+    let mut cells = Vec::new();
+    for &mode in &p.modes {
+        for &workers in &p.workers {
+            for &batch in &p.batches {
+                for &pf in &p.prefetches {
+                    let mut totals = Vec::new();
+                    let mut pers = Vec::new();
+                    for round in 0..p.rounds.max(1) {
+                        let (total, per) =
+                            measure(p, mode, workers, batch, pf, &copies, &shared, &rings, round);
+                        totals.push(total);
+                        pers.push(per);
+                    }
+                    let cell = Cell {
+                        mode,
+                        workers,
+                        batch,
+                        prefetch: pf,
+                        mpps: median(&mut totals),
+                        mpps_per_worker: median(&mut pers),
+                    };
+                    progress(&cell);
+                    cells.push(cell);
+                }
+            }
+        }
+    }
+    (table, cells)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.is_empty() {
+        0.0
+    } else {
+        v[v.len() / 2]
+    }
+}
+
+/// One measurement: `workers` threads, each classifying `packets` from its
+/// own ring; returns (total Mpps, mean per-worker Mpps).
+#[allow(clippy::too_many_arguments)]
+fn measure(
+    p: &ClassifyParams,
+    mode: TableMode,
+    workers: usize,
+    batch: usize,
+    pf: Prefetch,
+    copies: &[Arc<Table>],
+    shared: &Arc<RwLock<Table>>,
+    rings: &[Arc<PacketRing>],
+    round: usize,
+) -> (f64, f64) {
+    let barrier = Arc::new(Barrier::new(workers));
+    let handles: Vec<_> = (0..workers)
+        .map(|w| {
+            let ring = rings[w].clone();
+            let copy = copies[w].clone();
+            let shared = shared.clone();
+            let barrier = barrier.clone();
+            let cpu = (!p.cpus.is_empty()).then(|| p.cpus[w % p.cpus.len()]);
+            let n = p.packets;
+            let start = round * 997 * (w + 1);
+            std::thread::spawn(move || {
+                if let Some(c) = cpu {
+                    let _ = rsskit_linux::affinity::pin_current_thread(c);
+                }
+                // Warm up the code path, not the data.
+                let warm = (n / 50).max(1000);
+                let run = |count: u64, st: usize| match mode {
+                    TableMode::PerWorker => classify_run(&ring, &copy, count, batch, pf, st),
+                    TableMode::RwLock => lock_per_packet(&ring, &shared, count, batch, pf, st),
+                };
+                std::hint::black_box(run(warm, start));
+                barrier.wait();
+                let t = Instant::now();
+                let v = run(n, start);
+                let dt = t.elapsed().as_secs_f64();
+                std::hint::black_box(v);
+                (n as f64 / dt / 1e6, t, dt)
+            })
+        })
+        .collect();
+    let results: Vec<(f64, Instant, f64)> =
+        handles.into_iter().map(|h| h.join().expect("classify worker")).collect();
+    // Total rate: all packets over the span from the first start to the last end.
+    let first = results.iter().map(|r| r.1).min().expect("at least one worker");
+    let end = results.iter().map(|r| r.1 + std::time::Duration::from_secs_f64(r.2)).max().expect("one");
+    let span = (end - first).as_secs_f64();
+    let total = p.packets as f64 * workers as f64 / span / 1e6;
+    let per = results.iter().map(|r| r.0).sum::<f64>() / workers as f64;
+    (total, per)
+}
+
+/// The shared-table variant: the read lock is taken once per packet, around
+/// both lookups, as in the background.
+fn lock_per_packet(
+    ring: &PacketRing,
+    shared: &RwLock<Table>,
+    n: u64,
+    batch: usize,
+    pf: Prefetch,
+    start: usize,
+) -> Verdicts {
+    let batch = batch.clamp(1, 256);
+    let mut v = Verdicts::default();
+    let mut pos = start % ring.count;
+    let mut left = n;
+    let mut sb = [0usize; 256];
+    let mut db = [0usize; 256];
+    let mut sa = [0u32; 256];
+    let mut da = [0u32; 256];
+    let mut ok = [false; 256];
+    let mut idx = [0usize; 256];
+    // The bucket index needs only the mask, which never changes: read it
+    // under one lock up front (a real table could resize; this one does not).
+    let mask_table = shared.read().unwrap_or_else(|e| e.into_inner());
+    let mask = mask_table.mask;
+    drop(mask_table);
+    while left > 0 {
+        let k = (batch as u64).min(left) as usize;
+        for (j, slot) in idx.iter_mut().enumerate().take(k) {
+            *slot = (pos + j) % ring.count;
+        }
+        pos = (pos + k) % ring.count;
+        left -= k as u64;
+        if pf.header() {
+            for &i in &idx[..k] {
+                prefetch(ring.ptr(i));
+            }
+        }
+        for j in 0..k {
+            match addrs(ring.frame(idx[j])) {
+                Some((s, d)) => {
+                    sa[j] = s;
+                    da[j] = d;
+                    sb[j] = mix(s) as usize & mask;
+                    db[j] = mix(d) as usize & mask;
+                    ok[j] = true;
+                }
+                None => ok[j] = false,
+            }
+        }
+        if pf.bucket() {
+            let t = shared.read().unwrap_or_else(|e| e.into_inner());
+            for j in 0..k {
+                prefetch(t.bucket_ptr(sb[j]));
+                prefetch(t.bucket_ptr(db[j]));
+            }
+        }
+        for j in 0..k {
+            let t = shared.read().unwrap_or_else(|e| e.into_inner());
+            if ok[j] && !t.contains_at(sa[j], sb[j]) && !t.contains_at(da[j], db[j]) {
+                v.forward += 1;
+            } else {
+                v.block += 1;
+            }
+        }
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_insert_and_lookup() {
+        let (t, hits) = build_table(50_000, 4096, 7);
+        assert_eq!(t.len(), 50_000);
+        assert!(hits.iter().all(|&a| t.contains(a)));
+        let mut rng = Rng(99);
+        let misses = (0..10_000).filter(|_| t.contains(rng.addr())).count();
+        assert!(misses < 5, "random addresses are almost never present");
+        // Overflowing buckets still find their keys.
+        let mut small = Table::new(4);
+        for a in 1..=60u32 {
+            assert!(small.insert(a));
+        }
+        assert!(!small.insert(5));
+        assert!((1..=60u32).all(|a| small.contains(a)));
+        assert!(!small.contains(61));
+    }
+
+    #[test]
+    fn every_variant_gives_the_same_verdicts() {
+        let (t, hits) = build_table(20_000, 2048, 3);
+        let ring = PacketRing::new(512, 1920, &hits, 5);
+        let reference = classify_run(&ring, &t, 5000, 1, Prefetch::None, 0);
+        assert!(reference.block > 1000 && reference.forward > 500, "{reference:?}");
+        let shared = RwLock::new(t.clone());
+        for b in [1, 2, 4, 16, 256] {
+            for pf in Prefetch::ALL {
+                assert_eq!(classify_run(&ring, &t, 5000, b, pf, 0), reference);
+                assert_eq!(lock_per_packet(&ring, &shared, 5000, b, pf, 0), reference);
+            }
+        }
+    }
+
+    #[test]
+    fn tiny_matrix_runs() {
+        let p = ClassifyParams {
+            entries: 10_000,
+            buckets: 1024,
+            packets: 20_000,
+            ring: 256,
+            rounds: 1,
+            batches: vec![1, 4],
+            prefetches: vec![Prefetch::None, Prefetch::Both],
+            ..Default::default()
+        };
+        let (_, cells) = run_matrix(&p, |_| ());
+        assert_eq!(cells.len(), 2 * 2 * 2 * 2);
+        assert!(cells.iter().all(|c| c.mpps > 0.0 && c.mpps_per_worker > 0.0));
+    }
+}

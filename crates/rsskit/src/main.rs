@@ -36,6 +36,8 @@ enum Command {
     HttpLoad(cmd::http_load::Args),
     /// Per-CPU stateful firewall (ipfw-style rules, per-worker state tables, redirect) on pcap or AF_PACKET.
     Firewall(cmd::firewall::Args),
+    /// User-space data plane: NIC-style hash, netisr dispatch to per-CPU workers, reassembly, re-injection.
+    Pipeline(cmd::pipeline::Args),
     /// Micro-benchmarks.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
@@ -49,6 +51,7 @@ fn main() -> ExitCode {
         Command::Find(a) => cmd::find::run(a),
         Command::Info(a) => cmd::info::run(a),
         Command::Bench(a) => cmd::bench::run(a),
+        Command::Pipeline(a) => cmd::pipeline::run(a),
         Command::Firewall(a) => cmd::firewall::run(a),
         Command::UdpLoad(a) => cmd::udp_load::run(a),
         Command::HttpServe(a) => cmd::http_serve::run(a),

@@ -539,12 +539,13 @@ impl<H: Handler> Netisr<H> {
     }
 
     /// Waits until all sources are done and drained (or `duration` passed,
-    /// which stops the sources), calling `status` every `interval`. Then
-    /// joins the workers.
+    /// or `interrupt` was set: either stops the sources), calling `status`
+    /// every `interval`. Then joins the workers.
     pub fn wait(
         self,
         duration: Option<Duration>,
         interval: Duration,
+        interrupt: Option<&AtomicBool>,
         mut status: impl FnMut(&[WorkerReport], Duration),
     ) -> Result<RunReport<H>> {
         let mut next_status = Instant::now() + interval;
@@ -557,7 +558,7 @@ impl<H: Handler> Netisr<H> {
                 break;
             }
             let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
+            if deadline.is_some_and(|d| now >= d) || interrupt.is_some_and(|f| f.load(Ordering::Relaxed)) {
                 self.stop_inputs();
             }
             if now >= next_status {
@@ -602,7 +603,7 @@ impl<H: Handler> Netisr<H> {
 
     /// [`Netisr::wait`] without status reports or deadline.
     pub fn join(self) -> Result<RunReport<H>> {
-        self.wait(None, Duration::from_secs(3600), |_, _| ())
+        self.wait(None, Duration::from_secs(3600), None, |_, _| ())
     }
 }
 

@@ -301,13 +301,16 @@ impl<H: Handler> Worker<H> {
     /// or queue.
     #[inline]
     fn dispatch_input(&mut self, mut m: Mbuf, local: &mut Vec<Mbuf>) {
-        let hash = match parse_ethernet(m.data(), &self.parse) {
-            Ok(p) => self.hasher.nic(&p).hash,
-            Err(r) => {
-                self.c.drops.inc(r);
-                self.release(m);
-                return;
-            }
+        let hash = match nic_hash_fast(&self.hasher, m.data()) {
+            Some(h) => h,
+            None => match parse_ethernet(m.data(), &self.parse) {
+                Ok(p) => self.hasher.nic(&p).hash,
+                Err(r) => {
+                    self.c.drops.inc(r);
+                    self.release(m);
+                    return;
+                }
+            },
         };
         m.hash = hash;
         let owner = self.rss.cpu(hash);
@@ -503,4 +506,134 @@ fn with_link(macs: &[u8], ip: &[u8]) -> Vec<u8> {
     f.extend_from_slice(&h[12..]);
     f.extend_from_slice(ip);
     f
+}
+
+/// The NIC's hash for the common case, read straight from fixed offsets
+/// the way a NIC's parser does: untagged Ethernet, IPv4 without options and
+/// not a fragment, or IPv6 whose next header is TCP, UDP or ICMPv6. Returns
+/// `None` for everything else (VLANs, options, extension headers,
+/// fragments, anything short), which takes the full parser. The result
+/// equals [`PacketHasher::nic`] of the parsed packet for every frame the
+/// full parser accepts (tested below); like a NIC, it does not validate
+/// checksums, so a corrupt packet is dropped by the owning worker's parse.
+#[inline]
+pub(crate) fn nic_hash_fast(h: &PacketHasher, f: &[u8]) -> Option<u32> {
+    use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    use rsskit_core::{FlowTuple, L4Proto};
+    if f.len() < 14 {
+        return None;
+    }
+    let et = u16::from_be_bytes([f[12], f[13]]);
+    let (src, dst, proto, l4, l4_end, v6) = match et {
+        0x0800 => {
+            if f.len() < 34 || f[14] != 0x45 || u16::from_be_bytes([f[20], f[21]]) & 0x3fff != 0 {
+                return None;
+            }
+            let total = usize::from(u16::from_be_bytes([f[16], f[17]]));
+            if total < 20 || 14 + total > f.len() {
+                return None;
+            }
+            let s = IpAddr::V4(Ipv4Addr::new(f[26], f[27], f[28], f[29]));
+            let d = IpAddr::V4(Ipv4Addr::new(f[30], f[31], f[32], f[33]));
+            (s, d, f[23], 34, 14 + total, false)
+        }
+        0x86dd => {
+            if f.len() < 54 || f[14] >> 4 != 6 || !matches!(f[20], 6 | 17 | 58) {
+                return None;
+            }
+            let plen = usize::from(u16::from_be_bytes([f[18], f[19]]));
+            if 54 + plen > f.len() {
+                return None;
+            }
+            let s: [u8; 16] = f[22..38].try_into().ok()?;
+            let d: [u8; 16] = f[38..54].try_into().ok()?;
+            (IpAddr::V6(Ipv6Addr::from(s)), IpAddr::V6(Ipv6Addr::from(d)), f[20], 54, 54 + plen, true)
+        }
+        _ => return None,
+    };
+    let ports = match proto {
+        6 | 17 => {
+            if l4 + 4 > l4_end {
+                return None;
+            }
+            (u16::from_be_bytes([f[l4], f[l4 + 1]]), u16::from_be_bytes([f[l4 + 2], f[l4 + 3]]))
+        }
+        // Tunnels (IPIP, IPv6-in-IP, GRE) and other protocols: the NIC
+        // hashes them on addresses, no ports.
+        _ => (0, 0),
+    };
+    let l4p = L4Proto::from_number(proto);
+    let ht = h.config().pick(v6, l4p, false);
+    let t = FlowTuple::new(src, ports.0, dst, ports.1, l4p);
+    Some(h.tuple(&t, ht).hash)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::build::*;
+    use crate::wire::ethertype;
+    use crate::wire::ip::proto;
+    use core::net::{Ipv4Addr, Ipv6Addr};
+    use rsskit_core::{HashConfig, RssKey};
+
+    fn frames() -> Vec<Vec<u8>> {
+        let a = Ipv4Addr::new(66, 9, 149, 187);
+        let b = Ipv4Addr::new(161, 142, 100, 80);
+        let a6: Ipv6Addr = "3ffe:2501:200:1fff::7".parse().unwrap();
+        let b6: Ipv6Addr = "3ffe:2501:200:3::1".parse().unwrap();
+        let mut v = vec![
+            udp4_frame(a, 2794, b, 1766, 64),
+            udp4_frame(a, 2794, b, 1766, 1514),
+            eth(ethertype::IPV4, &[], &ipv4(&V4::new(a, b, proto::TCP), &tcp(1, 2, b"x"))),
+            eth(ethertype::IPV4, &[], &ipv4(&V4::new(a, b, proto::ICMP), &[8, 0, 0, 0, 0, 0, 0, 0])),
+            eth(
+                ethertype::IPV4,
+                &[],
+                &ipv4(&V4::new(a, b, proto::IPIP), &ipv4(&V4::new(b, a, 17), &udp(5, 6, b"yy"))),
+            ),
+            eth(ethertype::IPV4, &[(0x8100, 5)], &ipv4(&V4::new(a, b, proto::UDP), &udp(1, 2, b"v"))),
+            eth(ethertype::IPV6, &[], &ipv6(a6, b6, proto::UDP, &udp(7, 8, b"six"))),
+            eth(ethertype::IPV6, &[], &ipv6(a6, b6, proto::TCP, &tcp(7, 8, b"six"))),
+            eth(ethertype::IPV6, &[], &ipv6(a6, b6, proto::ICMPV6, &[128, 0, 0, 0, 0, 0, 0, 0])),
+            eth(
+                ethertype::IPV6,
+                &[],
+                &ipv6(a6, b6, proto::DSTOPTS, &[&ext_header(17, &[])[..], &udp(1, 2, b"e")[..]].concat()),
+            ),
+        ];
+        let mut h = V4::new(a, b, proto::UDP);
+        h.options = vec![1, 1, 1, 0];
+        v.push(eth(ethertype::IPV4, &[], &ipv4(&h, &udp(3, 4, b"opt"))));
+        for f in fragment_v4(&V4::new(a, b, proto::UDP), &udp(9, 9, &[0u8; 64]), &[24]) {
+            v.push(eth(ethertype::IPV4, &[], &f));
+        }
+        // Link padding after a short IPv4 packet.
+        let mut pad = eth(ethertype::IPV4, &[], &ipv4(&V4::new(a, b, proto::UDP), &udp(1, 1, b"")));
+        pad.resize(60, 0);
+        v.push(pad);
+        v
+    }
+
+    #[test]
+    fn fast_hash_equals_the_parsed_nic_hash() {
+        for cfg in [HashConfig::default(), HashConfig::all(), HashConfig::empty()] {
+            let h = PacketHasher::new(&RssKey::microsoft(), cfg);
+            let mut fast = 0;
+            for f in frames() {
+                let p = parse_ethernet(&f, &ParseConfig::default()).expect("test frames are valid");
+                if let Some(x) = nic_hash_fast(&h, &f) {
+                    fast += 1;
+                    assert_eq!(x, h.nic(&p).hash, "frame {f:02x?}");
+                }
+            }
+            assert!(fast >= 8, "the common cases take the fast path ({fast})");
+        }
+        let h = PacketHasher::new(&RssKey::microsoft(), HashConfig::default());
+        assert_eq!(nic_hash_fast(&h, &[0u8; 10]), None);
+        assert_eq!(
+            nic_hash_fast(&h, &udp4_frame(Ipv4Addr::LOCALHOST, 1, Ipv4Addr::LOCALHOST, 2, 64)[..40]),
+            None
+        );
+    }
 }

@@ -18,6 +18,8 @@ use std::time::Instant;
 pub enum BenchCommand {
     /// ns per Toeplitz hash for each implementation (reference, fast, batch).
     Toeplitz(ToeplitzArgs),
+    /// Packet classification: hash-table lookups, batch x prefetch, per-worker vs read-locked table.
+    Classify(super::bench_classify::Args),
 }
 
 #[derive(clap::Args, Debug)]
@@ -53,6 +55,7 @@ pub struct ToeplitzArgs {
 pub fn run(c: BenchCommand) -> Result<()> {
     match c {
         BenchCommand::Toeplitz(a) => toeplitz(a),
+        BenchCommand::Classify(a) => super::bench_classify::run(a),
     }
 }
 

@@ -1,6 +1,7 @@
 //! One module per subcommand; shared argument parsing in [`common`].
 
 pub mod bench;
+pub mod bench_classify;
 pub mod common;
 pub mod demo;
 pub mod find;
@@ -9,6 +10,7 @@ pub mod hash;
 pub mod http_load;
 pub mod http_serve;
 pub mod info;
+pub mod pipeline;
 pub mod table;
 pub mod udp_echo;
 pub mod udp_load;

@@ -1,0 +1,166 @@
+//! `rsskit bench classify`: the background's packet classification
+//! experiment on this machine (IPv4 source/destination lookups in a large
+//! hash table; batch x prefetch; per-worker tables vs a read-locked shared
+//! table; 1 and 2 workers), printed as a matrix in Mpps.
+
+use super::common::print_json;
+use anyhow::{bail, Result};
+use rsskit_dataplane::classify::{run_matrix, Cell, ClassifyParams, TableMode, BUCKET_KEYS};
+use rsskit_dataplane::netisr::Prefetch;
+use serde_json::json;
+
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Each packet's IPv4 source and destination are looked up in an open-addressing table \
+of 64-byte buckets (16 addresses each). Rows: table mode x workers x batch; columns: prefetch. Each figure \
+is the median of ROUNDS runs of PACKETS packets per worker. 'total' is all workers together, 'per worker' \
+each worker's own rate."
+)]
+pub struct Args {
+    /// Addresses in the table.
+    #[arg(long, default_value_t = 6_000_000)]
+    entries: usize,
+    /// Buckets (a power of two; rounded up).
+    #[arg(long, default_value_t = 524_288)]
+    buckets: usize,
+    /// Packets per worker per measurement.
+    #[arg(long, default_value_t = 2_000_000)]
+    packets: u64,
+    /// Packet buffers per worker (the "RX ring").
+    #[arg(long, default_value_t = 8192)]
+    ring: usize,
+    /// Buffer stride in bytes.
+    #[arg(long, default_value_t = 1920)]
+    stride: usize,
+    /// Rounds per cell (median reported).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    rounds: u32,
+    /// Batch sizes, comma separated (1..=256).
+    #[arg(long, default_value = "1,2,4,16", value_delimiter = ',')]
+    batch: Vec<usize>,
+    /// Worker counts, comma separated.
+    #[arg(long, default_value = "1,2", value_delimiter = ',')]
+    workers: Vec<usize>,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    if a.entries == 0 || a.buckets == 0 || a.packets == 0 || a.ring == 0 {
+        bail!("--entries, --buckets, --packets and --ring must be at least 1");
+    }
+    let cap = a.buckets.next_power_of_two().saturating_mul(BUCKET_KEYS) * 9 / 10;
+    if a.entries > cap {
+        bail!(
+            "{} entries do not fit in {} buckets of {BUCKET_KEYS} (at most {cap} at 90% load)",
+            a.entries,
+            a.buckets
+        );
+    }
+    if a.batch.iter().any(|b| !(1..=256).contains(b)) {
+        bail!("--batch sizes must be 1..=256");
+    }
+    if a.workers.iter().any(|w| !(1..=64).contains(w)) {
+        bail!("--workers must be 1..=64");
+    }
+    if a.stride < 128 {
+        bail!("--stride must be at least 128");
+    }
+    let cpus = rsskit_linux::cpulist::online();
+    let p = ClassifyParams {
+        entries: a.entries,
+        buckets: a.buckets,
+        packets: a.packets,
+        ring: a.ring,
+        stride: a.stride,
+        rounds: a.rounds as usize,
+        batches: a.batch.clone(),
+        prefetches: Prefetch::ALL.to_vec(),
+        workers: a.workers.clone(),
+        modes: vec![TableMode::PerWorker, TableMode::RwLock],
+        cpus,
+        seed: 1,
+    };
+    if !a.json {
+        eprintln!(
+            "building a table of {} addresses in {} buckets ({:.1} per bucket, {} MiB)...",
+            a.entries,
+            a.buckets.next_power_of_two(),
+            a.entries as f64 / a.buckets.next_power_of_two() as f64,
+            (a.buckets.next_power_of_two() * 64) >> 20
+        );
+    }
+    let quiet = a.json;
+    let (table, cells) = run_matrix(&p, |c| {
+        if !quiet {
+            eprintln!(
+                "  {:<10} workers={} batch={:<3} prefetch={:<6} {:6.2} Mpps",
+                c.mode.name(),
+                c.workers,
+                c.batch,
+                c.prefetch.name(),
+                c.mpps
+            );
+        }
+    });
+    if a.json {
+        return print_json(&json!({
+            "entries": table.len(),
+            "buckets": table.buckets(),
+            "table_bytes": table.bytes(),
+            "packets_per_worker": a.packets,
+            "ring": a.ring,
+            "stride": a.stride,
+            "rounds": a.rounds,
+            "cells": cells,
+        }));
+    }
+    println!(
+        "classify: {} addresses, {} buckets ({:.1}/bucket, {} MiB), 64-byte UDP packets, stride {}, {} packets/worker, median of {}",
+        table.len(),
+        table.buckets(),
+        table.len() as f64 / table.buckets() as f64,
+        table.bytes() >> 20,
+        a.stride,
+        a.packets,
+        a.rounds
+    );
+    println!("Mpps total (per worker in brackets)");
+    print!("{:<11} {:>7} {:>5}", "table", "workers", "batch");
+    for pf in Prefetch::ALL {
+        print!(" {:>15}", pf.name());
+    }
+    println!();
+    for mode in [TableMode::PerWorker, TableMode::RwLock] {
+        for &w in &a.workers {
+            for &b in &a.batch {
+                print!("{:<11} {:>7} {:>5}", mode.name(), w, b);
+                for pf in Prefetch::ALL {
+                    let c: Option<&Cell> = cells
+                        .iter()
+                        .find(|c| c.mode == mode && c.workers == w && c.batch == b && c.prefetch == pf);
+                    match c {
+                        Some(c) if w > 1 => print!(" {:>6.2} ({:>5.2})", c.mpps, c.mpps_per_worker),
+                        Some(c) => print!(" {:>15.2}", c.mpps),
+                        None => print!(" {:>15}", "-"),
+                    }
+                }
+                println!();
+            }
+        }
+    }
+    // The issue's target: lock-free >= 2x read-locked at 2 workers, batch 4, bucket prefetch.
+    let find = |m: TableMode| {
+        cells.iter().find(|c| c.mode == m && c.workers == 2 && c.batch == 4 && c.prefetch == Prefetch::Bucket)
+    };
+    if let (Some(l), Some(r)) = (find(TableMode::PerWorker), find(TableMode::RwLock)) {
+        println!(
+            "2 workers, batch 4, bucket prefetch: per-worker {:.2} Mpps vs rwlock {:.2} Mpps = {:.2}x",
+            l.mpps,
+            r.mpps,
+            l.mpps / r.mpps
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,416 @@
+//! `rsskit pipeline`: the user-space data plane. Frames come from a capture,
+//! an AF_PACKET ring or memory; each is hashed as the NIC would, handed to
+//! the worker owning its bucket (netisr dispatch), reassembled / decapsulated
+//! and re-injected where needed, counted in a per-worker flow table, and
+//! sent on with aggregated flushes.
+
+use super::common::print_json;
+use anyhow::{bail, Context, Result};
+use rsskit_core::HashConfig;
+use rsskit_dataplane::build::udp4_frame;
+use rsskit_dataplane::io::afpacket::{AfPacketSink, AfPacketSource, RingConfig};
+use rsskit_dataplane::io::pcap::{PcapSink, PcapSource};
+use rsskit_dataplane::io::{MemSource, Source};
+use rsskit_dataplane::netisr::{
+    drop_reasons, FlowCounter, Netisr, NetisrConfig, Prefetch, RunReport, WorkerReport,
+};
+use rsskit_dataplane::output::{FlushPolicy, NullSink, Sink};
+use rsskit_dataplane::reass::{ReassConfig, NS};
+use serde_json::{json, Value};
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where frames come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InSpec {
+    Pcap(PathBuf),
+    AfPacket(String),
+    /// Synthetic UDP frames of this size from memory.
+    Gen(usize),
+}
+
+/// Where frames go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutSpec {
+    Pcap(PathBuf),
+    AfPacket(String),
+    Null,
+}
+
+fn parse_in(s: &str) -> Result<InSpec, String> {
+    match s.split_once(':') {
+        Some(("pcap", f)) if !f.is_empty() => Ok(InSpec::Pcap(f.into())),
+        Some(("afpacket", i)) if !i.is_empty() => Ok(InSpec::AfPacket(i.into())),
+        Some(("gen", n)) => match n.parse::<usize>() {
+            Ok(n) if (60..=1514).contains(&n) => Ok(InSpec::Gen(n)),
+            _ => Err(format!("gen:SIZE needs a frame size 60..=1514, not {n:?}")),
+        },
+        None if s == "gen" => Ok(InSpec::Gen(64)),
+        _ => Err(format!("'{s}' is not an input: use pcap:FILE, afpacket:IFNAME or gen[:SIZE]")),
+    }
+}
+
+fn parse_out(s: &str) -> Result<OutSpec, String> {
+    match s.split_once(':') {
+        Some(("pcap", f)) if !f.is_empty() => Ok(OutSpec::Pcap(f.into())),
+        Some(("afpacket", i)) if !i.is_empty() => Ok(OutSpec::AfPacket(i.into())),
+        None if s == "null" => Ok(OutSpec::Null),
+        _ => Err(format!("'{s}' is not an output: use pcap:FILE, afpacket:IFNAME or null")),
+    }
+}
+
+/// `--cpus 0-3,5`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(pub Vec<usize>);
+
+fn parse_cpus(s: &str) -> Result<CpuList, String> {
+    rsskit_linux::cpulist::parse(s).map(CpuList).map_err(|e| format!("{e}"))
+}
+
+fn seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() && v < 1e9 => Ok(v),
+        _ => Err(format!("'{s}' is not a positive number of seconds")),
+    }
+}
+
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Inputs: pcap:FILE (pcap or pcapng; Ethernet or raw IP), afpacket:IFNAME (TPACKET_V3 \
+ring, one socket per worker in a PACKET_FANOUT group; needs CAP_NET_RAW), gen[:SIZE] (synthetic UDP \
+frames of SIZE bytes, default 64, from memory; one input per worker). Outputs: pcap:FILE, \
+afpacket:IFNAME, null. A status line per second goes to stderr; the final counters (like netstat -Q) \
+to stdout."
+)]
+pub struct Args {
+    /// Input: pcap:FILE | afpacket:IFNAME | gen[:SIZE].
+    #[arg(long = "in", value_parser = parse_in)]
+    input: InSpec,
+    /// Output: pcap:FILE | afpacket:IFNAME | null.
+    #[arg(long = "out", value_parser = parse_out, default_value = "null")]
+    output: OutSpec,
+    /// Worker threads.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    workers: u32,
+    /// Pin worker i to the i-th CPU of this list (e.g. 0-3 or 0,2).
+    #[arg(long, value_parser = parse_cpus)]
+    cpus: Option<CpuList>,
+    /// Packets per batch (1..=256).
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=256))]
+    batch: u32,
+    /// Prefetch: none, header, bucket or both.
+    #[arg(long, default_value = "none")]
+    prefetch: Prefetch,
+    /// Packet buffer stride in bytes (1920 avoids 2048-byte cache aliasing).
+    #[arg(long, default_value_t = 1920, value_parser = clap::value_parser!(u32).range(128..=65536))]
+    stride: u32,
+    /// Slots in each worker-to-worker queue (netisr queue limit).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(2..=1 << 20))]
+    queue: u32,
+    /// Fragment reassembly timeout in seconds (IPv4 and IPv6; default 30 and 60).
+    #[arg(long, value_parser = seconds)]
+    frag_timeout: Option<f64>,
+    /// Flush output after this many packets (1 = no aggregation).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    flush_packets: u32,
+    /// Flush output after this many bytes.
+    #[arg(long, default_value_t = 1500, value_parser = clap::value_parser!(u32).range(1..))]
+    flush_bytes: u32,
+    /// Hash UDP on the 4-tuple (FreeBSD's default is addresses only).
+    #[arg(long)]
+    udp_4tuple: bool,
+    /// Play a capture this many times.
+    #[arg(long = "loop", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    loops: u64,
+    /// Replay a capture with its timing (default: as fast as possible).
+    #[arg(long)]
+    timing: bool,
+    /// Stop after this many seconds.
+    #[arg(long, value_parser = seconds)]
+    duration: Option<f64>,
+    /// gen: frames per worker.
+    #[arg(long, default_value_t = 10_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    packets: u64,
+    /// gen: distinct flows.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..=1 << 24))]
+    flows: u32,
+    /// Print the summary as one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// No status lines.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// `flows` 64-byte (or `size`) UDP frames with distinct source addresses and ports.
+fn gen_frames(flows: u32, size: usize, seed: u32) -> Vec<Vec<u8>> {
+    (0..flows)
+        .map(|i| {
+            let x = i.wrapping_mul(2_654_435_761).wrapping_add(seed.wrapping_mul(0x9e37_79b9));
+            let src = Ipv4Addr::from(0x0a00_0000 | (x & 0x00ff_ffff));
+            udp4_frame(src, 1024 + (x >> 20) as u16, Ipv4Addr::new(192, 0, 2, 1), 9, size)
+        })
+        .collect()
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let n = a.workers as usize;
+    let cpus: Option<Vec<usize>> = a.cpus.as_ref().map(|c| c.0.clone());
+    if let Some(c) = &cpus {
+        if c.len() < n {
+            bail!("--cpus lists {} CPUs but --workers is {n}", c.len());
+        }
+        let online = rsskit_linux::cpulist::online();
+        if let Some(bad) = c.iter().take(n).find(|c| !online.contains(c)) {
+            bail!("CPU {bad} is not online (online: {})", rsskit_linux::cpulist::format(&online));
+        }
+    }
+    let mut reass = ReassConfig::default();
+    if let Some(t) = a.frag_timeout {
+        let ns = (t * NS as f64) as u64;
+        reass.timeout_v4_ns = ns;
+        reass.timeout_v6_ns = ns;
+    }
+    let cfg = NetisrConfig {
+        workers: n,
+        cpus,
+        batch: a.batch as usize,
+        prefetch: a.prefetch,
+        ring_capacity: a.queue as usize,
+        stride: a.stride as usize,
+        hash_config: HashConfig::default().with_udp_4tuple(a.udp_4tuple),
+        reass: Some(reass),
+        flush: FlushPolicy {
+            max_packets: a.flush_packets as usize,
+            max_bytes: a.flush_bytes as usize,
+            on_idle: true,
+        },
+        ..Default::default()
+    };
+    // Inputs: opened before anything else so bad names fail first.
+    let mut inputs: Vec<(usize, Box<dyn Source>)> = Vec::new();
+    match &a.input {
+        InSpec::Pcap(p) => {
+            if !p.exists() {
+                bail!("input capture {} does not exist", p.display());
+            }
+            inputs.push((0, Box::new(PcapSource::open(p, a.loops, a.timing)?)));
+        }
+        InSpec::AfPacket(ifname) => {
+            let fanout = (n > 1).then(|| (std::process::id() & 0xffff) as u16);
+            for w in 0..n {
+                let s = AfPacketSource::open(ifname, RingConfig::default(), fanout)
+                    .with_context(|| format!("input afpacket:{ifname}"))?;
+                inputs.push((w, Box::new(s)));
+            }
+        }
+        InSpec::Gen(size) => {
+            for w in 0..n {
+                let frames = Arc::new(gen_frames(a.flows, *size, w as u32));
+                inputs.push((w, Box::new(MemSource::new(frames, a.packets))));
+            }
+        }
+    }
+    let mut pcap_out = None;
+    let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
+    match &a.output {
+        OutSpec::Null => {
+            for _ in 0..n {
+                sinks.push(Box::new(NullSink::default()));
+            }
+        }
+        OutSpec::Pcap(p) => {
+            let s = PcapSink::create(p)?;
+            for _ in 0..n {
+                sinks.push(Box::new(s.clone()));
+            }
+            pcap_out = Some(s);
+        }
+        OutSpec::AfPacket(ifname) => {
+            for _ in 0..n {
+                sinks.push(Box::new(
+                    AfPacketSink::open(ifname).with_context(|| format!("output afpacket:{ifname}"))?,
+                ));
+            }
+        }
+    }
+    let handlers = (0..n).map(|_| FlowCounter::new(1 << 16)).collect();
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, interrupted.clone()).context("installing the signal handler")?;
+    }
+    let netisr = Netisr::start(cfg, inputs, sinks, handlers)?;
+    let quiet = a.quiet;
+    let mut last: Vec<u64> = vec![0; n];
+    let mut last_t = Duration::ZERO;
+    let report = netisr.wait(
+        a.duration.map(Duration::from_secs_f64),
+        Duration::from_secs(1),
+        Some(&interrupted),
+        |ws, t| {
+            if quiet {
+                return;
+            }
+            let dt = (t - last_t).as_secs_f64().max(1e-9);
+            last_t = t;
+            let mut line = format!("[{:>4.0}s]", t.as_secs_f64());
+            let mut total = 0.0;
+            for w in ws {
+                let pps = (w.counters.handled - last[w.worker]) as f64 / dt;
+                last[w.worker] = w.counters.handled;
+                total += pps;
+                line.push_str(&format!(
+                    " w{}: {:.3} Mpps q {} drops {} |",
+                    w.worker,
+                    pps / 1e6,
+                    w.queue_len,
+                    w.total_drops()
+                ));
+            }
+            line.push_str(&format!(" total {:.3} Mpps", total / 1e6));
+            eprintln!("{line}");
+        },
+    )?;
+    if let Some(s) = pcap_out {
+        s.close()?;
+    }
+    if a.json {
+        return print_json(&summary_json(&report));
+    }
+    print_table(&report);
+    Ok(())
+}
+
+fn worker_json(w: &WorkerReport) -> Value {
+    let c = &w.counters;
+    let drops: serde_json::Map<String, Value> =
+        drop_reasons(c).into_iter().map(|(k, v)| (k, json!(v))).collect();
+    json!({
+        "worker": w.worker,
+        "cpu": w.cpu,
+        "input": c.input,
+        "dispatched": c.dispatched,
+        "queued": w.queued,
+        "queue_drops": w.qdrops,
+        "queue_high_water": w.high_water,
+        "queue_len": w.queue_len,
+        "handled": c.handled,
+        "reinjected": c.reinjected,
+        "reinjected_direct": c.reinjected_direct,
+        "reassembled": c.reassembled,
+        "decapsulated": c.decapsulated,
+        "forwarded": c.forwarded,
+        "pool_stalls": c.pool_stalls,
+        "source_drops": w.source_drops,
+        "drops": w.total_drops(),
+        "drops_by_reason": drops,
+        "output": c.output,
+    })
+}
+
+fn summary_json(r: &RunReport<FlowCounter>) -> Value {
+    let t = r.total();
+    let secs = r.elapsed.as_secs_f64().max(1e-9);
+    json!({
+        "elapsed_s": secs,
+        "mpps": t.counters.handled as f64 / secs / 1e6,
+        "mpps_per_worker": r.workers.iter().map(|w| w.counters.handled as f64 / secs / 1e6).collect::<Vec<_>>(),
+        "flows": r.handlers.iter().map(|h| h.flows).sum::<usize>(),
+        "workers": r.workers.iter().map(worker_json).collect::<Vec<_>>(),
+        "total": worker_json(&t),
+    })
+}
+
+fn print_table(r: &RunReport<FlowCounter>) {
+    let secs = r.elapsed.as_secs_f64().max(1e-9);
+    println!("Workstreams ({:.2} s):", secs);
+    println!(
+        "{:>4} {:>4} {:>10} {:>10} {:>10} {:>8} {:>6} {:>10} {:>7} {:>7} {:>7} {:>10} {:>8} {:>8}",
+        "WSID",
+        "CPU",
+        "Input",
+        "Disp'd",
+        "Queued",
+        "QDrops",
+        "WMark",
+        "Handled",
+        "Reinj",
+        "Reass",
+        "Decap",
+        "Forwarded",
+        "Drops",
+        "Mpps"
+    );
+    let t = r.total();
+    let rows: Vec<(String, &WorkerReport)> = r
+        .workers
+        .iter()
+        .map(|w| (w.worker.to_string(), w))
+        .chain(std::iter::once(("all".to_string(), &t)))
+        .collect();
+    for (name, w) in rows {
+        let c = &w.counters;
+        println!(
+            "{:>4} {:>4} {:>10} {:>10} {:>10} {:>8} {:>6} {:>10} {:>7} {:>7} {:>7} {:>10} {:>8} {:>8.3}",
+            name,
+            w.cpu.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
+            c.input,
+            c.dispatched,
+            w.queued,
+            w.qdrops,
+            w.high_water,
+            c.handled,
+            c.reinjected,
+            c.reassembled,
+            c.decapsulated,
+            c.forwarded,
+            w.total_drops(),
+            c.handled as f64 / secs / 1e6
+        );
+    }
+    for w in &r.workers {
+        let d = drop_reasons(&w.counters);
+        if !d.is_empty() {
+            let s: Vec<String> = d.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            println!("drops w{}: {}", w.worker, s.join(" "));
+        }
+    }
+    let o = t.counters.output;
+    println!(
+        "output: {} packets, {} bytes in {} flushes (16 packets: {}, bytes: {}, idle: {}, final: {}), {} errors",
+        o.packets,
+        o.bytes,
+        o.flushes(),
+        o.flush_packets,
+        o.flush_bytes,
+        o.flush_idle,
+        o.flush_final,
+        o.errors
+    );
+    if t.source_drops > 0 {
+        println!("source drops (kernel ring, unreadable records): {}", t.source_drops);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs() {
+        assert_eq!(parse_in("pcap:a.pcap"), Ok(InSpec::Pcap("a.pcap".into())));
+        assert_eq!(parse_in("afpacket:eth0"), Ok(InSpec::AfPacket("eth0".into())));
+        assert_eq!(parse_in("gen"), Ok(InSpec::Gen(64)));
+        assert_eq!(parse_in("gen:128"), Ok(InSpec::Gen(128)));
+        assert!(parse_in("gen:10").is_err());
+        assert!(parse_in("pcap:").is_err());
+        assert!(parse_in("eth0").is_err());
+        assert_eq!(parse_out("null"), Ok(OutSpec::Null));
+        assert!(parse_out("nul").is_err());
+        let f = gen_frames(16, 64, 0);
+        assert!(f.iter().all(|x| x.len() == 64));
+    }
+}
