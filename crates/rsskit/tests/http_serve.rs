@@ -1,0 +1,441 @@
+//! `rsskit http-serve` end to end on loopback: malformed and oversized
+//! requests, pipelining, HEAD, path traversal, timeouts, 10,000 concurrent
+//! connections, shutdown under load. Every server is killed on drop.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+fn rsskit() -> std::path::PathBuf {
+    assert_cmd::cargo::cargo_bin("rsskit")
+}
+
+/// A running `rsskit http-serve --json`, killed on drop.
+struct Server {
+    child: Option<Child>,
+    addr: SocketAddr,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Server {
+    fn start(extra: &[&str]) -> Server {
+        let mut child = Command::new(rsskit())
+            .args(["http-serve", "--bind", "127.0.0.1:0", "--json"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawning rsskit http-serve");
+        let (tx, rx) = mpsc::channel();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut s = Server { child: Some(child), addr: "0.0.0.0:0".parse().unwrap(), stderr: rx };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = s.stderr.recv_timeout(left).expect("http-serve printed no ready line");
+            if let Some(rest) = line.strip_prefix("http-serve: ready on ") {
+                s.addr = rest.split_whitespace().next().unwrap().parse().unwrap();
+                return s;
+            }
+        }
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.as_ref().unwrap().id() as i32
+    }
+
+    /// SIGTERM, wait (bounded), and the final JSON summary.
+    fn stop(mut self) -> (ExitStatus, serde_json::Value) {
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(self.pid(), libc::SIGTERM) };
+        let mut child = self.child.take().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break st;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("http-serve did not exit within 10 s of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut out = String::new();
+        child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("bad JSON summary ({e}): {out}"));
+        (status, v)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn connect(addr: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+/// Sends `req` and reads until the server closes (bounded by the timeout).
+fn exchange(addr: SocketAddr, req: &[u8]) -> Vec<u8> {
+    let mut s = connect(addr);
+    s.write_all(req).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    out
+}
+
+fn status_of(resp: &[u8]) -> u16 {
+    let line = resp.split(|&b| b == b'\n').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {line:?}"))
+}
+
+/// Splits a byte stream of responses (bodies by Content-Length; HEAD
+/// responses flagged in `head`) into (status, headers, body).
+fn split_responses(mut buf: &[u8], head: &[bool]) -> Vec<(u16, String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for &is_head in head {
+        let end = buf.windows(4).position(|w| w == b"\r\n\r\n").expect("a complete head") + 4;
+        let h = String::from_utf8(buf[..end].to_vec()).unwrap();
+        let len: usize = h
+            .lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap())
+            })
+            .expect("Content-Length");
+        let blen = if is_head { 0 } else { len };
+        out.push((status_of(&buf[..end]), h, buf[end..end + blen].to_vec()));
+        buf = &buf[end + blen..];
+    }
+    assert!(buf.is_empty(), "{} unexpected trailing bytes", buf.len());
+    out
+}
+
+fn pattern(n: usize) -> Vec<u8> {
+    (0..n).map(|i| b'a' + (i % 26) as u8).collect()
+}
+
+#[test]
+fn malformed_oversized_and_unsupported() {
+    let srv = Server::start(&[]);
+    let a = srv.addr;
+    let mut big_header = b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: ".to_vec();
+    big_header.resize(9000, b'a');
+    big_header.extend_from_slice(b"\r\n\r\n");
+    let mut many = b"GET / HTTP/1.1\r\nHost: x\r\n".to_vec();
+    for i in 0..100 {
+        many.extend_from_slice(format!("X-{i}: y\r\n").as_bytes());
+    }
+    many.extend_from_slice(b"\r\n");
+    let cases: Vec<(&[u8], u16)> = vec![
+        (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nBad Header\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\n\r\n", 400),
+        (b"GET ../etc/passwd HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (&big_header, 431),
+        (&many, 431),
+        (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", 405),
+        (b"DELETE / HTTP/1.1\r\nHost: x\r\n\r\n", 405),
+        (b"BREW / HTTP/1.1\r\nHost: x\r\n\r\n", 501),
+        (b"GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n", 501),
+        (b"GET /bytes/12x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 400),
+        (b"GET /nothing-here HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 404),
+    ];
+    for (req, want) in &cases {
+        let resp = exchange(a, req);
+        assert!(!resp.is_empty(), "no answer to {:?}", String::from_utf8_lossy(&req[..req.len().min(40)]));
+        assert_eq!(status_of(&resp), *want, "{:?}", String::from_utf8_lossy(&req[..req.len().min(40)]));
+        let text = String::from_utf8_lossy(&resp);
+        assert!(text.contains("Connection: close"), "refusals close the connection: {text}");
+        if *want == 405 {
+            assert!(text.contains("Allow: GET, HEAD"));
+        }
+    }
+    // The connection of a refused request is closed: nothing more is answered.
+    let resp = exchange(a, b"BREW / HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(String::from_utf8_lossy(&resp).matches("HTTP/1.1 ").count(), 1);
+    let (st, v) = srv.stop();
+    assert!(st.success());
+    let t = &v["total"];
+    assert_eq!(t["status"]["431"], 2);
+    assert_eq!(t["status"]["501"], 3);
+    assert_eq!(t["status"]["405"], 2);
+    assert_eq!(t["status"]["400"], 5);
+    assert_eq!(t["status"]["404"], 1);
+    assert!(t["status"].get("200").is_none(), "{t}");
+}
+
+#[test]
+fn pipelining_and_head() {
+    let srv = Server::start(&["--object-size", "1000"]);
+    let reqs = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n\
+HEAD /bytes/5000 HTTP/1.1\r\nHost: x\r\n\r\n\
+GET /bytes/70000 HTTP/1.1\r\nHost: x\r\n\r\n\
+HEAD / HTTP/1.1\r\nHost: x\r\n\r\n\
+GET /bytes/7 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    // One write, five requests, one of them streamed (70,000 bytes).
+    let resp = exchange(srv.addr, reqs);
+    let r = split_responses(&resp, &[false, true, false, true, false]);
+    assert_eq!(r.len(), 5);
+    assert!(r.iter().all(|x| x.0 == 200));
+    assert_eq!(r[0].2, pattern(1000));
+    assert!(r[1].1.contains("Content-Length: 5000"));
+    assert_eq!(r[2].2, pattern(70000));
+    assert!(r[3].1.contains("Content-Length: 1000"));
+    assert_eq!(r[4].2, b"abcdefg");
+    assert!(r[0].1.contains("Connection: keep-alive") && r[4].1.contains("Connection: close"));
+    // Requests split at awkward places still parse.
+    let mut s = connect(srv.addr);
+    for part in [
+        &b"GE"[..],
+        b"T /bytes/3 HTTP/1.1\r",
+        b"\nHost: x\r\n",
+        b"\r\nGET /bytes/2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    ] {
+        s.write_all(part).unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    let r = split_responses(&out, &[false, false]);
+    assert_eq!((r[0].2.as_slice(), r[1].2.as_slice()), (&b"abc"[..], &b"ab"[..]));
+    let (st, v) = srv.stop();
+    assert!(st.success());
+    assert_eq!(v["total"]["requests"], 7);
+    assert_eq!(v["total"]["status"]["200"], 7);
+}
+
+#[test]
+fn path_traversal_is_refused() {
+    let base = std::env::temp_dir().join(format!("rsskit-http-root-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let root = base.join("www");
+    std::fs::create_dir_all(root.join("sub")).unwrap();
+    std::fs::write(root.join("hello.txt"), b"hello, world\n").unwrap();
+    std::fs::write(root.join("sub/index.html"), b"<p>sub</p>").unwrap();
+    std::fs::write(base.join("secret.txt"), b"TOP-SECRET").unwrap();
+    std::os::unix::fs::symlink(base.join("secret.txt"), root.join("abs-link")).unwrap();
+    std::os::unix::fs::symlink("../secret.txt", root.join("rel-link")).unwrap();
+    std::os::unix::fs::symlink("..", root.join("up")).unwrap();
+    std::os::unix::fs::symlink("hello.txt", root.join("inside-link")).unwrap();
+    struct Cleanup(std::path::PathBuf);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _cleanup = Cleanup(base.clone());
+    let srv = Server::start(&["--root", root.to_str().unwrap()]);
+    let get = |path: &str| {
+        let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let resp = exchange(srv.addr, req.as_bytes());
+        assert!(!String::from_utf8_lossy(&resp).contains("TOP-SECRET"), "{path} leaked the secret");
+        (status_of(&resp), resp)
+    };
+    let (st, body) = get("/hello.txt");
+    assert_eq!(st, 200);
+    assert!(body.ends_with(b"hello, world\n"));
+    assert!(String::from_utf8_lossy(&body).contains("Content-Type: text/plain"));
+    assert_eq!(get("/inside-link").0, 200);
+    assert_eq!(get("/sub/").0, 200);
+    for (path, want) in [
+        ("/../secret.txt", 400),
+        ("/sub/../../secret.txt", 400),
+        ("/%2e%2e/secret.txt", 400),
+        ("/%2E%2e%2Fsecret.txt", 400),
+        ("/sub/%2e%2e/%2e%2e/secret.txt", 400),
+        ("/..%2fsecret.txt", 400),
+        ("/abs-link", 403),
+        ("/rel-link", 403),
+        ("/up/secret.txt", 403),
+        ("/hello.txt%00", 400),
+        ("/%zz", 400),
+        ("/missing", 404),
+    ] {
+        assert_eq!(get(path).0, want, "{path}");
+    }
+    let (st, _) = srv.stop();
+    assert!(st.success());
+}
+
+#[test]
+fn idle_and_slow_header_connections_time_out() {
+    let srv = Server::start(&["--idle-timeout", "1", "--header-timeout", "1"]);
+    let t = Instant::now();
+    let mut idle = connect(srv.addr);
+    let mut slow = connect(srv.addr);
+    slow.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").unwrap(); // never finished
+                                                               // A keep-alive connection that served one request, then went quiet.
+    let mut used = connect(srv.addr);
+    used.write_all(b"GET /bytes/1 HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut b = [0u8; 4096];
+    let n = used.read(&mut b).unwrap();
+    assert_eq!(status_of(&b[..n]), 200);
+    let mut out = Vec::new();
+    idle.read_to_end(&mut out).expect("closed by the server, not by our read timeout");
+    assert!(out.is_empty());
+    out.clear();
+    slow.read_to_end(&mut out).unwrap();
+    assert_eq!(status_of(&out), 408);
+    out.clear();
+    used.read_to_end(&mut out).unwrap();
+    assert!(out.is_empty());
+    let waited = t.elapsed();
+    assert!(waited >= Duration::from_millis(900) && waited < Duration::from_secs(5), "{waited:?}");
+    let (st, v) = srv.stop();
+    assert!(st.success());
+    assert_eq!(v["total"]["timeouts_idle"], 2, "{v}");
+    assert_eq!(v["total"]["timeouts_header"], 1, "{v}");
+    assert_eq!(v["total"]["status"]["408"], 1);
+}
+
+/// Raises this process's descriptor limit (the test holds 10,000 sockets).
+fn raise_nofile(want: u64) {
+    let mut l = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: valid rlimit pointers.
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) };
+    if l.rlim_cur >= want {
+        return;
+    }
+    let mut n = libc::rlimit { rlim_cur: want, rlim_max: l.rlim_max.max(want) };
+    // SAFETY: as above.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &n) } != 0 {
+        n = libc::rlimit { rlim_cur: l.rlim_max, rlim_max: l.rlim_max };
+        // SAFETY: as above.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &n) };
+    }
+    // SAFETY: as above.
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) };
+    assert!(
+        l.rlim_cur >= want,
+        "RLIMIT_NOFILE is {} (hard {}); this test needs {want}",
+        l.rlim_cur,
+        l.rlim_max
+    );
+}
+
+#[test]
+fn ten_thousand_concurrent_connections() {
+    const N: usize = 10_000;
+    raise_nofile(N as u64 + 500);
+    // Kernel steering: this single client thread sends every SYN from one
+    // CPU, so `cpu` steering would (rightly) give them all to one worker.
+    let srv = Server::start(&["--idle-timeout", "60", "--steer", "kernel"]);
+    let t = Instant::now();
+    let mut conns = Vec::with_capacity(N);
+    for i in 0..N {
+        let s = TcpStream::connect(srv.addr).unwrap_or_else(|e| panic!("connection {i}: {e}"));
+        conns.push(s);
+    }
+    // All open at once; now one request on each, then every answer.
+    for s in &mut conns {
+        s.write_all(b"GET /bytes/100 HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    }
+    for (i, s) in conns.iter_mut().enumerate() {
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut got = Vec::new();
+        let mut b = [0u8; 1024];
+        while !(got.windows(4).any(|w| w == b"\r\n\r\n") && got.ends_with(&pattern(100)[74..])) {
+            let n = s.read(&mut b).unwrap_or_else(|e| panic!("connection {i}: {e}"));
+            assert!(n > 0, "connection {i} closed early");
+            got.extend_from_slice(&b[..n]);
+        }
+        assert_eq!(status_of(&got), 200);
+    }
+    eprintln!("10,000 connections served in {:?}", t.elapsed());
+    let (st, v) = srv.stop();
+    drop(conns);
+    assert!(st.success());
+    assert_eq!(v["total"]["accepted"], N as u64);
+    assert_eq!(v["total"]["requests"], N as u64);
+    assert_eq!(v["total"]["status"]["200"], N as u64);
+    // Every worker took a share of the kernel's reuseport hash.
+    for w in v["workers"].as_array().unwrap() {
+        if v["workers"].as_array().unwrap().len() > 1 {
+            assert!(w["accepted"].as_u64().unwrap() > 0, "{v}");
+        }
+    }
+}
+
+#[test]
+fn sigterm_during_load_exits_cleanly_with_counters() {
+    let srv = Server::start(&["--steer", "kernel"]);
+    let mut load = Command::new(rsskit())
+        .args([
+            "http-load",
+            "--url",
+            &format!("http://{}/", srv.addr),
+            "--connections",
+            "32",
+            "--duration",
+            "8",
+        ])
+        .args(["--timeout", "1", "--quiet", "--json"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Kill<'a>(&'a mut Child);
+    impl Drop for Kill<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _guard = Kill(&mut load);
+    std::thread::sleep(Duration::from_millis(1500));
+    let t = Instant::now();
+    let (st, v) = srv.stop();
+    assert!(st.success(), "{st:?}");
+    assert!(t.elapsed() < Duration::from_secs(3), "shutdown took {:?}", t.elapsed());
+    assert_eq!(v["stopped_by"], "signal");
+    let total = &v["total"];
+    assert!(total["requests"].as_u64().unwrap() > 100, "{v}");
+    assert_eq!(total["requests"], total["status"]["200"]);
+    let per: u64 = v["workers"].as_array().unwrap().iter().map(|w| w["requests"].as_u64().unwrap()).sum();
+    assert_eq!(per, total["requests"].as_u64().unwrap());
+}
+
+#[test]
+fn bad_arguments_are_one_line_errors() {
+    for args in [
+        &["http-serve", "--bind", "127.0.0.1:0", "--cpus", "99999"][..],
+        &["http-serve", "--bind", "127.0.0.1:0", "--idle-timeout", "0"],
+        &["http-serve", "--bind", "127.0.0.1:0", "--accept-batch", "0"],
+        &["http-serve", "--bind", "127.0.0.1:0", "--root", "/nonexistent/rsskit"],
+    ] {
+        let out = Command::new(rsskit()).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("rsskit: error: "), "{err}");
+    }
+    // A port in use is refused rather than silently shared.
+    let srv = Server::start(&[]);
+    let out = Command::new(rsskit())
+        .args(["http-serve", "--bind", &srv.addr.to_string(), "--duration", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already in use"));
+}
