@@ -1,0 +1,328 @@
+//! `rsskit http-load` against real servers on loopback: nginx (Debian's,
+//! started by the test with a throwaway config, killed on drop) and
+//! `rsskit http-serve`; request counts must agree with the server's own
+//! counters. Also: tuple-finder source ports against the server's in-kernel
+//! Toeplitz steering, CPU steering, the --rate schedule, bad inputs.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+fn rsskit() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("rsskit")
+}
+
+/// A running `rsskit http-serve --json`, killed on drop.
+struct Server {
+    child: Option<Child>,
+    addr: SocketAddr,
+}
+
+impl Server {
+    fn start(extra: &[&str]) -> Server {
+        let mut child = Command::new(rsskit())
+            .args(["http-serve", "--bind", "127.0.0.1:0", "--json", "--quiet"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawning rsskit http-serve");
+        let (tx, rx) = mpsc::channel();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut s = Server { child: Some(child), addr: "0.0.0.0:0".parse().unwrap() };
+        loop {
+            let line = rx.recv_timeout(Duration::from_secs(20)).expect("http-serve printed no ready line");
+            if let Some(rest) = line.strip_prefix("http-serve: ready on ") {
+                s.addr = rest.split_whitespace().next().unwrap().parse().unwrap();
+                return s;
+            }
+        }
+    }
+
+    fn stop(mut self) -> serde_json::Value {
+        let mut child = self.child.take().unwrap();
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let t = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            assert!(t.elapsed() < Duration::from_secs(10), "http-serve ignored SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut out = String::new();
+        child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("bad JSON ({e}): {out}"))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Runs `rsskit http-load ARGS --json` (bounded) and returns its summary.
+fn load(args: &[&str]) -> serde_json::Value {
+    let mut child = Command::new(rsskit())
+        .arg("http-load")
+        .args(args)
+        .args(["--json", "--quiet"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("http-load {args:?} ran over 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "http-load {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn n(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+#[test]
+fn counts_agree_with_http_serve_keep_alive_and_close() {
+    for mode in ["--keep-alive", "--close"] {
+        let srv = Server::start(&["--steer", "kernel"]);
+        let url = format!("http://{}/", srv.addr);
+        let r = load(&["--url", &url, "--connections", "40", "--duration", "2", mode]);
+        let v = srv.stop();
+        let e = &r["errors"];
+        for k in ["refused", "timeout", "reset", "bad_status", "short_body", "other"] {
+            assert_eq!(e[k], 0, "{mode}: {k} errors: {r}");
+        }
+        assert!(n(&r["responses"]) > 500, "{mode}: {r}");
+        assert_eq!(r["responses"], r["sent"], "{mode}");
+        assert_eq!(r["sent"], v["total"]["requests"], "{mode}: client sent vs server parsed");
+        assert_eq!(r["responses"], v["total"]["status"]["200"], "{mode}: client answers vs server 200s");
+        assert_eq!(n(&r["bytes_in"]), n(&v["total"]["bytes_out"]), "{mode}: bytes");
+        if mode == "--close" {
+            assert_eq!(r["connects"], r["responses"], "one request per connection");
+            assert_eq!(v["total"]["accepted"], r["connects"]);
+        } else {
+            assert!(n(&r["connects"]) <= 40, "keep-alive reuses connections: {r}");
+        }
+        let lat = &r["latency_us"];
+        assert!(lat["p50"].as_f64().unwrap() > 0.0);
+        assert!(lat["p50"].as_f64() <= lat["p99"].as_f64() && lat["p99"].as_f64() <= lat["max"].as_f64());
+        assert!(lat["stddev"].as_f64().unwrap() >= 0.0);
+    }
+}
+
+#[test]
+fn finder_ports_match_toeplitz_steering_and_cpu_steering_matches_cpus() {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    // Two workers on CPUs 0 and 1 when the machine has them.
+    let two = online.trim() != "0";
+    if !two {
+        eprintln!("SKIPPED: needs 2 CPUs");
+        return;
+    }
+    // toeplitz: each client worker aims its source ports at the server
+    // worker of the same index; the kernel's BPF program must agree.
+    let srv = Server::start(&["--cpus", "0,1", "--steer", "toeplitz"]);
+    let url = format!("http://{}/", srv.addr);
+    let r = load(&[
+        "--url",
+        &url,
+        "--connections",
+        "16",
+        "--duration",
+        "1.5",
+        "--close",
+        "--cpus",
+        "0,1",
+        "--src-ports",
+        "server",
+        "--server-cpus",
+        "0,1",
+        "--sources",
+        "127.0.0.0/8",
+    ]);
+    let v = srv.stop();
+    let (cw, sw) = (r["workers"].as_array().unwrap(), v["workers"].as_array().unwrap());
+    for i in 0..2 {
+        assert!(n(&cw[i]["connects"]) > 50, "{r}");
+        assert_eq!(
+            cw[i]["connects"], sw[i]["accepted"],
+            "worker {i}: finder vs in-kernel Toeplitz\n{r}\n{v}"
+        );
+    }
+    // cpu: the SYN is processed on the CPU of the (pinned) client thread.
+    let srv = Server::start(&["--cpus", "0,1", "--steer", "cpu"]);
+    let url = format!("http://{}/", srv.addr);
+    let r = load(&["--url", &url, "--connections", "16", "--duration", "1.5", "--close", "--cpus", "0,1"]);
+    let v = srv.stop();
+    let (cw, sw) = (r["workers"].as_array().unwrap(), v["workers"].as_array().unwrap());
+    for i in 0..2 {
+        assert_eq!(cw[i]["connects"], sw[i]["accepted"], "worker {i}: CPU steering\n{r}\n{v}");
+    }
+}
+
+#[test]
+fn rate_schedule_is_kept() {
+    let srv = Server::start(&[]);
+    let url = format!("http://{}/", srv.addr);
+    let r = load(&["--url", &url, "--connections", "20", "--duration", "2", "--rate", "1000"]);
+    let v = srv.stop();
+    let got = n(&r["responses"]);
+    assert!((1900..=2000).contains(&got), "2 s at 1000/s: {got}");
+    assert_eq!(r["sent"], v["total"]["requests"]);
+    // A 1,000/s schedule on an idle loopback server: latency stays small.
+    assert!(r["latency_us"]["p50"].as_f64().unwrap() < 5_000.0, "{r}");
+}
+
+#[test]
+fn refused_and_bad_inputs() {
+    // Nothing listens on this port (bound, never listening).
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    drop(l);
+    let out = Command::new(rsskit())
+        .args(["http-load", "--url", &format!("http://127.0.0.1:{port}/"), "--connections", "2"])
+        .args(["--duration", "0.5", "--json", "--quiet"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refused"), "{err}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(n(&r["errors"]["refused"]) > 0);
+    for args in [
+        &["--url", "https://127.0.0.1/"][..],
+        &["--url", "http://127.0.0.1:99999/"],
+        &["--url", "http://127.0.0.1/", "--connections", "0"],
+        &["--url", "http://127.0.0.1/", "--duration=0"],
+        &["--url", "http://127.0.0.1/", "--rate", "0"],
+        &["--url", "http://127.0.0.1/", "--threads", "0"],
+        &["--url", "http://127.0.0.1/", "--sources", "::1/128"],
+        &["--url", "http://127.0.0.1/", "--cpus", "99999"],
+    ] {
+        let out = Command::new(rsskit()).arg("http-load").args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("rsskit: error: "), "{err}");
+    }
+}
+
+/// nginx with a throwaway config in a temp dir; the whole process group
+/// is terminated (then killed) on drop.
+struct Nginx {
+    child: Child,
+    dir: PathBuf,
+    addr: SocketAddr,
+}
+
+impl Nginx {
+    fn start() -> Nginx {
+        let bin = ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/bin/nginx"]
+            .into_iter()
+            .map(PathBuf::from)
+            .find(|p| p.exists())
+            .expect("nginx is not installed: `apt-get install -y nginx` (these tests need it)");
+        let dir = std::env::temp_dir().join(format!("rsskit-nginx-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("www")).unwrap();
+        std::fs::write(dir.join("www/obj"), vec![b'x'; 1024]).unwrap();
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let d = dir.display();
+        let conf = format!(
+            "daemon off;\nworker_processes 2;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
+             events {{ worker_connections 4096; }}\n\
+             http {{\n access_log off;\n client_body_temp_path {d}/tmp-body;\n proxy_temp_path {d}/tmp-proxy;\n\
+             fastcgi_temp_path {d}/tmp-fcgi;\n uwsgi_temp_path {d}/tmp-uwsgi;\n scgi_temp_path {d}/tmp-scgi;\n\
+             server {{\n  listen {addr} reuseport;\n  root {d}/www;\n  location = /status {{ stub_status; }}\n }}\n}}\n"
+        );
+        std::fs::write(dir.join("nginx.conf"), conf).unwrap();
+        let child = Command::new(&bin)
+            .args(["-p", &format!("{d}/"), "-e", &format!("{d}/error.log"), "-c", &format!("{d}/nginx.conf")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .expect("starting nginx");
+        let mut ng = Nginx { child, dir, addr };
+        let t = Instant::now();
+        while TcpStream::connect(addr).is_err() {
+            if let Some(st) = ng.child.try_wait().unwrap() {
+                let log = std::fs::read_to_string(ng.dir.join("error.log")).unwrap_or_default();
+                panic!("nginx exited ({st}): {log}");
+            }
+            assert!(t.elapsed() < Duration::from_secs(10), "nginx did not start listening on {addr}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        ng
+    }
+
+    /// stub_status "requests" (counts this request too).
+    fn requests(&self) -> u64 {
+        let mut s = TcpStream::connect(self.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(b"GET /status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        // "server accepts handled requests\n A H R"
+        let line =
+            out.lines().skip_while(|l| !l.starts_with("server accepts")).nth(1).expect("stub_status body");
+        line.split_whitespace().nth(2).unwrap().parse().unwrap()
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let pg = self.child.id() as i32;
+        // SAFETY: signalling the process group we created for nginx.
+        unsafe { libc::kill(-pg, libc::SIGTERM) };
+        let t = Instant::now();
+        while self.child.try_wait().ok().flatten().is_none() && t.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // SAFETY: as above; whatever is left of the group.
+        unsafe { libc::kill(-pg, libc::SIGKILL) };
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn counts_agree_with_nginx() {
+    let ng = Nginx::start();
+    let url = format!("http://{}/obj", ng.addr);
+    for mode in ["--keep-alive", "--close"] {
+        let before = ng.requests();
+        let r = load(&["--url", &url, "--connections", "40", "--duration", "2", mode]);
+        let after = ng.requests();
+        let e = &r["errors"];
+        for k in ["refused", "timeout", "reset", "bad_status", "short_body", "other"] {
+            assert_eq!(e[k], 0, "{mode}: {k} errors against nginx: {r}");
+        }
+        assert!(n(&r["responses"]) > 500, "{r}");
+        // nginx counted our requests plus the second status request.
+        assert_eq!(after - before, n(&r["sent"]) + 1, "{mode}: nginx stub_status vs http-load");
+        assert_eq!(r["sent"], r["responses"]);
+        assert!(n(&r["bytes_in"]) > 1024 * n(&r["responses"]));
+    }
+}
