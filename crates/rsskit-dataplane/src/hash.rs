@@ -11,6 +11,7 @@
 //! packet to the worker that owns that flow's bucket.
 
 use crate::wire::{IpLayer, Packet};
+use core::net::IpAddr;
 use rsskit_core::{FlowTuple, HashConfig, HashType, L4Proto, RssKey, Toeplitz};
 
 /// A packet's RSS hash, the type it was computed with, and the tuple.
@@ -43,7 +44,7 @@ impl PacketHasher {
 
     /// The NIC's hash: outer IP header, ports only if the outer header
     /// carries TCP/UDP directly (no tunnel) and it is not a fragment.
-    #[inline]
+    #[inline(always)]
     pub fn nic(&self, p: &Packet<'_>) -> RssHash {
         let ports = if p.inner.is_none() { p.l4.ports() } else { None };
         self.ip(&p.outer, ports)
@@ -51,34 +52,71 @@ impl PacketHasher {
 
     /// The hash of the innermost flow (equal to [`PacketHasher::nic`] when
     /// there is no tunnel).
-    #[inline]
+    #[inline(always)]
     pub fn flow(&self, p: &Packet<'_>) -> RssHash {
         self.ip(p.innermost(), p.l4.ports())
     }
 
     /// Hash of one IP layer given its transport ports (if parsed).
-    #[inline]
+    #[inline(always)]
     pub fn ip(&self, ip: &IpLayer<'_>, ports: Option<(u16, u16)>) -> RssHash {
         let proto = L4Proto::from_number(ip.proto);
         let ht = self.config.pick(ip.is_ipv6(), proto, ip.is_fragment());
         let (sp, dp) = if ip.is_fragment() { (0, 0) } else { ports.unwrap_or((0, 0)) };
         let tuple = FlowTuple::new(ip.src, sp, ip.dst, dp, proto);
-        self.tuple(&tuple, ht)
+        // The hash input (Microsoft layout, as `FlowTuple::input` builds it)
+        // written straight from the addresses, and hashed on the core's
+        // fixed-length table path: measured 4x faster per packet here than
+        // `FlowTuple::input` + `Toeplitz::hash`, whose CLMUL dispatch is
+        // slower than the tables for single 12-byte inputs (bench_wire).
+        let hash = match (ip.src, ip.dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                let (s, d) = (s.octets(), d.octets());
+                if ht.has_ports() {
+                    let (p, q) = (sp.to_be_bytes(), dp.to_be_bytes());
+                    let b = [s[0], s[1], s[2], s[3], d[0], d[1], d[2], d[3], p[0], p[1], q[0], q[1]];
+                    self.toeplitz.hash_array::<12>(&b)
+                } else {
+                    let b = [s[0], s[1], s[2], s[3], d[0], d[1], d[2], d[3]];
+                    self.toeplitz.hash_array::<8>(&b)
+                }
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                let mut buf = [0u8; 36];
+                buf[0..16].copy_from_slice(&s.octets());
+                buf[16..32].copy_from_slice(&d.octets());
+                if ht.has_ports() {
+                    buf[32..34].copy_from_slice(&sp.to_be_bytes());
+                    buf[34..36].copy_from_slice(&dp.to_be_bytes());
+                    self.toeplitz.hash_array::<36>(&buf)
+                } else {
+                    self.toeplitz.hash_array::<32>(first::<32>(&buf))
+                }
+            }
+            // One IP header cannot mix families.
+            _ => 0,
+        };
+        RssHash { hash, hash_type: ht, tuple }
     }
 
-    /// Hash of a tuple with an explicit type. If `ht` has ports but the
-    /// protocol has none, FreeBSD would not have picked it; we hash what the
-    /// tuple holds.
+    /// Hash of a tuple with an explicit type (through the core's
+    /// [`FlowTuple::input`]). If `ht` has ports but the protocol has none,
+    /// FreeBSD would not have picked it; we hash what the tuple holds.
     #[inline]
     pub fn tuple(&self, tuple: &FlowTuple, ht: HashType) -> RssHash {
-        // Both addresses come from one IP header and `ht` from its family,
-        // so the input always exists; fall back to 0 rather than panic.
+        // Mixed families cannot come from one IP header; 0 rather than panic.
         let hash = match tuple.input(ht) {
-            Ok(input) => self.toeplitz.hash(input.as_bytes()),
+            Ok(input) => self.toeplitz.hash_table(input.as_bytes()),
             Err(_) => 0,
         };
         RssHash { hash, hash_type: ht, tuple: *tuple }
     }
+}
+
+#[inline]
+fn first<const N: usize>(buf: &[u8; 36]) -> &[u8; N] {
+    // N <= 36 at every call site.
+    buf[..N].try_into().unwrap_or(&[0; N])
 }
 
 #[cfg(test)]
@@ -120,6 +158,36 @@ mod tests {
             let r2 = two.nic(&p);
             assert_eq!(r2.hash_type, HashType::Ipv4);
             assert_eq!(r2.hash, h2);
+        }
+    }
+
+    #[test]
+    fn direct_input_matches_core_tuple_path() {
+        let cfg = ParseConfig::default();
+        let key = RssKey::microsoft();
+        let core = Toeplitz::new(&key);
+        for hc in [HashConfig::default(), HashConfig::all(), HashConfig::empty()] {
+            let h = PacketHasher::new(&key, hc);
+            let frames = [
+                tcp4([1, 2, 3, 4], 5, [6, 7, 8, 9], 10),
+                crate::build::eth(
+                    0x86dd,
+                    &[],
+                    &crate::build::ipv6(
+                        "2001:db8::1".parse().unwrap(),
+                        "2001:db8::2".parse().unwrap(),
+                        17,
+                        &crate::build::udp(7, 8, b"x"),
+                    ),
+                ),
+            ];
+            for f in frames {
+                let p = parse_ethernet(&f, &cfg).unwrap();
+                let r = h.nic(&p);
+                let want = core.hash(r.tuple.input(r.hash_type).unwrap().as_bytes());
+                assert_eq!(r.hash, want);
+                assert_eq!(h.tuple(&r.tuple, r.hash_type), r);
+            }
         }
     }
 

@@ -54,6 +54,7 @@ impl Transport<'_> {
 /// Parses the transport header of `ip`. For a first fragment the transport
 /// header must be complete in it (RFC 1858 / RFC 3128 tiny fragments, RFC 7112
 /// for IPv6), else [`DropReason::L4Truncated`].
+#[inline]
 pub fn parse_transport<'a>(ip: &IpLayer<'a>) -> Result<Transport<'a>, DropReason> {
     if ip.is_later_fragment() {
         return Ok(Transport::Fragment);

@@ -119,6 +119,7 @@ impl<'a> Packet<'a> {
 }
 
 /// Parses an Ethernet II frame (without FCS).
+#[inline]
 pub fn parse_ethernet<'a>(frame: &'a [u8], cfg: &ParseConfig) -> Result<Packet<'a>, DropReason> {
     let (vlans, vlan_count, et, off) = parse_link(frame, 0)?;
     let outer = parse_l3(frame, off, et, cfg)?;
@@ -127,6 +128,7 @@ pub fn parse_ethernet<'a>(frame: &'a [u8], cfg: &ParseConfig) -> Result<Packet<'
 
 /// Parses a raw IP packet (IPv4 or IPv6 by version nibble), e.g. a
 /// reassembled datagram or a `LINKTYPE_RAW` capture record.
+#[inline]
 pub fn parse_ip<'a>(data: &'a [u8], cfg: &ParseConfig) -> Result<Packet<'a>, DropReason> {
     let outer = ip::parse_ip_any(data, 0, cfg)?;
     finish(data, [VlanTag::default(); 2], 0, outer, cfg)
@@ -134,6 +136,7 @@ pub fn parse_ip<'a>(data: &'a [u8], cfg: &ParseConfig) -> Result<Packet<'a>, Dro
 
 /// Ethernet + VLAN tags at `data[off..]`: returns the tags, the ethertype of
 /// the payload and its offset.
+#[inline]
 fn parse_link(data: &[u8], off: usize) -> Result<([VlanTag; 2], u8, u16, usize), DropReason> {
     let eth = Ethernet2Slice::from_slice_without_fcs(&data[off..]).map_err(|_| DropReason::EthTruncated)?;
     let mut et = eth.ether_type().0;
@@ -154,6 +157,7 @@ fn parse_link(data: &[u8], off: usize) -> Result<([VlanTag; 2], u8, u16, usize),
     Ok((vlans, n, et, pos))
 }
 
+#[inline]
 fn parse_l3<'a>(data: &'a [u8], off: usize, et: u16, cfg: &ParseConfig) -> Result<IpLayer<'a>, DropReason> {
     let rest = &data[off..];
     match et {
@@ -164,6 +168,7 @@ fn parse_l3<'a>(data: &'a [u8], off: usize, et: u16, cfg: &ParseConfig) -> Resul
 }
 
 /// Strips tunnels starting at `outer` and parses the innermost transport.
+#[inline(always)]
 fn finish<'a>(
     data: &'a [u8],
     vlans: [VlanTag; 2],
