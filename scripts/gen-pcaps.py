@@ -314,8 +314,30 @@ def parse_cases():
         (bytes(e / IP(src="10.0.0.1", dst="10.0.0.2") / TCP(sport=1, dport=2))[:14 + 20 + 12], "ipv4_bad_total_len"),
         (bytes(e / IP(src="10.0.0.1", dst="10.0.0.2", proto=6) / Raw(b"\x00" * 12)), "l4_truncated"),
         (bytes(e / IP(src="10.0.0.1", dst="10.0.0.2") / GRE(version=1) / IP() / UDP()), "gre_malformed"),
+        (bad_options(), "ipv4_bad_options"),
+        (
+            bytes(
+                e
+                / IPv6(src="::1", dst="::2")
+                / IPv6ExtHdrRouting(type=0, addresses=["2001:db8::9"], segleft=1)
+                / UDP(sport=1, dport=2)
+            ),
+            "ipv6_bad_ext_header",
+        ),
     ]
     return cases
+
+
+def bad_options():
+    """IPv4 with a timestamp option whose length (12) runs past the 4 option
+    bytes; the header checksum is correct (scapy's checksum())."""
+    from scapy.utils import checksum
+
+    hdr = bytearray(bytes(IP(src="10.0.0.1", dst="10.0.0.2", options=[IPOption_Router_Alert()]) / UDP(sport=1, dport=2)))
+    hdr[20:24] = b"\x44\x0c\x05\x00"
+    hdr[10:12] = b"\x00\x00"
+    hdr[10:12] = checksum(bytes(hdr[:24])).to_bytes(2, "big")
+    return bytes(Ether(**MAC, type=0x0800)) + bytes(hdr)
 
 
 def frag_cases():

@@ -25,10 +25,13 @@ pub enum DropReason {
     Ipv4BadTotalLen,
     /// Header checksum does not verify.
     Ipv4BadChecksum,
+    /// An IPv4 option runs past the header or has a length < 2.
+    Ipv4BadOptions,
     /// Fewer than 40 bytes, or the payload length runs past the frame.
     Ipv6Truncated,
-    /// An extension header is cut off, misplaced (hop-by-hop not first) or
-    /// repeated (two fragment headers).
+    /// An extension header is cut off, misplaced (hop-by-hop not first),
+    /// repeated (two fragment headers), or a type 0 routing header with
+    /// segments left (deprecated by RFC 5095, which says to drop it).
     Ipv6BadExtHeader,
     /// Longer extension header chain than the configured limit.
     Ipv6ExtChainTooLong,
@@ -50,7 +53,7 @@ pub enum DropReason {
 
 impl DropReason {
     /// Number of reasons (size of a counter array).
-    pub const COUNT: usize = 18;
+    pub const COUNT: usize = 19;
 
     /// All reasons in declaration order.
     pub const ALL: [DropReason; Self::COUNT] = [
@@ -63,6 +66,7 @@ impl DropReason {
         DropReason::Ipv4BadIhl,
         DropReason::Ipv4BadTotalLen,
         DropReason::Ipv4BadChecksum,
+        DropReason::Ipv4BadOptions,
         DropReason::Ipv6Truncated,
         DropReason::Ipv6BadExtHeader,
         DropReason::Ipv6ExtChainTooLong,
@@ -86,6 +90,7 @@ impl DropReason {
             DropReason::Ipv4BadIhl => "ipv4_bad_ihl",
             DropReason::Ipv4BadTotalLen => "ipv4_bad_total_len",
             DropReason::Ipv4BadChecksum => "ipv4_bad_checksum",
+            DropReason::Ipv4BadOptions => "ipv4_bad_options",
             DropReason::Ipv6Truncated => "ipv6_truncated",
             DropReason::Ipv6BadExtHeader => "ipv6_bad_ext_header",
             DropReason::Ipv6ExtChainTooLong => "ipv6_ext_chain_too_long",

@@ -189,6 +189,9 @@ pub fn parse_ipv4<'a>(data: &'a [u8], offset: usize, cfg: &ParseConfig) -> Resul
     if cfg.verify_ipv4_checksum && !ipv4_checksum_ok(h.slice()) {
         return Err(DropReason::Ipv4BadChecksum);
     }
+    if hlen > 20 && !ipv4_options_ok(&h.slice()[20..]) {
+        return Err(DropReason::Ipv4BadOptions);
+    }
     let bytes = &data[..total];
     let payload_len = total - hlen;
     let frag_off = u16::from(h.fragments_offset()) as usize * 8;
@@ -217,6 +220,49 @@ pub fn parse_ipv4<'a>(data: &'a [u8], offset: usize, cfg: &ParseConfig) -> Resul
         ttl: h.ttl(),
         frag,
     })
+}
+
+/// IPv4 options (RFC 791): `(type, data)` of each option up to End of
+/// Option List; NOPs are skipped. Stops at the first malformed option (see
+/// [`ipv4_options_ok`]).
+pub fn ipv4_options(opts: &[u8]) -> impl Iterator<Item = (u8, &[u8])> {
+    let mut rest = opts;
+    core::iter::from_fn(move || loop {
+        match *rest {
+            [] | [0, ..] => return None,
+            [1, ..] => rest = &rest[1..],
+            [t, len, ..] if usize::from(len) >= 2 && usize::from(len) <= rest.len() => {
+                let (o, r) = rest.split_at(usize::from(len));
+                rest = r;
+                return Some((t, &o[2..]));
+            }
+            _ => {
+                rest = &[];
+                return None;
+            }
+        }
+    })
+}
+
+/// Whether IPv4 options are well formed: every option other than EOL / NOP
+/// has a length byte >= 2 that stays inside the options.
+pub fn ipv4_options_ok(opts: &[u8]) -> bool {
+    let mut i = 0;
+    while i < opts.len() {
+        match opts[i] {
+            0 => return true,
+            1 => i += 1,
+            _ => {
+                let Some(&len) = opts.get(i + 1) else { return false };
+                let len = usize::from(len);
+                if len < 2 || i + len > opts.len() {
+                    return false;
+                }
+                i += len;
+            }
+        }
+    }
+    true
 }
 
 /// Whether `nh` is an IPv6 extension header we walk (RFC 7045 list, minus ESP
@@ -300,6 +346,10 @@ pub fn parse_ipv6<'a>(data: &'a [u8], offset: usize, cfg: &ParseConfig) -> Resul
             }
             _ => {
                 let x = Ipv6RawExtHeaderSlice::from_slice(rest).map_err(|_| DropReason::Ipv6BadExtHeader)?;
+                // RFC 5095: a type 0 routing header with segments left is dropped.
+                if nh == proto::ROUTING && rest[2] == 0 && rest[3] != 0 {
+                    return Err(DropReason::Ipv6BadExtHeader);
+                }
                 (x.slice().len(), x.next_header().0)
             }
         };
@@ -337,6 +387,19 @@ pub fn parse_ip_any<'a>(data: &'a [u8], offset: usize, cfg: &ParseConfig) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ipv4_options_walk() {
+        // Router alert, NOP, record route (len 7, pointer 4, one empty slot), EOL.
+        let o = [0x94, 4, 0, 0, 1, 7, 7, 4, 0, 0, 0, 0, 0, 0, 0, 0];
+        assert!(ipv4_options_ok(&o));
+        let v: Vec<(u8, usize)> = ipv4_options(&o).map(|(t, d)| (t, d.len())).collect();
+        assert_eq!(v, vec![(0x94, 2), (7, 5)]);
+        assert!(!ipv4_options_ok(&[0x94, 1, 0, 0]));
+        assert!(!ipv4_options_ok(&[0x94, 9, 0, 0]));
+        assert!(!ipv4_options_ok(&[1, 1, 1, 0x44]));
+        assert_eq!(ipv4_options(&[0x94, 9, 0, 0]).count(), 0);
+    }
 
     #[test]
     fn checksum_known_header() {

@@ -93,6 +93,11 @@ fn ipv4_options_and_checksum() {
     assert_eq!(parse_ip(&bad, &cfg()), Err(DropReason::Ipv4BadChecksum));
     let lax = ParseConfig { verify_ipv4_checksum: false, ..cfg() };
     assert!(parse_ip(&bad, &lax).is_ok());
+    // An option whose length runs past the header.
+    let mut h2 = h.clone();
+    h2.options = vec![0x44, 12, 5, 0];
+    let ip = build::ipv4(&h2, &build::tcp(80, 8080, b""));
+    assert_eq!(parse_ip(&ip, &cfg()), Err(DropReason::Ipv4BadOptions));
 }
 
 #[test]
@@ -147,6 +152,12 @@ fn ipv6_extension_chain() {
     }
     let ip = build::ipv6(a6("::1"), a6("::2"), proto::DSTOPTS, &rest);
     assert_eq!(parse_ip(&ip, &cfg()), Err(DropReason::Ipv6ExtChainTooLong));
+
+    // Type 0 routing header with segments left (RFC 5095).
+    let mut rest = build::ext_header(proto::UDP, &[0, 1, 0, 0, 0, 0]);
+    rest.extend(build::udp(1, 2, b""));
+    let ip = build::ipv6(a6("::1"), a6("::2"), proto::ROUTING, &rest);
+    assert_eq!(parse_ip(&ip, &cfg()), Err(DropReason::Ipv6BadExtHeader));
 
     // Truncated extension header.
     let ip = build::ipv6(a6("::1"), a6("::2"), proto::DSTOPTS, &[17, 1, 0, 0, 0, 0, 0, 0]);
