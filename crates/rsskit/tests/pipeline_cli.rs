@@ -184,3 +184,109 @@ fn pcap_loop_and_duration() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["elapsed_s"].as_f64().unwrap() >= 1.0);
 }
+
+/// Removes the namespace (and anything left in it) even when an assertion fails.
+struct Netns(String);
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip").args(["netns", "del", &self.0]).output();
+    }
+}
+
+fn sh(args: &[&str]) {
+    let out = std::process::Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("{} is needed (root + iproute2): {e}", args[0]));
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// `pipeline --in afpacket:vB --out pcap:FILE` in a namespace with a veth
+/// pair; the frames are injected on vA by a second `pipeline --in pcap:...
+/// --out afpacket:vA`.
+#[test]
+fn afpacket_veth_cli() {
+    use rsskit_dataplane::build::{eth, ipv4, udp, V4};
+    use rsskit_dataplane::io::pcap::PcapSink;
+    use rsskit_dataplane::netisr::Mbuf;
+    use rsskit_dataplane::output::Sink;
+    // SAFETY: no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root (network namespaces, AF_PACKET)");
+    let ns = Netns(format!("rsskit-plcli-{}", std::process::id()));
+    let _ = std::process::Command::new("ip").args(["netns", "del", &ns.0]).output();
+    sh(&["ip", "netns", "add", &ns.0]);
+    sh(&["ip", "netns", "exec", &ns.0, "sysctl", "-q", "-w", "net.ipv6.conf.default.disable_ipv6=1"]);
+    sh(&["ip", "-n", &ns.0, "link", "add", "vA", "type", "veth", "peer", "name", "vB"]);
+    sh(&["ip", "-n", &ns.0, "link", "set", "vA", "up"]);
+    sh(&["ip", "-n", &ns.0, "link", "set", "vB", "up"]);
+
+    let input = tmp("inject.pcap");
+    let output = tmp("received.pcap");
+    let mut w = PcapSink::create(&input).unwrap();
+    let frames: Vec<Mbuf> = (0u32..100)
+        .map(|i| {
+            let mut pl = b"CLI".to_vec();
+            pl.extend_from_slice(&i.to_be_bytes());
+            let ip =
+                ipv4(&V4::new([10, 8, 0, 1].into(), [10, 8, 0, 2].into(), 17), &udp(3000 + i as u16, 9, &pl));
+            let mut f = eth(0x0800, &[], &ip);
+            f[..6].copy_from_slice(&[0xff; 6]);
+            Mbuf::heap(f, 0, 1_000_000_000 + u64::from(i), 0)
+        })
+        .collect();
+    assert_eq!(w.send(&frames).unwrap(), 100);
+    w.close().unwrap();
+
+    let bin = assert_cmd::cargo::cargo_bin("rsskit");
+    let rx = std::process::Command::new("ip")
+        .args(["netns", "exec", &ns.0])
+        .arg(&bin)
+        .args(["pipeline", "--in", "afpacket:vB", "--workers", "2", "--duration", "3", "--json", "--quiet"])
+        .arg("--out")
+        .arg(format!("pcap:{}", output.display()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    struct Kill(Option<std::process::Child>);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            if let Some(c) = &mut self.0 {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+    let mut rx = Kill(Some(rx));
+    std::thread::sleep(Duration::from_millis(800));
+    let tx = std::process::Command::new("ip")
+        .args(["netns", "exec", &ns.0])
+        .arg(&bin)
+        .args(["pipeline", "--in"])
+        .arg(format!("pcap:{}", input.display()))
+        .args(["--out", "afpacket:vA", "--json", "--quiet"])
+        .output()
+        .unwrap();
+    assert!(tx.status.success(), "{}", String::from_utf8_lossy(&tx.stderr));
+    let txv: Value = serde_json::from_slice(&tx.stdout).unwrap();
+    assert_eq!(txv["total"]["output"]["packets"], 100);
+    let out = rx.0.take().unwrap().wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["total"]["input"].as_u64().unwrap() >= 100, "{}", v["total"]);
+    let got = read_all(&output).unwrap();
+    let mut ids: Vec<u32> = got
+        .iter()
+        .filter_map(|(_, f)| {
+            let p = parse_ethernet(f, &ParseConfig::default()).ok()?;
+            match p.l4 {
+                rsskit_dataplane::wire::Transport::Udp { payload, .. } if payload.starts_with(b"CLI") => {
+                    Some(u32::from_be_bytes(payload[3..7].try_into().unwrap()))
+                }
+                _ => None,
+            }
+        })
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..100).collect::<Vec<u32>>(), "every injected frame received once");
+}
