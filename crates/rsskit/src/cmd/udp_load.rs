@@ -227,14 +227,14 @@ pub fn print_report(cfg: &LoadConfig, r: &LoadReport) {
     }
     let pct = if r.sent > 0 { 100.0 * r.lost as f64 / r.sent as f64 } else { 0.0 };
     println!(
-        "sent {} echoed {} lost {} ({pct:.3}%) out-of-order {} duplicates {} in {:.2}s ({:.0} pps echoed)",
+        "sent {} echoed {} lost {} ({pct:.3}%) out-of-order {} duplicates {} in {:.2}s ({:.0} pps echoed while sending)",
         r.sent,
         r.echoed,
         r.lost,
         r.out_of_order,
         r.duplicates,
         r.elapsed_s,
-        r.echoed as f64 / r.elapsed_s.max(1e-9)
+        r.echoed as f64 / cfg.duration.map_or(r.elapsed_s, |d| d.as_secs_f64().min(r.elapsed_s)).max(1e-9)
     );
     println!(
         "rtt us: p50 {:.1} p99 {:.1} p99.9 {:.1} max {:.1}",
