@@ -38,6 +38,8 @@ const BLOCK: usize = 16;
 pub(super) struct Gfni {
     /// `mats[i]`: `[M_i, M_{i+1}, M_{i+2}, M_{i+3}]` twice.
     mats: Vec<[u64; 8]>,
+    /// `per_out[k][o]`, lane `j`: `M_{8k + j + o}` (inputs longer than 16 bytes).
+    per_out: Vec<[[u64; 8]; 4]>,
 }
 
 /// Whether this CPU runs the kernel.
@@ -86,7 +88,10 @@ impl Gfni {
                 [q[0], q[1], q[2], q[3], q[0], q[1], q[2], q[3]]
             })
             .collect();
-        Gfni { mats }
+        let per_out = (0..MAX_N / 8)
+            .map(|k| core::array::from_fn(|o| core::array::from_fn(|j| matrix(key, 8 * k + j + o))))
+            .collect();
+        Gfni { mats, per_out }
     }
 
     /// Whether the kernel hashes inputs of `n` bytes with this key.
@@ -109,6 +114,7 @@ impl Gfni {
         unsafe {
             batch::<N>(
                 &self.mats[..N],
+                &self.per_out,
                 inputs[..full].as_ptr().cast(),
                 out[..full].as_mut_ptr(),
                 full / BLOCK,
@@ -120,7 +126,7 @@ impl Gfni {
             buf[..rest].copy_from_slice(&inputs[full..]);
             let mut o = [0u32; BLOCK];
             // SAFETY: as above; `buf` and `o` hold one block.
-            unsafe { batch::<N>(&self.mats[..N], buf.as_ptr().cast(), o.as_mut_ptr(), 1) };
+            unsafe { batch::<N>(&self.mats[..N], &self.per_out, buf.as_ptr().cast(), o.as_mut_ptr(), 1) };
             out[full..].copy_from_slice(&o[..rest]);
         }
     }
@@ -150,7 +156,13 @@ fn first(n: usize) -> __mmask64 {
 /// reading `blocks * 16 * N` bytes and `dst` for writing `blocks * 16` u32s;
 /// `mats.len() == N`, `1 <= N <= MAX_N`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi,gfni")]
-unsafe fn batch<const N: usize>(mats: &[[u64; 8]], src: *const u8, dst: *mut u32, blocks: usize) {
+unsafe fn batch<const N: usize>(
+    mats: &[[u64; 8]],
+    per_out: &[[[u64; 8]; 4]],
+    src: *const u8,
+    dst: *mut u32,
+    blocks: usize,
+) {
     let nch = N.div_ceil(8);
 
     // Transposition constants: perm[k] puts chunk k (input bytes 8k .. 8k + 8)
@@ -237,21 +249,50 @@ unsafe fn batch<const N: usize>(mats: &[[u64; 8]], src: *const u8, dst: *mut u32
                 }
             }
         }
-        // Four accumulators: the XOR chain would otherwise bound a block
-        // to N cycles.
-        let mut acc = [_mm512_setzero_si512(); 4];
-        let [cols_a, cols_b] = &cols;
-        for (k, (&ca, &cb)) in cols_a.iter().zip(cols_b).enumerate().take(nch) {
-            for (j, bj) in bcast.iter().enumerate() {
-                let i = 8 * k + j;
-                if i < N {
-                    let x = _mm512_permutex2var_epi64(ca, *bj, cb);
-                    let m = _mm512_loadu_si512(mats[i].as_ptr().cast());
-                    acc[j % 4] = _mm512_xor_si512(acc[j % 4], _mm512_gf2p8affine_epi64_epi8::<0>(x, m));
+        let acc = if N <= 16 {
+            // Broadcast layout: column i of both groups into the lanes of
+            // the 4 hash bytes. Four accumulators: the XOR chain would
+            // otherwise bound a block to N cycles.
+            let mut acc = [_mm512_setzero_si512(); 4];
+            let [cols_a, cols_b] = &cols;
+            for (k, (&ca, &cb)) in cols_a.iter().zip(cols_b).enumerate().take(nch) {
+                for (j, bj) in bcast.iter().enumerate() {
+                    let i = 8 * k + j;
+                    if i < N {
+                        let x = _mm512_permutex2var_epi64(ca, *bj, cb);
+                        let m = _mm512_loadu_si512(mats[i].as_ptr().cast());
+                        acc[j % 4] = _mm512_xor_si512(acc[j % 4], _mm512_gf2p8affine_epi64_epi8::<0>(x, m));
+                    }
                 }
             }
-        }
-        let acc = _mm512_xor_si512(_mm512_xor_si512(acc[0], acc[1]), _mm512_xor_si512(acc[2], acc[3]));
+            _mm512_xor_si512(_mm512_xor_si512(acc[0], acc[1]), _mm512_xor_si512(acc[2], acc[3]))
+        } else {
+            // Per-output layout (fewer shuffles for long inputs): multiply
+            // the 8 columns of a chunk, as they are, by the matrices of hash
+            // byte o (lane j: M_{8k+j+o}); columns past N are zero. Then sum
+            // each accumulator's 8 lanes: x[4g + o] -> lane 4g + o.
+            let mut x = [_mm512_setzero_si512(); 8];
+            for (g, cg) in cols.iter().enumerate() {
+                for (&c, po) in cg.iter().zip(per_out).take(nch) {
+                    for (o, m) in po.iter().enumerate() {
+                        let m = _mm512_loadu_si512(m.as_ptr().cast());
+                        x[4 * g + o] =
+                            _mm512_xor_si512(x[4 * g + o], _mm512_gf2p8affine_epi64_epi8::<0>(c, m));
+                    }
+                }
+            }
+            // 128-bit lane L of a[p]: [x[2p] lanes 2L^2L+1, x[2p+1] lanes 2L^2L+1].
+            let a: [__m512i; 4] = core::array::from_fn(|p| {
+                _mm512_xor_si512(
+                    _mm512_unpacklo_epi64(x[2 * p], x[2 * p + 1]),
+                    _mm512_unpackhi_epi64(x[2 * p], x[2 * p + 1]),
+                )
+            });
+            let fold = |u: __m512i, v: __m512i| {
+                _mm512_xor_si512(_mm512_shuffle_i64x2::<0x88>(u, v), _mm512_shuffle_i64x2::<0xdd>(u, v))
+            };
+            fold(fold(a[0], a[1]), fold(a[2], a[3]))
+        };
         let res = _mm512_permutexvar_epi8(outperm, acc);
         _mm512_storeu_si512(dst.add(blk * BLOCK).cast(), res);
     }
