@@ -17,6 +17,12 @@
 //! inputs of `N` bytes, and no horizontal reduction is needed: a single
 //! byte permutation turns the 8 accumulator lanes into 16 `u32`s.
 //!
+//! Inputs longer than 16 bytes use a second layout that spends fewer
+//! shuffles: each register of 8 columns is multiplied as it is, once per
+//! hash byte `o` (lane `j` by `M_{8k+j+o}`), into 8 accumulators (2 groups
+//! x 4 hash bytes), whose 8 lanes are summed at the end of the block by a
+//! 3-step unpack/shuffle/XOR reduction. Every product is still useful.
+//!
 //! The transposition: inputs of up to 16 bytes (8 inputs = at most 128
 //! bytes) come from two masked loads and one two-source byte permutation
 //! (`vpermt2b`) per 8 columns; longer inputs are loaded one per register and
