@@ -137,3 +137,132 @@ fn cpu_steering_follows_the_sending_cpu() {
         );
     }
 }
+
+/// CPU time of the calling thread.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a live timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// What the steering program costs the kernel per datagram.
+///
+/// On loopback the receive path (reuseport selection and its BPF program
+/// included) runs in the sender's softirq and, without IRQ time
+/// accounting, is charged to the sending thread. So: one pinned thread
+/// sends N datagrams with `sendmmsg` to a 2-socket group under each program,
+/// two threads drain the sockets, and the sender's thread CPU time per
+/// datagram is compared. Runs in a private network namespace (needs root,
+/// `ip`), so the host's UDP counters are not disturbed.
+///
+/// `cargo test --release -p rsskit-runtime --test steer_loopback -- --ignored --nocapture steering_cost`
+#[test]
+#[ignore]
+fn steering_cost() {
+    use rsskit_linux::socket::Batch;
+    std::thread::spawn(|| {
+        // SAFETY: unshare only affects this thread's namespaces.
+        let rc = unsafe { libc::unshare(libc::CLONE_NEWNET) };
+        assert_eq!(rc, 0, "unshare(CLONE_NEWNET) needs root: {}", std::io::Error::last_os_error());
+        let st = std::process::Command::new("ip").args(["link", "set", "lo", "up"]).status().unwrap();
+        assert!(st.success());
+        let cpus = rsskit_linux::cpulist::online();
+        let send_cpu = *cpus.last().unwrap();
+        rsskit_linux::affinity::pin_current_thread(send_cpu).unwrap();
+        let key = RssKey::microsoft();
+        let table: Vec<u32> = (0..8).map(|b| b % 2).collect();
+        type Setup = (&'static str, &'static str, Option<HashType>, bool);
+        let setups: [Setup; 6] = [
+            ("kernel (no program)", "127.0.0.1", None, false),
+            ("cpu (ld #cpu)", "127.0.0.1", None, true),
+            ("toeplitz ipv4", "127.0.0.1", Some(HashType::Ipv4), false),
+            ("toeplitz udp-ipv4", "127.0.0.1", Some(HashType::UdpIpv4), false),
+            ("kernel ipv6 (no program)", "[::1]", None, false),
+            ("toeplitz udp-ipv6", "[::1]", Some(HashType::UdpIpv6), false),
+        ];
+        let n = 200_000usize;
+        let reps = 5;
+        let mut results: Vec<Vec<f64>> = vec![Vec::new(); setups.len()];
+        let mut lens = vec![0usize; setups.len()];
+        for _ in 0..reps {
+            for (k, (_, ip, ht, cpu)) in setups.iter().enumerate() {
+                let (socks, at) = group(ip, 2);
+                if let Some(ht) = ht {
+                    let p = toeplitz_program(&key, *ht, &table).unwrap();
+                    lens[k] = p.len();
+                    p.attach_reuseport(&socks[0]).unwrap();
+                } else if *cpu {
+                    let p = cpu_program(&cpus).unwrap();
+                    lens[k] = p.len();
+                    p.attach_reuseport(&socks[0]).unwrap();
+                }
+                let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let received = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+                let drains: Vec<_> = socks
+                    .into_iter()
+                    .map(|s| {
+                        let stop = stop.clone();
+                        let received = received.clone();
+                        std::thread::spawn(move || {
+                            let mut b = Batch::new(64, 128, false);
+                            let mut got = 0usize;
+                            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                                match b.recv(&s, true) {
+                                    Ok(n) => {
+                                        got += n;
+                                        received.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+                                    }
+                                    Err(_) => {
+                                        wait_readable(&s, Duration::from_millis(2)).ok();
+                                    }
+                                }
+                            }
+                            while let Ok(n) = b.recv(&s, true) {
+                                got += n;
+                            }
+                            got
+                        })
+                    })
+                    .collect();
+                let tx = udp_socket(SocketAddr::new(at.ip(), 0), &UdpOptions::default()).unwrap();
+                let mut batch = Batch::new(32, 64, false);
+                let t0 = thread_cpu();
+                let mut sent = 0;
+                while sent < n {
+                    while !batch.is_full() {
+                        batch.push(&[0u8; 64], &at);
+                    }
+                    sent += batch.send(&tx).sent;
+                    // Let the drains keep up (no drops: the same path for
+                    // every mode); sleeping costs the sender no CPU time.
+                    while sent - received.load(std::sync::atomic::Ordering::Relaxed) > 256 {
+                        std::thread::sleep(Duration::from_micros(20));
+                    }
+                }
+                let dt = thread_cpu() - t0;
+                std::thread::sleep(Duration::from_millis(50));
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                let got: usize = drains.into_iter().map(|h| h.join().unwrap()).sum();
+                assert!(got * 100 >= sent * 95, "{got} of {sent} received: drains fell behind");
+                results[k].push(dt.as_nanos() as f64 / sent as f64);
+            }
+        }
+        println!("\nsender CPU ns per datagram (64 B payload, sendmmsg x32, median of {reps}, {n} datagrams each):");
+        let base4 = median(&results[0]);
+        let base6 = median(&results[4]);
+        for (k, (name, ip, _, _)) in setups.iter().enumerate() {
+            let m = median(&results[k]);
+            let base = if ip.starts_with('[') { base6 } else { base4 };
+            println!("  {name:<26} {:>5} insns  {m:>7.0} ns  ({:+.0} ns vs no program)", lens[k], m - base);
+        }
+    })
+    .join()
+    .unwrap();
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
