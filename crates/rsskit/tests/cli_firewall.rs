@@ -144,3 +144,32 @@ fn bad_invocations() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
     }
 }
+
+#[test]
+fn bench_firewall_shape() {
+    let out = rsskit()
+        .args([
+            "bench",
+            "firewall",
+            "--flows",
+            "300",
+            "--rounds",
+            "1",
+            "--runs",
+            "1",
+            "--workers",
+            "1,2",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    for r in rows {
+        assert!(r["mpps"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["cpu_ns_per_frame"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    assert!(v["per_worker_vs_locked_at_max_workers"].as_f64().is_some());
+}

@@ -180,21 +180,42 @@ pub fn run(
     RunReport { elapsed: start.elapsed(), inputs: count, snapshot: fw.snapshot() }
 }
 
+/// CPU time consumed by the calling thread.
+pub fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec into the valid `ts`.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// What [`replay_partitioned`] measured.
+#[derive(Debug, Clone)]
+pub struct Replay {
+    /// Wall time from the common start to the last worker's end.
+    pub elapsed: Duration,
+    /// Frames processed over all workers.
+    pub frames: u64,
+    /// CPU time of each worker thread.
+    pub cpu: Vec<Duration>,
+}
+
 /// Replays each worker's own frames `rounds` times from memory, one thread
 /// per worker, in batches of `batch`, the clock advancing `ms_per_batch`
 /// per batch. Frames are copied into a scratch buffer before filtering (a
-/// redirect would rewrite them). Returns the wall time of the slowest
-/// worker and the number of frames processed.
+/// redirect would rewrite them).
 pub fn replay_partitioned(
     fw: &Arc<Firewall>,
     per_worker: &[Vec<Vec<u8>>],
     rounds: usize,
     batch: usize,
     ms_per_batch: u64,
-) -> (Duration, u64) {
-    let barrier = std::sync::Barrier::new(per_worker.len());
-    let start = Instant::now();
-    let total: u64 = std::thread::scope(|s| {
+) -> Replay {
+    let barrier = std::sync::Barrier::new(per_worker.len() + 1);
+    let mut start = Instant::now();
+    let res: Vec<(u64, Duration)> = std::thread::scope(|s| {
         let hs: Vec<_> = per_worker
             .iter()
             .enumerate()
@@ -206,6 +227,7 @@ pub fn replay_partitioned(
                     let mut now = 1u64;
                     let mut n = 0u64;
                     barrier.wait();
+                    let cpu0 = thread_cpu_time();
                     for _ in 0..rounds {
                         for chunk in frames.chunks(batch.max(1)) {
                             w.begin_batch(now);
@@ -221,12 +243,19 @@ pub fn replay_partitioned(
                             now += ms_per_batch;
                         }
                     }
+                    let cpu = thread_cpu_time().saturating_sub(cpu0);
                     w.publish();
-                    n
+                    (n, cpu)
                 })
             })
             .collect();
-        hs.into_iter().map(|h| h.join().unwrap_or(0)).sum()
+        barrier.wait();
+        start = Instant::now();
+        hs.into_iter().map(|h| h.join().unwrap_or((0, Duration::ZERO))).collect()
     });
-    (start.elapsed(), total)
+    Replay {
+        elapsed: start.elapsed(),
+        frames: res.iter().map(|r| r.0).sum(),
+        cpu: res.iter().map(|r| r.1).collect(),
+    }
 }

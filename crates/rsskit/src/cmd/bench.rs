@@ -18,6 +18,8 @@ use std::time::Instant;
 pub enum BenchCommand {
     /// ns per Toeplitz hash for each implementation (reference, fast, batch).
     Toeplitz(ToeplitzArgs),
+    /// Firewall: short-lived TCP flows, per-worker state tables vs the locked table.
+    Firewall(super::bench_firewall::Args),
     /// Packet classification: hash-table lookups, batch x prefetch, per-worker vs read-locked table.
     Classify(super::bench_classify::Args),
 }
@@ -55,6 +57,7 @@ pub struct ToeplitzArgs {
 pub fn run(c: BenchCommand) -> Result<()> {
     match c {
         BenchCommand::Toeplitz(a) => toeplitz(a),
+        BenchCommand::Firewall(a) => super::bench_firewall::run(a),
         BenchCommand::Classify(a) => super::bench_classify::run(a),
     }
 }

@@ -1,6 +1,7 @@
 //! One module per subcommand; shared argument parsing in [`common`].
 
 pub mod bench;
+pub mod bench_firewall;
 pub mod bench_classify;
 pub mod common;
 pub mod demo;

@@ -1,0 +1,197 @@
+//! `rsskit bench firewall`: short-lived TCP flows through the firewall,
+//! per-worker state tables vs the locked global table, 1..N workers.
+//!
+//! Each flow is SYN, SYN-ACK, ACK, one request, one response, FIN, FIN,
+//! ACK (8 frames), client addresses and ports from splitmix64, server
+//! 10.0.0.1:80, rules `check-state` + `allow tcp from any to me 80 setup
+//! keep-state` (default deny): DragonFly's section 5.3 setup. Frames are
+//! built once, steered to their worker by the symmetric RSS key (what the
+//! NIC's queues would hold), and each worker thread replays its own frames
+//! from memory ROUNDS times: parse, rule walk, state lookup/install, TCP
+//! tracking, expiry (the clock advances 1 ms per batch of 32, so each
+//! closed state expires 1 s later, during the same round). Every frame
+//! must pass; a run that drops one is an error.
+
+use super::common::print_json;
+use anyhow::{bail, Result};
+use rsskit_core::RssKey;
+use rsskit_dataplane::build;
+use rsskit_dataplane::firewall::run::replay_partitioned;
+use rsskit_dataplane::firewall::{parse, Config, Firewall, Steering};
+use std::net::{IpAddr, Ipv4Addr};
+
+pub const RULES: &str = "check-state\nallow tcp from any to me 80 setup keep-state\n";
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Distinct flows (8 frames each) per round.
+    #[arg(long, default_value_t = 50_000, value_parser = clap::value_parser!(u32).range(1..=2_000_000))]
+    flows: u32,
+    /// Times every worker replays its frames per run.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    rounds: u32,
+    /// Runs per configuration; the median is reported.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=101))]
+    runs: u32,
+    /// Worker counts to measure, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    workers: Vec<usize>,
+    /// Frames per batch.
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    /// Seed of the flow generator.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+fn tcp(src: Ipv4Addr, sp: u16, dst: Ipv4Addr, dp: u16, flags: u8, payload: usize) -> Vec<u8> {
+    let mut t = build::tcp(sp, dp, &vec![b'x'; payload]);
+    t[13] = flags;
+    build::eth(0x0800, &[], &build::ipv4(&build::V4::new(src, dst, 6), &t))
+}
+
+/// The frames of `flows` short TCP flows, flow after flow.
+pub fn flows(flows: u32, seed: u64) -> Vec<Vec<u8>> {
+    let server = Ipv4Addr::new(10, 0, 0, 1);
+    let mut rng = SplitMix(seed);
+    let mut out = Vec::with_capacity(flows as usize * 8);
+    for _ in 0..flows {
+        let r = rng.next();
+        let c = Ipv4Addr::from(0xac10_0000 | (r as u32 & 0x000f_ffff));
+        let p = 1024 + ((r >> 32) as u16 % 64000);
+        out.push(tcp(c, p, server, 80, 0x02, 0));
+        out.push(tcp(server, 80, c, p, 0x12, 0));
+        out.push(tcp(c, p, server, 80, 0x10, 0));
+        out.push(tcp(c, p, server, 80, 0x18, 64));
+        out.push(tcp(server, 80, c, p, 0x18, 256));
+        out.push(tcp(c, p, server, 80, 0x11, 0));
+        out.push(tcp(server, 80, c, p, 0x11, 0));
+        out.push(tcp(c, p, server, 80, 0x10, 0));
+    }
+    out
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+struct Row {
+    table: &'static str,
+    workers: usize,
+    /// Median frames per second over the runs.
+    mpps: f64,
+    /// Median flows (8 frames) per second.
+    kflows_per_s: f64,
+    runs_mpps: Vec<f64>,
+    /// Median CPU nanoseconds per frame (summed worker CPU time / frames):
+    /// the cost independent of how much CPU the machine gave us.
+    cpu_ns_per_frame: f64,
+    /// Most states seen alive at the end of a run.
+    states_end: i64,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    if a.workers.is_empty() || a.workers.iter().any(|&w| w == 0 || w > 64) {
+        bail!("--workers needs counts from 1 to 64");
+    }
+    if a.batch == 0 || a.batch > 4096 {
+        bail!("--batch must be 1..=4096");
+    }
+    let frames = flows(a.flows, a.seed);
+    let me = vec![IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1))];
+    let mut rows = Vec::new();
+    for &n in &a.workers {
+        let steer = Steering::new(&RssKey::symmetric(), Default::default(), n);
+        let pc = Config::default().parse;
+        let mut per: Vec<Vec<Vec<u8>>> = vec![Vec::new(); n];
+        for f in &frames {
+            per[steer.worker_of_frame(f, &pc)].push(f.clone());
+        }
+        for (table, locked) in [("per-worker", false), ("locked", true)] {
+            let mut results = Vec::new();
+            let mut cpu_ns = Vec::new();
+            let mut states_end = 0;
+            // Interleave nothing else: one configuration's runs back to back.
+            for _ in 0..a.runs {
+                let cfg = Config { workers: n, locked, me: me.clone(), states_max: 0, ..Config::default() };
+                let fw = Firewall::new(cfg, parse(RULES)?);
+                let r = replay_partitioned(&fw, &per, a.rounds as usize, a.batch, 1);
+                let (elapsed, processed) = (r.elapsed, r.frames);
+                cpu_ns
+                    .push(r.cpu.iter().map(|c| c.as_secs_f64()).sum::<f64>() * 1e9 / processed.max(1) as f64);
+                let s = fw.snapshot();
+                if s.total.dropped != 0 || s.total.passed != processed {
+                    bail!(
+                        "{table} x{n}: {} of {processed} frames dropped: benchmark flows must all pass",
+                        s.total.dropped
+                    );
+                }
+                states_end = states_end.max(s.states);
+                results.push(processed as f64 / elapsed.as_secs_f64() / 1e6);
+            }
+            let mut sorted = results.clone();
+            sorted.sort_by(|x, y| x.total_cmp(y));
+            let mpps = sorted[sorted.len() / 2];
+            cpu_ns.sort_by(|x, y| x.total_cmp(y));
+            let cpu_ns_per_frame = cpu_ns[cpu_ns.len() / 2];
+            rows.push(Row {
+                table,
+                workers: n,
+                mpps,
+                kflows_per_s: mpps * 1e3 / 8.0,
+                runs_mpps: results,
+                cpu_ns_per_frame,
+                states_end,
+            });
+        }
+    }
+    let find = |t: &str, w: usize| rows.iter().find(|r| r.table == t && r.workers == w).map(|r| r.mpps);
+    let max_w = *a.workers.iter().max().unwrap_or(&1);
+    let min_w = *a.workers.iter().min().unwrap_or(&1);
+    let ratio_tables = find("per-worker", max_w).zip(find("locked", max_w)).map(|(p, l)| p / l);
+    let ratio_scaling = find("per-worker", max_w).zip(find("per-worker", min_w)).map(|(x, y)| x / y);
+    let ratio_scaling_locked = find("locked", max_w).zip(find("locked", min_w)).map(|(x, y)| x / y);
+    if a.json {
+        print_json(&serde_json::json!({
+            "flows": a.flows, "rounds": a.rounds, "runs": a.runs, "batch": a.batch,
+            "rules": RULES, "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            "results": rows,
+            "per_worker_vs_locked_at_max_workers": ratio_tables,
+            "per_worker_scaling": ratio_scaling,
+            "locked_scaling": ratio_scaling_locked,
+        }))?;
+    } else {
+        println!(
+            "{:>10} {:>7} {:>8} {:>10} {:>12} {:>8}",
+            "table", "workers", "Mpps", "kflows/s", "cpu ns/frame", "states"
+        );
+        for r in &rows {
+            println!(
+                "{:>10} {:>7} {:>8.3} {:>10.1} {:>12.1} {:>8}",
+                r.table, r.workers, r.mpps, r.kflows_per_s, r.cpu_ns_per_frame, r.states_end
+            );
+        }
+        if let Some(x) = ratio_tables {
+            println!("per-worker / locked at {max_w} workers: {x:.2}x");
+        }
+        if let Some(x) = ratio_scaling {
+            println!("per-worker {max_w} / {min_w} workers: {x:.2}x");
+        }
+        if let Some(x) = ratio_scaling_locked {
+            println!("locked {max_w} / {min_w} workers: {x:.2}x");
+        }
+    }
+    Ok(())
+}
