@@ -57,8 +57,12 @@ pub const NS: u64 = 1_000_000_000;
 /// and allocator slack).
 pub const FRAG_OVERHEAD: usize = 64;
 /// Accounted cost of one datagram beyond its fragments (map entry, timer
-/// entry, bookkeeping).
-pub const DATAGRAM_OVERHEAD: usize = 256;
+/// entry, bookkeeping, and room for [`PREALLOC_FRAGS`] fragment records).
+pub const DATAGRAM_OVERHEAD: usize = 512;
+
+/// Fragment records allocated with a datagram (more grow one at a time,
+/// each within [`FRAG_OVERHEAD`]).
+pub const PREALLOC_FRAGS: usize = 8;
 
 /// Reassembly limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,10 +204,36 @@ impl ReassCounters {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Key {
     V4 { src: [u8; 4], dst: [u8; 4], id: u16, proto: u8 },
     V6 { src: [u8; 16], dst: [u8; 16], id: u32 },
+}
+
+impl core::hash::Hash for Key {
+    /// One `write` of the packed key: the derived impl feeds SipHash field by
+    /// field (discriminant, array lengths...), which was the largest single
+    /// cost per fragment (bench_wire, callgrind).
+    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+        let mut b = [0u8; 37];
+        let n = match *self {
+            Key::V4 { src, dst, id, proto } => {
+                b[0..4].copy_from_slice(&src);
+                b[4..8].copy_from_slice(&dst);
+                b[8..10].copy_from_slice(&id.to_be_bytes());
+                b[10] = proto;
+                11
+            }
+            Key::V6 { src, dst, id } => {
+                b[0..16].copy_from_slice(&src);
+                b[16..32].copy_from_slice(&dst);
+                b[32..36].copy_from_slice(&id.to_be_bytes());
+                b[36] = 6;
+                37
+            }
+        };
+        state.write(&b[..n]);
+    }
 }
 
 #[derive(Debug)]
@@ -372,7 +402,7 @@ impl Reassembler {
             self.map.insert(
                 key,
                 Datagram {
-                    frags: Vec::new(),
+                    frags: Vec::with_capacity(PREALLOC_FRAGS),
                     total: None,
                     received: 0,
                     header: Vec::new(),
@@ -435,7 +465,9 @@ impl Reassembler {
         }
 
         // Store.
-        d.frags.reserve_exact(1);
+        if d.frags.len() == d.frags.capacity() {
+            d.frags.reserve_exact(1);
+        }
         d.frags.insert(i, Frag { off, data: data.to_vec() });
         d.received += data.len() as u32;
         d.cost += cost;

@@ -212,6 +212,44 @@ fn bench_split() {
 #[ignore]
 fn instructions() {
     let what = std::env::var("BENCH_WHAT").unwrap_or_default();
+    if what.starts_with("reass") {
+        // 9000-byte UDP datagrams in 1500-byte fragments, 100 datagrams;
+        // "reass_build" only builds them (the baseline to subtract).
+        let body = vec![0x5au8; 9000];
+        let udp = build::udp(1000, 2000, &body);
+        let v6 = what.ends_with('6');
+        let mut frames = Vec::new();
+        for i in 0..100u16 {
+            let frags = if v6 {
+                let cuts: Vec<usize> = (1..).map(|k| k * 1448).take_while(|&c| c < udp.len()).collect();
+                let (s, d) = (Ipv6Addr::LOCALHOST, Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 9));
+                build::fragment_v6(s, d, 0, &[], proto::UDP, u32::from(i), &udp, &cuts)
+            } else {
+                let mut h = V4::new(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 9, 9, 9), proto::UDP);
+                h.id = i;
+                let cuts: Vec<usize> = (1..).map(|k| k * 1480).take_while(|&c| c < udp.len()).collect();
+                build::fragment_v4(&h, &udp, &cuts)
+            };
+            let et = if v6 { ethertype::IPV6 } else { ethertype::IPV4 };
+            frames.extend(frags.iter().map(|f| build::eth(et, &[], f)));
+        }
+        if what.starts_with("reass_build") {
+            black_box(&frames);
+            return;
+        }
+        let cfg = ParseConfig::default();
+        let mut re = Reassembler::new(ReassConfig::default());
+        let mut done = 0;
+        for f in &frames {
+            let p = wire::parse_ethernet(f, &cfg).unwrap();
+            if let ReassOutcome::Complete(out) = re.push(&p.outer, 0) {
+                done += 1;
+                black_box(out);
+            }
+        }
+        assert_eq!(done, 100);
+        return;
+    }
     let frames = frames64(1024);
     let cfg = ParseConfig::default();
     let hasher = PacketHasher::new(&RssKey::microsoft(), HashConfig::all());
