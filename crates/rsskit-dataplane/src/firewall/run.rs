@@ -50,10 +50,16 @@ pub struct RunReport {
 
 /// Filters `inputs` on one thread per worker. `output` gets every passed
 /// frame; `status` is called about once per `status_every` with a snapshot.
+///
+/// `live`: the clock's origin for live input; idle workers then keep
+/// expiring states as wall time passes (with `None` the clock is the
+/// frames' timestamps only).
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     fw: &Arc<Firewall>,
     inputs: impl Iterator<Item = Input>,
     batch: usize,
+    live: Option<Instant>,
     mut output: impl FnMut(Vec<u8>, Dir) + Send,
     status_every: Option<Duration>,
     mut status: impl FnMut(&Snapshot),
@@ -133,11 +139,19 @@ pub fn run(
                             if done.load(Ordering::Acquire) && inflight.load(Ordering::Acquire) == 0 {
                                 break;
                             }
+                            if let Some(t0) = live {
+                                now = now.max(t0.elapsed().as_millis() as u64);
+                                w.begin_batch(now);
+                                for (to, c) in w.drain_outbox() {
+                                    inflight.fetch_add(1, Ordering::AcqRel);
+                                    let _ = peers[to].send(vec![Item::Control(c)]);
+                                }
+                            }
                         }
                         Err(mpsc::RecvTimeoutError::Disconnected) => break,
                     }
                 }
-                // Final housekeeping: deliver what expiry produced.
+                // Final counters for the snapshot.
                 w.publish();
             });
         }

@@ -236,7 +236,7 @@ pub fn run(a: Args) -> Result<()> {
                     Recv::Done => return None,
                 }
             });
-            run::run(&fw, inputs, a.batch, |f, d| out.send(f, d), None, |_| {})
+            run::run(&fw, inputs, a.batch, None, |f, d| out.send(f, d), None, |_| {})
         }
         InSpec::AfPacket(ifname) => {
             let mut sources: Vec<(Box<dyn Source>, Dir)> = vec![(
@@ -291,7 +291,7 @@ pub fn run(a: Args) -> Result<()> {
                 }
             });
             // Live: small batches so a lone packet is not held back.
-            run::run(&fw, inputs, 1, |f, d| out.send(f, d), None, |_| {})
+            run::run(&fw, inputs, 1, Some(start), |f, d| out.send(f, d), None, |_| {})
         }
     };
     done.store(true, Ordering::Relaxed);
