@@ -327,6 +327,9 @@ pub struct WorkerCounters {
     #[serde(skip)]
     pub reass: ReassCounters,
     pub output: OutputCounters,
+    /// CPU time this worker's thread used (ns): busy polling included, so
+    /// packets per CPU-second is a lower bound of what a dedicated core does.
+    pub cpu_ns: u64,
 }
 
 impl WorkerCounters {
@@ -421,6 +424,7 @@ impl<H> RunReport<H> {
             tc.drops.merge(&c.drops);
             tc.reass.merge(&c.reass);
             tc.output.merge(&c.output);
+            tc.cpu_ns += c.cpu_ns;
             t.queued += w.queued;
             t.qdrops += w.qdrops;
             t.high_water = t.high_water.max(w.high_water);
