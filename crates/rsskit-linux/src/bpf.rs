@@ -455,14 +455,14 @@ mod tests {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
                 p.push(0x40 | (5 + opts as u8));
                 p.extend_from_slice(&[0; 8]);
-                p.push(17);
+                p.push(t.proto.number());
                 p.extend_from_slice(&[0; 2]);
                 p.extend_from_slice(&s.octets());
                 p.extend_from_slice(&d.octets());
                 p.extend(std::iter::repeat_n(1u8, 4 * opts));
             }
             (IpAddr::V6(s), IpAddr::V6(d)) => {
-                p.extend_from_slice(&[0x60, 0, 0, 0, 0, 0, 17, 64]);
+                p.extend_from_slice(&[0x60, 0, 0, 0, 0, 0, t.proto.number(), 64]);
                 p.extend_from_slice(&s.octets());
                 p.extend_from_slice(&d.octets());
             }
@@ -503,14 +503,17 @@ mod tests {
         let mut r = Rng(0x1234_5678_9abc_def1);
         for key in [RssKey::microsoft(), RssKey::symmetric()] {
             let soft = Toeplitz::new(&key);
-            for ht in [HashType::Ipv4, HashType::UdpIpv4, HashType::Ipv6, HashType::UdpIpv6] {
+            for ht in HashType::ALL {
                 for (table, nsock) in
                     [(vec![0u32, 1, 2, 3, 0, 1, 2, 3], 4u32), (vec![2, 0, 1, 1], 3), (vec![1, 1], 2)]
                 {
                     let prog = toeplitz_program(&key, ht, &table).unwrap();
                     assert!(prog.len() < BPF_MAXINSNS);
                     for i in 0..300 {
-                        let t = random_tuple(&mut r, ht.is_ipv6());
+                        let mut t = random_tuple(&mut r, ht.is_ipv6());
+                        if matches!(ht, HashType::TcpIpv4 | HashType::TcpIpv6) {
+                            t.proto = L4Proto::Tcp;
+                        }
                         let opts = if ht.is_ipv6() { 0 } else { i % 3 };
                         let (pkt, off) = packet(&t, opts, i % 50);
                         let h = soft.hash(t.input(ht).unwrap().as_bytes());

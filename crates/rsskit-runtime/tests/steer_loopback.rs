@@ -182,7 +182,7 @@ fn steering_cost() {
             ("toeplitz udp-ipv6", "[::1]", Some(HashType::UdpIpv6), false),
         ];
         let n = 200_000usize;
-        let reps = 5;
+        let reps: usize = std::env::var("STEER_COST_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
         let mut results: Vec<Vec<f64>> = vec![Vec::new(); setups.len()];
         let mut lens = vec![0usize; setups.len()];
         for _ in 0..reps {
