@@ -173,3 +173,36 @@ fn bench_firewall_shape() {
     }
     assert!(v["per_worker_vs_locked_at_max_workers"].as_f64().is_some());
 }
+
+#[test]
+fn netisr_engine_same_counters_and_refuses_redirect() {
+    let rules = rules_file("netisr.rules", "basic");
+    let out = rsskit()
+        .args(["firewall", "--engine", "netisr", "--rules"])
+        .arg(&rules)
+        .arg("--in")
+        .arg(format!("pcap:{}", testdata("basic.pcap").display()))
+        .args(["--workers", "2", "--me", "10.0.0.1", "--json", "--quiet"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["engine"], "netisr");
+    let j: Value = serde_json::from_str(&std::fs::read_to_string(testdata("basic.json")).unwrap()).unwrap();
+    for (num, c) in j["counters"].as_object().unwrap() {
+        let n: u64 = num.parse().unwrap();
+        assert_eq!(rule(&v, n), (c[0].as_u64().unwrap(), c[1].as_u64().unwrap()), "rule {n}");
+    }
+    let rules = rules_file("redirect.rules", "redirect");
+    let out = rsskit()
+        .args(["firewall", "--engine", "netisr", "--rules"])
+        .arg(&rules)
+        .arg("--in")
+        .arg(format!("pcap:{}", testdata("redirect.pcap").display()))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is a redirect, which the netisr engine cannot run")
+    );
+}

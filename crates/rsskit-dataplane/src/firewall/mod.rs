@@ -50,6 +50,7 @@
 
 pub mod limit;
 pub mod locked;
+pub mod netisr_handler;
 pub mod redirect;
 pub mod rules;
 pub mod ruleset;

@@ -11,15 +11,25 @@
 //! interface, and the other way round as `out`. From a capture, a frame
 //! whose source is one of `--me` is `out`, any other `in`; capture
 //! timestamps drive the state clock.
+//!
+//! `--engine netisr` runs the same workers as protocol handlers of the data
+//! plane's netisr dispatch (`firewall::netisr_handler`): fragments are
+//! reassembled and tunnels decapsulated before the rules see them, non-IP
+//! frames are dropped by the dispatcher, and `redirect` rules are refused
+//! (the handler interface has no mutable frame and no worker-to-worker
+//! message); it does not bridge two interfaces.
 
 use super::common::{key_arg, print_json};
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::RssKey;
+use rsskit_dataplane::firewall::netisr_handler::FwHandler;
 use rsskit_dataplane::firewall::run::{self, direction, Input};
 use rsskit_dataplane::firewall::{self, Config, Dir, Firewall, Snapshot};
 use rsskit_dataplane::io::afpacket::{AfPacketSink, AfPacketSource, RingConfig};
 use rsskit_dataplane::io::pcap::{PcapSink, PcapSource};
 use rsskit_dataplane::io::{Recv, Source};
+use rsskit_dataplane::netisr::{Netisr, NetisrConfig};
+use rsskit_dataplane::output::NullSink;
 use rsskit_dataplane::output::Sink;
 use rsskit_dataplane::pool::Mbuf;
 use std::net::IpAddr;
@@ -117,6 +127,17 @@ pub struct Args {
     /// Print the summary as one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// Dispatch engine: `own` (the firewall's driver, all rules) or `netisr`
+    /// (the data plane's netisr dispatch with reassembly; no redirect rules).
+    #[arg(long, value_enum, default_value_t = Engine::Own)]
+    pub engine: Engine,
+}
+
+/// Which dispatcher runs the workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Engine {
+    Own,
+    Netisr,
 }
 
 fn status_line(s: &Snapshot, t: f64) -> String {
@@ -197,6 +218,9 @@ pub fn run(a: Args) -> Result<()> {
         signal_hook::flag::register(sig, interrupted.clone()).context("installing the signal handler")?;
     }
     let fw = Firewall::new(cfg, rules);
+    if a.engine == Engine::Netisr {
+        return run_netisr(&a, &fw, out, &interrupted);
+    }
     let start = Instant::now();
     let done = Arc::new(AtomicBool::new(false));
     // Status thread: one line per second.
@@ -302,11 +326,15 @@ pub fn run(a: Args) -> Result<()> {
         drop(out.to_out.take());
         p.close()?;
     }
-    let s = &report.snapshot;
+    summary(&a, &report.snapshot, report.inputs, report.elapsed, out.sent, out.errors)
+}
+
+fn summary(a: &Args, s: &Snapshot, inputs: u64, elapsed: Duration, sent: u64, errors: u64) -> Result<()> {
     if a.json {
         print_json(&serde_json::json!({
-            "inputs": report.inputs,
-            "elapsed_s": report.elapsed.as_secs_f64(),
+            "engine": if a.engine == Engine::Netisr { "netisr" } else { "own" },
+            "inputs": inputs,
+            "elapsed_s": elapsed.as_secs_f64(),
             "workers": a.workers,
             "locked": a.locked,
             "states_max": a.states_max,
@@ -317,8 +345,8 @@ pub fn run(a: Args) -> Result<()> {
             "resyncs": s.resyncs,
             "gc_broadcasts": s.gc_broadcasts,
             "tracks": s.tracks,
-            "sent": out.sent,
-            "send_errors": out.errors,
+            "sent": sent,
+            "send_errors": errors,
         }))?;
     } else {
         println!("{:>6} {:>12} {:>14}  rule", "number", "packets", "bytes");
@@ -333,16 +361,93 @@ pub fn run(a: Args) -> Result<()> {
         }
         println!(
             "{} frames in {:.3} s; states {} (resyncs {}, gc broadcasts {}); sent {} ({} errors)",
-            report.inputs,
-            report.elapsed.as_secs_f64(),
+            inputs,
+            elapsed.as_secs_f64(),
             s.states,
             s.resyncs,
             s.gc_broadcasts,
-            out.sent,
-            out.errors
+            sent,
+            errors
         );
     }
     Ok(())
+}
+
+/// `--engine netisr`: the firewall workers as netisr protocol handlers.
+fn run_netisr(a: &Args, fw: &Arc<Firewall>, out: Out, interrupted: &AtomicBool) -> Result<()> {
+    let n = a.workers;
+    if matches!((&a.input, &a.output), (InSpec::AfPacket(_), OutSpec::AfPacket(_))) {
+        bail!("--engine netisr does not bridge two interfaces: use the default engine");
+    }
+    let handlers =
+        (0..n).map(|i| FwHandler::new(fw, i)).collect::<Result<Vec<_>, _>>().map_err(|e| anyhow!(e))?;
+    let ncfg = NetisrConfig {
+        workers: n,
+        batch: a.batch.min(256),
+        key: fw.config.key.clone(),
+        hash_config: fw.config.hash,
+        ..Default::default()
+    };
+    let mut inputs: Vec<(usize, Box<dyn Source>)> = Vec::new();
+    match &a.input {
+        InSpec::Pcap(p) => {
+            if !p.exists() {
+                bail!("input capture {} does not exist", p.display());
+            }
+            inputs.push((0, Box::new(PcapSource::open(p, 1, false)?)));
+        }
+        InSpec::AfPacket(i) => {
+            let fanout = (n > 1).then(|| (std::process::id() & 0xffff) as u16);
+            for w in 0..n {
+                inputs.push((
+                    w,
+                    Box::new(
+                        AfPacketSource::open(i, RingConfig::default(), fanout)
+                            .with_context(|| format!("input afpacket:{i}"))?,
+                    ),
+                ));
+            }
+        }
+    }
+    let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
+    let pcap = out.pcap.clone();
+    for _ in 0..n {
+        sinks.push(match (&a.output, &pcap) {
+            (OutSpec::Pcap(_), Some(p)) => Box::new(p.clone()),
+            (OutSpec::AfPacket(i), _) => {
+                Box::new(AfPacketSink::open(i).with_context(|| format!("output afpacket:{i}"))?)
+            }
+            _ => Box::new(NullSink::default()),
+        });
+    }
+    drop(out);
+    let netisr = Netisr::start(ncfg, inputs, sinks, handlers)?;
+    let quiet = a.quiet;
+    let report = netisr.wait(
+        a.duration.map(Duration::from_secs_f64),
+        Duration::from_secs(1),
+        Some(interrupted),
+        |_, t| {
+            if !quiet {
+                eprintln!("{}", status_line(&fw.snapshot(), t.as_secs_f64()));
+            }
+        },
+    )?;
+    for h in &report.handlers {
+        h.worker().publish();
+    }
+    if let Some(p) = pcap {
+        p.close()?;
+    }
+    let t = report.total();
+    summary(
+        a,
+        &fw.snapshot(),
+        t.counters.input,
+        report.elapsed,
+        t.counters.output.packets,
+        t.counters.output.errors,
+    )
 }
 
 #[cfg(test)]
