@@ -19,6 +19,10 @@ fn all_cpus() -> String {
     }
 }
 
+/// Bucket bits on both ends: 4 buckets whatever the machine's CPU count, so
+/// the 24 extra client addresses are known to cover every bucket.
+const BITS: &str = "2";
+
 static PORT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
 
 fn port() -> u16 {
@@ -39,6 +43,7 @@ fn bracket(addr: &str, port: u16) -> String {
 fn start_server(pair: &Pair, bind: &str, port: u16, steer: &str, extra: &[&str]) -> Proc {
     let mut cmd = pair.server.command(&netns::rsskit());
     cmd.args(["udp-echo", "--bind", bind, "--cpus", &all_cpus(), "--steer", steer, "--json"]);
+    cmd.args(["--bits", BITS]);
     cmd.args(extra);
     let server = Proc::spawn(cmd);
     let hex = format!(":{port:04X} ");
@@ -78,6 +83,8 @@ fn load(pair: &Pair, target: &str, src_net: &str, args: &[&str]) -> Value {
         &all_cpus(),
         "--client-cpus",
         "none",
+        "--bits",
+        BITS,
         "--json",
     ]);
     cmd.args(args);
@@ -226,6 +233,7 @@ fn udp_4tuple_spreads_by_port() {
         &all_cpus(),
     ]);
     cmd.args(["--client-cpus", "none", "--streams", "4", "--count", "200", "--window", "8", "--json"]);
+    cmd.args(["--bits", BITS]);
     let out = Proc::spawn(cmd).wait(Duration::from_secs(30));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let c = json_of(&out, "udp-load");
@@ -255,7 +263,7 @@ fn sigterm_during_load_exits_cleanly() {
     assert!(threads >= 2, "udp-echo runs worker threads (saw {threads})");
     let mut cmd = pair.client.command(&netns::rsskit());
     cmd.args(["udp-load", "--target", &bind, "--streams", "4", "--rate", "5000", "--duration", "4"]);
-    cmd.args(["--client-cpus", "none", "--server-cpus", &all_cpus(), "--json"]);
+    cmd.args(["--client-cpus", "none", "--server-cpus", &all_cpus(), "--bits", BITS, "--json"]);
     let client = Proc::spawn(cmd);
     std::thread::sleep(Duration::from_millis(1500));
     server.signal(libc::SIGTERM);
