@@ -174,3 +174,33 @@ fn thousands_of_flows_leave_no_state() {
         assert_eq!(snap.rules[1].packets, 18_000, "every packet counted on the keep-state rule");
     }
 }
+
+#[test]
+fn ipv6_keep_state_and_redirect() {
+    let me: IpAddr = "2001:db8::1".parse().unwrap();
+    let new: IpAddr = "2001:db8::2".parse().unwrap();
+    let c: IpAddr = "2001:db8:1::10".parse().unwrap();
+    let rules = parse(
+        "check-state\nallow tcp from any to me 80 setup keep-state\nredirect tcp [2001:db8::1]:8080 -> [2001:db8::2]:80\n\
+         allow tcp from any to 2001:db8::2 80\n",
+    )
+    .unwrap();
+    for locked in [false, true] {
+        let mut cl =
+            Cluster::new(Config { me: vec![me], locked, ..cfg(2, RssKey::symmetric()) }, rules.clone());
+        assert!(cl.feed(&tcp_frame(c, 5000, me, 80, SYN), Dir::In, 1).pass);
+        assert!(cl.feed(&tcp_frame(me, 80, c, 5000, SYN | ACK), Dir::Out, 2).pass);
+        assert!(!cl.feed(&tcp_frame(me, 80, c, 5001, SYN | ACK), Dir::Out, 3).pass, "no state");
+        let o = cl.feed(&tcp_frame(c, 5002, me, 8080, SYN), Dir::In, 4);
+        assert!(o.pass);
+        // IPv6 destination address at 14 + 24, destination port at 14 + 40 + 2.
+        assert_eq!(&o.frame[38..54], &"2001:db8::2".parse::<Ipv6Addr>().unwrap().octets());
+        assert_eq!(u16::from_be_bytes([o.frame[56], o.frame[57]]), 80);
+        let r = cl.feed(&tcp_frame(new, 80, c, 5002, SYN | ACK), Dir::Out, 5);
+        assert!(r.pass);
+        assert_eq!(&r.frame[22..38], &"2001:db8::1".parse::<Ipv6Addr>().unwrap().octets());
+        assert_eq!(u16::from_be_bytes([r.frame[54], r.frame[55]]), 8080);
+        cl.tick(400_000);
+        assert_eq!(cl.fw.snapshot().states, 0, "locked={locked}");
+    }
+}
