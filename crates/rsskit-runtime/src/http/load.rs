@@ -559,7 +559,10 @@ impl Worker {
                 return self.fail(i, Fail::Other, now);
             }
         }
-        let _ = s.set_nodelay(true);
+        if !self.close {
+            // Keep-alive: a request must never wait behind Nagle.
+            let _ = s.set_nodelay(true);
+        }
         match s.connect(&self.target) {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}

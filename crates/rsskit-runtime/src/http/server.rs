@@ -546,7 +546,7 @@ struct Conn {
     /// When the current partial request head started arriving.
     header_since: Option<u64>,
     last_active: u64,
-    /// epoll interest.
+    /// epoll interest (0: not registered yet).
     interest: u32,
 }
 
@@ -705,7 +705,6 @@ impl Worker {
             }
             // SAFETY: `fd` is a fresh connected socket we now own.
             let sock = unsafe { TcpStream::from_raw_fd(fd) };
-            let _ = sock.set_nodelay(true);
             self.c.accepted += 1;
             let conn = Conn {
                 sock,
@@ -719,7 +718,7 @@ impl Worker {
                 linger_until: 0,
                 header_since: None,
                 last_active: self.now,
-                interest: event::IN | event::RDHUP,
+                interest: 0,
             };
             let idx = match self.free.pop() {
                 Some(i) => i as usize,
@@ -729,15 +728,23 @@ impl Worker {
                 }
             };
             let token = (u64::from(self.slots[idx].gen) << 32) | idx as u64;
-            if self.ep.add(fd, conn.interest, token).is_err() {
-                self.c.closed += 1;
-                self.release(idx);
-                continue;
-            }
             // The request often arrives with (or right after) the
-            // handshake: try it now rather than after another wait.
+            // handshake: try it now rather than after another wait. A
+            // short-lived connection may be served and closed right here,
+            // never registered with epoll (one system call less each).
             let mut conn = conn;
-            match self.on_readable(&mut conn, token) {
+            let mut flow = self.on_readable(&mut conn, token);
+            if matches!(flow, Flow::Keep) && conn.interest == 0 {
+                self.set_interest(&mut conn, token, event::IN | event::RDHUP);
+            }
+            if matches!(flow, Flow::Keep) && conn.interest == 0 {
+                flow = Flow::Close; // could not register it
+            }
+            if matches!(flow, Flow::Keep) && !conn.close_after {
+                // It stays for more requests: answers must not wait for Nagle.
+                let _ = conn.sock.set_nodelay(true);
+            }
+            match flow {
                 Flow::Keep => self.slots[idx].conn = Some(conn),
                 Flow::Close => {
                     self.c.closed += 1;
@@ -1043,7 +1050,12 @@ impl Worker {
     }
 
     fn set_interest(&mut self, conn: &mut Conn, tok: u64, ev: u32) {
-        if conn.interest != ev && self.ep.modify(conn.sock.as_raw_fd(), ev, tok).is_ok() {
+        if conn.interest == ev {
+            return;
+        }
+        let fd = conn.sock.as_raw_fd();
+        let ok = if conn.interest == 0 { self.ep.add(fd, ev, tok) } else { self.ep.modify(fd, ev, tok) };
+        if ok.is_ok() {
             conn.interest = ev;
         }
     }
