@@ -172,6 +172,10 @@ const CTRL_LEN: usize = CTRL_WORDS * 8;
 pub struct Batch {
     cap: usize,
     buf_size: usize,
+    /// Distance between buffers: `buf_size` rounded up to a cache line, plus
+    /// one line, so that large power-of-two buffers do not all start in the
+    /// same cache set.
+    stride: usize,
     len: usize,
     /// Bytes queued (send side).
     queued_bytes: usize,
@@ -199,7 +203,8 @@ impl Batch {
     /// If `cap` or `buf_size` is 0.
     pub fn new(cap: usize, buf_size: usize, with_ctrl: bool) -> Batch {
         assert!(cap > 0 && buf_size > 0, "empty batch");
-        let bufs = vec![0u8; cap * buf_size];
+        let stride = buf_size.div_ceil(64) * 64 + 64;
+        let bufs = vec![0u8; cap * stride];
         // SAFETY: all-zero iovec, sockaddr_storage and mmsghdr are valid values
         // (null pointers, zero lengths); they are filled in below.
         let iovs = vec![unsafe { zeroed::<libc::iovec>() }; cap];
@@ -209,6 +214,7 @@ impl Batch {
         let mut b = Batch {
             cap,
             buf_size,
+            stride,
             len: 0,
             queued_bytes: 0,
             bufs,
@@ -221,8 +227,8 @@ impl Batch {
         };
         let base = b.bufs.as_mut_ptr();
         for i in 0..cap {
-            // SAFETY: i * buf_size < cap * buf_size = bufs.len().
-            b.iovs[i].iov_base = unsafe { base.add(i * buf_size) }.cast();
+            // SAFETY: i * stride + buf_size <= cap * stride = bufs.len().
+            b.iovs[i].iov_base = unsafe { base.add(i * stride) }.cast();
             b.iovs[i].iov_len = buf_size;
             let h = &mut b.hdrs[i].msg_hdr;
             h.msg_iov = &mut b.iovs[i];
@@ -325,7 +331,7 @@ impl Batch {
     pub fn data(&self, i: usize) -> &[u8] {
         assert!(i < self.len);
         let n = (self.hdrs[i].msg_len as usize).min(self.buf_size);
-        &self.bufs[i * self.buf_size..i * self.buf_size + n]
+        &self.bufs[i * self.stride..i * self.stride + n]
     }
 
     /// Mutable payload of message `i`.
@@ -333,7 +339,7 @@ impl Batch {
     pub fn data_mut(&mut self, i: usize) -> &mut [u8] {
         assert!(i < self.len);
         let n = (self.hdrs[i].msg_len as usize).min(self.buf_size);
-        &mut self.bufs[i * self.buf_size..i * self.buf_size + n]
+        &mut self.bufs[i * self.stride..i * self.stride + n]
     }
 
     /// Whether message `i` was longer than `buf_size` (`MSG_TRUNC`).
@@ -411,7 +417,7 @@ impl Batch {
     }
 
     fn set_queued(&mut self, i: usize, data: &[u8], namelen: libc::socklen_t, ctrl_len: usize) {
-        let off = i * self.buf_size;
+        let off = i * self.stride;
         self.bufs[off..off + data.len()].copy_from_slice(data);
         self.iovs[i].iov_len = data.len();
         let h = &mut self.hdrs[i];
