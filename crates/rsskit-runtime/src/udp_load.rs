@@ -384,7 +384,8 @@ pub fn plan_streams(cfg: &LoadConfig) -> Result<Vec<Stream>> {
                 let s = ok.ok_or_else(|| {
                     anyhow!(
                         "no local address in {net} lands in bucket {bucket} (UDP is hashed on addresses only: \
-                         add addresses of {net} to an interface, or use --udp-4tuple)"
+                         add addresses of {net} to an interface, or for IPv4 make the whole network local \
+                         with `ip route add local {net} dev lo`, or use --udp-4tuple)"
                     )
                 })?;
                 push(s, &mut streams)?;

@@ -62,6 +62,8 @@ pub struct Args {
     server_cpus: Option<String>,
     /// Network to pick source addresses from (address-only hashing); default
     /// 127.0.0.0/8 for an IPv4 loopback target, else this host's addresses.
+    /// Addresses assigned here are preferred; for IPv4 a whole network can be
+    /// made bindable with `ip route add local NET dev lo`.
     #[arg(long)]
     src_net: Option<IpNet>,
     /// Sender threads.
