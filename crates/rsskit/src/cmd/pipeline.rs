@@ -8,6 +8,7 @@ use super::common::print_json;
 use anyhow::{bail, Context, Result};
 use rsskit_core::HashConfig;
 use rsskit_dataplane::build::udp4_frame;
+use rsskit_dataplane::hash::PacketHasher;
 use rsskit_dataplane::io::afpacket::{AfPacketSink, AfPacketSource, RingConfig};
 use rsskit_dataplane::io::pcap::{PcapSink, PcapSource};
 use rsskit_dataplane::io::{MemSource, Source};
@@ -16,6 +17,7 @@ use rsskit_dataplane::netisr::{
 };
 use rsskit_dataplane::output::{FlushPolicy, NullSink, Sink};
 use rsskit_dataplane::reass::{ReassConfig, NS};
+use rsskit_dataplane::wire::{parse_ethernet, ParseConfig};
 use serde_json::{json, Value};
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -137,6 +139,12 @@ pub struct Args {
     /// gen: distinct flows.
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..=1 << 24))]
     flows: u32,
+    /// gen: each worker's generator makes only flows that worker owns (as
+    /// if a NIC had already steered them: all direct dispatch). Default:
+    /// random flows, so with N workers (N-1)/N of them are queued to
+    /// another worker (software steering, like RPS).
+    #[arg(long)]
+    gen_owned: bool,
     /// Print the summary as one JSON object.
     #[arg(long)]
     json: bool,
@@ -154,6 +162,11 @@ fn gen_frames(flows: u32, size: usize, seed: u32) -> Vec<Vec<u8>> {
             udp4_frame(src, 1024 + (x >> 20) as u16, Ipv4Addr::new(192, 0, 2, 1), 9, size)
         })
         .collect()
+}
+
+/// The worker that owns a generated frame.
+fn owner(h: &PacketHasher, rss: &rsskit_core::rss::RssConfig, f: &[u8]) -> usize {
+    parse_ethernet(f, &ParseConfig::default()).map(|p| rss.cpu(h.nic(&p).hash)).unwrap_or(0)
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -208,9 +221,21 @@ pub fn run(a: Args) -> Result<()> {
             }
         }
         InSpec::Gen(size) => {
+            let rss = cfg.rss()?;
+            let hasher = PacketHasher::new(&cfg.key, cfg.hash_config);
             for w in 0..n {
-                let frames = Arc::new(gen_frames(a.flows, *size, w as u32));
-                inputs.push((w, Box::new(MemSource::new(frames, a.packets))));
+                let mut frames = gen_frames(a.flows, *size, w as u32);
+                if a.gen_owned {
+                    let mut seed = 1000 + w as u32;
+                    frames.retain(|f| owner(&hasher, &rss, f) == w);
+                    while frames.len() < a.flows as usize {
+                        let more = gen_frames(a.flows, *size, seed);
+                        seed += 1000;
+                        frames.extend(more.into_iter().filter(|f| owner(&hasher, &rss, f) == w));
+                    }
+                    frames.truncate(a.flows as usize);
+                }
+                inputs.push((w, Box::new(MemSource::new(Arc::new(frames), a.packets))));
             }
         }
     }
@@ -237,7 +262,7 @@ pub fn run(a: Args) -> Result<()> {
             }
         }
     }
-    let handlers = (0..n).map(|_| FlowCounter::new(1 << 16)).collect();
+    let handlers = (0..n).map(|_| FlowCounter::new(1 << 14)).collect();
     let interrupted = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, interrupted.clone()).context("installing the signal handler")?;
@@ -284,6 +309,15 @@ pub fn run(a: Args) -> Result<()> {
     Ok(())
 }
 
+/// Packets per CPU-second of the worker thread, in millions.
+fn cpu_mpps(handled: u64, cpu_ns: u64) -> f64 {
+    if cpu_ns == 0 {
+        0.0
+    } else {
+        handled as f64 / (cpu_ns as f64 / 1e9) / 1e6
+    }
+}
+
 fn worker_json(w: &WorkerReport) -> Value {
     let c = &w.counters;
     let drops: serde_json::Map<String, Value> =
@@ -305,6 +339,8 @@ fn worker_json(w: &WorkerReport) -> Value {
         "forwarded": c.forwarded,
         "pool_stalls": c.pool_stalls,
         "source_drops": w.source_drops,
+        "cpu_s": c.cpu_ns as f64 / 1e9,
+        "mpps_per_cpu_second": cpu_mpps(c.handled, c.cpu_ns),
         "drops": w.total_drops(),
         "drops_by_reason": drops,
         "output": c.output,
@@ -318,6 +354,7 @@ fn summary_json(r: &RunReport<FlowCounter>) -> Value {
         "elapsed_s": secs,
         "mpps": t.counters.handled as f64 / secs / 1e6,
         "mpps_per_worker": r.workers.iter().map(|w| w.counters.handled as f64 / secs / 1e6).collect::<Vec<_>>(),
+        "mpps_per_cpu_second": r.workers.iter().map(|w| cpu_mpps(w.counters.handled, w.counters.cpu_ns)).collect::<Vec<_>>(),
         "flows": r.handlers.iter().map(|h| h.flows).sum::<usize>(),
         "workers": r.workers.iter().map(worker_json).collect::<Vec<_>>(),
         "total": worker_json(&t),
@@ -328,7 +365,7 @@ fn print_table(r: &RunReport<FlowCounter>) {
     let secs = r.elapsed.as_secs_f64().max(1e-9);
     println!("Workstreams ({:.2} s):", secs);
     println!(
-        "{:>4} {:>4} {:>10} {:>10} {:>10} {:>8} {:>6} {:>10} {:>7} {:>7} {:>7} {:>10} {:>8} {:>8}",
+        "{:>4} {:>4} {:>10} {:>10} {:>10} {:>8} {:>6} {:>10} {:>7} {:>7} {:>7} {:>10} {:>8} {:>8} {:>10}",
         "WSID",
         "CPU",
         "Input",
@@ -342,7 +379,8 @@ fn print_table(r: &RunReport<FlowCounter>) {
         "Decap",
         "Forwarded",
         "Drops",
-        "Mpps"
+        "Mpps",
+        "Mpps/CPU-s"
     );
     let t = r.total();
     let rows: Vec<(String, &WorkerReport)> = r
@@ -354,7 +392,7 @@ fn print_table(r: &RunReport<FlowCounter>) {
     for (name, w) in rows {
         let c = &w.counters;
         println!(
-            "{:>4} {:>4} {:>10} {:>10} {:>10} {:>8} {:>6} {:>10} {:>7} {:>7} {:>7} {:>10} {:>8} {:>8.3}",
+            "{:>4} {:>4} {:>10} {:>10} {:>10} {:>8} {:>6} {:>10} {:>7} {:>7} {:>7} {:>10} {:>8} {:>8.3} {:>10.3}",
             name,
             w.cpu.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
             c.input,
@@ -368,7 +406,9 @@ fn print_table(r: &RunReport<FlowCounter>) {
             c.decapsulated,
             c.forwarded,
             w.total_drops(),
-            c.handled as f64 / secs / 1e6
+            c.handled as f64 / secs / 1e6,
+            // For "all": packets over the summed CPU time = mean per worker.
+            cpu_mpps(c.handled, c.cpu_ns)
         );
     }
     for w in &r.workers {
