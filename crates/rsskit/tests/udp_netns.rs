@@ -275,3 +275,27 @@ fn sigterm_during_load_exits_cleanly() {
     // The client sees the server vanish: it must still end, bounded.
     let _ = client.wait(Duration::from_secs(15));
 }
+
+/// The per-stream check can fail: with one socket shared by every worker,
+/// datagrams go to whichever worker is awake, not to the bucket's owner.
+#[test]
+fn shared_socket_is_caught_serving_from_the_wrong_worker() {
+    let ncpu = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    if ncpu < 2 {
+        eprintln!("SKIPPED: needs 2 CPUs for 2 workers, this machine has {ncpu}");
+        return;
+    }
+    let pair = Pair::new(24);
+    let p = port();
+    let bind = bracket(netns::SERVER_V4, p);
+    let server = start_server(&pair, &bind, p, "shared", &["--duration", "30"]);
+    let c =
+        load(&pair, &bind, netns::EXTRA_V4_NET, &["--streams", "4", "--count", "2000", "--rate", "20000"]);
+    let s = stop_server(server);
+    let streams = c["streams"].as_array().unwrap();
+    let wrong = streams.iter().filter(|st| st["match"] == Value::Bool(false)).count();
+    assert!(wrong > 0, "shared steering: some stream must be served by a worker not owning its bucket: {c}");
+    let misdirected: u64 = s["workers"].as_array().unwrap().iter().map(|w| u(w, "misdirected")).sum();
+    assert!(misdirected > 0, "the server counts the misdirected datagrams too: {s}");
+    check_accounting(&c, &s);
+}
