@@ -88,14 +88,13 @@ impl Gfni {
 
     fn build(key: &[u8]) -> Self {
         let max_input = key.len().saturating_sub(4).min(MAX_N);
+        // Every M_m any layout uses, computed once.
+        let m: Vec<u64> = (0..MAX_N + 3).map(|m| matrix(key, m)).collect();
         let mats = (0..max_input)
-            .map(|i| {
-                let q: [u64; 4] = core::array::from_fn(|o| matrix(key, i + o));
-                [q[0], q[1], q[2], q[3], q[0], q[1], q[2], q[3]]
-            })
+            .map(|i| [m[i], m[i + 1], m[i + 2], m[i + 3], m[i], m[i + 1], m[i + 2], m[i + 3]])
             .collect();
         let per_out = (0..MAX_N / 8)
-            .map(|k| core::array::from_fn(|o| core::array::from_fn(|j| matrix(key, 8 * k + j + o))))
+            .map(|k| core::array::from_fn(|o| core::array::from_fn(|j| m[8 * k + j + o])))
             .collect();
         Gfni { mats, per_out }
     }
