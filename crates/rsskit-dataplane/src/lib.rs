@@ -9,8 +9,8 @@
 //! - [`reass`]: bounded, sans-I/O IPv4/IPv6 fragment reassembly.
 
 pub mod build;
-pub mod firewall;
 pub mod classify;
+pub mod firewall;
 pub mod hash;
 pub mod io;
 pub mod netisr;
