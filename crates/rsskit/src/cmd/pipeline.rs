@@ -133,7 +133,7 @@ pub struct Args {
     /// Stop after this many seconds.
     #[arg(long, value_parser = seconds)]
     duration: Option<f64>,
-    /// gen: frames per worker.
+    /// gen: frames per worker (with --gen-frag: rounded up to whole datagrams).
     #[arg(long, default_value_t = 10_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     packets: u64,
     /// gen: distinct flows.
@@ -145,6 +145,10 @@ pub struct Args {
     /// another worker (software steering, like RPS).
     #[arg(long)]
     gen_owned: bool,
+    /// gen: send UDP datagrams of this many IP bytes cut into fragments of
+    /// at most 1500 bytes (the reassembly benchmark: 9000 gives 7 fragments).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1501..=65535))]
+    gen_frag: Option<u32>,
     /// Print the summary as one JSON object.
     #[arg(long)]
     json: bool,
@@ -162,6 +166,25 @@ fn gen_frames(flows: u32, size: usize, seed: u32) -> Vec<Vec<u8>> {
             udp4_frame(src, 1024 + (x >> 20) as u16, Ipv4Addr::new(192, 0, 2, 1), 9, size)
         })
         .collect()
+}
+
+/// `flows` IPv4 UDP datagrams of `ip_len` bytes, each cut into fragments
+/// of at most 1500 IP bytes, as Ethernet frames in order.
+fn gen_fragmented(flows: u32, ip_len: usize, seed: u32) -> Vec<Vec<u8>> {
+    use rsskit_dataplane::build::{eth, fragment_v4, udp, V4};
+    let per = 1480; // fragment payload: 1500 - 20, a multiple of 8
+    let mut out = Vec::new();
+    for i in 0..flows {
+        let x = i.wrapping_mul(2_654_435_761).wrapping_add(seed.wrapping_mul(0x9e37_79b9));
+        let src = Ipv4Addr::from(0x0a00_0000 | (x & 0x00ff_ffff));
+        let payload: Vec<u8> = (0..ip_len.saturating_sub(28)).map(|k| (k as u8) ^ (x as u8)).collect();
+        let u = udp(1024 + (x >> 20) as u16, 9, &payload);
+        let mut h = V4::new(src, Ipv4Addr::new(192, 0, 2, 1), 17);
+        h.id = x as u16;
+        let cuts: Vec<usize> = (1..).map(|k| k * per).take_while(|&c| c < u.len()).collect();
+        out.extend(fragment_v4(&h, &u, &cuts).into_iter().map(|f| eth(0x0800, &[], &f)));
+    }
+    out
 }
 
 /// The worker that owns a generated frame.
@@ -224,6 +247,12 @@ pub fn run(a: Args) -> Result<()> {
             let rss = cfg.rss()?;
             let hasher = PacketHasher::new(&cfg.key, cfg.hash_config);
             for w in 0..n {
+                if let Some(len) = a.gen_frag {
+                    let frames = gen_fragmented(a.flows, len as usize, w as u32);
+                    let total = a.packets.div_ceil(frames.len() as u64) * frames.len() as u64;
+                    inputs.push((w, Box::new(MemSource::new(Arc::new(frames), total))));
+                    continue;
+                }
                 let mut frames = gen_frames(a.flows, *size, w as u32);
                 if a.gen_owned {
                     let mut seed = 1000 + w as u32;
@@ -452,5 +481,8 @@ mod tests {
         assert!(parse_out("nul").is_err());
         let f = gen_frames(16, 64, 0);
         assert!(f.iter().all(|x| x.len() == 64));
+        let g = gen_fragmented(3, 9000, 0);
+        assert_eq!(g.len(), 21, "9000 bytes in 1500-byte fragments: 7 each");
+        assert!(g.iter().all(|x| x.len() <= 1514));
     }
 }
