@@ -217,9 +217,12 @@ pub struct Replay {
 }
 
 /// Replays each worker's own frames `rounds` times from memory, one thread
-/// per worker, in batches of `batch`, the clock advancing `ms_per_batch`
-/// per batch. Frames are copied into a scratch buffer before filtering (a
-/// redirect would rewrite them).
+/// per worker, in batches of `batch`. The clock is shared, like a kernel's
+/// tick: it advances `ms_per_batch` per batch per worker on average (one
+/// relaxed atomic add per batch), so a worker that expires another's states
+/// (the locked table) never does it early by its own clock. Frames are
+/// copied into a scratch buffer before filtering (a redirect would rewrite
+/// them).
 pub fn replay_partitioned(
     fw: &Arc<Firewall>,
     per_worker: &[Vec<Vec<u8>>],
@@ -228,6 +231,8 @@ pub fn replay_partitioned(
     ms_per_batch: u64,
 ) -> Replay {
     let barrier = std::sync::Barrier::new(per_worker.len() + 1);
+    let clock = std::sync::atomic::AtomicU64::new(0);
+    let workers = per_worker.len().max(1) as u64;
     let mut start = Instant::now();
     let res: Vec<(u64, Duration)> = std::thread::scope(|s| {
         let hs: Vec<_> = per_worker
@@ -235,15 +240,17 @@ pub fn replay_partitioned(
             .enumerate()
             .map(|(id, frames)| {
                 let barrier = &barrier;
+                let clock = &clock;
                 let mut w = fw.worker(id);
                 s.spawn(move || {
                     let mut buf = vec![0u8; 2048];
-                    let mut now = 1u64;
+                    let mut now;
                     let mut n = 0u64;
                     barrier.wait();
                     let cpu0 = thread_cpu_time();
                     for _ in 0..rounds {
                         for chunk in frames.chunks(batch.max(1)) {
+                            now = 1 + clock.fetch_add(1, Ordering::Relaxed) * ms_per_batch / workers;
                             w.begin_batch(now);
                             for f in chunk {
                                 if buf.len() < f.len() {
@@ -254,7 +261,6 @@ pub fn replay_partitioned(
                                 let _ = w.process(b, Dir::In, now);
                                 n += 1;
                             }
-                            now += ms_per_batch;
                         }
                     }
                     let cpu = thread_cpu_time().saturating_sub(cpu0);
