@@ -417,6 +417,7 @@ fn run_worker(ctx: &WorkerCtx, plan: Plan, socks: Vec<RxSocket>) -> io::Result<C
         plan,
     };
     let reply = &socks[0].sock;
+    let mut errors = 0u32;
     if socks.len() == 1 {
         // One socket: block in recvmmsg (SO_RCVTIMEO bounds the wait, so
         // the stop flag is seen), but never while replies are pending: then
@@ -425,6 +426,7 @@ fn run_worker(ctx: &WorkerCtx, plan: Plan, socks: Vec<RxSocket>) -> io::Result<C
         while !ctx.stopping() {
             match w.rx.recv(&rs.sock, !w.tx.is_empty()) {
                 Ok(n) => {
+                    errors = 0;
                     w.handle(rs, reply, n, &mut c);
                     if n < w.plan.batch && !w.tx.is_empty() {
                         // The queue ran dry within this call: nothing more to read.
@@ -436,7 +438,7 @@ fn run_worker(ctx: &WorkerCtx, plan: Plan, socks: Vec<RxSocket>) -> io::Result<C
                         w.flush(reply, &mut c, FlushReason::Idle);
                     }
                 }
-                Err(e) => return Err(e),
+                Err(e) => recv_error(e, &mut errors)?,
             }
             ctx.stats.publish(&c);
         }
@@ -451,11 +453,12 @@ fn run_worker(ctx: &WorkerCtx, plan: Plan, socks: Vec<RxSocket>) -> io::Result<C
             for rs in &socks {
                 match w.rx.recv(&rs.sock, true) {
                     Ok(n) => {
+                        errors = 0;
                         got_any = true;
                         w.handle(rs, reply, n, &mut c);
                     }
                     Err(e) if transient(&e) => {}
-                    Err(e) => return Err(e),
+                    Err(e) => recv_error(e, &mut errors)?,
                 }
             }
             if !got_any {
@@ -486,6 +489,18 @@ fn run_worker(ctx: &WorkerCtx, plan: Plan, socks: Vec<RxSocket>) -> io::Result<C
     }
     ctx.stats.publish(&c);
     Ok(c)
+}
+
+/// A receive error that is not "nothing to read": tolerated (after a
+/// short pause, e.g. `ENOBUFS`/`ENOMEM` under memory pressure) unless it
+/// keeps happening, then the worker stops with it.
+fn recv_error(e: io::Error, errors: &mut u32) -> io::Result<()> {
+    *errors += 1;
+    if *errors > 100 {
+        return Err(io::Error::new(e.kind(), format!("recvmmsg failing repeatedly: {e}")));
+    }
+    std::thread::sleep(Duration::from_millis(1));
+    Ok(())
 }
 
 /// Errors that only mean "nothing to read right now".
