@@ -9,6 +9,7 @@ use crate::proto;
 use anyhow::{anyhow, bail, Context, Result};
 use hdrhistogram::Histogram;
 use rsskit_core::{finder, rss::RssConfig, FlowTuple, HashConfig, HashType, L4Proto, RssKey, Toeplitz};
+use rsskit_linux::socket::Batch;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io::ErrorKind;
@@ -750,7 +751,8 @@ fn sender(
         })
         .collect();
     let mut buf = vec![0u8; cfg.size.max(2048)];
-    let mut rbuf = vec![0u8; 65536];
+    // Echoes come back at the size sent; anything longer is not ours.
+    let mut rx = Batch::new(64, cfg.size.max(proto::HEADER_LEN), false);
     let mut invalid = 0u64;
     let mut thread_sent = 0u64;
     let mut next = 0usize;
@@ -799,10 +801,11 @@ fn sender(
                 let can = !st.refused
                     && count.is_none_or(|c| st.sent < c)
                     && cfg.window.is_none_or(|w| {
-                        let outstanding = st.sent - st.echoed.min(st.sent) - st.written_off.min(st.sent);
+                        // Late echoes of written-off datagrams may still come: saturate.
+                        let outstanding = st.sent.saturating_sub(st.echoed + st.written_off);
                         if outstanding >= w as u64 && now - st.last_progress > window_timeout {
                             // Presume the outstanding ones lost; keep going.
-                            st.written_off = st.sent - st.echoed.min(st.sent);
+                            st.written_off = st.sent.saturating_sub(st.echoed);
                             st.last_progress = now;
                             true
                         } else {
@@ -847,56 +850,53 @@ fn sender(
         // Receive what is there.
         let mut got = 0u64;
         for st in states.iter_mut() {
-            for _ in 0..64 {
-                // SAFETY: recv into our own buffer, its length passed.
-                let n = unsafe {
-                    libc::recv(
-                        st.socket.as_raw_fd(),
-                        rbuf.as_mut_ptr().cast(),
-                        rbuf.len(),
-                        libc::MSG_DONTWAIT,
-                    )
-                };
-                if n < 0 {
-                    let e = std::io::Error::last_os_error();
-                    if e.raw_os_error() == Some(libc::ECONNREFUSED) {
+            for _ in 0..4 {
+                let n = match rx.recv(&st.socket, true) {
+                    Ok(n) => n,
+                    Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
                         st.refused = true;
                         continue;
                     }
-                    break;
-                }
-                let rx = monotonic_ns();
-                let Some((p, s)) = proto::decode(&rbuf[..n as usize]) else {
-                    invalid += 1;
-                    continue;
+                    Err(_) => break,
                 };
-                if p.stream != st.id || p.seq >= st.sent {
-                    invalid += 1;
-                    continue;
-                }
-                if !st.mark(p.seq) {
-                    st.duplicates += 1;
-                    continue;
-                }
-                st.echoed += 1;
-                got += 1;
-                st.last_progress = Instant::now();
-                match st.highest {
-                    Some(h) if p.seq < h => st.out_of_order += 1,
-                    _ => st.highest = Some(p.seq),
-                }
-                let _ = hist.record(rx.saturating_sub(p.sent_ns).max(1));
-                *st.workers.entry(s.worker).or_default() += 1;
-                st.cpus.insert(s.cpu);
-                st.buckets.insert(s.bucket);
-                if s.kernel_cpu != proto::CPU_UNKNOWN {
-                    st.kcpus.insert(s.kernel_cpu);
-                    if s.kernel_cpu != s.cpu {
-                        st.kcpu_mismatch += 1;
+                let now_ns = monotonic_ns();
+                for i in 0..n {
+                    let d = rx.data(i);
+                    let Some((p, s)) = (!rx.truncated(i)).then(|| proto::decode(d)).flatten() else {
+                        invalid += 1;
+                        continue;
+                    };
+                    if p.stream != st.id || p.seq >= st.sent {
+                        invalid += 1;
+                        continue;
+                    }
+                    if !st.mark(p.seq) {
+                        st.duplicates += 1;
+                        continue;
+                    }
+                    st.echoed += 1;
+                    got += 1;
+                    match st.highest {
+                        Some(h) if p.seq < h => st.out_of_order += 1,
+                        _ => st.highest = Some(p.seq),
+                    }
+                    let _ = hist.record(now_ns.saturating_sub(p.sent_ns).max(1));
+                    *st.workers.entry(s.worker).or_default() += 1;
+                    st.cpus.insert(s.cpu);
+                    st.buckets.insert(s.bucket);
+                    if s.kernel_cpu != proto::CPU_UNKNOWN {
+                        st.kcpus.insert(s.kernel_cpu);
+                        if s.kernel_cpu != s.cpu {
+                            st.kcpu_mismatch += 1;
+                        }
+                    }
+                    if s.misdirected() {
+                        st.flagged += 1;
                     }
                 }
-                if s.misdirected() {
-                    st.flagged += 1;
+                st.last_progress = Instant::now();
+                if n < rx.capacity() {
+                    break;
                 }
             }
         }
@@ -958,6 +958,16 @@ mod tests {
     /// A one-thread echo server that stamps like worker `owner(bucket)` would,
     /// except for streams from `liar`, which it stamps as worker 7.
     fn echo_server(t: ServerTable, drop_every: u64, liar: Option<IpAddr>) -> (SocketAddr, Arc<AtomicBool>) {
+        echo_server_late(t, drop_every, 0, liar)
+    }
+
+    /// As [`echo_server`], echoing every `late_every`-th datagram 300 ms late.
+    fn echo_server_late(
+        t: ServerTable,
+        drop_every: u64,
+        late_every: u64,
+        liar: Option<IpAddr>,
+    ) -> (SocketAddr, Arc<AtomicBool>) {
         let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
         let addr = s.local_addr().unwrap();
@@ -966,12 +976,21 @@ mod tests {
         std::thread::spawn(move || {
             let mut buf = [0u8; 2048];
             let mut n_in = 0u64;
+            let mut late: Vec<(Instant, Vec<u8>, SocketAddr)> = Vec::new();
             while !st.load(Ordering::Relaxed) {
+                late.retain(|(at, d, to)| {
+                    if at.elapsed() < Duration::from_millis(300) {
+                        return true;
+                    }
+                    let _ = s.send_to(d, to);
+                    false
+                });
                 let Ok((n, from)) = s.recv_from(&mut buf) else { continue };
                 n_in += 1;
                 if drop_every > 0 && n_in.is_multiple_of(drop_every) {
                     continue;
                 }
+                let is_late = late_every > 0 && n_in.is_multiple_of(late_every);
                 let h = t.hash(from, addr);
                 let b = t.rss.bucket(h);
                 let w = if Some(from.ip()) == liar { 7 } else { t.owner(b).unwrap() as u16 };
@@ -984,6 +1003,10 @@ mod tests {
                     flags: 0,
                 };
                 proto::write_stamp(&mut buf[..n], &stamp);
+                if is_late {
+                    late.push((Instant::now(), buf[..n].to_vec(), from));
+                    continue;
+                }
                 let _ = s.send_to(&buf[..n], from);
             }
         });
@@ -1012,6 +1035,26 @@ mod tests {
             assert_eq!(s.server_buckets, vec![s.bucket as u16]);
         }
         assert!(r.rtt_us.p50 > 0.0 && r.rtt_us.max >= r.rtt_us.p99);
+    }
+
+    #[test]
+    fn late_echoes_after_a_window_write_off_are_still_counted() {
+        let mut c = cfg(2, false);
+        let (addr, stop) = echo_server_late(c.table.clone(), 0, 7, None);
+        c.target = addr;
+        c.count = Some(100);
+        c.duration = None;
+        c.rate = None;
+        c.window = Some(2);
+        c.drain = Duration::from_millis(800);
+        let streams = plan_streams(&c).unwrap();
+        let r = run(&c, streams, &AtomicBool::new(false), |_, _, _| {}).unwrap();
+        stop.store(true, Ordering::Relaxed);
+        assert_eq!(r.sent, 200);
+        assert_eq!(r.echoed, 200, "late echoes arrive within the drain and are counted");
+        assert_eq!(r.lost, 0);
+        assert!(r.out_of_order > 0, "late echoes come back out of order");
+        assert!(r.rtt_us.max >= 300_000.0, "the late ones took 300 ms: {:?}", r.rtt_us);
     }
 
     #[test]
