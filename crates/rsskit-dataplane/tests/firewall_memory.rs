@@ -4,6 +4,7 @@
 //! --test firewall_memory -- --nocapture` prints the figures used in
 //! docs/BENCHMARKS.md.
 
+use rsskit_dataplane::firewall::redirect::Xlat;
 use rsskit_dataplane::firewall::state::{FlowKey, NewState, State, StateTable, Timeouts};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::{IpAddr, Ipv4Addr};
@@ -55,6 +56,7 @@ fn bytes_per_state() {
     let state = std::mem::size_of::<State>();
     let entry = std::mem::size_of::<(FlowKey, u32)>();
     println!("size_of::<State>() = {state} B, map entry = {entry} B + 1 control byte");
+    println!("redirected flows: + size_of::<Xlat>() = {} B boxed, per state", std::mem::size_of::<Xlat>());
     println!("{n} states: {used} B allocated, {per:.1} B per state (slab and map at their growth capacity)");
     assert!(state <= 96, "State grew: {state} B");
     assert!(per >= (state + entry) as f64, "cannot be below the payload");
