@@ -317,6 +317,9 @@ pub struct Cell {
     pub mpps: f64,
     /// Per-worker Mpps (median of rounds, each worker's own rate).
     pub mpps_per_worker: f64,
+    /// Per-worker packets per CPU-second of the worker thread, millions
+    /// (median): robust to other load on the machine.
+    pub mpps_per_cpu_second: f64,
 }
 
 /// Benchmark parameters.
@@ -375,11 +378,13 @@ pub fn run_matrix(p: &ClassifyParams, mut progress: impl FnMut(&Cell)) -> (Table
                 for &pf in &p.prefetches {
                     let mut totals = Vec::new();
                     let mut pers = Vec::new();
+                    let mut cpus = Vec::new();
                     for round in 0..p.rounds.max(1) {
-                        let (total, per) =
+                        let (total, per, cpu) =
                             measure(p, mode, workers, batch, pf, &copies, &shared, &rings, round);
                         totals.push(total);
                         pers.push(per);
+                        cpus.push(cpu);
                     }
                     let cell = Cell {
                         mode,
@@ -388,6 +393,7 @@ pub fn run_matrix(p: &ClassifyParams, mut progress: impl FnMut(&Cell)) -> (Table
                         prefetch: pf,
                         mpps: median(&mut totals),
                         mpps_per_worker: median(&mut pers),
+                        mpps_per_cpu_second: median(&mut cpus),
                     };
                     progress(&cell);
                     cells.push(cell);
@@ -408,7 +414,8 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 /// One measurement: `workers` threads, each classifying `packets` from its
-/// own ring; returns (total Mpps, mean per-worker Mpps).
+/// own ring; returns (total Mpps, mean per-worker Mpps, mean per-worker
+/// Mpps per thread CPU-second).
 #[allow(clippy::too_many_arguments)]
 fn measure(
     p: &ClassifyParams,
@@ -420,7 +427,7 @@ fn measure(
     shared: &Arc<RwLock<Table>>,
     rings: &[Arc<PacketRing>],
     round: usize,
-) -> (f64, f64) {
+) -> (f64, f64, f64) {
     let barrier = Arc::new(Barrier::new(workers));
     let handles: Vec<_> = (0..workers)
         .map(|w| {
@@ -444,14 +451,16 @@ fn measure(
                 std::hint::black_box(run(warm, start));
                 barrier.wait();
                 let t = Instant::now();
+                let c0 = thread_cpu_ns();
                 let v = run(n, start);
                 let dt = t.elapsed().as_secs_f64();
+                let cpu = (thread_cpu_ns().saturating_sub(c0)).max(1) as f64 / 1e9;
                 std::hint::black_box(v);
-                (n as f64 / dt / 1e6, t, dt)
+                (n as f64 / dt / 1e6, t, dt, n as f64 / cpu / 1e6)
             })
         })
         .collect();
-    let results: Vec<(f64, Instant, f64)> =
+    let results: Vec<(f64, Instant, f64, f64)> =
         handles.into_iter().map(|h| h.join().expect("classify worker")).collect();
     // Total rate: all packets over the span from the first start to the last end.
     let first = results.iter().map(|r| r.1).min().expect("at least one worker");
@@ -459,7 +468,19 @@ fn measure(
     let span = (end - first).as_secs_f64();
     let total = p.packets as f64 * workers as f64 / span / 1e6;
     let per = results.iter().map(|r| r.0).sum::<f64>() / workers as f64;
-    (total, per)
+    let cpu = results.iter().map(|r| r.3).sum::<f64>() / workers as f64;
+    (total, per, cpu)
+}
+
+/// CPU time of the calling thread, ns.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid timespec to write into.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// The shared-table variant: the read lock is taken once per packet, around
@@ -581,6 +602,6 @@ mod tests {
         };
         let (_, cells) = run_matrix(&p, |_| ());
         assert_eq!(cells.len(), 2 * 2 * 2 * 2);
-        assert!(cells.iter().all(|c| c.mpps > 0.0 && c.mpps_per_worker > 0.0));
+        assert!(cells.iter().all(|c| c.mpps > 0.0 && c.mpps_per_worker > 0.0 && c.mpps_per_cpu_second > 0.0));
     }
 }

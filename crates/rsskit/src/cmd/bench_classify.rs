@@ -95,12 +95,13 @@ pub fn run(a: Args) -> Result<()> {
     let (table, cells) = run_matrix(&p, |c| {
         if !quiet {
             eprintln!(
-                "  {:<10} workers={} batch={:<3} prefetch={:<6} {:6.2} Mpps",
+                "  {:<10} workers={} batch={:<3} prefetch={:<6} {:6.2} Mpps ({:.2} per worker CPU-second)",
                 c.mode.name(),
                 c.workers,
                 c.batch,
                 c.prefetch.name(),
-                c.mpps
+                c.mpps,
+                c.mpps_per_cpu_second
             );
         }
     });
@@ -126,7 +127,7 @@ pub fn run(a: Args) -> Result<()> {
         a.packets,
         a.rounds
     );
-    println!("Mpps total (per worker in brackets)");
+    println!("Mpps, wall clock: total over the workers (per worker in brackets)");
     print!("{:<11} {:>7} {:>5}", "table", "workers", "batch");
     for pf in Prefetch::ALL {
         print!(" {:>15}", pf.name());
@@ -150,16 +151,44 @@ pub fn run(a: Args) -> Result<()> {
             }
         }
     }
+    println!();
+    println!("Mpps per worker per CPU-second of its thread (insensitive to other load on the machine)");
+    print!("{:<11} {:>7} {:>5}", "table", "workers", "batch");
+    for pf in Prefetch::ALL {
+        print!(" {:>8}", pf.name());
+    }
+    println!();
+    for mode in [TableMode::PerWorker, TableMode::RwLock] {
+        for &w in &a.workers {
+            for &b in &a.batch {
+                print!("{:<11} {:>7} {:>5}", mode.name(), w, b);
+                for pf in Prefetch::ALL {
+                    match cells
+                        .iter()
+                        .find(|c| c.mode == mode && c.workers == w && c.batch == b && c.prefetch == pf)
+                    {
+                        Some(c) => print!(" {:>8.2}", c.mpps_per_cpu_second),
+                        None => print!(" {:>8}", "-"),
+                    }
+                }
+                println!();
+            }
+        }
+    }
     // The issue's target: lock-free >= 2x read-locked at 2 workers, batch 4, bucket prefetch.
     let find = |m: TableMode| {
         cells.iter().find(|c| c.mode == m && c.workers == 2 && c.batch == 4 && c.prefetch == Prefetch::Bucket)
     };
     if let (Some(l), Some(r)) = (find(TableMode::PerWorker), find(TableMode::RwLock)) {
         println!(
-            "2 workers, batch 4, bucket prefetch: per-worker {:.2} Mpps vs rwlock {:.2} Mpps = {:.2}x",
+            "2 workers, batch 4, bucket prefetch: per-worker {:.2} Mpps vs rwlock {:.2} Mpps = {:.2}x (wall); \
+             {:.2} vs {:.2} Mpps per CPU-second = {:.2}x",
             l.mpps,
             r.mpps,
-            l.mpps / r.mpps
+            l.mpps / r.mpps,
+            l.mpps_per_cpu_second,
+            r.mpps_per_cpu_second,
+            l.mpps_per_cpu_second / r.mpps_per_cpu_second
         );
     }
     Ok(())
