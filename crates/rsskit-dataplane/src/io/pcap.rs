@@ -336,6 +336,67 @@ mod tests {
     }
 
     #[test]
+    fn pcapng_raw_ip_and_default_microseconds() {
+        use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+        use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
+        use pcap_file::pcapng::PcapNgWriter;
+        use std::borrow::Cow;
+        let p = std::env::temp_dir().join(format!("rsskit-ng-{}.pcapng", std::process::id()));
+        let ip = crate::build::ipv4(
+            &crate::build::V4::new([1, 2, 3, 4].into(), [5, 6, 7, 8].into(), 17),
+            &crate::build::udp(1, 2, b"ng"),
+        );
+        {
+            let mut w = PcapNgWriter::new(File::create(&p).unwrap()).unwrap();
+            let idb = InterfaceDescriptionBlock { linktype: DataLink::RAW, snaplen: 0, options: vec![] };
+            w.write_block(&Block::InterfaceDescription(idb)).unwrap();
+            // No if_tsresol: microseconds. pcap-file writes the raw units we give as "nanos".
+            let epb = EnhancedPacketBlock {
+                interface_id: 0,
+                timestamp: Duration::from_nanos(1_500_000),
+                original_len: ip.len() as u32,
+                data: Cow::Borrowed(&ip),
+                options: vec![],
+            };
+            w.write_block(&Block::EnhancedPacket(epb)).unwrap();
+        }
+        let got = read_all(&p).unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].0, 1_500_000_000, "1.5 s in microsecond units");
+        assert_eq!(&got[0].1[12..14], &[0x08, 0x00], "synthetic Ethernet header for raw IP");
+        assert_eq!(&got[0].1[14..], &ip[..]);
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn capture_timing_is_honoured() {
+        let p = std::env::temp_dir().join(format!("rsskit-timing-{}.pcap", std::process::id()));
+        let mut s = PcapSink::create(&p).unwrap();
+        let frames: Vec<Mbuf> = [0u64, 150_000_000, 300_000_000]
+            .iter()
+            .map(|&t| Mbuf::heap(vec![7; 60], 0, 5_000_000_000 + t, 0))
+            .collect();
+        s.send(&frames).unwrap();
+        s.close().unwrap();
+        for (timing, min_ms, max_ms) in [(true, 280, 5000), (false, 0, 250)] {
+            let mut src = PcapSource::open(&p, 1, timing).unwrap();
+            let t0 = Instant::now();
+            let mut n = 0;
+            loop {
+                match src.recv() {
+                    Recv::Frame { .. } => n += 1,
+                    Recv::Idle => std::thread::sleep(Duration::from_millis(1)),
+                    Recv::Done => break,
+                }
+            }
+            let ms = t0.elapsed().as_millis();
+            assert_eq!(n, 3);
+            assert!((min_ms..max_ms).contains(&ms), "timing={timing}: {ms} ms");
+        }
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
     fn tsresol() {
         assert_eq!(Resolution::Dec(6).to_ns(5), 5000);
         assert_eq!(Resolution::Dec(9).to_ns(5), 5);
