@@ -1083,11 +1083,13 @@ mod tests {
 
     #[test]
     fn refused_target_is_seen() {
-        // Bind and drop a socket to get a port with nothing on it.
-        let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        // Bind and drop a socket to get a port with nothing on it, and aim
+        // at an odd loopback address no other test binds, so a parallel test
+        // that happens to get the same ephemeral port cannot answer.
+        let port = std::net::UdpSocket::bind("127.213.7.9:0").unwrap().local_addr().unwrap().port();
         let mut c = cfg(1, false);
         c.spread = false;
-        c.target = SocketAddr::new("127.0.0.1".parse().unwrap(), port);
+        c.target = SocketAddr::new("127.213.7.9".parse().unwrap(), port);
         c.duration = Some(Duration::from_millis(200));
         let streams = plan_streams(&c).unwrap();
         let r = run(&c, streams, &AtomicBool::new(false), |_, _, _| {}).unwrap();
