@@ -1,11 +1,11 @@
 //! Thin Linux layer for rsskit: everything that touches the kernel
 //! (sysfs/procfs, ethtool ioctls, CPU affinity, sockets, classic BPF) lives
 //! here, behind small safe wrappers, so the core stays sans-I/O.
+pub mod affinity;
+pub mod bpf;
 pub mod cpulist;
 pub mod ethtool;
 pub mod netdev;
-pub mod topology;
-pub mod affinity;
-pub mod socket;
-pub mod bpf;
 pub mod snmp;
+pub mod socket;
+pub mod topology;

@@ -1,9 +1,9 @@
 //! rsskit runtime: pinned per-bucket workers and the tools built on them.
+pub mod demo;
 pub mod http;
 pub mod proto;
-pub mod udp_load;
 pub mod stats;
 pub mod steer;
-pub mod worker;
 pub mod udp_echo;
-pub mod demo;
+pub mod udp_load;
+pub mod worker;

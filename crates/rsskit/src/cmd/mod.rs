@@ -1,8 +1,8 @@
 //! One module per subcommand; shared argument parsing in [`common`].
 
 pub mod bench;
-pub mod bench_firewall;
 pub mod bench_classify;
+pub mod bench_firewall;
 pub mod common;
 pub mod demo;
 pub mod find;
