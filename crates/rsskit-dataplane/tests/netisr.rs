@@ -282,3 +282,37 @@ fn config_errors() {
     assert!(e(NetisrConfig { workers: 2, cpus: Some(vec![0]), ..Default::default() }).contains("CPU"));
     let _ = RssKey::microsoft();
 }
+
+#[test]
+fn backpressure_holds_instead_of_dropping() {
+    // Same setup as the queue-full test, with backpressure: nothing is
+    // dropped, every packet arrives, in order per flow.
+    let cfg =
+        NetisrConfig { workers: 2, batch: 4, ring_capacity: 8, backpressure: true, ..Default::default() };
+    let rss = cfg.rss().unwrap();
+    let mut frames = Vec::new();
+    let mut f = 0u16;
+    while frames.len() < 3000 {
+        for s in 0..3u32 {
+            let fr = frame(f, s);
+            if owner(&cfg, &rss, &fr) == 1 {
+                frames.push(fr);
+            }
+        }
+        f = f.wrapping_add(1);
+    }
+    let n = frames.len() as u64;
+    let r = run(cfg, vec![(0, frames)], 20_000);
+    let w1 = &r.workers[1];
+    assert_eq!(w1.qdrops, 0);
+    assert_eq!(w1.queued, n);
+    assert_eq!(w1.counters.handled, n);
+    assert_eq!(w1.high_water, 8, "the ring did fill up");
+    let mut last: std::collections::HashMap<u16, u32> = Default::default();
+    for &(flow, seq, _) in &r.handlers[1].seen {
+        if let Some(&p) = last.get(&flow) {
+            assert_eq!(seq, p + 1);
+        }
+        last.insert(flow, seq);
+    }
+}

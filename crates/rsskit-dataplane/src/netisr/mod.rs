@@ -244,6 +244,11 @@ pub struct NetisrConfig {
     /// Decapsulate tunnels and re-inject the inner packet.
     pub decap: bool,
     pub flush: FlushPolicy,
+    /// When the ring to a packet's owner is full, the input stage holds the
+    /// packet and stops reading its sources until there is room (a NIC
+    /// sending pause frames) instead of dropping it (netisr's QDrops).
+    /// Re-injected packets are always dropped on a full ring.
+    pub backpressure: bool,
 }
 
 impl Default for NetisrConfig {
@@ -263,6 +268,7 @@ impl Default for NetisrConfig {
             reass: Some(ReassConfig::default()),
             decap: true,
             flush: FlushPolicy::default(),
+            backpressure: false,
         }
     }
 }

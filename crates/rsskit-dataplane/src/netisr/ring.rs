@@ -165,9 +165,17 @@ impl<T> Producer<T> {
     /// Enqueues `v`, or gives it back (and counts a drop) when full.
     #[inline]
     pub fn push(&mut self, v: T) -> Result<(), T> {
-        if self.free() == 0 {
+        self.try_push(v).inspect_err(|_| {
             self.drops += 1;
             self.s.prod.drops.store(self.drops, Ordering::Relaxed);
+        })
+    }
+
+    /// Enqueues `v`, or gives it back when full without counting a drop
+    /// (the caller keeps it and retries).
+    #[inline]
+    pub fn try_push(&mut self, v: T) -> Result<(), T> {
+        if self.free() == 0 {
             return Err(v);
         }
         // SAFETY: the slot at `tail` is free (free() > 0): the consumer
@@ -266,6 +274,8 @@ mod tests {
         for i in 0..4 {
             p.push(i).unwrap();
         }
+        assert_eq!(p.try_push(8), Err(8));
+        assert_eq!(m.stats().drops, 0, "try_push does not count");
         assert_eq!(p.push(9), Err(9));
         let s = m.stats();
         assert_eq!((s.len, s.queued, s.drops, s.high_water), (4, 4, 1, 4));

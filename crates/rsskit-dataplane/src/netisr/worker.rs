@@ -10,6 +10,7 @@ use crate::reass::{ReassOutcome, Reassembler};
 use crate::wire::{parse_ethernet, ParseConfig};
 use anyhow::Result;
 use rsskit_core::rss::RssConfig;
+use rsskit_core::{HashConfig, Toeplitz};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,11 +32,17 @@ pub(super) struct Worker<H: Handler> {
     id: usize,
     rss: RssConfig,
     hasher: PacketHasher,
+    /// The same key and configuration for the input stage's fast path.
+    toeplitz: Toeplitz,
+    hash_config: HashConfig,
     parse: ParseConfig,
     batch: usize,
     prefetch_header: bool,
     prefetch_bucket: bool,
     decap: bool,
+    backpressure: bool,
+    /// Input packet waiting for room in the ring to its owner (backpressure).
+    stalled: Option<(usize, Mbuf)>,
     inputs: Vec<Input>,
     pool: Pool,
     /// Every pool by id; keeps their memory alive while mbufs point into it.
@@ -119,11 +126,15 @@ pub(super) fn build<H: Handler>(
             id,
             rss: rss.clone(),
             hasher: hasher.clone(),
+            toeplitz: Toeplitz::new(&cfg.key),
+            hash_config: cfg.hash_config,
             parse: cfg.parse,
             batch: cfg.batch,
             prefetch_header: cfg.prefetch.header(),
             prefetch_bucket: cfg.prefetch.bucket(),
             decap: cfg.decap,
+            backpressure: cfg.backpressure,
+            stalled: None,
             inputs,
             pool,
             _pools: mems.clone(),
@@ -237,6 +248,15 @@ impl<H: Handler> Worker<H> {
         if self.inputs.is_empty() {
             return (false, false);
         }
+        if let Some((owner, m)) = self.stalled.take() {
+            let r = self.tx[owner].as_mut().expect("ring to another worker");
+            if let Err(m) = r.try_push(m) {
+                // Still no room: read nothing until the owner catches up.
+                // Counts as work so the run is not judged drained meanwhile.
+                self.stalled = Some((owner, m));
+                return (true, true);
+            }
+        }
         let stop = self.ctl.stop_inputs.load(Ordering::Relaxed);
         let mut did = false;
         let mut more = false;
@@ -289,6 +309,13 @@ impl<H: Handler> Worker<H> {
                     None => unsafe { Mbuf::pooled(self.pool.mem(), self.id as u16, idx, len, 0, ts_ns) },
                 };
                 self.dispatch_input(m, local);
+                if self.stalled.is_some() {
+                    more = true;
+                    break;
+                }
+            }
+            if self.stalled.is_some() {
+                break;
             }
             more |= got == self.batch;
         }
@@ -306,7 +333,7 @@ impl<H: Handler> Worker<H> {
     /// or queue.
     #[inline]
     fn dispatch_input(&mut self, mut m: Mbuf, local: &mut Vec<Mbuf>) {
-        let hash = match nic_hash_fast(&self.hasher, m.data()) {
+        let hash = match nic_hash_fast(&self.toeplitz, self.hash_config, m.data()) {
             Some(h) => h,
             None => match parse_ethernet(m.data(), &self.parse) {
                 Ok(p) => self.hasher.nic(&p).hash,
@@ -324,6 +351,11 @@ impl<H: Handler> Worker<H> {
             local.push(m);
             if local.len() >= self.batch {
                 self.process_batch(local);
+            }
+        } else if self.backpressure {
+            let r = self.tx[owner].as_mut().expect("ring to another worker");
+            if let Err(m) = r.try_push(m) {
+                self.stalled = Some((owner, m));
             }
         } else {
             self.enqueue(owner, m);
@@ -536,14 +568,14 @@ fn thread_cpu_ns() -> u64 {
 /// full parser accepts (tested below); like a NIC, it does not validate
 /// checksums, so a corrupt packet is dropped by the owning worker's parse.
 #[inline]
-pub(crate) fn nic_hash_fast(h: &PacketHasher, f: &[u8]) -> Option<u32> {
-    use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-    use rsskit_core::{FlowTuple, L4Proto};
+pub(crate) fn nic_hash_fast(t: &Toeplitz, cfg: HashConfig, f: &[u8]) -> Option<u32> {
+    use rsskit_core::L4Proto;
     if f.len() < 14 {
         return None;
     }
     let et = u16::from_be_bytes([f[12], f[13]]);
-    let (src, dst, proto, l4, l4_end, v6) = match et {
+    // (offset of the addresses, address bytes, protocol, L4 offset, end of the IP packet, IPv6?)
+    let (addr_at, alen, proto, l4, l4_end, v6) = match et {
         0x0800 => {
             if f.len() < 34 || f[14] != 0x45 || u16::from_be_bytes([f[20], f[21]]) & 0x3fff != 0 {
                 return None;
@@ -552,9 +584,7 @@ pub(crate) fn nic_hash_fast(h: &PacketHasher, f: &[u8]) -> Option<u32> {
             if total < 20 || 14 + total > f.len() {
                 return None;
             }
-            let s = IpAddr::V4(Ipv4Addr::new(f[26], f[27], f[28], f[29]));
-            let d = IpAddr::V4(Ipv4Addr::new(f[30], f[31], f[32], f[33]));
-            (s, d, f[23], 34, 14 + total, false)
+            (26, 4, f[23], 34, 14 + total, false)
         }
         0x86dd => {
             if f.len() < 54 || f[14] >> 4 != 6 || !matches!(f[20], 6 | 17 | 58) {
@@ -564,27 +594,41 @@ pub(crate) fn nic_hash_fast(h: &PacketHasher, f: &[u8]) -> Option<u32> {
             if 54 + plen > f.len() {
                 return None;
             }
-            let s: [u8; 16] = f[22..38].try_into().ok()?;
-            let d: [u8; 16] = f[38..54].try_into().ok()?;
-            (IpAddr::V6(Ipv6Addr::from(s)), IpAddr::V6(Ipv6Addr::from(d)), f[20], 54, 54 + plen, true)
+            (22, 16, f[20], 54, 54 + plen, true)
         }
         _ => return None,
     };
-    let ports = match proto {
-        6 | 17 => {
-            if l4 + 4 > l4_end {
-                return None;
-            }
-            (u16::from_be_bytes([f[l4], f[l4 + 1]]), u16::from_be_bytes([f[l4 + 2], f[l4 + 3]]))
+    let ports = matches!(proto, 6 | 17);
+    if ports && l4 + 4 > l4_end {
+        return None;
+    }
+    // Tunnels (IPIP, IPv6-in-IP, GRE) and other protocols: the NIC hashes
+    // them on addresses, no ports; TCP/UDP per the configuration.
+    let ht = cfg.pick(v6, L4Proto::from_number(proto), false);
+    let with_ports = ports && ht.has_ports();
+    // The Microsoft input layout: addresses, then ports, straight from the frame.
+    let a = &f[addr_at..addr_at + 2 * alen];
+    Some(if !v6 {
+        let a: &[u8; 8] = a.try_into().ok()?;
+        if with_ports {
+            let mut b = [0u8; 12];
+            b[..8].copy_from_slice(a);
+            b[8..].copy_from_slice(&f[l4..l4 + 4]);
+            t.hash_array::<12>(&b)
+        } else {
+            t.hash_array::<8>(a)
         }
-        // Tunnels (IPIP, IPv6-in-IP, GRE) and other protocols: the NIC
-        // hashes them on addresses, no ports.
-        _ => (0, 0),
-    };
-    let l4p = L4Proto::from_number(proto);
-    let ht = h.config().pick(v6, l4p, false);
-    let t = FlowTuple::new(src, ports.0, dst, ports.1, l4p);
-    Some(h.tuple(&t, ht).hash)
+    } else {
+        let a: &[u8; 32] = a.try_into().ok()?;
+        if with_ports {
+            let mut b = [0u8; 36];
+            b[..32].copy_from_slice(a);
+            b[32..].copy_from_slice(&f[l4..l4 + 4]);
+            t.hash_array::<36>(&b)
+        } else {
+            t.hash_array::<32>(a)
+        }
+    })
 }
 
 #[cfg(test)]
@@ -594,7 +638,7 @@ mod tests {
     use crate::wire::ethertype;
     use crate::wire::ip::proto;
     use core::net::{Ipv4Addr, Ipv6Addr};
-    use rsskit_core::{HashConfig, RssKey};
+    use rsskit_core::RssKey;
 
     fn frames() -> Vec<Vec<u8>> {
         let a = Ipv4Addr::new(66, 9, 149, 187);
@@ -638,20 +682,22 @@ mod tests {
     fn fast_hash_equals_the_parsed_nic_hash() {
         for cfg in [HashConfig::default(), HashConfig::all(), HashConfig::empty()] {
             let h = PacketHasher::new(&RssKey::microsoft(), cfg);
+            let t = Toeplitz::new(&RssKey::microsoft());
             let mut fast = 0;
             for f in frames() {
                 let p = parse_ethernet(&f, &ParseConfig::default()).expect("test frames are valid");
-                if let Some(x) = nic_hash_fast(&h, &f) {
+                if let Some(x) = nic_hash_fast(&t, cfg, &f) {
                     fast += 1;
                     assert_eq!(x, h.nic(&p).hash, "frame {f:02x?}");
                 }
             }
             assert!(fast >= 8, "the common cases take the fast path ({fast})");
         }
-        let h = PacketHasher::new(&RssKey::microsoft(), HashConfig::default());
-        assert_eq!(nic_hash_fast(&h, &[0u8; 10]), None);
+        let t = Toeplitz::new(&RssKey::microsoft());
+        let c = HashConfig::default();
+        assert_eq!(nic_hash_fast(&t, c, &[0u8; 10]), None);
         assert_eq!(
-            nic_hash_fast(&h, &udp4_frame(Ipv4Addr::LOCALHOST, 1, Ipv4Addr::LOCALHOST, 2, 64)[..40]),
+            nic_hash_fast(&t, c, &udp4_frame(Ipv4Addr::LOCALHOST, 1, Ipv4Addr::LOCALHOST, 2, 64)[..40]),
             None
         );
     }

@@ -121,6 +121,10 @@ pub struct Args {
     /// Flush output after this many bytes.
     #[arg(long, default_value_t = 1500, value_parser = clap::value_parser!(u32).range(1..))]
     flush_bytes: u32,
+    /// When a queue to another worker is full, hold the packet and pause the
+    /// input (a NIC sending pause frames) instead of dropping it (QDrops).
+    #[arg(long)]
+    backpressure: bool,
     /// Hash UDP on the 4-tuple (FreeBSD's default is addresses only).
     #[arg(long)]
     udp_4tuple: bool,
