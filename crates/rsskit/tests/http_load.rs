@@ -24,8 +24,12 @@ struct Server {
 
 impl Server {
     fn start(extra: &[&str]) -> Server {
+        Server::start_at("127.0.0.1:0", extra)
+    }
+
+    fn start_at(bind: &str, extra: &[&str]) -> Server {
         let mut child = Command::new(rsskit())
-            .args(["http-serve", "--bind", "127.0.0.1:0", "--json", "--quiet"])
+            .args(["http-serve", "--bind", bind, "--json", "--quiet"])
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -140,34 +144,39 @@ fn finder_ports_match_toeplitz_steering_and_cpu_steering_matches_cpus() {
         return;
     }
     // toeplitz: each client worker aims its source ports at the server
-    // worker of the same index; the kernel's BPF program must agree.
-    let srv = Server::start(&["--cpus", "0,1", "--steer", "toeplitz"]);
-    let url = format!("http://{}/", srv.addr);
-    let r = load(&[
-        "--url",
-        &url,
-        "--connections",
-        "16",
-        "--duration",
-        "1.5",
-        "--close",
-        "--cpus",
-        "0,1",
-        "--src-ports",
-        "server",
-        "--server-cpus",
-        "0,1",
-        "--sources",
-        "127.0.0.0/8",
-    ]);
-    let v = srv.stop();
-    let (cw, sw) = (r["workers"].as_array().unwrap(), v["workers"].as_array().unwrap());
-    for i in 0..2 {
-        assert!(n(&cw[i]["connects"]) > 50, "{r}");
-        assert_eq!(
-            cw[i]["connects"], sw[i]["accepted"],
-            "worker {i}: finder vs in-kernel Toeplitz\n{r}\n{v}"
-        );
+    // worker of the same index; the kernel's BPF program (run on the SYN)
+    // must agree, over IPv4 and IPv6.
+    for (bind, sources) in [("127.0.0.1:0", Some("127.0.0.0/8")), ("[::1]:0", None)] {
+        let srv = Server::start_at(bind, &["--cpus", "0,1", "--steer", "toeplitz"]);
+        let url = format!("http://{}/", srv.addr);
+        let mut args = vec![
+            "--url",
+            &url,
+            "--connections",
+            "16",
+            "--duration",
+            "1.5",
+            "--close",
+            "--cpus",
+            "0,1",
+            "--src-ports",
+            "server",
+            "--server-cpus",
+            "0,1",
+        ];
+        if let Some(net) = sources {
+            args.extend(["--sources", net]);
+        }
+        let r = load(&args);
+        let v = srv.stop();
+        let (cw, sw) = (r["workers"].as_array().unwrap(), v["workers"].as_array().unwrap());
+        for i in 0..2 {
+            assert!(n(&cw[i]["connects"]) > 50, "{r}");
+            assert_eq!(
+                cw[i]["connects"], sw[i]["accepted"],
+                "{bind} worker {i}: finder vs in-kernel Toeplitz\n{r}\n{v}"
+            );
+        }
     }
     // cpu: the SYN is processed on the CPU of the (pinned) client thread.
     let srv = Server::start(&["--cpus", "0,1", "--steer", "cpu"]);
