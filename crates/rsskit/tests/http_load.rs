@@ -198,8 +198,8 @@ fn rate_schedule_is_kept() {
     let got = n(&r["responses"]);
     assert!((1900..=2000).contains(&got), "2 s at 1000/s: {got}");
     assert_eq!(r["sent"], v["total"]["requests"]);
-    // A 1,000/s schedule on an idle loopback server: latency stays small.
-    assert!(r["latency_us"]["p50"].as_f64().unwrap() < 5_000.0, "{r}");
+    // A 1,000/s schedule on a loopback server: no backlog builds up (loose bound: shared CI machines).
+    assert!(r["latency_us"]["p50"].as_f64().unwrap() < 50_000.0, "{r}");
 }
 
 #[test]
