@@ -213,6 +213,9 @@ impl PacketRing {
 pub enum TableMode {
     /// Each worker has its own copy, no locks.
     PerWorker,
+    /// One table read by every worker, no lock (immutable sharing): the
+    /// same cache footprint as `RwLock`, without the lock.
+    Shared,
     /// One table behind a `RwLock`, read-locked once per packet (both lookups).
     RwLock,
 }
@@ -221,6 +224,7 @@ impl TableMode {
     pub fn name(self) -> &'static str {
         match self {
             TableMode::PerWorker => "per-worker",
+            TableMode::Shared => "shared",
             TableMode::RwLock => "rwlock",
         }
     }
@@ -354,7 +358,7 @@ impl Default for ClassifyParams {
             batches: vec![1, 2, 4, 16],
             prefetches: Prefetch::ALL.to_vec(),
             workers: vec![1, 2],
-            modes: vec![TableMode::PerWorker, TableMode::RwLock],
+            modes: vec![TableMode::PerWorker, TableMode::Shared, TableMode::RwLock],
             cpus: Vec::new(),
             seed: 1,
         }
@@ -432,7 +436,7 @@ fn measure(
     let handles: Vec<_> = (0..workers)
         .map(|w| {
             let ring = rings[w].clone();
-            let copy = copies[w].clone();
+            let copy = if mode == TableMode::Shared { copies[0].clone() } else { copies[w].clone() };
             let shared = shared.clone();
             let barrier = barrier.clone();
             let cpu = (!p.cpus.is_empty()).then(|| p.cpus[w % p.cpus.len()]);
@@ -445,7 +449,9 @@ fn measure(
                 // Warm up the code path, not the data.
                 let warm = (n / 50).max(1000);
                 let run = |count: u64, st: usize| match mode {
-                    TableMode::PerWorker => classify_run(&ring, &copy, count, batch, pf, st),
+                    TableMode::PerWorker | TableMode::Shared => {
+                        classify_run(&ring, &copy, count, batch, pf, st)
+                    }
                     TableMode::RwLock => lock_per_packet(&ring, &shared, count, batch, pf, st),
                 };
                 std::hint::black_box(run(warm, start));
@@ -601,7 +607,7 @@ mod tests {
             ..Default::default()
         };
         let (_, cells) = run_matrix(&p, |_| ());
-        assert_eq!(cells.len(), 2 * 2 * 2 * 2);
+        assert_eq!(cells.len(), 3 * 2 * 2 * 2);
         assert!(cells.iter().all(|c| c.mpps > 0.0 && c.mpps_per_worker > 0.0 && c.mpps_per_cpu_second > 0.0));
     }
 }

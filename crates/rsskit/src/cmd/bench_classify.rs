@@ -1,7 +1,8 @@
 //! `rsskit bench classify`: the background's packet classification
 //! experiment on this machine (IPv4 source/destination lookups in a large
-//! hash table; batch x prefetch; per-worker tables vs a read-locked shared
-//! table; 1 and 2 workers), printed as a matrix in Mpps.
+//! hash table; batch x prefetch; per-worker tables, one shared table read
+//! without a lock, and one behind a read-write lock; 1 and 2 workers),
+//! printed as a matrix in Mpps.
 
 use super::common::print_json;
 use anyhow::{bail, Result};
@@ -12,7 +13,8 @@ use serde_json::json;
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "Each packet's IPv4 source and destination are looked up in an open-addressing table \
-of 64-byte buckets (16 addresses each). Rows: table mode x workers x batch; columns: prefetch. Each figure \
+of 64-byte buckets (16 addresses each). Table modes: per-worker (a copy per worker, no lock), shared (one \
+table, no lock), rwlock (one table, read lock per packet). Rows: table mode x workers x batch; columns: prefetch. Each figure \
 is the median of ROUNDS runs of PACKETS packets per worker. 'total' is all workers together, 'per worker' \
 each worker's own rate."
 )]
@@ -78,7 +80,7 @@ pub fn run(a: Args) -> Result<()> {
         batches: a.batch.clone(),
         prefetches: Prefetch::ALL.to_vec(),
         workers: a.workers.clone(),
-        modes: vec![TableMode::PerWorker, TableMode::RwLock],
+        modes: vec![TableMode::PerWorker, TableMode::Shared, TableMode::RwLock],
         cpus,
         seed: 1,
     };
@@ -133,7 +135,7 @@ pub fn run(a: Args) -> Result<()> {
         print!(" {:>15}", pf.name());
     }
     println!();
-    for mode in [TableMode::PerWorker, TableMode::RwLock] {
+    for mode in [TableMode::PerWorker, TableMode::Shared, TableMode::RwLock] {
         for &w in &a.workers {
             for &b in &a.batch {
                 print!("{:<11} {:>7} {:>5}", mode.name(), w, b);
@@ -158,7 +160,7 @@ pub fn run(a: Args) -> Result<()> {
         print!(" {:>8}", pf.name());
     }
     println!();
-    for mode in [TableMode::PerWorker, TableMode::RwLock] {
+    for mode in [TableMode::PerWorker, TableMode::Shared, TableMode::RwLock] {
         for &w in &a.workers {
             for &b in &a.batch {
                 print!("{:<11} {:>7} {:>5}", mode.name(), w, b);
@@ -179,6 +181,18 @@ pub fn run(a: Args) -> Result<()> {
     let find = |m: TableMode| {
         cells.iter().find(|c| c.mode == m && c.workers == 2 && c.batch == 4 && c.prefetch == Prefetch::Bucket)
     };
+    if let (Some(s), Some(r)) = (find(TableMode::Shared), find(TableMode::RwLock)) {
+        println!(
+            "2 workers, batch 4, bucket prefetch: shared lock-free {:.2} Mpps vs rwlock {:.2} Mpps = {:.2}x (wall); \
+             {:.2} vs {:.2} Mpps per CPU-second = {:.2}x",
+            s.mpps,
+            r.mpps,
+            s.mpps / r.mpps,
+            s.mpps_per_cpu_second,
+            r.mpps_per_cpu_second,
+            s.mpps_per_cpu_second / r.mpps_per_cpu_second
+        );
+    }
     if let (Some(l), Some(r)) = (find(TableMode::PerWorker), find(TableMode::RwLock)) {
         println!(
             "2 workers, batch 4, bucket prefetch: per-worker {:.2} Mpps vs rwlock {:.2} Mpps = {:.2}x (wall); \
