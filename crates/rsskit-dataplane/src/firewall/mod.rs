@@ -22,6 +22,13 @@
 //! is what a NIC can be programmed with (`rsskit info` shows the key in
 //! use). The one exception is a redirected flow, whose two halves hash
 //! differently by construction: that is the explicit [`redirect`] path.
+//! The price of the symmetric key is spread: the key repeats every 16 bits,
+//! so input bits 16 apart cancel, and flows whose address and port bits
+//! move together (sequential clients on sequential ports) can all land in
+//! one bucket; real traffic and the benchmark's random flows spread evenly.
+//!
+//! Non-first IPv4/IPv6 fragments carry no ports and so match no TCP/UDP
+//! state: run the firewall behind reassembly (`--engine netisr` does it).
 //!
 //! # Modules
 //! - [`rules`]: the rule language and its parser (errors with line, column
