@@ -105,6 +105,21 @@ fn generated_traffic_counted_exactly() {
 }
 
 #[test]
+fn backpressure_flag_avoids_queue_drops() {
+    // A 2-slot queue: without backpressure some packets are dropped unless
+    // the two workers keep perfect pace; with it none ever is.
+    let out = rsskit()
+        .args(["pipeline", "--in", "gen", "--packets", "50000", "--workers", "2", "--queue", "2"])
+        .args(["--backpressure", "--json", "--quiet"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["total"]["queue_drops"], 0);
+    assert_eq!(v["total"]["handled"], 100_000);
+}
+
+#[test]
 fn fragments_capture_reassembled_into_pcap() {
     let out_path = tmp("reassembled.pcap");
     let out = rsskit()

@@ -228,6 +228,7 @@ pub fn run(a: Args) -> Result<()> {
             max_bytes: a.flush_bytes as usize,
             on_idle: true,
         },
+        backpressure: a.backpressure,
         ..Default::default()
     };
     // Inputs: opened before anything else so bad names fail first.
