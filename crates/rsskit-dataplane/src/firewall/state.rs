@@ -26,13 +26,41 @@ use std::collections::HashMap;
 
 /// A flow key, normalized: `(a, ap) <= (b, bp)`. ICMP and other protocols
 /// without ports use port 0.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+///
+/// `Hash` feeds the hasher one packed 38-byte buffer instead of the
+/// derived field-by-field calls (the enum tags and pieces of two `IpAddr`s
+/// are a dozen `write`s): a third of the lookup cost in the profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FlowKey {
     pub a: IpAddr,
     pub b: IpAddr,
     pub ap: u16,
     pub bp: u16,
     pub proto: u8,
+}
+
+impl core::hash::Hash for FlowKey {
+    #[inline]
+    fn hash<H: core::hash::Hasher>(&self, h: &mut H) {
+        let mut b = [0u8; 38];
+        let fam = |a: &IpAddr, out: &mut [u8]| match a {
+            IpAddr::V4(v) => {
+                out[..4].copy_from_slice(&v.octets());
+                0u8
+            }
+            IpAddr::V6(v) => {
+                out.copy_from_slice(&v.octets());
+                1u8
+            }
+        };
+        let fa = fam(&self.a, &mut b[0..16]);
+        let fb = fam(&self.b, &mut b[16..32]);
+        b[32..34].copy_from_slice(&self.ap.to_ne_bytes());
+        b[34..36].copy_from_slice(&self.bp.to_ne_bytes());
+        b[36] = self.proto;
+        b[37] = fa | fb << 1;
+        h.write(&b);
+    }
 }
 
 impl FlowKey {
