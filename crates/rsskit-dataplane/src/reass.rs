@@ -32,8 +32,11 @@
 //!   held ones are not evicted, so an attacker cannot flush them); at most
 //!   `max_frags_per_datagram` fragments per datagram (more drop the datagram,
 //!   FreeBSD's `maxfragsperpacket`); at most `max_bytes` bytes accounted in
-//!   total: every fragment's data plus a fixed per-fragment and per-datagram
-//!   overhead. A fragment that would pass `max_bytes` is dropped, and so is
+//!   total: the capacity of every datagram's buffers plus a fixed overhead
+//!   per datagram. The payload of a datagram lives in one buffer (fragments
+//!   are copied to their offsets), so a fragment far out (offset 65000) costs
+//!   the buffer up to it: memory is bounded by what is allocated, not by what
+//!   was received. A fragment that would pass `max_bytes` is dropped, and so is
 //!   the datagram it belonged to (it could no longer complete).
 //!   [`Reassembler::bytes_in_use`] never exceeds `max_bytes`.
 //!
@@ -53,16 +56,18 @@ use std::collections::{BTreeMap, HashMap};
 /// Nanoseconds per second.
 pub const NS: u64 = 1_000_000_000;
 
-/// Accounted cost of one held fragment beyond its data (the `Frag` record
-/// and allocator slack).
-pub const FRAG_OVERHEAD: usize = 64;
-/// Accounted cost of one datagram beyond its fragments (map entry, timer
-/// entry, bookkeeping, and room for [`PREALLOC_FRAGS`] fragment records).
-pub const DATAGRAM_OVERHEAD: usize = 512;
+/// Accounted cost of one datagram beyond its buffers (map entry, timer
+/// entry, bookkeeping). A datagram's accounted bytes are this plus the
+/// *capacity* of its payload buffer, its header copy and its range list.
+pub const DATAGRAM_OVERHEAD: usize = 256;
 
-/// Fragment records allocated with a datagram (more grow one at a time,
-/// each within [`FRAG_OVERHEAD`]).
-pub const PREALLOC_FRAGS: usize = 8;
+/// Held-range records allocated with a datagram (more grow one at a time).
+pub const PREALLOC_RANGES: usize = 8;
+
+/// Most room kept in front of the payload in a datagram's buffer, so that
+/// the header can be written in front of it on completion without a new
+/// allocation or a move.
+const GAP: usize = 64;
 
 /// Reassembly limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -237,21 +242,16 @@ impl core::hash::Hash for Key {
 }
 
 #[derive(Debug)]
-struct Frag {
-    off: u32,
-    data: Vec<u8>,
-}
-
-impl Frag {
-    fn end(&self) -> u32 {
-        self.off + self.data.len() as u32
-    }
-}
-
-#[derive(Debug)]
 struct Datagram {
-    /// Held fragments, sorted by offset, never overlapping.
-    frags: Vec<Frag>,
+    /// `gap` bytes of room, then the fragmentable payload at its offsets;
+    /// its length is `gap` + the highest fragment end seen.
+    buf: Vec<u8>,
+    /// Room in front of the payload in `buf`: the header length if the first
+    /// fragment was there when `buf` was allocated, else the usual one (20
+    /// for IPv4, 40 for IPv6); at most `GAP`.
+    gap: usize,
+    /// Held byte ranges of the payload, sorted, never overlapping.
+    ranges: Vec<(u32, u32)>,
     /// Fragmentable-part length, known once the last fragment arrived.
     total: Option<u32>,
     /// Sum of held fragment lengths.
@@ -268,6 +268,16 @@ struct Datagram {
     cost: usize,
     /// IPv6 tombstone after an overlap (RFC 5722).
     dead: bool,
+}
+
+impl Datagram {
+    /// Accounted bytes of this datagram as allocated now.
+    fn cost_now(&self) -> usize {
+        DATAGRAM_OVERHEAD
+            + self.buf.capacity()
+            + self.header.capacity()
+            + self.ranges.capacity() * core::mem::size_of::<(u32, u32)>()
+    }
 }
 
 /// The reassembler. See the [module docs](self) for the policy.
@@ -392,7 +402,8 @@ impl Reassembler {
             if self.map.len() >= self.cfg.max_datagrams {
                 return self.drop_frag(ReassDrop::TooManyDatagrams);
             }
-            if self.bytes + DATAGRAM_OVERHEAD > self.cfg.max_bytes {
+            let fresh = DATAGRAM_OVERHEAD + PREALLOC_RANGES * core::mem::size_of::<(u32, u32)>();
+            if self.bytes + fresh > self.cfg.max_bytes {
                 return self.drop_frag(ReassDrop::MemoryLimit);
             }
             let timeout = if v6 { self.cfg.timeout_v6_ns } else { self.cfg.timeout_v4_ns };
@@ -402,18 +413,26 @@ impl Reassembler {
             self.map.insert(
                 key,
                 Datagram {
-                    frags: Vec::with_capacity(PREALLOC_FRAGS),
+                    buf: Vec::new(),
+                    gap: if v6 { 40 } else { 20 },
+                    ranges: Vec::with_capacity(PREALLOC_RANGES),
                     total: None,
                     received: 0,
                     header: Vec::new(),
                     nh_at: 0,
                     next_header: 0,
                     timer,
-                    cost: DATAGRAM_OVERHEAD,
+                    cost: 0,
                     dead: false,
                 },
             );
-            self.bytes += DATAGRAM_OVERHEAD;
+            if let Some(d) = self.map.get_mut(&key) {
+                d.cost = d.cost_now();
+                self.bytes += d.cost;
+            }
+            if self.bytes > self.cfg.max_bytes {
+                return self.kill(key, false, ReassDrop::MemoryLimit);
+            }
         }
         let max_frags = self.cfg.max_frags_per_datagram;
         let room = self.cfg.max_bytes - self.bytes;
@@ -424,30 +443,36 @@ impl Reassembler {
             return self.drop_frag(ReassDrop::DeadDatagram);
         }
 
-        // Where it goes: first held fragment starting at or after `off`.
-        let i = d.frags.partition_point(|f| f.off < off);
-        if let Some(f) = d.frags.get(i) {
-            if f.off == off && f.data.len() == data.len() {
-                if f.data == data && (fi.more || d.total == Some(end)) {
+        if d.buf.capacity() == 0 && fi.is_first() {
+            let hl = if v6 { fi.frag_hdr_at as usize } else { ip.header_len };
+            d.gap = hl.min(GAP);
+        }
+        let gap = d.gap;
+        // Where it goes: first held range starting at or after `off`.
+        let i = d.ranges.partition_point(|r| r.0 < off);
+        if let Some(&(s, e)) = d.ranges.get(i) {
+            if s == off && e == end {
+                let held = &d.buf[gap + s as usize..gap + e as usize];
+                if held == data && (fi.more || d.total == Some(end)) {
                     return self.drop_frag(ReassDrop::Duplicate);
                 }
                 return self.kill(key, v6, ReassDrop::Overlap);
             }
         }
-        let overlaps_prev = i > 0 && d.frags[i - 1].end() > off;
-        let overlaps_next = d.frags.get(i).is_some_and(|f| f.off < end);
+        let overlaps_prev = i > 0 && d.ranges[i - 1].1 > off;
+        let overlaps_next = d.ranges.get(i).is_some_and(|r| r.0 < end);
         if overlaps_prev || overlaps_next {
             return self.kill(key, v6, ReassDrop::Overlap);
         }
         // Length consistency.
         if !fi.more {
-            if d.total.is_some_and(|t| t != end) || d.frags.last().is_some_and(|f| f.end() > end) {
+            if d.total.is_some_and(|t| t != end) || d.ranges.last().is_some_and(|r| r.1 > end) {
                 return self.kill(key, v6, ReassDrop::Inconsistent);
             }
         } else if d.total.is_some_and(|t| end > t) {
             return self.kill(key, v6, ReassDrop::Inconsistent);
         }
-        if d.frags.len() >= max_frags {
+        if d.ranges.len() >= max_frags {
             return self.kill(key, false, ReassDrop::TooManyFragments);
         }
         let header: &[u8] = if fi.is_first() {
@@ -459,28 +484,77 @@ impl Reassembler {
         } else {
             &[]
         };
-        let cost = data.len() + FRAG_OVERHEAD + header.len();
-        if cost > room {
+
+        // Memory: the buffer grows to the known total, or doubles (capped at
+        // the largest possible payload) while the total is unknown.
+        let need = gap + end as usize;
+        let total = if !fi.more { Some(end) } else { d.total };
+        let range_cap =
+            if d.ranges.len() == d.ranges.capacity() { d.ranges.capacity() + 1 } else { d.ranges.capacity() };
+        let cost_with = |cap: usize| {
+            DATAGRAM_OVERHEAD
+                + cap
+                + d.header.capacity().max(header.len())
+                + range_cap * core::mem::size_of::<(u32, u32)>()
+        };
+        let fits = |cap: usize| cost_with(cap) <= d.cost || cost_with(cap) - d.cost <= room;
+        let target_cap = if need <= d.buf.capacity() {
+            d.buf.capacity()
+        } else {
+            // Grow to the known total; while it is unknown, to room for 8
+            // fragments of this size at first (a 9000-byte datagram in
+            // MTU-sized fragments needs 7), doubling after, if that fits in
+            // the memory bound; else to exactly what this fragment needs.
+            let want = match total {
+                Some(t) => gap + t as usize,
+                None => need.max(2 * d.buf.capacity()).max(gap + 8 * data.len()).min(gap + 65535),
+            }
+            .max(need);
+            if fits(want) {
+                want
+            } else {
+                need
+            }
+        };
+        if !fits(target_cap) {
             return self.kill(key, false, ReassDrop::MemoryLimit);
         }
 
         // Store.
-        if d.frags.len() == d.frags.capacity() {
-            d.frags.reserve_exact(1);
+        if target_cap > d.buf.capacity() {
+            d.buf.reserve_exact(target_cap - d.buf.len());
         }
-        d.frags.insert(i, Frag { off, data: data.to_vec() });
+        if gap + off as usize == d.buf.len() {
+            // Appending (fragments in order): no zero fill first.
+            d.buf.extend_from_slice(data);
+        } else {
+            if gap + off as usize > d.buf.len() {
+                d.buf.resize(gap + off as usize, 0);
+            }
+            if need > d.buf.len() {
+                d.buf.resize(need, 0);
+            }
+            d.buf[gap + off as usize..need].copy_from_slice(data);
+        }
+        if d.ranges.len() == d.ranges.capacity() {
+            d.ranges.reserve_exact(1);
+        }
+        d.ranges.insert(i, (off, end));
         d.received += data.len() as u32;
-        d.cost += cost;
         if fi.is_first() {
             d.header = header.to_vec();
             d.nh_at = fi.nh_at;
             // The first fragment's own Next Header from its fragment header.
             d.next_header = if v6 { ip.bytes[fi.frag_hdr_at as usize] } else { 0 };
         }
-        if !fi.more {
-            d.total = Some(end);
+        d.total = total;
+        let cost = d.cost_now();
+        self.bytes = self.bytes - d.cost + cost;
+        d.cost = cost;
+        if self.bytes > self.cfg.max_bytes {
+            // Only if the allocator handed out more than asked for.
+            return self.kill(key, false, ReassDrop::MemoryLimit);
         }
-        self.bytes += cost;
         self.counters.bytes_high_water = self.counters.bytes_high_water.max(self.bytes);
 
         match d.total {
@@ -498,11 +572,13 @@ impl Reassembler {
     fn kill(&mut self, key: Key, tombstone: bool, r: ReassDrop) -> ReassOutcome {
         if tombstone && matches!(r, ReassDrop::Overlap) {
             if let Some(d) = self.map.get_mut(&key) {
-                self.bytes -= d.cost - DATAGRAM_OVERHEAD;
-                d.cost = DATAGRAM_OVERHEAD;
-                d.frags = Vec::new();
+                d.buf = Vec::new();
+                d.ranges = Vec::new();
                 d.header = Vec::new();
                 d.dead = true;
+                let cost = d.cost_now();
+                self.bytes = self.bytes - d.cost + cost;
+                d.cost = cost;
             }
         } else {
             self.remove(key);
@@ -521,11 +597,19 @@ impl Reassembler {
         let Some(d) = self.remove(key) else {
             return ReassOutcome::Held;
         };
-        let total = d.total.unwrap_or(0) as usize;
-        let mut out = Vec::with_capacity(d.header.len() + total);
-        out.extend_from_slice(&d.header);
-        for f in &d.frags {
-            out.extend_from_slice(&f.data);
+        let hl = d.header.len();
+        let gap = d.gap;
+        let mut out = d.buf;
+        if hl <= gap {
+            // Header into the gap (usually exactly its size), then drop what
+            // is left of the gap (a memmove within the buffer, if any).
+            out[gap - hl..gap].copy_from_slice(&d.header);
+            out.drain(..gap - hl);
+        } else {
+            let mut v = Vec::with_capacity(hl + out.len() - gap);
+            v.extend_from_slice(&d.header);
+            v.extend_from_slice(&out[gap..]);
+            out = v;
         }
         let hl = d.header.len();
         if v6 {
