@@ -311,17 +311,25 @@ impl Ethtool {
     /// with the ethtool command struct and be as large as the kernel will
     /// write for that command.
     fn ioctl<T>(&self, buf: &mut T) -> io::Result<()> {
-        let mut ifr = IfReq {
-            name: self.name,
-            data: (buf as *mut T).cast(),
-            _pad: [0; 24 - std::mem::size_of::<*mut libc::c_void>()],
-        };
-        // SAFETY: `ifr` is a valid `struct ifreq` whose name is NUL-terminated
-        // and whose `ifr_data` points to `buf`, a live, exclusively borrowed
-        // buffer of size_of::<T>() bytes. Every caller passes a `T` that holds
-        // the complete ethtool struct for its command, sized (for the
+        // SAFETY: `buf` is a live, exclusively borrowed buffer of
+        // size_of::<T>() bytes. Every caller passes a `T` that holds the
+        // complete ethtool struct for its command, sized (for the
         // variable-length commands) from the sizes the kernel reported, so the
-        // kernel never writes past it. The fd is a socket we own.
+        // kernel never writes past it.
+        unsafe { self.ioctl_raw((buf as *mut T).cast()) }
+    }
+
+    /// Issues `SIOCETHTOOL` with `data` as the ifreq's `ifr_data`.
+    ///
+    /// # Safety
+    /// `data` must point to a live, exclusively borrowed ethtool command
+    /// buffer large enough for everything the kernel writes for its command.
+    unsafe fn ioctl_raw(&self, data: *mut libc::c_void) -> io::Result<()> {
+        let mut ifr =
+            IfReq { name: self.name, data, _pad: [0; 24 - std::mem::size_of::<*mut libc::c_void>()] };
+        // SAFETY: `ifr` is a valid `struct ifreq` whose name is NUL-terminated
+        // and whose `ifr_data` is `data`, valid as the caller guarantees. The
+        // fd is a socket we own.
         let rc = unsafe { libc::ioctl(self.sock.as_raw_fd(), SIOCETHTOOL as _, &mut ifr as *mut IfReq) };
         if rc < 0 {
             Err(io::Error::last_os_error())
@@ -421,22 +429,12 @@ impl Ethtool {
 
     /// `ioctl` on a variable-length command held in a `u32` buffer.
     fn ioctl_slice(&self, buf: &mut [u32]) -> io::Result<()> {
-        let mut ifr = IfReq {
-            name: self.name,
-            data: buf.as_mut_ptr().cast(),
-            _pad: [0; 24 - std::mem::size_of::<*mut libc::c_void>()],
-        };
-        // SAFETY: as in `ioctl`; `buf` is a live, exclusively borrowed buffer
-        // whose header carries the table and key sizes the kernel reported in
-        // the first call, and it is exactly large enough for the header plus
-        // those arrays. The kernel rejects (EINVAL) sizes that differ from the
+        // SAFETY: `buf` is a live, exclusively borrowed buffer whose header
+        // carries the table and key sizes the kernel reported in the first
+        // call, and it is exactly large enough for the header plus those
+        // arrays. The kernel rejects (EINVAL) sizes that differ from the
         // device's, so it never writes more than the header says.
-        let rc = unsafe { libc::ioctl(self.sock.as_raw_fd(), SIOCETHTOOL as _, &mut ifr as *mut IfReq) };
-        if rc < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(())
-        }
+        unsafe { self.ioctl_raw(buf.as_mut_ptr().cast()) }
     }
 
     /// The fields hashed for each of [`FLOW_TYPES`] (`ETHTOOL_GRXFH`).

@@ -37,12 +37,7 @@ fn ctx(e: io::Error, what: impl std::fmt::Display) -> io::Error {
 /// A UDP socket bound to `addr` with `opts`. IPv6 sockets are `IPV6_V6ONLY`
 /// so that the IPv4 and IPv6 reuseport groups stay apart.
 pub fn udp_socket(addr: SocketAddr, opts: &UdpOptions) -> io::Result<Socket> {
-    let domain = if addr.is_ipv4() { Domain::IPV4 } else { Domain::IPV6 };
-    let s =
-        Socket::new(domain, Type::DGRAM, Some(Protocol::UDP)).map_err(|e| ctx(e, "creating UDP socket"))?;
-    if addr.is_ipv6() {
-        s.set_only_v6(true).map_err(|e| ctx(e, "IPV6_V6ONLY"))?;
-    }
+    let s = socket_for(addr, Type::DGRAM, Protocol::UDP)?;
     if opts.reuseport {
         s.set_reuse_port(true).map_err(|e| ctx(e, "SO_REUSEPORT"))?;
     }
@@ -63,6 +58,63 @@ pub fn udp_socket(addr: SocketAddr, opts: &UdpOptions) -> io::Result<Socket> {
         s.set_write_timeout(opts.write_timeout).map_err(|e| ctx(e, "SO_SNDTIMEO"))?;
     }
     s.bind(&addr.into()).map_err(|e| ctx(e, format_args!("binding UDP {addr}")))?;
+    Ok(s)
+}
+
+/// Options for [`tcp_listener`].
+#[derive(Debug, Clone)]
+pub struct TcpListenOptions {
+    /// `SO_REUSEPORT`: join (or start) the port's reuseport group.
+    pub reuseport: bool,
+    /// `listen(2)` backlog (the kernel caps it at `net.core.somaxconn`).
+    pub backlog: i32,
+    /// `TCP_DEFER_ACCEPT`: wake the listener only once the client has sent data.
+    pub defer_accept: bool,
+}
+
+impl Default for TcpListenOptions {
+    fn default() -> Self {
+        TcpListenOptions { reuseport: false, backlog: 4096, defer_accept: false }
+    }
+}
+
+/// A socket of `addr`'s family (`IPV6_V6ONLY` for IPv6, so that the IPv4
+/// and IPv6 reuseport groups stay apart).
+fn socket_for(addr: SocketAddr, ty: Type, proto: Protocol) -> io::Result<Socket> {
+    let domain = if addr.is_ipv4() { Domain::IPV4 } else { Domain::IPV6 };
+    let name = if proto == Protocol::TCP { "TCP" } else { "UDP" };
+    let s =
+        Socket::new(domain, ty, Some(proto)).map_err(|e| ctx(e, format_args!("creating {name} socket")))?;
+    if addr.is_ipv6() {
+        s.set_only_v6(true).map_err(|e| ctx(e, "IPV6_V6ONLY"))?;
+    }
+    Ok(s)
+}
+
+/// A TCP socket bound to `addr` with `SO_REUSEADDR` (and `SO_REUSEPORT`
+/// if asked), not listening. Binding fails (`AddrInUse`) where anything
+/// listens already, unless both sides are in a reuseport group: a probe
+/// for a free port.
+pub fn tcp_bound(addr: SocketAddr, reuseport: bool) -> io::Result<Socket> {
+    let s = socket_for(addr, Type::STREAM, Protocol::TCP)?;
+    s.set_reuse_address(true).map_err(|e| ctx(e, "SO_REUSEADDR"))?;
+    if reuseport {
+        s.set_reuse_port(true).map_err(|e| ctx(e, "SO_REUSEPORT"))?;
+    }
+    s.bind(&addr.into()).map_err(|e| ctx(e, format_args!("binding TCP {addr}")))?;
+    Ok(s)
+}
+
+/// A non-blocking TCP listener on `addr` ([`tcp_bound`], and the options
+/// of `opts`). IPv6 listeners are `IPV6_V6ONLY`, as [`udp_socket`].
+pub fn tcp_listener(addr: SocketAddr, opts: &TcpListenOptions) -> io::Result<Socket> {
+    let s = tcp_bound(addr, opts.reuseport)?;
+    s.set_nonblocking(true).map_err(|e| ctx(e, "O_NONBLOCK"))?;
+    if opts.defer_accept {
+        setsockopt_int(s.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_DEFER_ACCEPT, 1)
+            .map_err(|e| ctx(e, "TCP_DEFER_ACCEPT"))?;
+    }
+    s.listen(opts.backlog).map_err(|e| ctx(e, format_args!("listening on {addr}")))?;
     Ok(s)
 }
 
@@ -510,6 +562,22 @@ mod tests {
         let cli = udp_socket(a, &opts).unwrap();
         let at = srv.local_addr().unwrap().as_socket().unwrap();
         (srv, cli, at)
+    }
+
+    #[test]
+    fn tcp_listeners_share_a_port_only_with_reuseport() {
+        let opts = TcpListenOptions { reuseport: true, defer_accept: true, ..Default::default() };
+        let a = tcp_listener("127.0.0.1:0".parse().unwrap(), &opts).unwrap();
+        let at = a.local_addr().unwrap().as_socket().unwrap();
+        let b = tcp_listener(at, &opts).unwrap();
+        assert_eq!(b.local_addr().unwrap().as_socket(), Some(at));
+        assert!(getsockopt_int(a.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_DEFER_ACCEPT).unwrap() > 0);
+        let e = tcp_listener(at, &TcpListenOptions::default()).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
+        assert!(e.to_string().contains("binding TCP 127.0.0.1:"), "{e}");
+        let v6 = tcp_listener("[::1]:0".parse().unwrap(), &TcpListenOptions::default()).unwrap();
+        assert!(v6.only_v6().unwrap());
+        let _ = std::net::TcpStream::connect(at).unwrap();
     }
 
     fn batch_round_trip(ip: &str) {

@@ -1,4 +1,5 @@
-//! Socket steering: how datagrams reach the worker sockets.
+//! Socket steering: how datagrams (UDP) or connections (TCP listeners)
+//! reach the worker sockets.
 //!
 //! - [`Steer::Cpu`]: one SO_REUSEPORT group, a classic BPF program returning
 //!   the socket of the CPU the kernel is processing the datagram on;
@@ -7,14 +8,17 @@
 //! - [`Steer::Kernel`]: one group, the kernel's own reuseport hash;
 //! - [`Steer::Shared`]: one socket, read by every worker (the anti-pattern).
 //!
-//! Socket `i` of the group (bind order) belongs to worker `i`.
+//! Socket `i` of the group (bind order) belongs to worker `i`. The same
+//! modes serve `rsskit udp-echo` ([`Transport::Udp`]) and `rsskit
+//! http-serve` ([`Transport::Tcp`]: the programs then see the SYN).
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::{HashType, RssKey};
 use rsskit_linux::bpf::{cpu_program, toeplitz_program};
-use rsskit_linux::socket::{udp_socket, UdpOptions};
+use rsskit_linux::socket::{tcp_bound, tcp_listener, udp_socket, TcpListenOptions, UdpOptions};
 use socket2::Socket;
 use std::fmt;
+use std::io;
 use std::net::SocketAddr;
 use std::str::FromStr;
 
@@ -58,6 +62,25 @@ impl FromStr for Steer {
     }
 }
 
+/// The sockets to build and their options (`reuseport` is set by [`build`]
+/// as the mode needs).
+#[derive(Debug, Clone)]
+pub enum Transport {
+    /// UDP sockets.
+    Udp(UdpOptions),
+    /// Non-blocking TCP listeners.
+    Tcp(TcpListenOptions),
+}
+
+impl Transport {
+    fn socket(&self, addr: SocketAddr, reuseport: bool) -> Result<Socket> {
+        Ok(match self {
+            Transport::Udp(o) => udp_socket(addr, &UdpOptions { reuseport, ..o.clone() })?,
+            Transport::Tcp(o) => tcp_listener(addr, &TcpListenOptions { reuseport, ..o.clone() })?,
+        })
+    }
+}
+
 /// What [`build`] needs to know.
 #[derive(Debug, Clone)]
 pub struct SteerSpec<'a> {
@@ -71,8 +94,8 @@ pub struct SteerSpec<'a> {
     /// Key and hash type of the `toeplitz` program.
     pub key: &'a RssKey,
     pub hash_type: HashType,
-    /// Socket options (reuseport is set by [`build`] as the mode needs).
-    pub opts: UdpOptions,
+    /// UDP sockets or TCP listeners, and their options.
+    pub transport: Transport,
 }
 
 /// The sockets of a steering setup.
@@ -84,10 +107,12 @@ pub struct Steering {
     pub local: SocketAddr,
     /// Instructions of the attached BPF program, if any.
     pub program_len: Option<usize>,
-    /// `cpu` mode with workers on only some CPUs: one more group socket per
-    /// online CPU without a worker, `(cpu, socket)`, so that the kernel
-    /// never falls back to its hash and every datagram's processing CPU is
-    /// known. The caller hands each to some worker to read.
+    /// UDP `cpu` mode with workers on only some CPUs: one more group
+    /// socket per online CPU without a worker, `(cpu, socket)`, so that the
+    /// kernel never falls back to its hash and every datagram's processing
+    /// CPU is known. The caller hands each to some worker to read. Always
+    /// empty for TCP (a listener nobody polls would strand its
+    /// connections; the kernel's hash picks a worker's listener instead).
     pub extra: Vec<(usize, Socket)>,
 }
 
@@ -100,22 +125,11 @@ pub fn build(spec: &SteerSpec<'_>) -> Result<Steering> {
     if n == 0 {
         bail!("no workers");
     }
-    if spec.bind.port() != 0 {
-        let used = rsskit_linux::snmp::socket_drops(spec.bind.port(), spec.bind.is_ipv6())
-            .map(|d| d.sockets)
-            .unwrap_or(0);
-        if used > 0 {
-            bail!(
-                "binding UDP {}: port {} is already in use ({used} socket(s))",
-                spec.bind,
-                spec.bind.port()
-            );
-        }
-    }
-    let mut opts = spec.opts.clone();
+    let tcp = matches!(spec.transport, Transport::Tcp(_));
+    // Where the group binds; for UDP port 0 the first socket picks the port.
+    let bind = if tcp { tcp_port_free(spec.bind)? } else { udp_port_free(spec.bind)? };
     if spec.mode == Steer::Shared {
-        opts.reuseport = false;
-        let s = udp_socket(spec.bind, &opts)?;
+        let s = spec.transport.socket(bind, false)?;
         let local = local_of(&s)?;
         let mut sockets = Vec::with_capacity(n);
         for _ in 1..n {
@@ -124,18 +138,17 @@ pub fn build(spec: &SteerSpec<'_>) -> Result<Steering> {
         sockets.insert(0, s);
         return Ok(Steering { sockets, local, program_len: None, extra: Vec::new() });
     }
-    opts.reuseport = true;
-    let first = udp_socket(spec.bind, &opts)?;
+    let first = spec.transport.socket(bind, true)?;
     let local = local_of(&first)?;
     let mut sockets = vec![first];
     for _ in 1..n {
-        sockets.push(udp_socket(local, &opts)?);
+        sockets.push(spec.transport.socket(local, true)?);
     }
     let mut extra = Vec::new();
-    if spec.mode == Steer::Cpu {
+    if spec.mode == Steer::Cpu && !tcp {
         for cpu in rsskit_linux::cpulist::online() {
             if !spec.cpus.contains(&cpu) {
-                extra.push((cpu, udp_socket(local, &opts)?));
+                extra.push((cpu, spec.transport.socket(local, true)?));
             }
         }
     }
@@ -157,6 +170,31 @@ pub fn build(spec: &SteerSpec<'_>) -> Result<Steering> {
         p.attach_reuseport(&sockets[0]).with_context(|| format!("attaching the {} program", spec.mode))?;
     }
     Ok(Steering { sockets, local, program_len, extra })
+}
+
+/// UDP: refuses a port with sockets on it (`/proc/net/udp`); returns `bind`.
+fn udp_port_free(bind: SocketAddr) -> Result<SocketAddr> {
+    if bind.port() != 0 {
+        let used =
+            rsskit_linux::snmp::socket_drops(bind.port(), bind.is_ipv6()).map(|d| d.sockets).unwrap_or(0);
+        if used > 0 {
+            bail!("binding UDP {bind}: port {} is already in use ({used} socket(s))", bind.port());
+        }
+    }
+    Ok(bind)
+}
+
+/// TCP: a probe bound without `SO_REUSEPORT` fails if anything listens
+/// there; returns the address with the port picked for port 0.
+fn tcp_port_free(bind: SocketAddr) -> Result<SocketAddr> {
+    let probe = tcp_bound(bind, false).map_err(|e| {
+        if e.kind() == io::ErrorKind::AddrInUse {
+            anyhow!("binding TCP {bind}: port {} is already in use", bind.port())
+        } else {
+            anyhow!("{e}")
+        }
+    })?;
+    local_of(&probe)
 }
 
 fn local_of(s: &Socket) -> Result<SocketAddr> {
@@ -183,7 +221,7 @@ mod tests {
             bucket_worker: table,
             key,
             hash_type: HashType::Ipv4,
-            opts: UdpOptions::default(),
+            transport: Transport::Udp(UdpOptions::default()),
         }
     }
 
@@ -203,6 +241,29 @@ mod tests {
             let mut again = spec(Steer::Kernel, &cpus, &table, &key);
             again.bind = st.local;
             let e = build(&again).unwrap_err().to_string();
+            assert!(e.contains("already in use"), "{e}");
+        }
+    }
+
+    #[test]
+    fn tcp_listeners_in_every_mode() {
+        let key = RssKey::microsoft();
+        let (cpus, table) = ([0usize, 0], [0u32, 1, 0, 1]);
+        for m in Steer::ALL {
+            let mut sp = spec(m, &cpus, &table, &key);
+            sp.hash_type = HashType::TcpIpv4;
+            sp.transport = Transport::Tcp(TcpListenOptions::default());
+            let st = build(&sp).unwrap();
+            assert_eq!(st.sockets.len(), 2);
+            assert!(st.extra.is_empty());
+            assert_eq!(st.program_len.is_some(), matches!(m, Steer::Cpu | Steer::Toeplitz));
+            for s in &st.sockets {
+                assert_eq!(local_of(s).unwrap(), st.local);
+                assert_eq!(s.r#type().unwrap(), socket2::Type::STREAM);
+            }
+            std::net::TcpStream::connect(st.local).unwrap();
+            sp.bind = st.local;
+            let e = build(&sp).unwrap_err().to_string();
             assert!(e.contains("already in use"), "{e}");
         }
     }

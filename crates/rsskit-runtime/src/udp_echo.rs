@@ -8,7 +8,7 @@
 
 use crate::proto::{self, ServerStamp, CPU_UNKNOWN, FLAG_MISDIRECTED};
 use crate::stats::{Counters, FlushReason};
-use crate::steer::{self, Steer, SteerSpec};
+use crate::steer::{self, Steer, SteerSpec, Transport};
 use crate::worker::{WorkerCtx, Workers};
 use anyhow::{bail, Context, Result};
 use rsskit_core::rss::RssConfig;
@@ -201,7 +201,7 @@ impl EchoServer {
             bucket_worker: &bucket_worker,
             key: &cfg.key,
             hash_type,
-            opts,
+            transport: Transport::Udp(opts),
         })?;
         let mut info: Vec<WorkerInfo> = (0..n)
             .map(|w| WorkerInfo {

@@ -33,7 +33,8 @@ impl WorkerCtx {
 
 /// Running workers.
 pub struct Workers<R> {
-    handles: Vec<JoinHandle<R>>,
+    /// `None`: the worker did not start (pinning or setup failed).
+    handles: Vec<JoinHandle<Option<R>>>,
     stats: Vec<Arc<WorkerStats>>,
     cpus: Vec<usize>,
     stop: Arc<AtomicBool>,
@@ -49,32 +50,53 @@ impl<R: Send + 'static> Workers<R> {
         S: Send + 'static,
         F: Fn(WorkerCtx, S) -> R + Send + Sync + 'static,
     {
+        Self::spawn_with_setup(cpus, states, stop, |_, s| Ok(s), f)
+    }
+
+    /// As [`Workers::spawn`], with a fallible `setup(&ctx, state)` run on
+    /// the worker's thread once it is pinned (so what it allocates is first
+    /// touched on the worker's CPU, and need not be `Send`); `run(ctx, t)`
+    /// gets what it built. Returns once every worker is pinned and set up;
+    /// if any fails, stops the others and returns the first error.
+    pub fn spawn_with_setup<S, T, G, F>(
+        cpus: &[usize],
+        states: Vec<S>,
+        stop: Arc<AtomicBool>,
+        setup: G,
+        run: F,
+    ) -> Result<Workers<R>>
+    where
+        S: Send + 'static,
+        G: Fn(&WorkerCtx, S) -> Result<T> + Send + Sync + 'static,
+        F: Fn(WorkerCtx, T) -> R + Send + Sync + 'static,
+    {
         assert_eq!(cpus.len(), states.len(), "one state per worker");
-        let f = Arc::new(f);
-        let (ready_tx, ready_rx) = mpsc::channel::<(usize, std::io::Result<()>)>();
+        let (setup, run) = (Arc::new(setup), Arc::new(run));
+        let (ready_tx, ready_rx) = mpsc::channel::<(usize, Result<(), String>)>();
         let mut w = Workers { handles: Vec::new(), stats: Vec::new(), cpus: cpus.to_vec(), stop };
         for (index, (&cpu, state)) in cpus.iter().zip(states).enumerate() {
             let stats = Arc::new(WorkerStats::new());
             w.stats.push(stats.clone());
             let ctx = WorkerCtx { index, cpu, stop: w.stop.clone(), stats };
-            let f = f.clone();
-            let ready = ready_tx.clone();
-            let gate = w.stop.clone();
+            let (setup, run, ready) = (setup.clone(), run.clone(), ready_tx.clone());
             let h = std::thread::Builder::new()
                 .name(format!("rsskit-w{index}-cpu{cpu}"))
                 .spawn(move || {
-                    let pinned = rsskit_linux::affinity::pin_current_thread(cpu);
-                    let ok = pinned.is_ok();
-                    let _ = ready.send((index, pinned));
-                    drop(ready);
-                    if !ok {
-                        // Wait for the spawner to stop everyone, then run
-                        // nothing: the worker's state is simply dropped.
-                        while !gate.load(Ordering::Relaxed) {
-                            std::thread::sleep(std::time::Duration::from_millis(5));
+                    let built = rsskit_linux::affinity::pin_current_thread(cpu)
+                        .map_err(anyhow::Error::from)
+                        .and_then(|()| setup(&ctx, state));
+                    match built {
+                        Ok(t) => {
+                            let _ = ready.send((index, Ok(())));
+                            drop(ready);
+                            Some(run(ctx, t))
+                        }
+                        Err(e) => {
+                            // The worker's state is simply dropped.
+                            let _ = ready.send((index, Err(format!("{e:#}"))));
+                            None
                         }
                     }
-                    f(ctx, state)
                 })
                 .with_context(|| format!("spawning worker {index}"));
             match h {
@@ -92,7 +114,7 @@ impl<R: Send + 'static> Workers<R> {
             match ready_rx.recv() {
                 Ok((_, Ok(()))) => {}
                 Ok((i, Err(e))) => {
-                    first_err.get_or_insert(anyhow!("worker {i}: {e}"));
+                    first_err.get_or_insert(anyhow!("worker {i} (CPU {}): {e}", cpus[i]));
                 }
                 Err(_) => {
                     first_err.get_or_insert(anyhow!("a worker died while starting"));
@@ -144,15 +166,18 @@ impl<R: Send + 'static> Workers<R> {
         self.stop.store(true, Ordering::Relaxed);
         let mut out = Vec::with_capacity(self.handles.len());
         let mut panicked = None;
+        let mut missing = None;
         for (i, h) in self.handles.into_iter().enumerate() {
             match h.join() {
-                Ok(r) => out.push(r),
+                Ok(Some(r)) => out.push(r),
+                Ok(None) => missing = Some(i),
                 Err(_) => panicked = Some(i),
             }
         }
-        match panicked {
-            Some(i) => Err(anyhow!("worker {i} panicked")),
-            None => Ok(out),
+        match (panicked, missing) {
+            (Some(i), _) => Err(anyhow!("worker {i} panicked")),
+            (None, Some(i)) => Err(anyhow!("worker {i} did not start")),
+            (None, None) => Ok(out),
         }
     }
 }
@@ -195,5 +220,39 @@ mod tests {
         let r = Workers::spawn(&[0, 4000], vec![(), ()], stop, |ctx, ()| ctx.index);
         let e = r.err().expect("CPU 4000 cannot be used").to_string();
         assert!(e.contains("worker 1"), "{e}");
+    }
+
+    #[test]
+    fn setup_runs_pinned_and_its_failure_stops_everyone() {
+        let cpus = rsskit_linux::cpulist::online();
+        let stop = Arc::new(AtomicBool::new(false));
+        // Setup sees its CPU; what it builds (an Rc: not Send) reaches run.
+        let w = Workers::spawn_with_setup(
+            &cpus,
+            vec![7u32; cpus.len()],
+            stop,
+            |ctx, s| Ok(std::rc::Rc::new((s, rsskit_linux::affinity::current_cpu() == Some(ctx.cpu)))),
+            |_, t| *t,
+        )
+        .unwrap();
+        assert!(w.join().unwrap().iter().all(|&(s, pinned)| s == 7 && pinned));
+        // One failing setup: an error naming it, the others stopped and joined.
+        let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let ran2 = ran.clone();
+        let r = Workers::spawn_with_setup(
+            &[cpus[0], cpus[0]],
+            vec![0usize, 1],
+            Arc::new(AtomicBool::new(false)),
+            |_, i| if i == 1 { Err(anyhow!("no epoll for you")) } else { Ok(i) },
+            move |ctx, _| {
+                while !ctx.stopping() {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                ran2.fetch_add(1, Ordering::Relaxed);
+            },
+        );
+        let e = r.err().expect("setup of worker 1 fails").to_string();
+        assert!(e.contains("worker 1 (CPU") && e.contains("no epoll for you"), "{e}");
+        assert_eq!(ran.load(Ordering::Relaxed), 1, "worker 0 ran and was stopped");
     }
 }

@@ -86,57 +86,19 @@ fn bucket_and_cpu_follow_bits() {
 
 #[test]
 fn symmetric_and_random_keys() {
-    let a = json(&[
-        "hash",
-        "--src",
-        "10.0.0.1:1000",
-        "--dst",
-        "10.0.0.2:80",
-        "--proto",
-        "udp",
-        "--key",
-        "symmetric",
-    ]);
-    let b = json(&[
-        "hash",
-        "--src",
-        "10.0.0.2:80",
-        "--dst",
-        "10.0.0.1:1000",
-        "--proto",
-        "udp",
-        "--key",
-        "symmetric",
-    ]);
+    let udp = |src: &str, dst: &str, key: &str| {
+        json(&["hash", "--src", src, "--dst", dst, "--proto", "udp", "--key", key])
+    };
+    let a = udp("10.0.0.1:1000", "10.0.0.2:80", "symmetric");
+    let b = udp("10.0.0.2:80", "10.0.0.1:1000", "symmetric");
     assert_eq!(a["hash"], b["hash"]);
-    let r1 = json(&[
-        "hash",
-        "--src",
-        "10.0.0.1:1000",
-        "--dst",
-        "10.0.0.2:80",
-        "--proto",
-        "udp",
-        "--key",
-        "random",
-    ]);
-    let r2 = json(&[
-        "hash",
-        "--src",
-        "10.0.0.1:1000",
-        "--dst",
-        "10.0.0.2:80",
-        "--proto",
-        "udp",
-        "--key",
-        "random",
-    ]);
+    let r1 = udp("10.0.0.1:1000", "10.0.0.2:80", "random");
+    let r2 = udp("10.0.0.1:1000", "10.0.0.2:80", "random");
     assert_eq!(r1["key"].as_str().unwrap().len(), 80);
     assert_ne!(r1["key"], r2["key"]);
     // The printed key reproduces the hash.
     let k = r1["key"].as_str().unwrap();
-    let again =
-        json(&["hash", "--src", "10.0.0.1:1000", "--dst", "10.0.0.2:80", "--proto", "udp", "--key", k]);
+    let again = udp("10.0.0.1:1000", "10.0.0.2:80", k);
     assert_eq!(again["hash"], r1["hash"]);
 }
 

@@ -4,79 +4,16 @@
 //! counters. Also: tuple-finder source ports against the server's in-kernel
 //! Toeplitz steering, CPU steering, the --rate schedule, bad inputs.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use common::http::{one_line_error, Server};
+use common::netns::rsskit;
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
-
-fn rsskit() -> PathBuf {
-    assert_cmd::cargo::cargo_bin("rsskit")
-}
-
-/// A running `rsskit http-serve --json`, killed on drop.
-struct Server {
-    child: Option<Child>,
-    addr: SocketAddr,
-}
-
-impl Server {
-    fn start(extra: &[&str]) -> Server {
-        Server::start_at("127.0.0.1:0", extra)
-    }
-
-    fn start_at(bind: &str, extra: &[&str]) -> Server {
-        let mut child = Command::new(rsskit())
-            .args(["http-serve", "--bind", bind, "--json", "--quiet"])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawning rsskit http-serve");
-        let (tx, rx) = mpsc::channel();
-        let err = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut s = Server { child: Some(child), addr: "0.0.0.0:0".parse().unwrap() };
-        loop {
-            let line = rx.recv_timeout(Duration::from_secs(20)).expect("http-serve printed no ready line");
-            if let Some(rest) = line.strip_prefix("http-serve: ready on ") {
-                s.addr = rest.split_whitespace().next().unwrap().parse().unwrap();
-                return s;
-            }
-        }
-    }
-
-    fn stop(mut self) -> serde_json::Value {
-        let mut child = self.child.take().unwrap();
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        let t = Instant::now();
-        while child.try_wait().unwrap().is_none() {
-            assert!(t.elapsed() < Duration::from_secs(10), "http-serve ignored SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let mut out = String::new();
-        child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-        serde_json::from_str(&out).unwrap_or_else(|e| panic!("bad JSON ({e}): {out}"))
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 /// Runs `rsskit http-load ARGS --json` (bounded) and returns its summary.
 fn load(args: &[&str]) -> serde_json::Value {
@@ -108,10 +45,10 @@ fn n(v: &serde_json::Value) -> u64 {
 #[test]
 fn counts_agree_with_http_serve_keep_alive_and_close() {
     for mode in ["--keep-alive", "--close"] {
-        let srv = Server::start(&["--steer", "kernel"]);
+        let srv = Server::start(&["--quiet", "--steer", "kernel"]);
         let url = format!("http://{}/", srv.addr);
         let r = load(&["--url", &url, "--connections", "40", "--duration", "2", mode]);
-        let v = srv.stop();
+        let (_, v) = srv.stop();
         let e = &r["errors"];
         for k in ["refused", "timeout", "reset", "bad_status", "short_body", "other"] {
             assert_eq!(e[k], 0, "{mode}: {k} errors: {r}");
@@ -147,7 +84,7 @@ fn finder_ports_match_toeplitz_steering_and_cpu_steering_matches_cpus() {
     // worker of the same index; the kernel's BPF program (run on the SYN)
     // must agree, over IPv4 and IPv6.
     for (bind, sources) in [("127.0.0.1:0", Some("127.0.0.0/8")), ("[::1]:0", None)] {
-        let srv = Server::start_at(bind, &["--cpus", "0,1", "--steer", "toeplitz"]);
+        let srv = Server::start_at(bind, &["--quiet", "--cpus", "0,1", "--steer", "toeplitz"]);
         let url = format!("http://{}/", srv.addr);
         let mut args = vec![
             "--url",
@@ -168,7 +105,7 @@ fn finder_ports_match_toeplitz_steering_and_cpu_steering_matches_cpus() {
             args.extend(["--sources", net]);
         }
         let r = load(&args);
-        let v = srv.stop();
+        let (_, v) = srv.stop();
         let (cw, sw) = (r["workers"].as_array().unwrap(), v["workers"].as_array().unwrap());
         for i in 0..2 {
             assert!(n(&cw[i]["connects"]) > 50, "{r}");
@@ -179,10 +116,10 @@ fn finder_ports_match_toeplitz_steering_and_cpu_steering_matches_cpus() {
         }
     }
     // cpu: the SYN is processed on the CPU of the (pinned) client thread.
-    let srv = Server::start(&["--cpus", "0,1", "--steer", "cpu"]);
+    let srv = Server::start(&["--quiet", "--cpus", "0,1", "--steer", "cpu"]);
     let url = format!("http://{}/", srv.addr);
     let r = load(&["--url", &url, "--connections", "16", "--duration", "1.5", "--close", "--cpus", "0,1"]);
-    let v = srv.stop();
+    let (_, v) = srv.stop();
     let (cw, sw) = (r["workers"].as_array().unwrap(), v["workers"].as_array().unwrap());
     for i in 0..2 {
         assert_eq!(cw[i]["connects"], sw[i]["accepted"], "worker {i}: CPU steering\n{r}\n{v}");
@@ -191,10 +128,10 @@ fn finder_ports_match_toeplitz_steering_and_cpu_steering_matches_cpus() {
 
 #[test]
 fn rate_schedule_is_kept() {
-    let srv = Server::start(&[]);
+    let srv = Server::start(&["--quiet"]);
     let url = format!("http://{}/", srv.addr);
     let r = load(&["--url", &url, "--connections", "20", "--duration", "2", "--rate", "1000"]);
-    let v = srv.stop();
+    let (_, v) = srv.stop();
     let got = n(&r["responses"]);
     assert!((1900..=2000).contains(&got), "2 s at 1000/s: {got}");
     assert_eq!(r["sent"], v["total"]["requests"]);
@@ -228,11 +165,7 @@ fn refused_and_bad_inputs() {
         &["--url", "http://127.0.0.1/", "--sources", "::1/128"],
         &["--url", "http://127.0.0.1/", "--cpus", "99999"],
     ] {
-        let out = Command::new(rsskit()).arg("http-load").args(args).output().unwrap();
-        assert_eq!(out.status.code(), Some(1), "{args:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
-        assert!(err.starts_with("rsskit: error: "), "{err}");
+        one_line_error(&[&["http-load"][..], args].concat());
     }
 }
 
@@ -342,8 +275,8 @@ fn rate_mode_does_not_hide_a_stall() {
     // over 10 connections. Measured from the scheduled starts, the ~500
     // requests due during the stall all wait for it (coordinated omission
     // corrected); timed from the actual sends only the 10 in flight would.
-    let srv = Server::start(&[]);
-    let pid = srv.child.as_ref().unwrap().id() as i32;
+    let srv = Server::start(&["--quiet"]);
+    let pid = srv.pid();
     let url = format!("http://{}/", srv.addr);
     let stall = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(1200));

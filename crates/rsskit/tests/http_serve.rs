@@ -2,89 +2,14 @@
 //! requests, pipelining, HEAD, path traversal, timeouts, 10,000 concurrent
 //! connections, shutdown under load. Every server is killed on drop.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use common::http::{one_line_error, Server};
+use common::netns::rsskit;
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn rsskit() -> std::path::PathBuf {
-    assert_cmd::cargo::cargo_bin("rsskit")
-}
-
-/// A running `rsskit http-serve --json`, killed on drop.
-struct Server {
-    child: Option<Child>,
-    addr: SocketAddr,
-    stderr: mpsc::Receiver<String>,
-}
-
-impl Server {
-    fn start(extra: &[&str]) -> Server {
-        let mut child = Command::new(rsskit())
-            .args(["http-serve", "--bind", "127.0.0.1:0", "--json"])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawning rsskit http-serve");
-        let (tx, rx) = mpsc::channel();
-        let err = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut s = Server { child: Some(child), addr: "0.0.0.0:0".parse().unwrap(), stderr: rx };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = s.stderr.recv_timeout(left).expect("http-serve printed no ready line");
-            if let Some(rest) = line.strip_prefix("http-serve: ready on ") {
-                s.addr = rest.split_whitespace().next().unwrap().parse().unwrap();
-                return s;
-            }
-        }
-    }
-
-    fn pid(&self) -> i32 {
-        self.child.as_ref().unwrap().id() as i32
-    }
-
-    /// SIGTERM, wait (bounded), and the final JSON summary.
-    fn stop(mut self) -> (ExitStatus, serde_json::Value) {
-        // SAFETY: signalling our own child process.
-        unsafe { libc::kill(self.pid(), libc::SIGTERM) };
-        let mut child = self.child.take().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let status = loop {
-            if let Some(st) = child.try_wait().unwrap() {
-                break st;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("http-serve did not exit within 10 s of SIGTERM");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let mut out = String::new();
-        child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-        let v: serde_json::Value =
-            serde_json::from_str(&out).unwrap_or_else(|e| panic!("bad JSON summary ({e}): {out}"));
-        (status, v)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 fn connect(addr: SocketAddr) -> TcpStream {
     let s = TcpStream::connect(addr).unwrap();
@@ -424,11 +349,7 @@ fn bad_arguments_are_one_line_errors() {
         &["http-serve", "--bind", "127.0.0.1:0", "--accept-batch", "0"],
         &["http-serve", "--bind", "127.0.0.1:0", "--root", "/nonexistent/rsskit"],
     ] {
-        let out = Command::new(rsskit()).args(args).output().unwrap();
-        assert_eq!(out.status.code(), Some(1), "{args:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
-        assert!(err.starts_with("rsskit: error: "), "{err}");
+        one_line_error(args);
     }
     // A port in use is refused rather than silently shared.
     let srv = Server::start(&[]);

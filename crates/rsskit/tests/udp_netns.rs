@@ -135,16 +135,22 @@ fn check_accounting(c: &Value, s: &Value) {
     assert!(echoed <= rx);
 }
 
-fn toeplitz_scenario(v6: bool) {
+/// A fresh namespace pair, a server with `--steer steer` in it and a load
+/// run from the client side with `load_args`: (client summary, server summary).
+fn run_pair(v6: bool, steer: &str, load_args: &[&str]) -> (Value, Value) {
     let pair = Pair::new(24);
     let (srv, net) =
         if v6 { (netns::SERVER_V6, netns::EXTRA_V6_NET) } else { (netns::SERVER_V4, netns::EXTRA_V4_NET) };
     let p = port();
     let bind = bracket(srv, p);
-    let server = start_server(&pair, &bind, p, "toeplitz", &["--duration", "30"]);
-    let c =
-        load(&pair, &bind, net, &["--streams", "4", "--count", "500", "--window", "16", "--rate", "4000"]);
-    let s = stop_server(server);
+    let server = start_server(&pair, &bind, p, steer, &["--duration", "30"]);
+    let c = load(&pair, &bind, net, load_args);
+    (c, stop_server(server))
+}
+
+fn toeplitz_scenario(v6: bool) {
+    let (c, s) =
+        run_pair(v6, "toeplitz", &["--streams", "4", "--count", "500", "--window", "16", "--rate", "4000"]);
     assert_eq!(c["hash_config"]["udp_4tuple"], Value::Bool(false));
     let streams = c["streams"].as_array().unwrap();
     assert_eq!(streams.len(), 4);
@@ -176,15 +182,8 @@ fn toeplitz_steering_ipv6() {
 }
 
 fn cpu_scenario(v6: bool) {
-    let pair = Pair::new(24);
-    let (srv, net) =
-        if v6 { (netns::SERVER_V6, netns::EXTRA_V6_NET) } else { (netns::SERVER_V4, netns::EXTRA_V4_NET) };
-    let p = port();
-    let bind = bracket(srv, p);
-    let server = start_server(&pair, &bind, p, "cpu", &["--duration", "30"]);
-    let c =
-        load(&pair, &bind, net, &["--streams", "8", "--count", "300", "--window", "16", "--rate", "4000"]);
-    let s = stop_server(server);
+    let (c, s) =
+        run_pair(v6, "cpu", &["--streams", "8", "--count", "300", "--window", "16", "--rate", "4000"]);
     let streams = c["streams"].as_array().unwrap();
     let mut kernel_cpus_seen = 0;
     for st in streams {

@@ -18,66 +18,21 @@ use super::event::{self, Epoll};
 use super::files::Root;
 use super::request::{self, Method, Parsed, Request};
 use super::{http_date, now_ns, unix_secs};
+use crate::steer::{self, Steer, SteerSpec, Steering, Transport};
+use crate::worker::Workers;
 use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::{rss::RssConfig, HashType, RssKey};
-use rsskit_linux::bpf::{cpu_program, toeplitz_program};
-use socket2::{Domain, Protocol, Socket, Type};
+use rsskit_linux::socket::TcpListenOptions;
+use socket2::Socket;
 use std::collections::VecDeque;
-use std::fmt;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 use std::time::Duration;
-
-/// How connections reach the workers' listeners.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Steer {
-    /// A reuseport group with a BPF program picking the listener of the CPU
-    /// that processes the SYN (`SKF_AD_CPU`).
-    Cpu,
-    /// A reuseport group with a BPF program computing the Toeplitz hash of
-    /// the SYN's 4-tuple in the kernel; bucket -> worker as [`RssConfig`].
-    Toeplitz,
-    /// A reuseport group, the kernel's own hash.
-    Kernel,
-    /// One listener, in every worker's epoll (`EPOLLEXCLUSIVE`).
-    Shared,
-}
-
-impl Steer {
-    pub const ALL: [Steer; 4] = [Steer::Cpu, Steer::Toeplitz, Steer::Kernel, Steer::Shared];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Steer::Cpu => "cpu",
-            Steer::Toeplitz => "toeplitz",
-            Steer::Kernel => "kernel",
-            Steer::Shared => "shared",
-        }
-    }
-}
-
-impl fmt::Display for Steer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Steer {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Steer::ALL
-            .into_iter()
-            .find(|m| m.name() == s)
-            .ok_or_else(|| format!("'{s}' is not a steering mode: cpu, toeplitz, kernel or shared"))
-    }
-}
 
 /// Largest `/bytes/N`.
 pub const MAX_GENERATED: usize = 1 << 30;
@@ -314,46 +269,6 @@ impl SharedCounters {
     }
 }
 
-/// The listening sockets: one per worker (`shared`: duplicates of one).
-pub struct Listeners {
-    pub sockets: Vec<Socket>,
-    pub local: SocketAddr,
-    /// Instructions of the attached BPF program.
-    pub program_len: Option<usize>,
-}
-
-fn tcp_listener(addr: SocketAddr, reuseport: bool, cfg: &ServeConfig) -> Result<Socket> {
-    let domain = if addr.is_ipv6() { Domain::IPV6 } else { Domain::IPV4 };
-    let s = Socket::new(domain, Type::STREAM, Some(Protocol::TCP)).context("creating TCP socket")?;
-    if addr.is_ipv6() {
-        s.set_only_v6(true).context("IPV6_V6ONLY")?;
-    }
-    s.set_reuse_address(true).context("SO_REUSEADDR")?;
-    if reuseport {
-        s.set_reuse_port(true).context("SO_REUSEPORT")?;
-    }
-    s.set_nonblocking(true).context("O_NONBLOCK")?;
-    s.bind(&addr.into()).with_context(|| format!("binding TCP {addr}"))?;
-    if cfg.defer_accept {
-        let one: libc::c_int = 1;
-        // SAFETY: `one` is a live c_int of the size passed.
-        let rc = unsafe {
-            libc::setsockopt(
-                s.as_raw_fd(),
-                libc::IPPROTO_TCP,
-                libc::TCP_DEFER_ACCEPT,
-                (&one as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as u32,
-            )
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error()).context("TCP_DEFER_ACCEPT");
-        }
-    }
-    s.listen(cfg.backlog).with_context(|| format!("listening on {addr}"))?;
-    Ok(s)
-}
-
 /// Bucket -> worker index for the `toeplitz` program: the FreeBSD bucket
 /// layout over the worker CPUs.
 pub fn bucket_table(cpus: &[usize]) -> Result<Vec<u32>> {
@@ -361,66 +276,38 @@ pub fn bucket_table(cpus: &[usize]) -> Result<Vec<u32>> {
     Ok(rss.bucket_cpus().iter().map(|c| cpus.iter().position(|x| x == c).unwrap_or(0) as u32).collect())
 }
 
-/// Binds the listeners for `cfg`: refuses a port that is already in use
+/// Binds the listeners for `cfg` with the runtime's steering
+/// ([`steer::build`] over TCP): refuses a port that is already in use
 /// (joining someone else's reuseport group would silently share its
 /// connections), then binds and listens one socket per worker in worker
 /// order (the group's socket index) and attaches the steering program.
-pub fn listen(cfg: &ServeConfig) -> Result<Listeners> {
-    let n = cfg.cpus.len();
-    // Probe without SO_REUSEPORT: fails if anything listens there.
-    let domain = if cfg.bind.is_ipv6() { Domain::IPV6 } else { Domain::IPV4 };
-    let probe = Socket::new(domain, Type::STREAM, Some(Protocol::TCP)).context("creating TCP socket")?;
-    if cfg.bind.is_ipv6() {
-        probe.set_only_v6(true).context("IPV6_V6ONLY")?;
-    }
-    probe.set_reuse_address(true).context("SO_REUSEADDR")?;
-    probe.bind(&cfg.bind.into()).map_err(|e| {
-        if e.kind() == io::ErrorKind::AddrInUse {
-            anyhow!("binding TCP {}: port {} is already in use", cfg.bind, cfg.bind.port())
-        } else {
-            anyhow!("binding TCP {}: {e}", cfg.bind)
-        }
-    })?;
-    let local = probe.local_addr()?.as_socket().context("bound socket has no IP address")?;
-    drop(probe);
-    if cfg.steer == Steer::Shared {
-        let s = tcp_listener(local, false, cfg)?;
-        let mut sockets = Vec::with_capacity(n);
-        for _ in 1..n {
-            sockets.push(s.try_clone().context("duplicating the shared listener")?);
-        }
-        sockets.insert(0, s);
-        return Ok(Listeners { sockets, local, program_len: None });
-    }
-    let mut sockets = Vec::with_capacity(n);
-    for _ in 0..n {
-        sockets.push(tcp_listener(local, true, cfg)?);
-    }
-    let program = match cfg.steer {
-        Steer::Cpu => Some(cpu_program(&cfg.cpus)?),
-        Steer::Toeplitz => {
-            let ht = if local.is_ipv6() { HashType::TcpIpv6 } else { HashType::TcpIpv4 };
-            Some(toeplitz_program(&cfg.key, ht, &bucket_table(&cfg.cpus)?)?)
-        }
-        Steer::Kernel | Steer::Shared => None,
-    };
-    let program_len = program.as_ref().map(|p| p.len());
-    if let Some(p) = program {
-        p.attach_reuseport(&sockets[0]).with_context(|| format!("attaching the {} program", cfg.steer))?;
-    }
-    Ok(Listeners { sockets, local, program_len })
+pub fn listen(cfg: &ServeConfig) -> Result<Steering> {
+    let hash_type = if cfg.bind.is_ipv6() { HashType::TcpIpv6 } else { HashType::TcpIpv4 };
+    let bucket_worker = if cfg.steer == Steer::Toeplitz { bucket_table(&cfg.cpus)? } else { Vec::new() };
+    steer::build(&SteerSpec {
+        mode: cfg.steer,
+        bind: cfg.bind,
+        cpus: &cfg.cpus,
+        bucket_worker: &bucket_worker,
+        key: &cfg.key,
+        hash_type,
+        transport: Transport::Tcp(TcpListenOptions {
+            reuseport: false,
+            backlog: cfg.backlog,
+            defer_accept: cfg.defer_accept,
+        }),
+    })
 }
 
 /// Running server.
 pub struct Server {
-    handles: Vec<JoinHandle<ServeCounters>>,
+    workers: Workers<ServeCounters>,
     shared: Vec<Arc<SharedCounters>>,
     pub local: SocketAddr,
     pub program_len: Option<usize>,
     pub cpus: Vec<usize>,
     /// `RLIMIT_NOFILE` in force.
     pub nofile: u64,
-    stop: Arc<AtomicBool>,
 }
 
 impl Server {
@@ -434,68 +321,18 @@ impl Server {
             None => None,
         };
         let ls = listen(&cfg)?;
-        let (local, program_len) = (ls.local, ls.program_len);
+        let (local, program_len, cpus) = (ls.local, ls.program_len, cfg.cpus.clone());
+        let shared: Vec<Arc<SharedCounters>> = cpus.iter().map(|_| Arc::default()).collect();
+        let states: Vec<_> = ls.sockets.into_iter().zip(shared.iter().cloned()).collect();
         let cfg = Arc::new(cfg);
-        let (ready_tx, ready_rx) = mpsc::channel::<(usize, Result<(), String>)>();
-        let mut srv = Server {
-            handles: Vec::new(),
-            shared: Vec::new(),
-            local,
-            program_len,
-            cpus: cfg.cpus.clone(),
-            nofile,
-            stop: stop.clone(),
-        };
-        for (index, (cpu, listener)) in cfg.cpus.clone().into_iter().zip(ls.sockets).enumerate() {
-            let shared = Arc::new(SharedCounters::default());
-            srv.shared.push(shared.clone());
-            let (cfg, root, stop, ready) = (cfg.clone(), root.clone(), stop.clone(), ready_tx.clone());
-            let h = std::thread::Builder::new()
-                .name(format!("http-w{index}-cpu{cpu}"))
-                .spawn(move || {
-                    let setup =
-                        rsskit_linux::affinity::pin_current_thread(cpu).map_err(|e| e.to_string()).and_then(
-                            |()| Worker::new(&cfg, root, listener, shared).map_err(|e| format!("{e:#}")),
-                        );
-                    match setup {
-                        Ok(mut w) => {
-                            let _ = ready.send((index, Ok(())));
-                            drop(ready);
-                            w.run(&stop)
-                        }
-                        Err(e) => {
-                            let _ = ready.send((index, Err(e)));
-                            ServeCounters::default()
-                        }
-                    }
-                })
-                .with_context(|| format!("spawning worker {index}"));
-            match h {
-                Ok(h) => srv.handles.push(h),
-                Err(e) => {
-                    srv.stop.store(true, Ordering::Relaxed);
-                    let _ = srv.join();
-                    return Err(e);
-                }
-            }
-        }
-        drop(ready_tx);
-        for _ in 0..srv.handles.len() {
-            match ready_rx.recv() {
-                Ok((_, Ok(()))) => {}
-                Ok((i, Err(e))) => {
-                    srv.stop.store(true, Ordering::Relaxed);
-                    let _ = srv.join();
-                    bail!("worker {i} (CPU {}): {e}", cfg.cpus[i]);
-                }
-                Err(_) => {
-                    srv.stop.store(true, Ordering::Relaxed);
-                    let _ = srv.join();
-                    bail!("a worker exited during setup");
-                }
-            }
-        }
-        Ok(srv)
+        let workers = Workers::spawn_with_setup(
+            &cpus,
+            states,
+            stop,
+            move |_, (listener, counters)| Worker::new(&cfg, root.clone(), listener, counters),
+            |ctx, mut w: Worker| w.run(&ctx.stop),
+        )?;
+        Ok(Server { workers, shared, local, program_len, cpus, nofile })
     }
 
     /// Every worker's counters now.
@@ -505,17 +342,12 @@ impl Server {
 
     /// Asks the workers to stop (they notice within 100 ms).
     pub fn request_stop(&self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.workers.request_stop();
     }
 
-    /// Waits for the workers (after [`Server::request_stop`] or the shared
-    /// stop flag) and returns their final counters.
+    /// Stops the workers and returns their final counters.
     pub fn join(self) -> Result<Vec<ServeCounters>> {
-        let mut out = Vec::new();
-        for (i, h) in self.handles.into_iter().enumerate() {
-            out.push(h.join().map_err(|_| anyhow!("worker {i} panicked"))?);
-        }
-        Ok(out)
+        self.workers.join()
     }
 }
 

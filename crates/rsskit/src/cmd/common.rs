@@ -1,9 +1,13 @@
 //! Argument types shared by several subcommands: keys, endpoints, protocols,
-//! CPU counts, JSON output.
+//! CPU counts and lists, durations, the UDP hash flags, JSON output, the
+//! signal stop flag.
 
 use anyhow::{anyhow, bail, Context, Result};
-use rsskit_core::RssKey;
+use rsskit_core::{HashConfig, RssKey};
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// `--key default|microsoft|symmetric|random|HEX`. `random`: a fresh key from
 /// the OS random source that passed `rsskit_core::keycheck`.
@@ -77,6 +81,79 @@ pub fn print_json(v: &serde_json::Value) -> Result<()> {
     Ok(())
 }
 
+/// A positive number of seconds below 10^7, as a `Duration`; `name` is
+/// the flag, for the error.
+pub fn seconds(name: &str, s: f64) -> Result<Duration> {
+    if !(s.is_finite() && s > 0.0 && s < 1e7) {
+        bail!("{name} must be a positive number of seconds, not {s}");
+    }
+    Ok(Duration::from_secs_f64(s))
+}
+
+/// `--cpus LIST` restricted to online CPUs, default every online CPU.
+pub fn worker_cpus(list: Option<&str>) -> Result<Vec<usize>> {
+    match list {
+        Some(s) => rsskit_linux::cpulist::parse_online(s).map_err(|e| anyhow!("--cpus: {e}")),
+        None => Ok(rsskit_linux::cpulist::online()),
+    }
+}
+
+/// A stop flag set by SIGINT or SIGTERM (the long-running commands stop
+/// cleanly and print their final counters).
+pub fn stop_on_signals() -> Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing a signal handler")?;
+    }
+    Ok(stop)
+}
+
+/// The bucket table of `rsskit hash` and `rsskit find`: key, bucket bits,
+/// CPU count.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BucketArgs {
+    /// RSS key: default (Microsoft), symmetric, random (checked), or 40+ bytes of hex.
+    #[arg(long, default_value = "default", value_parser = key_arg)]
+    pub key: RssKey,
+    /// Bucket bits (1-7); default FreeBSD's fls(ncpus-1)+1.
+    #[arg(long)]
+    pub bits: Option<u32>,
+    /// CPUs the buckets are spread over (default: online CPUs).
+    #[arg(long, value_parser = positive)]
+    pub cpus: Option<usize>,
+}
+
+impl BucketArgs {
+    /// `--cpus`, or the online CPU count.
+    pub fn ncpus(&self) -> usize {
+        self.cpus.unwrap_or_else(online_cpus)
+    }
+}
+
+/// The server's UDP hash configuration, as `rsskit udp-echo` and `rsskit
+/// udp-load` take it (they must agree).
+#[derive(clap::Args, Debug, Clone)]
+pub struct UdpHashArgs {
+    /// Hash UDP on addresses and ports (then streams are spread by source
+    /// port); default: addresses only, as FreeBSD (spread by source address).
+    #[arg(long)]
+    pub udp_4tuple: bool,
+    /// RSS key: default (Microsoft), symmetric, random, or 40+ bytes of hex.
+    #[arg(long, default_value = "default", value_parser = key_arg)]
+    pub key: RssKey,
+    /// Bucket bits of the server's table (1-7); default FreeBSD's
+    /// fls(workers-1)+1.
+    #[arg(long)]
+    pub bits: Option<u32>,
+}
+
+impl UdpHashArgs {
+    /// The hash types in force.
+    pub fn hash_config(&self) -> HashConfig {
+        HashConfig::default().with_udp_4tuple(self.udp_4tuple)
+    }
+}
+
 /// Checks that both ends are of one address family.
 pub fn same_family(a: IpAddr, b: IpAddr) -> Result<()> {
     if a.is_ipv4() != b.is_ipv4() {
@@ -99,5 +176,17 @@ mod tests {
         assert_eq!(e.port, Some(9));
         assert!("1.2.3.4:99999".parse::<Endpoint>().is_err());
         assert!("300.1.1.1".parse::<Endpoint>().is_err());
+    }
+
+    #[test]
+    fn seconds_and_cpus() {
+        assert_eq!(seconds("--d", 1.5).unwrap(), Duration::from_millis(1500));
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e8] {
+            let e = seconds("--duration", bad).unwrap_err().to_string();
+            assert!(e.starts_with("--duration must be a positive number"), "{e}");
+        }
+        assert_eq!(worker_cpus(None).unwrap(), rsskit_linux::cpulist::online());
+        assert_eq!(worker_cpus(Some("0")).unwrap(), vec![0]);
+        assert!(worker_cpus(Some("99999")).unwrap_err().to_string().starts_with("--cpus: "));
     }
 }

@@ -2,11 +2,9 @@
 //! steering) + the load generator with its streams spread over the buckets;
 //! shows that every stream is served by the worker owning its bucket.
 
-use super::common::print_json;
-use anyhow::{anyhow, bail, Context, Result};
+use super::common::{print_json, stop_on_signals};
+use anyhow::{anyhow, bail, Result};
 use rsskit_runtime::demo::{self, DemoConfig};
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
@@ -57,10 +55,7 @@ pub fn run(a: Args) -> Result<()> {
     cfg.port = a.port;
     cfg.size = a.size;
     cfg.udp_4tuple = a.udp_4tuple;
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing a signal handler")?;
-    }
+    let stop = stop_on_signals()?;
     let n = cfg.cpus.len();
     eprintln!(
         "demo: echo server on 127.0.0.1, {n} workers pinned to CPUs {}, toeplitz steering; {} streams for {:.1}s",

@@ -2,11 +2,11 @@
 //! destination lands in a chosen bucket or on a chosen CPU, solved over
 //! GF(2) (see `rsskit_core::finder`).
 
-use super::common::{key_arg, online_cpus, positive, print_json, same_family, Endpoint, Proto};
+use super::common::{positive, print_json, same_family, BucketArgs, Endpoint, Proto};
 use anyhow::{anyhow, bail, Result};
 use rsskit_core::finder::{find_src_addrs_any, find_src_ports_any, Found};
 use rsskit_core::ringmap::{PlanSpec, RingmapPlan, HOST_TABLE_LEN};
-use rsskit_core::{rss::RssConfig, HashType, RssKey};
+use rsskit_core::{rss::RssConfig, HashType};
 use serde_json::json;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -50,15 +50,8 @@ pub struct Args {
     /// Transport protocol: hash its 4-tuple.
     #[arg(long, value_enum)]
     proto: Option<Proto>,
-    /// RSS key: default (Microsoft), symmetric, or 40+ bytes of hex.
-    #[arg(long, default_value = "default", value_parser = key_arg)]
-    key: RssKey,
-    /// Bucket bits (1-7); default FreeBSD's fls(ncpus-1)+1.
-    #[arg(long)]
-    bits: Option<u32>,
-    /// CPUs the buckets are spread over (default: online CPUs).
-    #[arg(long, value_parser = positive)]
-    cpus: Option<usize>,
+    #[command(flatten)]
+    table: BucketArgs,
     /// Fixed source address with --src-ports (default 127.0.0.1, or ::1 for an IPv6 --dst).
     #[arg(long, conflicts_with = "src_net")]
     src: Option<IpAddr>,
@@ -125,7 +118,7 @@ pub fn run(a: Args) -> Result<()> {
     };
     let dst = a.dst.addr;
     let ht = hash_type(dst.is_ipv6(), a.proto);
-    let ncpus = a.cpus.unwrap_or_else(online_cpus);
+    let ncpus = a.table.ncpus();
     let model = Model::new(&a, ncpus)?;
     let (mask, buckets, target, want) = model.target(&a, ncpus)?;
     let found: Vec<Found> = match (a.src_ports, a.src_net) {
@@ -142,7 +135,7 @@ pub fn run(a: Args) -> Result<()> {
                      source port changes nothing; use --src-net to vary the address"
                 );
             }
-            find_src_ports_any(&a.key, ht, src, dst, dst_port, lo..=hi, mask, &buckets, a.count)
+            find_src_ports_any(&a.table.key, ht, src, dst, dst_port, lo..=hi, mask, &buckets, a.count)
                 .map_err(|e| anyhow!("{e} (ports {lo}-{hi}, {ht} hash)"))?
         }
         (None, Some((net, len))) => {
@@ -154,7 +147,7 @@ pub fn run(a: Args) -> Result<()> {
                 (None, None) => 0,
                 (None, Some(_)) => bail!("--src-net with --proto needs --src-port: the 4-tuple hashes it"),
             };
-            find_src_addrs_any(&a.key, ht, net, len, src_port, dst, dst_port, mask, &buckets, a.count)
+            find_src_addrs_any(&a.table.key, ht, net, len, src_port, dst, dst_port, mask, &buckets, a.count)
                 .map_err(|e| anyhow!("{e} ({net}/{len}, {ht} hash)"))?
         }
         (None, None) => bail!("give --src-ports or --src-net"),
@@ -212,7 +205,7 @@ impl Model {
     fn new(a: &Args, ncpus: usize) -> Result<Self> {
         match a.rings {
             Some(rings) => {
-                if a.bits.is_some() {
+                if a.table.bits.is_some() {
                     bail!("--bits is for --bucket/--cpu; --ring uses the 128-entry redirect table");
                 }
                 let spec = PlanSpec {
@@ -225,7 +218,9 @@ impl Model {
                 };
                 Ok(Model::Rings(RingmapPlan::new(spec).map_err(|e| anyhow!("{e}"))?))
             }
-            None => Ok(Model::Buckets(RssConfig::with_ncpus(ncpus, a.bits).map_err(|e| anyhow!("{e}"))?)),
+            None => {
+                Ok(Model::Buckets(RssConfig::with_ncpus(ncpus, a.table.bits).map_err(|e| anyhow!("{e}"))?))
+            }
         }
     }
 

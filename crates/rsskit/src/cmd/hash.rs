@@ -1,8 +1,8 @@
 //! `rsskit hash`: the Toeplitz hash of one flow, its bucket and its CPU.
 
-use super::common::{key_arg, online_cpus, positive, print_json, same_family, Endpoint, Proto};
+use super::common::{print_json, same_family, BucketArgs, Endpoint, Proto};
 use anyhow::{anyhow, bail, Result};
-use rsskit_core::{rss::RssConfig, FlowTuple, HashType, L4Proto, RssKey, Toeplitz};
+use rsskit_core::{rss::RssConfig, FlowTuple, HashType, L4Proto, Toeplitz};
 use serde_json::json;
 
 #[derive(clap::Args, Debug)]
@@ -19,15 +19,8 @@ pub struct Args {
     /// Transport protocol; required with ports.
     #[arg(long, value_enum)]
     proto: Option<Proto>,
-    /// RSS key: default (Microsoft), symmetric, random (checked), or 40+ bytes of hex.
-    #[arg(long, default_value = "default", value_parser = key_arg)]
-    key: RssKey,
-    /// Bucket bits (1-7); default FreeBSD's fls(ncpus-1)+1.
-    #[arg(long)]
-    bits: Option<u32>,
-    /// CPUs the buckets are spread over (default: online CPUs).
-    #[arg(long, value_parser = positive)]
-    cpus: Option<usize>,
+    #[command(flatten)]
+    table: BucketArgs,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -55,10 +48,10 @@ pub fn run(a: Args) -> Result<()> {
         _ => bail!("give a port on both --src and --dst, or on neither"),
     };
     let hash_type = if tuple.is_ipv6() && !hash_type.is_ipv6() { HashType::Ipv6 } else { hash_type };
-    let ncpus = a.cpus.unwrap_or_else(online_cpus);
-    let rss = RssConfig::with_ncpus(ncpus, a.bits).map_err(|e| anyhow!("{e}"))?;
+    let ncpus = a.table.ncpus();
+    let rss = RssConfig::with_ncpus(ncpus, a.table.bits).map_err(|e| anyhow!("{e}"))?;
     let input = tuple.input(hash_type).map_err(|e| anyhow!("{e}"))?;
-    let hash = Toeplitz::new(&a.key).hash(input.as_bytes());
+    let hash = Toeplitz::new(&a.table.key).hash(input.as_bytes());
     let bucket = rss.bucket(hash);
     let cpu = rss.cpu(hash);
     if a.json {
@@ -70,13 +63,13 @@ pub fn run(a: Args) -> Result<()> {
             "buckets": rss.buckets(),
             "cpu": cpu,
             "cpus": ncpus,
-            "key": a.key.to_hex(),
+            "key": a.table.key.to_hex(),
         }))
     } else {
         println!("hash    0x{hash:08x} ({hash_type})");
         println!("bucket  {bucket} of {}", rss.buckets());
         println!("cpu     {cpu} of {ncpus}");
-        println!("key     {}", a.key.to_hex());
+        println!("key     {}", a.table.key.to_hex());
         Ok(())
     }
 }

@@ -1,14 +1,11 @@
 //! `rsskit http-load`: HTTP/1.1 load tester (pinned worker per CPU, tens of
 //! thousands of connections, scheduled-start latency with `--rate`).
 
-use super::common::{key_arg, print_json};
-use super::http_serve::seconds;
+use super::common::{key_arg, print_json, seconds, stop_on_signals, worker_cpus};
 use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::RssKey;
 use rsskit_runtime::http::load::{self, LoadConfig, LoadReport, SrcPorts};
 use rsskit_runtime::udp_load::IpNet;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 #[derive(clap::Args, Debug)]
 #[command(
@@ -72,11 +69,7 @@ pub struct Args {
 
 fn config(a: &Args) -> Result<LoadConfig> {
     let url = load::parse_url(&a.url)?;
-    let online = rsskit_linux::cpulist::online();
-    let base = match &a.cpus {
-        Some(s) => rsskit_linux::cpulist::parse_online(s).map_err(|e| anyhow!("--cpus: {e}"))?,
-        None => online.clone(),
-    };
+    let base = worker_cpus(a.cpus.as_deref())?;
     if base.is_empty() {
         bail!("no CPUs to run on");
     }
@@ -114,10 +107,7 @@ fn config(a: &Args) -> Result<LoadConfig> {
 
 pub fn run(a: Args) -> Result<()> {
     let cfg = config(&a)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing a signal handler")?;
-    }
+    let stop = stop_on_signals()?;
     eprintln!(
         "http-load: {} ({}) {} connections, {} threads on CPUs {}, {}{}, {}s",
         a.url,

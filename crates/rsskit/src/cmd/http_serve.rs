@@ -1,14 +1,14 @@
 //! `rsskit http-serve`: the CPU-local HTTP/1.1 server (one pinned worker per
 //! CPU, per-worker listener steered inside a SO_REUSEPORT group, accept cap).
 
-use super::common::{key_arg, print_json};
-use anyhow::{anyhow, bail, Context, Result};
+use super::common::{key_arg, print_json, seconds, stop_on_signals, worker_cpus};
+use anyhow::{bail, Result};
 use rsskit_core::RssKey;
-use rsskit_runtime::http::server::{ServeConfig, ServeCounters, Server, Steer};
+use rsskit_runtime::http::server::{ServeConfig, ServeCounters, Server};
+use rsskit_runtime::steer::Steer;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args, Debug)]
@@ -61,21 +61,6 @@ pub struct Args {
     json: bool,
 }
 
-pub fn seconds(name: &str, s: f64) -> Result<Duration> {
-    if !(s.is_finite() && s > 0.0 && s < 1e7) {
-        bail!("{name} must be a positive number of seconds, not {s}");
-    }
-    Ok(Duration::from_secs_f64(s))
-}
-
-/// `--cpus LIST` restricted to online CPUs, default every online CPU.
-pub fn worker_cpus(list: Option<&str>) -> Result<Vec<usize>> {
-    match list {
-        Some(s) => rsskit_linux::cpulist::parse_online(s).map_err(|e| anyhow!("--cpus: {e}")),
-        None => Ok(rsskit_linux::cpulist::online()),
-    }
-}
-
 fn config(a: &Args) -> Result<ServeConfig> {
     let mut cfg = ServeConfig::new(a.bind, worker_cpus(a.cpus.as_deref())?);
     cfg.steer = a.steer;
@@ -97,10 +82,7 @@ fn config(a: &Args) -> Result<ServeConfig> {
 pub fn run(a: Args) -> Result<()> {
     let cfg = config(&a)?;
     let duration = a.duration.map(|d| seconds("--duration", d)).transpose()?;
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing a signal handler")?;
-    }
+    let stop = stop_on_signals()?;
     let (steer, batch, size) = (cfg.steer, cfg.accept_batch, cfg.object_size);
     let srv = Server::start(cfg, stop.clone())?;
     let program = srv.program_len.map_or(String::new(), |n| format!(" (BPF program of {n} instructions)"));

@@ -1,15 +1,13 @@
 //! `rsskit udp-echo`: the per-CPU UDP echo (or sink) server.
 
-use super::common::{key_arg, print_json};
-use anyhow::{anyhow, bail, Context, Result};
-use rsskit_core::{HashConfig, RssKey};
+use super::common::{print_json, seconds, stop_on_signals, worker_cpus, UdpHashArgs};
+use anyhow::{anyhow, bail, Result};
 use rsskit_runtime::stats::Counters;
 use rsskit_runtime::steer::Steer;
 use rsskit_runtime::udp_echo::{EchoConfig, EchoReport, EchoServer};
 use std::io::Write;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args, Debug)]
@@ -43,15 +41,8 @@ pub struct Args {
     /// Flush queued replies once this many bytes are pending.
     #[arg(long, default_value_t = 1500)]
     flush_bytes: usize,
-    /// Hash UDP on addresses and ports (default: addresses only, as FreeBSD).
-    #[arg(long)]
-    udp_4tuple: bool,
-    /// RSS key: default (Microsoft), symmetric, or 40+ bytes of hex.
-    #[arg(long, default_value = "default", value_parser = key_arg)]
-    key: RssKey,
-    /// Bucket bits (1-7); default FreeBSD's fls(workers-1)+1.
-    #[arg(long)]
-    bits: Option<u32>,
+    #[command(flatten)]
+    hash: UdpHashArgs,
     /// SO_RCVBUF per socket, bytes.
     #[arg(long)]
     rcvbuf: Option<usize>,
@@ -71,35 +62,26 @@ fn parse_bind(s: &str) -> Result<SocketAddr> {
 pub fn run(a: Args) -> Result<()> {
     let bind = parse_bind(&a.bind)?;
     let mut cfg = EchoConfig::new(bind);
-    if let Some(list) = &a.cpus {
-        cfg.cpus = rsskit_linux::cpulist::parse_online(list).map_err(|e| anyhow!("--cpus: {e}"))?;
-    }
+    cfg.cpus = worker_cpus(a.cpus.as_deref())?;
     if a.batch == 0 {
         bail!("--batch must be at least 1");
     }
-    if let Some(d) = a.duration {
-        if !(d.is_finite() && d > 0.0) {
-            bail!("--duration must be a positive number of seconds");
-        }
-    }
+    let duration = a.duration.map(|d| seconds("--duration", d)).transpose()?;
     cfg.steer = a.steer;
     cfg.sink = a.sink;
     cfg.batch = a.batch;
     cfg.flush_packets = a.flush_packets;
     cfg.flush_bytes = a.flush_bytes;
-    cfg.hash = HashConfig::default().with_udp_4tuple(a.udp_4tuple);
-    cfg.key = a.key.clone();
-    cfg.bits = a.bits;
+    cfg.hash = a.hash.hash_config();
+    cfg.key = a.hash.key.clone();
+    cfg.bits = a.hash.bits;
     cfg.rcvbuf = a.rcvbuf;
 
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing a signal handler")?;
-    }
+    let stop = stop_on_signals()?;
     let srv = EchoServer::start_with_stop(cfg, stop.clone())?;
     banner(&srv, &a);
 
-    let deadline = a.duration.map(|d| Instant::now() + Duration::from_secs_f64(d));
+    let deadline = duration.map(|d| Instant::now() + d);
     let mut last = srv.snapshot();
     let mut last_t = Instant::now();
     let mut next_tick = last_t + Duration::from_secs(1);
@@ -144,8 +126,12 @@ fn banner(srv: &EchoServer, a: &Args) {
         srv.local_addr(),
         srv.steer(),
         srv.hash_type(),
-        if a.udp_4tuple { "4-tuple: addresses and ports" } else { "2-tuple: addresses only" },
-        if a.key == RssKey::microsoft() { "microsoft".to_string() } else { a.key.to_hex() },
+        if a.hash.udp_4tuple { "4-tuple: addresses and ports" } else { "2-tuple: addresses only" },
+        if a.hash.key == rsskit_core::RssKey::microsoft() {
+            "microsoft".to_string()
+        } else {
+            a.hash.key.to_hex()
+        },
         srv.rss().buckets(),
         srv.workers().len(),
     );

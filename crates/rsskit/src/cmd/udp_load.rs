@@ -1,14 +1,11 @@
 //! `rsskit udp-load`: the UDP load generator (FreeBSD's `udp-clt`, with the
 //! sources solved by the tuple finder instead of trial and error).
 
-use super::common::{key_arg, print_json};
+use super::common::{print_json, seconds, stop_on_signals, UdpHashArgs};
 use anyhow::{anyhow, bail, Context, Result};
-use rsskit_core::{HashConfig, RssKey};
 use rsskit_runtime::udp_load::{self, IpNet, LoadConfig, LoadReport, ServerTable};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
-use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Example (loopback, echo server on 127.0.0.1:9000):\n  rsskit udp-load --target \
@@ -46,16 +43,9 @@ pub struct Args {
     /// distinct buckets of the server's table.
     #[arg(long)]
     spread_buckets: bool,
-    /// The server hashes UDP on the 4-tuple (then streams are spread by
-    /// source port); default: addresses only, as FreeBSD (spread by source address).
-    #[arg(long)]
-    udp_4tuple: bool,
-    /// RSS key of the server: default (Microsoft), symmetric, or hex.
-    #[arg(long, default_value = "default", value_parser = key_arg)]
-    key: RssKey,
-    /// Bucket bits of the server's table (default FreeBSD's fls(ncpus-1)+1).
-    #[arg(long)]
-    bits: Option<u32>,
+    /// The server's hash configuration (the same flags as udp-echo's).
+    #[command(flatten)]
+    hash: UdpHashArgs,
     /// The server's worker CPUs: a count N (CPUs 0..N-1) or a LIST like 0-3,6
     /// (default: this machine's online CPUs).
     #[arg(long)]
@@ -94,13 +84,6 @@ pub fn parse_server_cpus(s: &str) -> Result<Vec<usize>> {
     rsskit_linux::cpulist::parse(s).map_err(|e| anyhow!("--server-cpus: {e}"))
 }
 
-fn seconds(name: &str, s: f64) -> Result<Duration> {
-    if !(s.is_finite() && s > 0.0 && s < 1e7) {
-        bail!("{name} must be a positive number of seconds, not {s}");
-    }
-    Ok(Duration::from_secs_f64(s))
-}
-
 fn resolve(target: &str) -> Result<SocketAddr> {
     if let Ok(sa) = target.parse::<SocketAddr>() {
         return Ok(sa);
@@ -122,8 +105,7 @@ fn config(a: &Args) -> Result<LoadConfig> {
         Some(s) => parse_server_cpus(s)?,
         None => rsskit_linux::cpulist::online(),
     };
-    let hc = HashConfig::default().with_udp_4tuple(a.udp_4tuple);
-    let table = ServerTable::new(a.key.clone(), hc, cpus, a.bits)?;
+    let table = ServerTable::new(a.hash.key.clone(), a.hash.hash_config(), cpus, a.hash.bits)?;
     let online = rsskit_linux::cpulist::online();
     let pin = match a.client_cpus.as_deref() {
         Some("none") | Some("owner") => vec![],
@@ -153,10 +135,7 @@ fn config(a: &Args) -> Result<LoadConfig> {
 
 pub fn run(a: Args) -> Result<()> {
     let cfg = config(&a)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing a signal handler")?;
-    }
+    let stop = stop_on_signals()?;
     let report = run_load(&cfg, &stop, !a.json)?;
     if a.json {
         print_json(&serde_json::to_value(&report).context("encoding the report")?)?;

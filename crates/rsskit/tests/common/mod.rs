@@ -1,4 +1,5 @@
 //! Shared fixtures for the integration tests.
 #![allow(dead_code)]
 
+pub mod http;
 pub mod netns;
