@@ -379,7 +379,8 @@ pub(crate) struct Control {
     pub stop_inputs: AtomicBool,
     /// Everything drained: workers exit.
     pub stop: AtomicBool,
-    pub workers: Vec<WorkerShared>,
+    /// One per worker, each on its own cache lines (no false sharing).
+    pub workers: Vec<ring::CachePadded<WorkerShared>>,
 }
 
 pub(crate) struct WorkerShared {
@@ -469,11 +470,13 @@ impl<H: Handler> Netisr<H> {
             stop_inputs: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             workers: (0..n)
-                .map(|_| WorkerShared {
-                    idle: AtomicBool::new(false),
-                    work: AtomicU64::new(0),
-                    counters: Mutex::new(WorkerCounters::default()),
-                    source_drops: AtomicU64::new(0),
+                .map(|_| {
+                    ring::CachePadded(WorkerShared {
+                        idle: AtomicBool::new(false),
+                        work: AtomicU64::new(0),
+                        counters: Mutex::new(WorkerCounters::default()),
+                        source_drops: AtomicU64::new(0),
+                    })
                 })
                 .collect(),
         });

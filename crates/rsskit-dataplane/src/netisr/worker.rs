@@ -171,8 +171,17 @@ impl<H: Handler> Worker<H> {
         let mut idle_loops = 0u32;
         let ctl = self.ctl.clone();
         let ws = &ctl.workers[self.id];
+        // Termination handshake (see `Netisr::quiescent`): `idle` goes false
+        // before we look for work and true only after a loop found none, with
+        // the count of busy loops published just before. While busy, the
+        // loop writes nothing shared.
+        let mut idle = false;
+        let mut busy_loops = 0u64;
         loop {
-            ws.idle.store(false, Ordering::SeqCst);
+            if idle {
+                ws.idle.store(false, Ordering::SeqCst);
+                idle = false;
+            }
             // `more`: some input or ring still had a full batch waiting.
             let (mut did, mut more) = self.poll_inputs(&mut local);
             // Direct-dispatched packets first, then the rings, batch by batch.
@@ -192,22 +201,28 @@ impl<H: Handler> Worker<H> {
                 self.flush(FlushReason::Idle);
             }
             if let Some(reass) = &mut self.reass {
-                let now = self.epoch.elapsed().as_nanos() as u64;
-                if reass.next_deadline().is_some_and(|d| d <= now) {
-                    reass.expire(now);
+                if let Some(d) = reass.next_deadline() {
+                    let now = self.epoch.elapsed().as_nanos() as u64;
+                    if d <= now {
+                        reass.expire(now);
+                    }
                 }
             }
             if did {
                 idle_loops = 0;
-                ws.work.fetch_add(1, Ordering::SeqCst);
+                busy_loops += 1;
                 if self.c.handled + self.c.input - self.last_publish >= PUBLISH_EVERY {
                     self.publish();
                 }
                 continue;
             }
             self.flush(FlushReason::Idle);
-            self.publish();
+            if self.c.handled + self.c.input != self.last_publish || idle_loops.is_multiple_of(1024) {
+                self.publish();
+            }
+            ws.work.store(busy_loops, Ordering::SeqCst);
             ws.idle.store(true, Ordering::SeqCst);
+            idle = true;
             if ctl.stop.load(Ordering::SeqCst) {
                 break;
             }
