@@ -52,7 +52,8 @@ pub struct EchoConfig {
     pub key: RssKey,
     /// Bucket bits (default FreeBSD's for the worker count).
     pub bits: Option<u32>,
-    /// `SO_RCVBUF` per socket.
+    /// `SO_RCVBUF` per socket, bytes ([`DEFAULT_RCVBUF`]; `None`: the
+    /// kernel's default, `net.core.rmem_default`).
     pub rcvbuf: Option<usize>,
     /// `SO_SNDBUF` per socket.
     pub sndbuf: Option<usize>,
@@ -60,9 +61,16 @@ pub struct EchoConfig {
     pub max_datagram: usize,
 }
 
+/// Default `SO_RCVBUF` request: 4 MiB. The kernel default (208 KiB) lets
+/// a worker that is briefly descheduled on a shared machine overflow
+/// (0.1-0.7% `RcvbufErrors` under load); the C floor of the benchmark asks
+/// for 4 MiB too. The kernel caps the request at `net.core.rmem_max`.
+pub const DEFAULT_RCVBUF: usize = 4 << 20;
+
 impl EchoConfig {
     /// Defaults: every online CPU, `toeplitz`, batch 32, flush at 16
-    /// packets or 1500 bytes, UDP hashed on addresses, Microsoft key.
+    /// packets or 1500 bytes, UDP hashed on addresses, Microsoft key,
+    /// `SO_RCVBUF` of [`DEFAULT_RCVBUF`].
     pub fn new(bind: SocketAddr) -> Self {
         EchoConfig {
             bind,
@@ -75,7 +83,7 @@ impl EchoConfig {
             hash: HashConfig::default(),
             key: RssKey::microsoft(),
             bits: None,
-            rcvbuf: None,
+            rcvbuf: Some(DEFAULT_RCVBUF),
             sndbuf: None,
             max_datagram: 65536,
         }
@@ -160,6 +168,25 @@ pub struct EchoServer {
     program_len: Option<usize>,
     started: Instant,
     kernel_before: Option<UdpCounters>,
+    rcvbuf: RcvBuf,
+}
+
+/// `SO_RCVBUF`: what was asked and what the kernel granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct RcvBuf {
+    /// Bytes asked for (`None`: the kernel default was kept).
+    pub requested: Option<usize>,
+    /// What `getsockopt(SO_RCVBUF)` reports on the workers' sockets: the
+    /// kernel doubles a request (for its bookkeeping overhead) after
+    /// capping it at `net.core.rmem_max`.
+    pub granted: usize,
+}
+
+impl RcvBuf {
+    /// Whether the kernel granted less than asked (`rmem_max` capped it).
+    pub fn capped(&self) -> bool {
+        self.requested.is_some_and(|r| self.granted < r.saturating_mul(2))
+    }
 }
 
 impl EchoServer {
@@ -203,6 +230,10 @@ impl EchoServer {
             hash_type,
             transport: Transport::Udp(opts),
         })?;
+        let rcvbuf = RcvBuf {
+            requested: cfg.rcvbuf,
+            granted: st.sockets[0].recv_buffer_size().context("getsockopt SO_RCVBUF")?,
+        };
         let mut info: Vec<WorkerInfo> = (0..n)
             .map(|w| WorkerInfo {
                 worker: w,
@@ -248,6 +279,7 @@ impl EchoServer {
             program_len: st.program_len,
             started: Instant::now(),
             kernel_before,
+            rcvbuf,
         })
     }
 
@@ -279,6 +311,11 @@ impl EchoServer {
     /// Instructions of the steering BPF program, if any.
     pub fn program_len(&self) -> Option<usize> {
         self.program_len
+    }
+
+    /// `SO_RCVBUF` asked for and granted.
+    pub fn rcvbuf(&self) -> RcvBuf {
+        self.rcvbuf
     }
 
     /// Seconds since start.
@@ -318,6 +355,7 @@ impl EchoServer {
             workers: self.info.into_iter().zip(counters).collect(),
             kernel,
             socket_drops,
+            rcvbuf: self.rcvbuf,
         })
     }
 }
@@ -334,6 +372,8 @@ pub struct EchoReport {
     pub kernel: Option<UdpCounters>,
     /// The kernel's per-socket figures for our port, read just before stopping.
     pub socket_drops: Option<SocketDrops>,
+    /// `SO_RCVBUF` asked for and granted.
+    pub rcvbuf: RcvBuf,
 }
 
 impl EchoReport {
@@ -374,6 +414,7 @@ impl EchoReport {
             "totals": self.totals(),
             "kernel": self.kernel,
             "socket": self.socket_drops,
+            "rcvbuf": self.rcvbuf,
         })
     }
 }
@@ -589,6 +630,32 @@ mod tests {
         let mut b = vec![0x5au8; len];
         proto::encode_probe(&mut b, &proto::Probe { stream, seq, sent_ns: 1 });
         b
+    }
+
+    fn sysctl(name: &str) -> usize {
+        std::fs::read_to_string(format!("/proc/sys/net/core/{name}")).unwrap().trim().parse().unwrap()
+    }
+
+    #[test]
+    fn rcvbuf_default_is_4_mib_and_the_grant_is_reported() {
+        let cfg = EchoConfig::new("127.0.0.1:0".parse().unwrap());
+        assert_eq!(cfg.rcvbuf, Some(4 << 20));
+        let srv = EchoServer::start(cfg).unwrap();
+        let r = srv.rcvbuf();
+        assert_eq!(r.requested, Some(DEFAULT_RCVBUF));
+        // The kernel caps at rmem_max, then doubles.
+        assert_eq!(r.granted, 2 * DEFAULT_RCVBUF.min(sysctl("rmem_max")));
+        assert_eq!(r.capped(), sysctl("rmem_max") < DEFAULT_RCVBUF);
+        let j = srv.stop().unwrap().to_json();
+        assert_eq!(j["rcvbuf"]["requested"], DEFAULT_RCVBUF);
+        assert_eq!(j["rcvbuf"]["granted"], r.granted);
+        // None: the kernel default, reported as is.
+        let mut cfg = EchoConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.rcvbuf = None;
+        let srv = EchoServer::start(cfg).unwrap();
+        assert_eq!(srv.rcvbuf(), RcvBuf { requested: None, granted: sysctl("rmem_default") });
+        assert!(!srv.rcvbuf().capped());
+        assert!(srv.stop().unwrap().to_json()["rcvbuf"]["requested"].is_null());
     }
 
     fn echo_round(steer: Steer, bind: &str, hash: HashConfig, sources: &[&str]) -> EchoReport {

@@ -130,3 +130,30 @@ fn demo_text_ends_with_a_verdict() {
     assert!(text.lines().last().unwrap_or("").starts_with("verdict: OK"), "{text}");
     assert!(text.contains("worker 0 on CPU"), "{text}");
 }
+
+#[test]
+fn echo_rcvbuf_defaults_to_4_mib_and_reports_the_grant() {
+    let rmem_max: u64 =
+        std::fs::read_to_string("/proc/sys/net/core/rmem_max").unwrap().trim().parse().unwrap();
+    let run = |extra: &[&str]| {
+        let out = rsskit()
+            .args(["udp-echo", "--bind", "127.0.0.1:0", "--cpus", "0", "--duration", "0.3", "--json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{err}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+        (v, err)
+    };
+    let (v, err) = run(&[]);
+    assert_eq!(v["rcvbuf"]["requested"], 4 << 20);
+    assert_eq!(v["rcvbuf"]["granted"].as_u64(), Some(2 * (4u64 << 20).min(rmem_max)), "{v}");
+    assert!(err.contains("SO_RCVBUF: asked 4194304 bytes, granted"), "{err}");
+    let (v, _) = run(&["--rcvbuf", "1000000"]);
+    assert_eq!(v["rcvbuf"]["requested"], 1_000_000);
+    assert_eq!(v["rcvbuf"]["granted"].as_u64(), Some(2 * 1_000_000u64.min(rmem_max)));
+    let (v, err) = run(&["--rcvbuf", "0"]);
+    assert!(v["rcvbuf"]["requested"].is_null(), "{v}");
+    assert!(err.contains("SO_RCVBUF: the kernel default"), "{err}");
+}

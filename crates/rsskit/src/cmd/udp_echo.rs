@@ -4,7 +4,7 @@ use super::common::{print_json, seconds, stop_on_signals, worker_cpus, UdpHashAr
 use anyhow::{anyhow, bail, Result};
 use rsskit_runtime::stats::Counters;
 use rsskit_runtime::steer::Steer;
-use rsskit_runtime::udp_echo::{EchoConfig, EchoReport, EchoServer};
+use rsskit_runtime::udp_echo::{EchoConfig, EchoReport, EchoServer, RcvBuf, DEFAULT_RCVBUF};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -43,9 +43,11 @@ pub struct Args {
     flush_bytes: usize,
     #[command(flatten)]
     hash: UdpHashArgs,
-    /// SO_RCVBUF per socket, bytes.
-    #[arg(long)]
-    rcvbuf: Option<usize>,
+    /// SO_RCVBUF per socket, bytes (0: the kernel default,
+    /// net.core.rmem_default); the kernel caps it at net.core.rmem_max. The
+    /// size granted is printed at start and in the summary.
+    #[arg(long, default_value_t = DEFAULT_RCVBUF)]
+    rcvbuf: usize,
     /// Stop after this many seconds (default: run until SIGINT/SIGTERM).
     #[arg(long)]
     duration: Option<f64>,
@@ -75,7 +77,7 @@ pub fn run(a: Args) -> Result<()> {
     cfg.hash = a.hash.hash_config();
     cfg.key = a.hash.key.clone();
     cfg.bits = a.hash.bits;
-    cfg.rcvbuf = a.rcvbuf;
+    cfg.rcvbuf = (a.rcvbuf > 0).then_some(a.rcvbuf);
 
     let stop = stop_on_signals()?;
     let srv = EchoServer::start_with_stop(cfg, stop.clone())?;
@@ -147,6 +149,7 @@ fn banner(srv: &EchoServer, a: &Args) {
         };
         eprintln!("  worker {:>2}  cpu {:>3}  buckets {}{extra}", w.worker, w.cpu, buckets.join(","));
     }
+    eprintln!("  {}", rcvbuf_line(&srv.rcvbuf()));
     eprintln!("ready");
 }
 
@@ -165,6 +168,19 @@ fn rate_line(srv: &EchoServer, last: &[Counters], cur: &[Counters], dt: Duration
         srv.elapsed().as_secs_f64(),
         total as f64 / secs,
         parts.join("  ")
+    )
+}
+
+/// `SO_RCVBUF asked 4194304, granted 8388608 ...` (and why, when capped).
+fn rcvbuf_line(r: &RcvBuf) -> String {
+    let Some(asked) = r.requested else {
+        return format!("SO_RCVBUF: the kernel default, {} bytes per socket", r.granted);
+    };
+    let capped = if r.capped() { " (capped by net.core.rmem_max)" } else { "" };
+    format!(
+        "SO_RCVBUF: asked {asked} bytes, granted {} bytes per socket{capped} (getsockopt: the kernel doubles the \
+         request for its bookkeeping)",
+        r.granted
     )
 }
 
@@ -211,6 +227,7 @@ fn print_summary(r: &EchoReport) {
     if let Some(s) = &r.socket_drops {
         println!("kernel, our {} sockets: drops {} queued bytes {}", s.sockets, s.drops, s.rx_queue);
     }
+    println!("{}", rcvbuf_line(&r.rcvbuf));
 }
 
 #[cfg(test)]
