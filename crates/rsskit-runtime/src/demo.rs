@@ -7,7 +7,7 @@
 use crate::steer::Steer;
 use crate::udp_echo::{EchoConfig, EchoReport, EchoServer};
 use crate::udp_load::{self, LoadConfig, LoadReport, ServerTable};
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 use rsskit_core::HashConfig;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::AtomicBool;
@@ -47,6 +47,27 @@ impl DemoConfig {
     }
 }
 
+impl DemoConfig {
+    /// Refuses what the run would refuse, before anything starts.
+    pub fn validate(&self) -> Result<()> {
+        if self.cpus.is_empty() {
+            bail!("no CPUs to run workers on");
+        }
+        if self.streams == 0 {
+            bail!("--streams must be at least 1");
+        }
+        if self.size < udp_load::MIN_SIZE || self.size > udp_load::MAX_SIZE {
+            bail!(
+                "--size {} is out of range: a probe datagram is {}..={} bytes",
+                self.size,
+                udp_load::MIN_SIZE,
+                udp_load::MAX_SIZE
+            );
+        }
+        Ok(())
+    }
+}
+
 impl Default for DemoConfig {
     fn default() -> Self {
         Self::new()
@@ -72,6 +93,7 @@ pub struct DemoOutcome {
 
 /// Runs the server and the load; `on_second` sees each second's figures.
 pub fn run(cfg: &DemoConfig, stop: &AtomicBool, mut on_second: impl FnMut(&Second)) -> Result<DemoOutcome> {
+    cfg.validate()?;
     let mut ec = EchoConfig::new(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), cfg.port));
     ec.cpus = cfg.cpus.clone();
     ec.steer = Steer::Toeplitz;

@@ -66,6 +66,9 @@ pub struct EchoConfig {
 /// (0.1-0.7% `RcvbufErrors` under load); the C floor of the benchmark asks
 /// for 4 MiB too. The kernel caps the request at `net.core.rmem_max`.
 pub const DEFAULT_RCVBUF: usize = 4 << 20;
+/// Largest `SO_RCVBUF` request (the option is a C `int`, which the kernel
+/// doubles).
+pub const MAX_RCVBUF: usize = i32::MAX as usize / 2;
 
 impl EchoConfig {
     /// Defaults: every online CPU, `toeplitz`, batch 32, flush at 16
@@ -106,6 +109,9 @@ impl EchoConfig {
         }
         if self.flush_bytes == 0 {
             bail!("--flush-bytes must be at least 1");
+        }
+        if let Some(n) = self.rcvbuf.filter(|&n| n > MAX_RCVBUF) {
+            bail!("--rcvbuf {n} is above the largest SO_RCVBUF request ({MAX_RCVBUF} bytes)");
         }
         if self.max_datagram < proto::HEADER_LEN || self.max_datagram > 1 << 20 {
             bail!("datagram buffer of {} bytes: must be {}..=1048576", self.max_datagram, proto::HEADER_LEN);

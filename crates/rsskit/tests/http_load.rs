@@ -140,6 +140,37 @@ fn rate_schedule_is_kept() {
 }
 
 #[test]
+fn sigint_stops_early_with_progress_and_a_summary() {
+    let srv = Server::start(&["--quiet", "--steer", "kernel"]);
+    let url = format!("http://{}/", srv.addr);
+    let mut load = common::proc::Running::spawn(&[
+        "http-load",
+        "--url",
+        &url,
+        "--connections",
+        "8",
+        "--duration",
+        "30",
+        "--rate",
+        "2000",
+        "--json",
+    ]);
+    // One progress line a second, on stderr with --json.
+    load.wait_for(" req/s (total ", Duration::from_secs(10));
+    let t = Instant::now();
+    let (st, out, _) = load.signal_and_wait(libc::SIGINT, Duration::from_secs(5));
+    assert!(st.success(), "{st:?}");
+    assert!(t.elapsed() < Duration::from_secs(5));
+    let r: serde_json::Value = serde_json::from_str(&out).expect("one JSON object on stdout");
+    let resp = n(&r["responses"]);
+    assert!((1000..30 * 2000).contains(&resp), "stopped early: {r}");
+    let (_, v) = srv.stop();
+    let served = n(&v["total"]["requests"]);
+    // Requests in flight at the signal are served but never read back.
+    assert!(served >= resp && served <= resp + 8, "server {served} vs client {resp}");
+}
+
+#[test]
 fn refused_and_bad_inputs() {
     // Nothing listens on this port (bound, never listening).
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -157,3 +157,100 @@ fn echo_rcvbuf_defaults_to_4_mib_and_reports_the_grant() {
     assert!(v["rcvbuf"]["requested"].is_null(), "{v}");
     assert!(err.contains("SO_RCVBUF: the kernel default"), "{err}");
 }
+
+/// Runs, expects exit status 1 and exactly one stderr line
+/// `rsskit: error: ...` containing `needle`.
+fn one_line_error(args: &[&str], needle: &str) {
+    let out = rsskit().args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "rsskit {}: stderr: {err}", args.join(" "));
+    assert_eq!(err.trim().lines().count(), 1, "rsskit {}: one line: {err}", args.join(" "));
+    assert!(err.starts_with("rsskit: error: ") && err.contains(needle), "rsskit {}: {err}", args.join(" "));
+}
+
+#[test]
+fn out_of_range_numbers_are_one_line_errors() {
+    // 1e300 s used to reach Duration::from_secs_f64 and panic.
+    one_line_error(&["udp-echo", "--bind", "127.0.0.1:0", "--duration", "1e300"], "--duration");
+    one_line_error(&["udp-echo", "--bind", "127.0.0.1:0", "--duration", "nan"], "--duration");
+    // Above a C int: used to be truncated silently by setsockopt.
+    one_line_error(&["udp-echo", "--bind", "127.0.0.1:0", "--rcvbuf", "99999999999999"], "--rcvbuf");
+    // The demo used to print its banner before refusing the size.
+    one_line_error(&["demo", "--size", "1"], "--size 1");
+    one_line_error(&["demo", "--streams", "0"], "--streams");
+}
+
+#[test]
+fn echo_sigint_prints_progress_and_exact_final_counters() {
+    use std::time::Duration;
+    let mut srv =
+        common::proc::Running::spawn(&["udp-echo", "--bind", "127.0.0.1:0", "--cpus", "0", "--json"]);
+    let banner = srv.wait_for("udp-echo: echo on ", Duration::from_secs(20));
+    let at: std::net::SocketAddr =
+        banner.split("echo on ").nth(1).unwrap().split(',').next().unwrap().parse().unwrap();
+    srv.wait_for("ready", Duration::from_secs(20));
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = [0u8; 2048];
+    for i in 0..50u8 {
+        s.send_to(&[i; 100], at).unwrap();
+        let (n, _) = s.recv_from(&mut buf).unwrap();
+        assert_eq!(&buf[..n], &[i; 100][..]);
+    }
+    // One progress line a second, on stderr with --json.
+    srv.wait_for(" pps ", Duration::from_secs(3));
+    let (st, out, _) = srv.signal_and_wait(libc::SIGINT, Duration::from_secs(3));
+    assert!(st.success(), "exit status on SIGINT: {st:?}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("one JSON object on stdout");
+    assert_eq!(v["totals"]["received"], 50, "{v}");
+    assert_eq!(v["totals"]["sent"], 50, "{v}");
+    assert_eq!(v["workers"][0]["received"], 50, "{v}");
+}
+
+#[test]
+fn load_sigint_stops_early_with_a_summary() {
+    use std::time::{Duration, Instant};
+    let mut srv = common::proc::Running::spawn(&[
+        "udp-echo",
+        "--bind",
+        "127.0.0.1:0",
+        "--cpus",
+        "0",
+        "--duration",
+        "30",
+        "--json",
+    ]);
+    let banner = srv.wait_for("udp-echo: echo on ", Duration::from_secs(20));
+    let at = banner.split("echo on ").nth(1).unwrap().split(',').next().unwrap().to_string();
+    srv.wait_for("ready", Duration::from_secs(20));
+    let mut load = common::proc::Running::spawn(&[
+        "udp-load",
+        "--target",
+        &at,
+        "--streams",
+        "2",
+        "--rate",
+        "2000",
+        "--duration",
+        "30",
+        "--server-cpus",
+        "1",
+        "--drain",
+        "0.3",
+        "--json",
+    ]);
+    load.wait_for(" sent ", Duration::from_secs(10));
+    let t = Instant::now();
+    let (st, out, _) = load.signal_and_wait(libc::SIGINT, Duration::from_secs(5));
+    assert!(t.elapsed() < Duration::from_secs(5));
+    assert!(st.success(), "{st:?}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("one JSON object on stdout");
+    let (sent, echoed, lost) =
+        (v["sent"].as_u64().unwrap(), v["echoed"].as_u64().unwrap(), v["lost"].as_u64().unwrap());
+    assert!((1000..30_000).contains(&sent), "stopped early: {v}");
+    assert_eq!(echoed + lost, sent, "{v}");
+    let (st, out, _) = srv.signal_and_wait(libc::SIGINT, Duration::from_secs(3));
+    assert!(st.success());
+    let s: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(s["totals"]["sent"].as_u64(), Some(echoed), "server echoes = client echoes: {s}");
+}

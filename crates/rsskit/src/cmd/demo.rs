@@ -43,9 +43,6 @@ pub fn run(a: Args) -> Result<()> {
         cfg.streams = 2 * cfg.cpus.len();
     }
     if let Some(s) = a.streams {
-        if s == 0 {
-            bail!("--streams must be at least 1");
-        }
         cfg.streams = s;
     }
     if !(a.duration.is_finite() && a.duration > 0.0 && a.duration <= 3600.0) {
@@ -55,6 +52,7 @@ pub fn run(a: Args) -> Result<()> {
     cfg.port = a.port;
     cfg.size = a.size;
     cfg.udp_4tuple = a.udp_4tuple;
+    cfg.validate()?;
     let stop = stop_on_signals()?;
     let n = cfg.cpus.len();
     eprintln!(

@@ -9,7 +9,9 @@ use rsskit_runtime::udp_load::IpNet;
 
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Example: rsskit http-load --url http://127.0.0.1:8080/ --connections 1000 --duration 10 --close"
+    after_help = "One line a second on stderr (--quiet: none); the summary at the end on stdout (--json: one \
+object). SIGINT or SIGTERM ends the run early and still reports. Exit status 1 when no response came \
+back.\n\nExample:\n  rsskit http-load --url http://127.0.0.1:8080/ --connections 1000 --duration 10 --close"
 )]
 pub struct Args {
     /// Target: http://HOST[:PORT]/PATH.

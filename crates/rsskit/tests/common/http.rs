@@ -59,9 +59,14 @@ impl Server {
 
     /// SIGTERM, wait (at most 10 s, else kill and fail), and the final
     /// JSON summary.
-    pub fn stop(mut self) -> (ExitStatus, serde_json::Value) {
+    pub fn stop(self) -> (ExitStatus, serde_json::Value) {
+        self.stop_with(libc::SIGTERM)
+    }
+
+    /// As [`Server::stop`] with signal `sig`.
+    pub fn stop_with(mut self, sig: i32) -> (ExitStatus, serde_json::Value) {
         // SAFETY: signalling our own child process.
-        unsafe { libc::kill(self.pid(), libc::SIGTERM) };
+        unsafe { libc::kill(self.pid(), sig) };
         let mut child = self.child.take().unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         let status = loop {
@@ -71,7 +76,7 @@ impl Server {
             if Instant::now() > deadline {
                 let _ = child.kill();
                 let _ = child.wait();
-                panic!("http-serve did not exit within 10 s of SIGTERM");
+                panic!("http-serve did not exit within 10 s of signal {sig}");
             }
             std::thread::sleep(Duration::from_millis(20));
         };

@@ -1,0 +1,97 @@
+//! A long-running `rsskit` command under test: its stderr read line by line
+//! as it comes, signalled, waited for (bounded), killed on drop.
+
+use super::netns::rsskit;
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+pub struct Running {
+    child: Option<Child>,
+    lines: mpsc::Receiver<String>,
+    /// Every stderr line read so far.
+    pub stderr: Vec<String>,
+}
+
+impl Running {
+    /// Starts `rsskit ARGS` with stdout and stderr piped.
+    pub fn spawn(args: &[&str]) -> Running {
+        let mut child = Command::new(rsskit())
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawning rsskit");
+        let (tx, rx) = mpsc::channel();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Running { child: Some(child), lines: rx, stderr: Vec::new() }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().unwrap().id() as i32
+    }
+
+    /// Waits (at most `within`) for a stderr line containing `needle`.
+    pub fn wait_for(&mut self, needle: &str, within: Duration) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    self.stderr.push(l.clone());
+                    if l.contains(needle) {
+                        return l;
+                    }
+                }
+                Err(_) => panic!(
+                    "no stderr line with {needle:?} within {within:?}; stderr so far:\n{}",
+                    self.stderr.join("\n")
+                ),
+            }
+        }
+    }
+
+    /// Sends `sig`, waits at most `within` for the exit (else kills it and
+    /// fails), and returns the status, stdout and every stderr line.
+    pub fn signal_and_wait(mut self, sig: i32, within: Duration) -> (ExitStatus, String, Vec<String>) {
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(self.pid(), sig) };
+        let mut child = self.child.take().unwrap();
+        let t = Instant::now();
+        let status = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break st;
+            }
+            if t.elapsed() > within {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("rsskit did not exit within {within:?} of signal {sig}");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let mut out = String::new();
+        child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+        // The reader thread ends at EOF: collect the rest.
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(2)) {
+            self.stderr.push(l);
+        }
+        (status, out, std::mem::take(&mut self.stderr))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
