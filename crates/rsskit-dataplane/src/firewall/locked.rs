@@ -16,8 +16,11 @@ use super::state::{StateTable, Timeouts};
 use std::sync::{Arc, RwLock};
 
 /// States and `limit` tracks, kept together because removing a state
-/// releases its track.
+/// releases its track. Aligned so two workers' tables, allocated one after
+/// the other, never share a cache line (their headers are written on every
+/// install and expiry).
 #[derive(Debug)]
+#[repr(align(128))]
 pub struct Tables {
     pub states: StateTable,
     pub tracks: LocalTracks,

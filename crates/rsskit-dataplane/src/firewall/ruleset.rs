@@ -23,8 +23,10 @@ use std::sync::{Arc, Mutex};
 const TH_SYN: u8 = 0x02;
 const TH_ACK: u8 = 0x10;
 
-/// A rule's packet and byte counters.
+/// A rule's packet and byte counters, on a cache line of their own (the
+/// rows are separate allocations that could otherwise share lines).
 #[derive(Debug, Default)]
+#[repr(align(64))]
 pub struct Counter {
     pub packets: AtomicU64,
     pub bytes: AtomicU64,
