@@ -1,7 +1,7 @@
 //! pcap and pcapng files through the `pcap-file` crate: a [`Source`] that
 //! replays a capture at full speed or with its timing, looping N times, and
-//! a [`Sink`] that writes a pcap file (shared between workers, one lock per
-//! flushed group).
+//! a [`Sink`] that writes a pcap or pcapng file (shared between workers, one
+//! lock per flushed group).
 //!
 //! Link types read: Ethernet (1), raw IP (101, and 228 / 229 for IPv4 /
 //! IPv6); raw IP gets a synthetic Ethernet header. `pcap-file` 2.0 reads
@@ -233,7 +233,13 @@ impl Source for PcapSource {
 /// A pcap file (Ethernet, ns timestamps) written by any number of workers.
 #[derive(Clone)]
 pub struct PcapSink {
-    w: Arc<Mutex<PcapWriter<BufWriter<File>>>>,
+    w: Arc<Mutex<Writer>>,
+}
+
+enum Writer {
+    Pcap(PcapWriter<BufWriter<File>>),
+    /// pcapng: one Ethernet interface with nanosecond timestamps (if_tsresol 9).
+    Ng(pcap_file::pcapng::PcapNgWriter<BufWriter<File>>),
 }
 
 impl PcapSink {
@@ -248,7 +254,25 @@ impl PcapSink {
         };
         let w = PcapWriter::with_header(BufWriter::new(f), header)
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
-        Ok(PcapSink { w: Arc::new(Mutex::new(w)) })
+        Ok(PcapSink { w: Arc::new(Mutex::new(Writer::Pcap(w))) })
+    }
+
+    /// Creates (truncates) a pcapng file at `path`.
+    pub fn create_ng(path: &Path) -> Result<Self> {
+        use pcap_file::pcapng::blocks::interface_description::{
+            InterfaceDescriptionBlock, InterfaceDescriptionOption,
+        };
+        let f = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+        let mut w = pcap_file::pcapng::PcapNgWriter::new(BufWriter::new(f))
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+        let idb = InterfaceDescriptionBlock {
+            linktype: DataLink::ETHERNET,
+            snaplen: 65535,
+            options: vec![InterfaceDescriptionOption::IfTsResol(9)],
+        };
+        w.write_block(&Block::InterfaceDescription(idb))
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+        Ok(PcapSink { w: Arc::new(Mutex::new(Writer::Ng(w))) })
     }
 }
 
@@ -262,8 +286,22 @@ impl Sink for PcapSink {
             } else {
                 Duration::from_nanos(m.ts_ns)
             };
-            let p = PcapPacket::new(ts, m.len() as u32, m.data());
-            w.write_packet(&p).map_err(|e| std::io::Error::other(e.to_string()))?;
+            let r = match &mut *w {
+                Writer::Pcap(w) => w.write_packet(&PcapPacket::new(ts, m.len() as u32, m.data())).map(|_| ()),
+                Writer::Ng(w) => {
+                    // pcap-file 2.0 writes the Duration's nanoseconds as the
+                    // raw units: right for if_tsresol 9.
+                    let epb = pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock {
+                        interface_id: 0,
+                        timestamp: ts,
+                        original_len: m.len() as u32,
+                        data: std::borrow::Cow::Borrowed(m.data()),
+                        options: vec![],
+                    };
+                    w.write_block(&Block::EnhancedPacket(epb)).map(|_| ())
+                }
+            };
+            r.map_err(|e| std::io::Error::other(e.to_string()))?;
             n += 1;
         }
         Ok(n)
@@ -277,7 +315,10 @@ impl PcapSink {
         match Arc::try_unwrap(self.w) {
             Ok(m) => {
                 let w = m.into_inner().unwrap_or_else(|e| e.into_inner());
-                let mut bw = w.into_writer();
+                let mut bw = match w {
+                    Writer::Pcap(w) => w.into_writer(),
+                    Writer::Ng(w) => w.into_inner(),
+                };
                 use std::io::Write;
                 bw.flush().context("flushing the output pcap")?;
                 Ok(())
@@ -322,6 +363,21 @@ mod tests {
         }
         assert_eq!(n, 9);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn pcapng_write_then_read_back() {
+        let p = std::env::temp_dir().join(format!("rsskit-ngw-{}.pcapng", std::process::id()));
+        let mut s = PcapSink::create_ng(&p).unwrap();
+        let frames: Vec<Mbuf> = (0..3u8)
+            .map(|i| Mbuf::heap(vec![i; 60], 0, 1_700_000_000_123_456_789 + u64::from(i), 0))
+            .collect();
+        assert_eq!(s.send(&frames).unwrap(), 3);
+        s.close().unwrap();
+        let back = read_all(&p).unwrap();
+        assert_eq!(back.len(), 3);
+        assert_eq!(back[1], (1_700_000_000_123_456_790, vec![1; 60]), "nanosecond timestamps survive");
+        std::fs::remove_file(&p).unwrap();
     }
 
     #[test]

@@ -38,13 +38,14 @@ pub enum InSpec {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OutSpec {
     Pcap(PathBuf),
+    PcapNg(PathBuf),
     AfPacket(String),
     Null,
 }
 
 fn parse_in(s: &str) -> Result<InSpec, String> {
     match s.split_once(':') {
-        Some(("pcap", f)) if !f.is_empty() => Ok(InSpec::Pcap(f.into())),
+        Some(("pcap" | "pcapng", f)) if !f.is_empty() => Ok(InSpec::Pcap(f.into())),
         Some(("afpacket", i)) if !i.is_empty() => Ok(InSpec::AfPacket(i.into())),
         Some(("gen", n)) => match n.parse::<usize>() {
             Ok(n) if (60..=1514).contains(&n) => Ok(InSpec::Gen(n)),
@@ -58,9 +59,10 @@ fn parse_in(s: &str) -> Result<InSpec, String> {
 fn parse_out(s: &str) -> Result<OutSpec, String> {
     match s.split_once(':') {
         Some(("pcap", f)) if !f.is_empty() => Ok(OutSpec::Pcap(f.into())),
+        Some(("pcapng", f)) if !f.is_empty() => Ok(OutSpec::PcapNg(f.into())),
         Some(("afpacket", i)) if !i.is_empty() => Ok(OutSpec::AfPacket(i.into())),
         None if s == "null" => Ok(OutSpec::Null),
-        _ => Err(format!("'{s}' is not an output: use pcap:FILE, afpacket:IFNAME or null")),
+        _ => Err(format!("'{s}' is not an output: use pcap:FILE, pcapng:FILE, afpacket:IFNAME or null")),
     }
 }
 
@@ -84,14 +86,14 @@ fn seconds(s: &str) -> Result<f64, String> {
     after_help = "Inputs: pcap:FILE (pcap or pcapng; Ethernet or raw IP), afpacket:IFNAME (TPACKET_V3 \
 ring, one socket per worker in a PACKET_FANOUT group; needs CAP_NET_RAW), gen[:SIZE] (synthetic UDP \
 frames of SIZE bytes, default 64, from memory; one input per worker). Outputs: pcap:FILE, \
-afpacket:IFNAME, null. A status line per second goes to stderr; the final counters (like netstat -Q) \
+pcapng:FILE, afpacket:IFNAME, null. A status line per second goes to stderr; the final counters (like netstat -Q) \
 to stdout."
 )]
 pub struct Args {
     /// Input: pcap:FILE | afpacket:IFNAME | gen[:SIZE].
     #[arg(long = "in", value_parser = parse_in)]
     input: InSpec,
-    /// Output: pcap:FILE | afpacket:IFNAME | null.
+    /// Output: pcap:FILE | pcapng:FILE | afpacket:IFNAME | null.
     #[arg(long = "out", value_parser = parse_out, default_value = "null")]
     output: OutSpec,
     /// Worker threads.
@@ -281,8 +283,12 @@ pub fn run(a: Args) -> Result<()> {
                 sinks.push(Box::new(NullSink::default()));
             }
         }
-        OutSpec::Pcap(p) => {
-            let s = PcapSink::create(p)?;
+        OutSpec::Pcap(p) | OutSpec::PcapNg(p) => {
+            let s = if matches!(a.output, OutSpec::PcapNg(_)) {
+                PcapSink::create_ng(p)?
+            } else {
+                PcapSink::create(p)?
+            };
             for _ in 0..n {
                 sinks.push(Box::new(s.clone()));
             }
@@ -483,6 +489,7 @@ mod tests {
         assert!(parse_in("pcap:").is_err());
         assert!(parse_in("eth0").is_err());
         assert_eq!(parse_out("null"), Ok(OutSpec::Null));
+        assert_eq!(parse_out("pcapng:x"), Ok(OutSpec::PcapNg("x".into())));
         assert!(parse_out("nul").is_err());
         let f = gen_frames(16, 64, 0);
         assert!(f.iter().all(|x| x.len() == 64));
