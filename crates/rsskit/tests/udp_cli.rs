@@ -254,3 +254,22 @@ fn load_sigint_stops_early_with_a_summary() {
     let s: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(s["totals"]["sent"].as_u64(), Some(echoed), "server echoes = client echoes: {s}");
 }
+
+#[test]
+fn demo_sigint_stops_early_and_still_reports() {
+    use std::time::Duration;
+    let mut demo = common::proc::Running::spawn(&["demo", "--duration", "60", "--json"]);
+    // One line a second, on stderr with --json.
+    demo.wait_for(" pps per worker: ", Duration::from_secs(20));
+    let (st, out, _) = demo.signal_and_wait(libc::SIGINT, Duration::from_secs(5));
+    assert!(st.success(), "{st:?}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("one JSON object on stdout");
+    assert!(v["load"]["elapsed_s"].as_f64().unwrap() < 30.0, "stopped early: {v}");
+    let (sent, echoed, lost) = (
+        v["load"]["sent"].as_u64().unwrap(),
+        v["load"]["echoed"].as_u64().unwrap(),
+        v["load"]["lost"].as_u64().unwrap(),
+    );
+    assert!(echoed > 0 && echoed + lost == sent, "{v}");
+    assert_eq!(v["server"]["totals"]["sent"].as_u64(), Some(echoed), "{v}");
+}
