@@ -70,6 +70,25 @@ impl<R: Send + 'static> Workers<R> {
         G: Fn(&WorkerCtx, S) -> Result<T> + Send + Sync + 'static,
         F: Fn(WorkerCtx, T) -> R + Send + Sync + 'static,
     {
+        Self::spawn_maybe_pinned(cpus, true, states, stop, setup, run)
+    }
+
+    /// As [`Workers::spawn_with_setup`]; with `pin` false the threads are
+    /// left wherever the scheduler puts them (`cpus` only names them), for
+    /// tools that offer running unpinned (`http-load --no-pin`).
+    pub fn spawn_maybe_pinned<S, T, G, F>(
+        cpus: &[usize],
+        pin: bool,
+        states: Vec<S>,
+        stop: Arc<AtomicBool>,
+        setup: G,
+        run: F,
+    ) -> Result<Workers<R>>
+    where
+        S: Send + 'static,
+        G: Fn(&WorkerCtx, S) -> Result<T> + Send + Sync + 'static,
+        F: Fn(WorkerCtx, T) -> R + Send + Sync + 'static,
+    {
         assert_eq!(cpus.len(), states.len(), "one state per worker");
         let (setup, run) = (Arc::new(setup), Arc::new(run));
         let (ready_tx, ready_rx) = mpsc::channel::<(usize, Result<(), String>)>();
@@ -82,9 +101,8 @@ impl<R: Send + 'static> Workers<R> {
             let h = std::thread::Builder::new()
                 .name(format!("rsskit-w{index}-cpu{cpu}"))
                 .spawn(move || {
-                    let built = rsskit_linux::affinity::pin_current_thread(cpu)
-                        .map_err(anyhow::Error::from)
-                        .and_then(|()| setup(&ctx, state));
+                    let pinned = if pin { rsskit_linux::affinity::pin_current_thread(cpu) } else { Ok(()) };
+                    let built = pinned.map_err(anyhow::Error::from).and_then(|()| setup(&ctx, state));
                     match built {
                         Ok(t) => {
                             let _ = ready.send((index, Ok(())));
@@ -128,6 +146,11 @@ impl<R: Send + 'static> Workers<R> {
             return Err(e);
         }
         Ok(w)
+    }
+
+    /// Whether every worker has returned (on its own or after a stop).
+    pub fn finished(&self) -> bool {
+        self.handles.iter().all(|h| h.is_finished())
     }
 
     /// Number of workers.
@@ -254,5 +277,28 @@ mod tests {
         let e = r.err().expect("setup of worker 1 fails").to_string();
         assert!(e.contains("worker 1 (CPU") && e.contains("no epoll for you"), "{e}");
         assert_eq!(ran.load(Ordering::Relaxed), 1, "worker 0 ran and was stopped");
+    }
+
+    #[test]
+    fn unpinned_workers_keep_the_spawners_affinity_and_finish_on_their_own() {
+        let mine = rsskit_linux::affinity::current_affinity().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        // CPU 4000 does not exist: fine when it only names the worker.
+        let w = Workers::spawn_maybe_pinned(
+            &[4000, 4001],
+            false,
+            vec![(), ()],
+            stop.clone(),
+            |_, ()| Ok(()),
+            |_, ()| rsskit_linux::affinity::current_affinity().unwrap(),
+        )
+        .unwrap();
+        let t = std::time::Instant::now();
+        while !w.finished() {
+            assert!(t.elapsed() < std::time::Duration::from_secs(5));
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(!stop.load(Ordering::Relaxed), "they returned without a stop request");
+        assert_eq!(w.join().unwrap(), vec![mine.clone(), mine]);
     }
 }

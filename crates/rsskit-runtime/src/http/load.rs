@@ -20,6 +20,7 @@ use super::event::{self, Epoll};
 use super::hist::{Latency, LatencySummary};
 use super::now_ns;
 use crate::udp_load::IpNet;
+use crate::worker::Workers;
 use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::finder::{find_src_ports_any, Solutions};
 use rsskit_core::rss::RssConfig;
@@ -976,10 +977,9 @@ pub fn run(
     // Global connection k: worker k % threads.
     let t0 = now_ns() + 20_000_000;
     let end = t0 + dur_ns;
-    let mut handles = Vec::new();
     let mut lives = Vec::new();
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
-    for (w, (&cpu, plan)) in cpus.iter().zip(plans).enumerate() {
+    let mut states = Vec::with_capacity(cpus.len());
+    for (w, plan) in plans.into_iter().enumerate() {
         let ks: Vec<usize> = (w..cfg.connections).step_by(threads).collect();
         let phase: Vec<u64> = ks
             .iter()
@@ -991,109 +991,90 @@ pub fn run(
             .collect();
         let live = Arc::new(Live::default());
         lives.push(live.clone());
-        let (request, stop, ready) = (request.clone(), stop.clone(), ready_tx.clone());
-        let (pin, target, close, timeout_ns) =
-            (cfg.pin, cfg.url.addr, cfg.close, cfg.timeout.as_nanos().min(u64::MAX as u128) as u64);
-        let bind_port = cfg.src_ports != SrcPorts::Kernel;
-        let h = std::thread::Builder::new()
-            .name(format!("http-load-w{w}"))
-            .spawn(move || -> Result<WorkerReport, String> {
-                if pin {
-                    if let Err(e) = rsskit_linux::affinity::pin_current_thread(cpu) {
-                        let _ = ready.send(Err(e.to_string()));
-                        return Err(e.to_string());
-                    }
-                }
-                let ep = match Epoll::new(1024) {
-                    Ok(e) => e,
-                    Err(e) => {
-                        let _ = ready.send(Err(format!("epoll: {e}")));
-                        return Err(e.to_string());
-                    }
-                };
-                let _ = ready.send(Ok(()));
-                drop(ready);
-                let n = phase.len();
-                let conns = (0..n)
-                    .map(|_| Conn {
-                        sock: None,
-                        state: State::Idle,
-                        gen: 0,
-                        start: 0,
-                        began: 0,
-                        connect_start: 0,
-                        next_sched: 0,
-                        wpos: 0,
-                        head: Vec::new(),
-                        head_done: false,
-                        remaining: 0,
-                        until_eof: false,
-                        server_close: false,
-                        status: 0,
-                        got_bytes: false,
-                        timer: 0,
-                        done: false,
-                    })
-                    .collect();
-                let mut wk = Worker {
-                    index: w,
+        states.push((plan, phase, live));
+    }
+    let (target, close, timeout_ns) =
+        (cfg.url.addr, cfg.close, cfg.timeout.as_nanos().min(u64::MAX as u128) as u64);
+    let bind_port = cfg.src_ports != SrcPorts::Kernel;
+    // Set up on the worker's own thread (pinned unless --no-pin); Workers
+    // returns once every worker is ready, or the first setup error.
+    let workers = Workers::spawn_maybe_pinned(
+        &cpus,
+        cfg.pin,
+        states,
+        stop.clone(),
+        move |ctx, (plan, phase, live): (SourcePlan, Vec<u64>, Arc<Live>)| {
+            let (w, cpu) = (ctx.index, ctx.cpu);
+            let ep = Epoll::new(1024).map_err(|e| anyhow!("epoll: {e}"))?;
+            let n = phase.len();
+            let conns = (0..n)
+                .map(|_| Conn {
+                    sock: None,
+                    state: State::Idle,
+                    gen: 0,
+                    start: 0,
+                    began: 0,
+                    connect_start: 0,
+                    next_sched: 0,
+                    wpos: 0,
+                    head: Vec::new(),
+                    head_done: false,
+                    remaining: 0,
+                    until_eof: false,
+                    server_close: false,
+                    status: 0,
+                    got_bytes: false,
+                    timer: 0,
+                    done: false,
+                })
+                .collect();
+            let wk = Worker {
+                index: w,
+                cpu,
+                ep,
+                conns,
+                request: request.clone(),
+                target: target.into(),
+                ipv6: target.is_ipv6(),
+                locals: plan.locals,
+                local_cursor: 0,
+                bind_port,
+                timers: BinaryHeap::with_capacity(n),
+                interval,
+                close,
+                timeout_ns,
+                end,
+                scratch: vec![0; 64 * 1024],
+                report: WorkerReport {
+                    worker: w,
                     cpu,
-                    ep,
-                    conns,
-                    request,
-                    target: target.into(),
-                    ipv6: target.is_ipv6(),
-                    locals: plan.locals,
-                    local_cursor: 0,
-                    bind_port,
-                    timers: BinaryHeap::with_capacity(n),
-                    interval,
-                    close,
-                    timeout_ns,
-                    end,
-                    scratch: vec![0; 64 * 1024],
-                    report: WorkerReport {
-                        worker: w,
-                        cpu,
-                        connections: n,
-                        sent: 0,
-                        responses: 0,
-                        connects: 0,
-                        bytes_in: 0,
-                        errors: Errors::default(),
-                        latency: Latency::new(),
-                        connect: Latency::new(),
-                    },
-                    live,
-                    open: 0,
-                    inflight: 0,
-                    ready: Vec::new(),
-                };
-                wk.run(t0, &phase, &stop);
-                let _ = (wk.index, wk.cpu);
-                Ok(wk.report)
-            })
-            .context("spawning a load worker")?;
-        handles.push(h);
-    }
-    drop(ready_tx);
-    let mut setup_err = None;
-    for r in ready_rx.iter() {
-        if let Err(e) = r {
-            setup_err.get_or_insert(e);
-        }
-    }
-    if let Some(e) = setup_err {
-        stop.store(true, Ordering::Relaxed);
-        for h in handles {
-            let _ = h.join();
-        }
-        bail!("load worker setup: {e}");
-    }
+                    connections: n,
+                    sent: 0,
+                    responses: 0,
+                    connects: 0,
+                    bytes_in: 0,
+                    errors: Errors::default(),
+                    latency: Latency::new(),
+                    connect: Latency::new(),
+                },
+                live,
+                open: 0,
+                inflight: 0,
+                ready: Vec::new(),
+            };
+            Ok((wk, phase))
+        },
+        move |ctx, (mut wk, phase): (Worker, Vec<u64>)| {
+            wk.run(t0, &phase, &ctx.stop);
+            let _ = (wk.index, wk.cpu);
+            wk.report
+        },
+    )
+    .context("load worker setup")?;
     // Per-second progress until every worker is done.
     let start = std::time::Instant::now();
     let mut next = Duration::from_secs(1);
-    while handles.iter().any(|h| !h.is_finished()) {
+    while !workers.finished() {
         std::thread::sleep(Duration::from_millis(20));
         if start.elapsed() >= next && now_ns() < end {
             next += Duration::from_secs(1);
@@ -1104,10 +1085,7 @@ pub fn run(
         }
     }
     let elapsed_ns = now_ns().saturating_sub(t0);
-    let mut workers = Vec::new();
-    for (i, h) in handles.into_iter().enumerate() {
-        workers.push(h.join().map_err(|_| anyhow!("load worker {i} panicked"))?.map_err(|e| anyhow!("{e}"))?);
-    }
+    let workers = workers.join()?;
     let mut latency = Latency::new();
     let mut connect = Latency::new();
     let mut errors = Errors::default();
