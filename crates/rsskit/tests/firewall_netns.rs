@@ -129,8 +129,9 @@ fn redirect_through_afpacket_bridge() {
     let mut cmd = middle.command(&rsskit());
     cmd.args(["firewall", "--rules"]).arg(&rules);
     cmd.args(["--in", &format!("afpacket:{c1}"), "--out", &format!("afpacket:{s1}")]);
-    cmd.args(["--workers", "2", "--duration", "30", "--json", "--quiet"]);
+    cmd.args(["--workers", "2", "--duration", "30", "--json"]);
     let fw = Proc::spawn(cmd);
+    let fw_started = Instant::now();
 
     // Server: answers "pong:" + what it read, then closes.
     let srv_ns = server.name.clone();
@@ -190,9 +191,18 @@ fn redirect_through_afpacket_bridge() {
     .join()
     .expect("client thread");
     let served = server_thread.join().expect("server thread");
+    // Let at least one per-second status line out before stopping.
+    while fw_started.elapsed() < Duration::from_millis(1500) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     fw.signal(libc::SIGINT);
     let out = fw.wait(Duration::from_secs(15));
     let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.lines().any(|l| l.starts_with("t=1s packets=") && l.contains("states=[")),
+        "status line per second on stderr: {stderr}"
+    );
     let (texts, denied) = replies;
     assert_eq!(texts, (0..5).map(|i| format!("pong:ping{i}")).collect::<Vec<_>>(), "rsskit: {stdout}");
     assert!(denied, "a port no rule allows must not connect");
