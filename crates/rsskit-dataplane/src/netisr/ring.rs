@@ -200,6 +200,53 @@ impl<T> Producer<T> {
         Ok(())
     }
 
+    /// Moves as many items as fit from the front of `items` into the ring
+    /// with one index publication (one Release store for the group);
+    /// returns how many. The rest stay in `items`; they are not counted as
+    /// drops (see [`Producer::count_drops`]).
+    #[inline]
+    pub fn push_many(&mut self, items: &mut Vec<T>) -> usize {
+        if items.is_empty() {
+            return 0;
+        }
+        let cap = self.s.mask + 1;
+        let mut free = cap - self.tail.wrapping_sub(self.head_cache);
+        if free < items.len() {
+            self.head_cache = self.s.head.load(Ordering::Acquire);
+            free = cap - self.tail.wrapping_sub(self.head_cache);
+        }
+        let n = free.min(items.len());
+        for (k, v) in items.drain(..n).enumerate() {
+            // SAFETY: slots [tail, tail + n) are free (n <= free), as in push().
+            unsafe { (*self.s.slots[self.tail.wrapping_add(k) & self.s.mask].get()).write(v) };
+        }
+        if n > 0 {
+            self.tail = self.tail.wrapping_add(n);
+            self.s.prod.tail.store(self.tail, Ordering::Release);
+            self.queued += n as u64;
+            self.s.prod.queued.store(self.queued, Ordering::Relaxed);
+            let used = self.tail.wrapping_sub(self.head_cache);
+            if used > self.high_water {
+                self.head_cache = self.s.head.load(Ordering::Acquire);
+                let used = self.tail.wrapping_sub(self.head_cache);
+                if used > self.high_water {
+                    self.high_water = used;
+                    self.s.prod.high_water.store(used, Ordering::Relaxed);
+                }
+            }
+        }
+        n
+    }
+
+    /// Counts `n` items the caller dropped because the ring was full.
+    #[inline]
+    pub fn count_drops(&mut self, n: u64) {
+        if n > 0 {
+            self.drops += n;
+            self.s.prod.drops.store(self.drops, Ordering::Relaxed);
+        }
+    }
+
     /// Items queued (may be stale by the consumer's progress).
     pub fn len(&self) -> usize {
         self.tail.wrapping_sub(self.s.head.load(Ordering::Acquire))
@@ -286,6 +333,26 @@ mod tests {
         assert_eq!(v, vec![1, 2, 3, 4]);
         assert_eq!(c.pop(), None);
         assert_eq!(m.stats().len, 0);
+    }
+
+    #[test]
+    fn push_many_partial() {
+        let (mut p, mut c, m) = ring::<u32>(4);
+        let mut v = vec![1, 2, 3];
+        assert_eq!(p.push_many(&mut v), 3);
+        assert!(v.is_empty());
+        let mut v = vec![4, 5, 6];
+        assert_eq!(p.push_many(&mut v), 1);
+        assert_eq!(v, vec![5, 6]);
+        p.count_drops(2);
+        let s = m.stats();
+        assert_eq!((s.len, s.queued, s.drops, s.high_water), (4, 4, 2, 4));
+        assert_eq!(c.pop(), Some(1));
+        assert_eq!(p.push_many(&mut v), 1);
+        assert_eq!(v, vec![6]);
+        let mut out = Vec::new();
+        c.pop_into(&mut out, 10);
+        assert_eq!(out, vec![2, 3, 4, 5]);
     }
 
     #[test]

@@ -41,8 +41,12 @@ pub(super) struct Worker<H: Handler> {
     prefetch_bucket: bool,
     decap: bool,
     backpressure: bool,
-    /// Input packet waiting for room in the ring to its owner (backpressure).
-    stalled: Option<(usize, Mbuf)>,
+    /// `staged[j]`: packets for worker j, pushed on its ring as one group
+    /// (one index publication per group instead of one per packet). With
+    /// backpressure, what did not fit stays here and the input pauses.
+    staged: Vec<Vec<Mbuf>>,
+    /// `ret_staged[j]`: buffers of pool j to return, pushed as one group.
+    ret_staged: Vec<Vec<u32>>,
     inputs: Vec<Input>,
     pool: Pool,
     /// Every pool by id; keeps their memory alive while mbufs point into it.
@@ -134,7 +138,8 @@ pub(super) fn build<H: Handler>(
             prefetch_bucket: cfg.prefetch.bucket(),
             decap: cfg.decap,
             backpressure: cfg.backpressure,
-            stalled: None,
+            staged: (0..n).map(|_| Vec::with_capacity(cfg.batch.max(32))).collect(),
+            ret_staged: (0..n).map(|_| Vec::with_capacity(64)).collect(),
             inputs,
             pool,
             _pools: mems.clone(),
@@ -200,6 +205,9 @@ impl<H: Handler> Worker<H> {
                 // Ran out of input for now: DragonFly's rollup.
                 self.flush(FlushReason::Idle);
             }
+            // Whatever this loop queued or freed becomes visible before the
+            // worker can report itself idle.
+            self.flush_staged();
             if let Some(reass) = &mut self.reass {
                 if let Some(d) = reass.next_deadline() {
                     let now = self.epoch.elapsed().as_nanos() as u64;
@@ -236,6 +244,7 @@ impl<H: Handler> Worker<H> {
             }
         }
         self.flush(FlushReason::Final);
+        self.flush_staged();
         self.sink.finish()?;
         if let Some(r) = &self.reass {
             self.c.reass = *r.counters();
@@ -263,12 +272,11 @@ impl<H: Handler> Worker<H> {
         if self.inputs.is_empty() {
             return (false, false);
         }
-        if let Some((owner, m)) = self.stalled.take() {
-            let r = self.tx[owner].as_mut().expect("ring to another worker");
-            if let Err(m) = r.try_push(m) {
+        if self.backpressure && self.staged.iter().any(|q| !q.is_empty()) {
+            self.flush_staged();
+            if self.staged.iter().any(|q| !q.is_empty()) {
                 // Still no room: read nothing until the owner catches up.
                 // Counts as work so the run is not judged drained meanwhile.
-                self.stalled = Some((owner, m));
                 return (true, true);
             }
         }
@@ -324,16 +332,10 @@ impl<H: Handler> Worker<H> {
                     None => unsafe { Mbuf::pooled(self.pool.mem(), self.id as u16, idx, len, 0, ts_ns) },
                 };
                 self.dispatch_input(m, local);
-                if self.stalled.is_some() {
-                    more = true;
-                    break;
-                }
-            }
-            if self.stalled.is_some() {
-                break;
             }
             more |= got == self.batch;
         }
+        self.flush_staged();
         (did, more)
     }
 
@@ -367,22 +369,51 @@ impl<H: Handler> Worker<H> {
             if local.len() >= self.batch {
                 self.process_batch(local);
             }
-        } else if self.backpressure {
-            let r = self.tx[owner].as_mut().expect("ring to another worker");
-            if let Err(m) = r.try_push(m) {
-                self.stalled = Some((owner, m));
-            }
         } else {
             self.enqueue(owner, m);
         }
     }
 
-    /// Queues `m` to worker `owner`; a full ring drops it (counted by the ring).
+    /// Queues `m` to worker `owner` (staged; pushed by [`Self::flush_staged`]).
     #[inline]
     fn enqueue(&mut self, owner: usize, m: Mbuf) {
-        let r = self.tx[owner].as_mut().expect("ring to another worker");
-        if let Err(m) = r.push(m) {
-            self.release(m);
+        self.staged[owner].push(m);
+        if self.staged[owner].len() >= 64 {
+            self.flush_staged();
+        }
+    }
+
+    /// Pushes every staged group onto its ring. What does not fit is kept
+    /// (backpressure) or dropped and counted as queue drops (netisr).
+    fn flush_staged(&mut self) {
+        for owner in 0..self.staged.len() {
+            if self.staged[owner].is_empty() {
+                continue;
+            }
+            let mut q = std::mem::take(&mut self.staged[owner]);
+            let r = self.tx[owner].as_mut().expect("ring to another worker");
+            r.push_many(&mut q);
+            if !q.is_empty() && !self.backpressure {
+                r.count_drops(q.len() as u64);
+                for m in q.drain(..) {
+                    self.release(m);
+                }
+            }
+            self.staged[owner] = q;
+        }
+        self.flush_returns();
+    }
+
+    /// Pushes the staged buffer returns onto the return rings.
+    fn flush_returns(&mut self) {
+        for (pool, q) in self.ret_staged.iter_mut().enumerate() {
+            if !q.is_empty() {
+                if let Some(r) = self.ret_tx[pool].as_mut() {
+                    // Sized to hold the whole pool: everything fits.
+                    r.push_many(q);
+                }
+                q.clear();
+            }
         }
     }
 
@@ -413,9 +444,11 @@ impl<H: Handler> Worker<H> {
             let pool = pool as usize;
             if pool == self.id {
                 self.pool.free(idx);
-            } else if let Some(r) = self.ret_tx[pool].as_mut() {
-                // Sized to hold the whole pool: cannot be full.
-                let _ = r.push(idx);
+            } else {
+                self.ret_staged[pool].push(idx);
+                if self.ret_staged[pool].len() >= 64 {
+                    self.flush_returns();
+                }
             }
         }
     }
