@@ -47,6 +47,8 @@ pub(super) struct Worker<H: Handler> {
     staged: Vec<Vec<Mbuf>>,
     /// `ret_staged[j]`: buffers of pool j to return, pushed as one group.
     ret_staged: Vec<Vec<u32>>,
+    /// Consecutive loops the input stayed paused (backpressure).
+    stall_loops: u64,
     inputs: Vec<Input>,
     pool: Pool,
     /// Every pool by id; keeps their memory alive while mbufs point into it.
@@ -140,6 +142,7 @@ pub(super) fn build<H: Handler>(
             backpressure: cfg.backpressure,
             staged: (0..n).map(|_| Vec::with_capacity(cfg.batch.max(32))).collect(),
             ret_staged: (0..n).map(|_| Vec::with_capacity(64)).collect(),
+            stall_loops: 0,
             inputs,
             pool,
             _pools: mems.clone(),
@@ -277,8 +280,20 @@ impl<H: Handler> Worker<H> {
             if self.staged.iter().any(|q| !q.is_empty()) {
                 // Still no room: read nothing until the owner catches up.
                 // Counts as work so the run is not judged drained meanwhile.
+                // Back off a little so the retries do not keep pulling the
+                // owner's ring index line away from it; yield if the owner
+                // seems not to be running at all.
+                self.stall_loops += 1;
+                if self.stall_loops.is_multiple_of(4096) {
+                    std::thread::yield_now();
+                } else {
+                    for _ in 0..16 {
+                        std::hint::spin_loop();
+                    }
+                }
                 return (true, true);
             }
+            self.stall_loops = 0;
         }
         let stop = self.ctl.stop_inputs.load(Ordering::Relaxed);
         let mut did = false;
