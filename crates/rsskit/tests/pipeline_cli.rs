@@ -256,7 +256,7 @@ fn afpacket_veth_cli() {
     let rx = std::process::Command::new("ip")
         .args(["netns", "exec", &ns.0])
         .arg(&bin)
-        .args(["pipeline", "--in", "afpacket:vB", "--workers", "2", "--duration", "3", "--json", "--quiet"])
+        .args(["pipeline", "--in", "afpacket:vB", "--workers", "2", "--duration", "5", "--json", "--quiet"])
         .arg("--out")
         .arg(format!("pcap:{}", output.display()))
         .stdout(std::process::Stdio::piped())
@@ -273,7 +273,7 @@ fn afpacket_veth_cli() {
         }
     }
     let mut rx = Kill(Some(rx));
-    std::thread::sleep(Duration::from_millis(800));
+    std::thread::sleep(Duration::from_millis(1500));
     let tx = std::process::Command::new("ip")
         .args(["netns", "exec", &ns.0])
         .arg(&bin)
