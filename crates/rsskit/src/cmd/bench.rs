@@ -7,7 +7,7 @@
 //! `bench/dpdk/thash_bench.c` reproduces, so the DPDK harness hashes exactly
 //! the same bytes with the same key.
 
-use super::common::{key_arg, print_json};
+use super::common::{key_arg, print_json, SplitMix};
 use anyhow::{bail, Context, Result};
 use rsskit_core::{toeplitz::reference, FlowTuple, HashType, L4Proto, RssKey, Toeplitz};
 use serde_json::json;
@@ -59,19 +59,6 @@ pub fn run(c: BenchCommand) -> Result<()> {
         BenchCommand::Toeplitz(a) => toeplitz(a),
         BenchCommand::Firewall(a) => super::bench_firewall::run(a),
         BenchCommand::Classify(a) => super::bench_classify::run(a),
-    }
-}
-
-/// splitmix64, the generator the C harness repeats.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
     }
 }
 

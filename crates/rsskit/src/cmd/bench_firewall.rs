@@ -12,7 +12,7 @@
 //! worker, so each closed state expires 1 s later, during the same round).
 //! Frames should all pass; a run dropping more than 0.1% is an error.
 
-use super::common::print_json;
+use super::common::{print_json, SplitMix};
 use anyhow::{bail, Result};
 use rsskit_core::RssKey;
 use rsskit_dataplane::build;
@@ -45,18 +45,6 @@ pub struct Args {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
-}
-
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
 }
 
 fn tcp(src: Ipv4Addr, sp: u16, dst: Ipv4Addr, dp: u16, flags: u8, payload: usize) -> Vec<u8> {
