@@ -130,57 +130,18 @@ pub fn run(a: Args) -> Result<()> {
         a.rounds
     );
     println!("Mpps, wall clock: total over the workers (per worker in brackets)");
-    print!("{:<11} {:>7} {:>5}", "table", "workers", "batch");
-    for pf in Prefetch::ALL {
-        print!(" {:>15}", pf.name());
-    }
-    println!();
-    for mode in [TableMode::PerWorker, TableMode::Shared, TableMode::RwLock] {
-        for &w in &a.workers {
-            for &b in &a.batch {
-                print!("{:<11} {:>7} {:>5}", mode.name(), w, b);
-                for pf in Prefetch::ALL {
-                    let c: Option<&Cell> = cells
-                        .iter()
-                        .find(|c| c.mode == mode && c.workers == w && c.batch == b && c.prefetch == pf);
-                    match c {
-                        Some(c) if w > 1 => print!(" {:>6.2} ({:>5.2})", c.mpps, c.mpps_per_worker),
-                        Some(c) => print!(" {:>15.2}", c.mpps),
-                        None => print!(" {:>15}", "-"),
-                    }
-                }
-                println!();
-            }
+    print_matrix(&cells, &a.workers, &a.batch, 15, |c| {
+        if c.workers > 1 {
+            format!("{:>6.2} ({:>5.2})", c.mpps, c.mpps_per_worker)
+        } else {
+            format!("{:>15.2}", c.mpps)
         }
-    }
+    });
     println!();
     println!("Mpps per worker per CPU-second of its thread (insensitive to other load on the machine)");
-    print!("{:<11} {:>7} {:>5}", "table", "workers", "batch");
-    for pf in Prefetch::ALL {
-        print!(" {:>8}", pf.name());
-    }
-    println!();
-    for mode in [TableMode::PerWorker, TableMode::Shared, TableMode::RwLock] {
-        for &w in &a.workers {
-            for &b in &a.batch {
-                print!("{:<11} {:>7} {:>5}", mode.name(), w, b);
-                for pf in Prefetch::ALL {
-                    match cells
-                        .iter()
-                        .find(|c| c.mode == mode && c.workers == w && c.batch == b && c.prefetch == pf)
-                    {
-                        Some(c) => print!(" {:>8.2}", c.mpps_per_cpu_second),
-                        None => print!(" {:>8}", "-"),
-                    }
-                }
-                println!();
-            }
-        }
-    }
+    print_matrix(&cells, &a.workers, &a.batch, 8, |c| format!("{:>8.2}", c.mpps_per_cpu_second));
     // The issue's target: lock-free >= 2x read-locked at 2 workers, batch 4, bucket prefetch.
-    let find = |m: TableMode| {
-        cells.iter().find(|c| c.mode == m && c.workers == 2 && c.batch == 4 && c.prefetch == Prefetch::Bucket)
-    };
+    let find = |m: TableMode| find_cell(&cells, m, 2, 4, Prefetch::Bucket);
     if let (Some(s), Some(r)) = (find(TableMode::Shared), find(TableMode::RwLock)) {
         println!(
             "2 workers, batch 4, bucket prefetch: shared lock-free {:.2} Mpps vs rwlock {:.2} Mpps = {:.2}x (wall); \
@@ -206,4 +167,46 @@ pub fn run(a: Args) -> Result<()> {
         );
     }
     Ok(())
+}
+
+fn find_cell(
+    cells: &[Cell],
+    mode: TableMode,
+    workers: usize,
+    batch: usize,
+    prefetch: Prefetch,
+) -> Option<&Cell> {
+    cells
+        .iter()
+        .find(|c| c.mode == mode && c.workers == workers && c.batch == batch && c.prefetch == prefetch)
+}
+
+/// One matrix: a row per table mode x workers x batch, a column per
+/// prefetch, each cell `width` wide as `fmt` prints it ("-" where none).
+fn print_matrix(
+    cells: &[Cell],
+    workers: &[usize],
+    batches: &[usize],
+    width: usize,
+    fmt: impl Fn(&Cell) -> String,
+) {
+    print!("{:<11} {:>7} {:>5}", "table", "workers", "batch");
+    for pf in Prefetch::ALL {
+        print!(" {:>width$}", pf.name());
+    }
+    println!();
+    for mode in [TableMode::PerWorker, TableMode::Shared, TableMode::RwLock] {
+        for &w in workers {
+            for &b in batches {
+                print!("{:<11} {:>7} {:>5}", mode.name(), w, b);
+                for pf in Prefetch::ALL {
+                    match find_cell(cells, mode, w, b, pf) {
+                        Some(c) => print!(" {}", fmt(c)),
+                        None => print!(" {:>width$}", "-"),
+                    }
+                }
+                println!();
+            }
+        }
+    }
 }
