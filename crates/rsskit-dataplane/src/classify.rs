@@ -283,6 +283,81 @@ fn addrs(f: &[u8]) -> Option<(u32, u32)> {
     Some((s, d))
 }
 
+/// The front half both classifiers share: the next batch of up to `batch`
+/// packets from the ring (cycling), with their headers prefetched if asked,
+/// their salted addresses and their home buckets (`bucket` of each address).
+struct Batcher {
+    pos: usize,
+    abs: u64,
+    left: u64,
+    salt: [u32; 256],
+    idx: [usize; 256],
+    sa: [u32; 256],
+    da: [u32; 256],
+    sb: [usize; 256],
+    db: [usize; 256],
+    /// False where the frame is not IPv4 (blocked).
+    ok: [bool; 256],
+}
+
+impl Batcher {
+    fn new(ring: &PacketRing, n: u64, start: usize) -> Self {
+        Batcher {
+            pos: start % ring.count,
+            abs: start as u64,
+            left: n,
+            salt: [0; 256],
+            idx: [0; 256],
+            sa: [0; 256],
+            da: [0; 256],
+            sb: [0; 256],
+            db: [0; 256],
+            ok: [false; 256],
+        }
+    }
+
+    /// Fills the next batch; its size, or None when all `n` are done.
+    #[inline(always)]
+    fn next(
+        &mut self,
+        ring: &PacketRing,
+        batch: usize,
+        pf: Prefetch,
+        bucket: impl Fn(u32) -> usize,
+    ) -> Option<usize> {
+        if self.left == 0 {
+            return None;
+        }
+        let k = (batch as u64).min(self.left) as usize;
+        for (j, slot) in self.idx.iter_mut().enumerate().take(k) {
+            *slot = (self.pos + j) % ring.count;
+            self.salt[j] = ring.salt((self.abs + j as u64) / ring.count as u64);
+        }
+        self.pos = (self.pos + k) % ring.count;
+        self.abs += k as u64;
+        self.left -= k as u64;
+        if pf.header() {
+            for &i in &self.idx[..k] {
+                prefetch(ring.ptr(i));
+            }
+        }
+        for j in 0..k {
+            match addrs(ring.frame(self.idx[j])) {
+                Some((s, d)) => {
+                    let (s, d) = (salted(s, self.salt[j]), salted(d, self.salt[j]));
+                    self.sa[j] = s;
+                    self.da[j] = d;
+                    self.sb[j] = bucket(s);
+                    self.db[j] = bucket(d);
+                    self.ok[j] = true;
+                }
+                None => self.ok[j] = false,
+            }
+        }
+        Some(k)
+    }
+}
+
 /// Classifies `n` packets from the ring (cycling) in batches: prefetch
 /// headers, extract addresses and home buckets, prefetch buckets, look up.
 /// A packet is blocked if its source or destination is in the table.
@@ -296,43 +371,9 @@ pub fn classify_run(
 ) -> Verdicts {
     let batch = batch.clamp(1, 256);
     let mut v = Verdicts::default();
-    let mut pos = start % ring.count;
-    let mut abs = start as u64;
-    let mut salt = [0u32; 256];
-    let mut left = n;
-    let mut sb = [0usize; 256];
-    let mut db = [0usize; 256];
-    let mut sa = [0u32; 256];
-    let mut da = [0u32; 256];
-    let mut ok = [false; 256];
-    let mut idx = [0usize; 256];
-    while left > 0 {
-        let k = (batch as u64).min(left) as usize;
-        for (j, slot) in idx.iter_mut().enumerate().take(k) {
-            *slot = (pos + j) % ring.count;
-            salt[j] = ring.salt((abs + j as u64) / ring.count as u64);
-        }
-        pos = (pos + k) % ring.count;
-        abs += k as u64;
-        left -= k as u64;
-        if pf.header() {
-            for &i in &idx[..k] {
-                prefetch(ring.ptr(i));
-            }
-        }
-        for j in 0..k {
-            match addrs(ring.frame(idx[j])) {
-                Some((s, d)) => {
-                    let (s, d) = (salted(s, salt[j]), salted(d, salt[j]));
-                    sa[j] = s;
-                    da[j] = d;
-                    sb[j] = t.bucket_of(s);
-                    db[j] = t.bucket_of(d);
-                    ok[j] = true;
-                }
-                None => ok[j] = false,
-            }
-        }
+    let mut b = Batcher::new(ring, n, start);
+    while let Some(k) = b.next(ring, batch, pf, |a| t.bucket_of(a)) {
+        let Batcher { sa, da, sb, db, ok, .. } = &b;
         if pf.bucket() {
             for j in 0..k {
                 prefetch(t.bucket_ptr(sb[j]));
@@ -541,48 +582,14 @@ fn lock_per_packet(
 ) -> Verdicts {
     let batch = batch.clamp(1, 256);
     let mut v = Verdicts::default();
-    let mut pos = start % ring.count;
-    let mut abs = start as u64;
-    let mut salt = [0u32; 256];
-    let mut left = n;
-    let mut sb = [0usize; 256];
-    let mut db = [0usize; 256];
-    let mut sa = [0u32; 256];
-    let mut da = [0u32; 256];
-    let mut ok = [false; 256];
-    let mut idx = [0usize; 256];
     // The bucket index needs only the mask, which never changes: read it
     // under one lock up front (a real table could resize; this one does not).
     let mask_table = shared.read().unwrap_or_else(|e| e.into_inner());
     let mask = mask_table.mask;
     drop(mask_table);
-    while left > 0 {
-        let k = (batch as u64).min(left) as usize;
-        for (j, slot) in idx.iter_mut().enumerate().take(k) {
-            *slot = (pos + j) % ring.count;
-            salt[j] = ring.salt((abs + j as u64) / ring.count as u64);
-        }
-        pos = (pos + k) % ring.count;
-        abs += k as u64;
-        left -= k as u64;
-        if pf.header() {
-            for &i in &idx[..k] {
-                prefetch(ring.ptr(i));
-            }
-        }
-        for j in 0..k {
-            match addrs(ring.frame(idx[j])) {
-                Some((s, d)) => {
-                    let (s, d) = (salted(s, salt[j]), salted(d, salt[j]));
-                    sa[j] = s;
-                    da[j] = d;
-                    sb[j] = mix(s) as usize & mask;
-                    db[j] = mix(d) as usize & mask;
-                    ok[j] = true;
-                }
-                None => ok[j] = false,
-            }
-        }
+    let mut b = Batcher::new(ring, n, start);
+    while let Some(k) = b.next(ring, batch, pf, |a| mix(a) as usize & mask) {
+        let Batcher { sa, da, sb, db, ok, .. } = &b;
         if pf.bucket() {
             let t = shared.read().unwrap_or_else(|e| e.into_inner());
             for j in 0..k {
