@@ -229,6 +229,13 @@ fn cases() -> Vec<Case> {
         } else {
             (A4.octets().to_vec(), B4.octets().to_vec())
         };
+        let mk = |id: u32, off: usize, d: &[u8], m: bool| {
+            if v6 {
+                frame6(id, off, d, m)
+            } else {
+                frame4(id as u16, off, d, m)
+            }
+        };
         // (name, body length, cut step, order, expectation, mutation)
         type Order = fn(usize) -> Vec<usize>;
         let plain: [(&str, usize, usize, Order); 6] = [
@@ -255,81 +262,48 @@ fn cases() -> Vec<Case> {
                 .into_iter()
                 .map(|i| {
                     let (off, d, m) = &p[i];
-                    if v6 {
-                        frame6(id, *off, d, *m)
-                    } else {
-                        frame4(id as u16, *off, d, *m)
-                    }
+                    mk(id, *off, d, *m)
                 })
                 .collect();
             out.push(Case { name: format!("{fam}-{name}"), tag, payload, frames, expect: Expect::Both });
         }
-        let mk = |id: u32, off: usize, d: &[u8], m: bool| {
-            if v6 {
-                frame6(id, off, d, m)
-            } else {
-                frame4(id as u16, off, d, m)
-            }
-        };
-        // Partial overlap: [0,1000) then [992,end).
-        tag += 1;
-        let payload = body(tag, 1800);
-        let udp = build::udp_checksummed(&src, &dst, 40000, PORT, &payload);
-        let frames = vec![mk(tag, 0, &udp[..1000], true), mk(tag, 992, &udp[992..], false)];
-        out.push(Case {
-            name: format!("{fam}-partial-overlap"),
-            tag,
-            payload,
-            frames,
-            expect: Expect::BothDrop,
-        });
-        // Partial overlap the other way round, last fragment first.
-        tag += 1;
-        let payload = body(tag, 1800);
-        let udp = build::udp_checksummed(&src, &dst, 40000, PORT, &payload);
-        let frames = vec![
-            mk(tag, 1200, &udp[1200..], false),
-            mk(tag, 0, &udp[..1000], true),
-            mk(tag, 800, &udp[800..1208], true),
+        // Overlaps of an 1800-byte datagram, as (offset, data, more) pieces.
+        type Overlap = fn(&[u8]) -> Vec<(usize, Vec<u8>, bool)>;
+        let overlaps: [(&str, Expect, Overlap); 4] = [
+            // Partial overlap: [0,1000) then [992,end).
+            ("partial-overlap", Expect::BothDrop, |u| {
+                vec![(0, u[..1000].to_vec(), true), (992, u[992..].to_vec(), false)]
+            }),
+            // Partial overlap the other way round, last fragment first.
+            ("overlap-lastfirst", Expect::BothDrop, |u| {
+                vec![
+                    (1200, u[1200..].to_vec(), false),
+                    (0, u[..1000].to_vec(), true),
+                    (800, u[800..1208].to_vec(), true),
+                ]
+            }),
+            // Contained fragment (inside held data, not an exact duplicate).
+            ("contained", Expect::RsskitStricter, |u| {
+                vec![
+                    (0, u[..1024].to_vec(), true),
+                    (8, u[8..512].to_vec(), true),
+                    (1024, u[1024..].to_vec(), false),
+                ]
+            }),
+            // Same range, other bytes.
+            ("rewrite", Expect::RsskitStricter, |u| {
+                let mut evil = u[..1024].to_vec();
+                evil[100] ^= 0x55;
+                vec![(0, u[..1024].to_vec(), true), (0, evil, true), (1024, u[1024..].to_vec(), false)]
+            }),
         ];
-        out.push(Case {
-            name: format!("{fam}-overlap-lastfirst"),
-            tag,
-            payload,
-            frames,
-            expect: Expect::BothDrop,
-        });
-        // Contained fragment (inside held data, not an exact duplicate).
-        tag += 1;
-        let payload = body(tag, 1800);
-        let udp = build::udp_checksummed(&src, &dst, 40000, PORT, &payload);
-        let frames = vec![
-            mk(tag, 0, &udp[..1024], true),
-            mk(tag, 8, &udp[8..512], true),
-            mk(tag, 1024, &udp[1024..], false),
-        ];
-        out.push(Case {
-            name: format!("{fam}-contained"),
-            tag,
-            payload,
-            frames,
-            expect: Expect::RsskitStricter,
-        });
-        // Same range, other bytes.
-        tag += 1;
-        let payload = body(tag, 1800);
-        let udp = build::udp_checksummed(&src, &dst, 40000, PORT, &payload);
-        let mut evil = udp[..1024].to_vec();
-        evil[100] ^= 0x55;
-        let frames =
-            vec![mk(tag, 0, &udp[..1024], true), mk(tag, 0, &evil, true), mk(tag, 1024, &udp[1024..], false)];
-        out.push(Case {
-            name: format!("{fam}-rewrite"),
-            tag,
-            payload,
-            frames,
-            expect: Expect::RsskitStricter,
-        });
+        for (name, expect, split) in overlaps {
+            tag += 1;
+            let payload = body(tag, 1800);
+            let udp = build::udp_checksummed(&src, &dst, 40000, PORT, &payload);
+            let frames = split(&udp).iter().map(|(off, d, m)| mk(tag, *off, d, *m)).collect();
+            out.push(Case { name: format!("{fam}-{name}"), tag, payload, frames, expect });
+        }
     }
     out
 }
