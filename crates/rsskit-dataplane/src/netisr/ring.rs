@@ -165,10 +165,7 @@ impl<T> Producer<T> {
     /// Enqueues `v`, or gives it back (and counts a drop) when full.
     #[inline]
     pub fn push(&mut self, v: T) -> Result<(), T> {
-        self.try_push(v).inspect_err(|_| {
-            self.drops += 1;
-            self.s.prod.drops.store(self.drops, Ordering::Relaxed);
-        })
+        self.try_push(v).inspect_err(|_| self.count_drops(1))
     }
 
     /// Enqueues `v`, or gives it back when full without counting a drop
@@ -182,9 +179,17 @@ impl<T> Producer<T> {
         // has read it (or it was never written) and will not touch it until
         // the Release store below publishes it.
         unsafe { (*self.s.slots[self.tail & self.s.mask].get()).write(v) };
-        self.tail = self.tail.wrapping_add(1);
+        self.publish(1);
+        Ok(())
+    }
+
+    /// Publishes the `n` slots written from `tail` (one Release store of the
+    /// new tail) and updates the queued count and the high-water mark.
+    #[inline(always)]
+    fn publish(&mut self, n: usize) {
+        self.tail = self.tail.wrapping_add(n);
         self.s.prod.tail.store(self.tail, Ordering::Release);
-        self.queued += 1;
+        self.queued += n as u64;
         self.s.prod.queued.store(self.queued, Ordering::Relaxed);
         let used = self.tail.wrapping_sub(self.head_cache);
         if used > self.high_water {
@@ -197,7 +202,6 @@ impl<T> Producer<T> {
                 self.s.prod.high_water.store(used, Ordering::Relaxed);
             }
         }
-        Ok(())
     }
 
     /// Moves as many items as fit from the front of `items` into the ring
@@ -221,19 +225,7 @@ impl<T> Producer<T> {
             unsafe { (*self.s.slots[self.tail.wrapping_add(k) & self.s.mask].get()).write(v) };
         }
         if n > 0 {
-            self.tail = self.tail.wrapping_add(n);
-            self.s.prod.tail.store(self.tail, Ordering::Release);
-            self.queued += n as u64;
-            self.s.prod.queued.store(self.queued, Ordering::Relaxed);
-            let used = self.tail.wrapping_sub(self.head_cache);
-            if used > self.high_water {
-                self.head_cache = self.s.head.load(Ordering::Acquire);
-                let used = self.tail.wrapping_sub(self.head_cache);
-                if used > self.high_water {
-                    self.high_water = used;
-                    self.s.prod.high_water.store(used, Ordering::Relaxed);
-                }
-            }
+            self.publish(n);
         }
         n
     }
