@@ -7,7 +7,7 @@
 //! `bench/dpdk/thash_bench.c` reproduces, so the DPDK harness hashes exactly
 //! the same bytes with the same key.
 
-use super::common::{key_arg, print_json, SplitMix};
+use super::common::{key_arg, median, print_json, SplitMix};
 use anyhow::{bail, Context, Result};
 use rsskit_core::{toeplitz::reference, FlowTuple, HashType, L4Proto, RssKey, Toeplitz};
 use serde_json::json;
@@ -76,16 +76,6 @@ pub fn gen_inputs<const N: usize>(count: usize, seed: u64) -> Vec<[u8; N]> {
             })
         })
         .collect()
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 /// A result: impl, input, median ns per hash, fastest round's ns per hash.

@@ -12,7 +12,7 @@
 //! worker, so each closed state expires 1 s later, during the same round).
 //! Frames should all pass; a run dropping more than 0.1% is an error.
 
-use super::common::{print_json, SplitMix};
+use super::common::{median, print_json, SplitMix};
 use anyhow::{bail, Result};
 use rsskit_core::RssKey;
 use rsskit_dataplane::build;
@@ -135,11 +135,8 @@ pub fn run(a: Args) -> Result<()> {
                 states_end = states_end.max(s.states);
                 results.push(processed as f64 / elapsed.as_secs_f64() / 1e6);
             }
-            let mut sorted = results.clone();
-            sorted.sort_by(|x, y| x.total_cmp(y));
-            let mpps = sorted[sorted.len() / 2];
-            cpu_ns.sort_by(|x, y| x.total_cmp(y));
-            let cpu_ns_per_frame = cpu_ns[cpu_ns.len() / 2];
+            let mpps = median(results.clone());
+            let cpu_ns_per_frame = median(cpu_ns);
             rows.push(Row {
                 table,
                 workers: n,

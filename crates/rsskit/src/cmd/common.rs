@@ -162,6 +162,18 @@ pub fn same_family(a: IpAddr, b: IpAddr) -> Result<()> {
     Ok(())
 }
 
+/// The median of the benchmarks' samples (the mean of the middle two for
+/// an even count). Panics on no samples.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
 /// splitmix64: the benchmarks' input generator (the C harness repeats it).
 pub struct SplitMix(pub u64);
 
@@ -178,6 +190,13 @@ impl SplitMix {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn median_odd_and_even() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(median(vec![7.5]), 7.5);
+    }
 
     #[test]
     fn endpoints() {
