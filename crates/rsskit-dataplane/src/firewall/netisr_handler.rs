@@ -3,17 +3,20 @@
 //! (software RSS to per-worker rings, reassembly and decapsulation before
 //! the handler, send aggregation).
 //!
-//! The handler interface gives each packet read-only and answers forward or
-//! drop, so this engine filters, keeps states, enforces limits and counts,
-//! but cannot run `redirect` rules: a redirection rewrites the frame and
-//! hands it, with a message, to another worker ([`super::redirect`]), which
-//! needs a mutable buffer and a worker-to-worker message path in the
-//! netisr loop. [`FwHandler::new`] refuses rule sets with `redirect`; the
-//! firewall's own driver ([`super::run`]) runs them.
+//! Every rule runs here, `redirect` included: a redirection rewrites the
+//! frame (in a scratch copy) and hands it to the worker that owns the
+//! translated flow as a netisr message ([`crate::netisr::Handler::outbox`]),
+//! which goes over that pair's SPSC message ring, FIFO per sender together
+//! with the firewall's control messages (slave deletion), as
+//! [`super::redirect`] requires; the receiving handler calls
+//! [`Worker::resume`] / [`Worker::control`]. A frame rewritten on the
+//! worker that owns it (a reply translated back) is sent as rewritten
+//! ([`Verdict::Replace`]). Non-IP frames (ARP...) go through the firewall,
+//! which passes them, as a bridge does.
 
-use super::rules::Action;
+use super::redirect::{Control, Resume};
 use super::{Dir, Firewall, Verdict as FwVerdict, Worker};
-use crate::netisr::{Handler, PacketCtx, Verdict};
+use crate::netisr::{Handler, Msg, PacketCtx, Verdict};
 use crate::wire::Packet;
 use core::net::IpAddr;
 use std::sync::Arc;
@@ -21,6 +24,18 @@ use std::time::Instant;
 
 /// Housekeeping ([`Worker::begin_batch`]) at least every this many packets.
 const BATCH: u32 = 32;
+
+/// What one firewall worker sends another.
+enum FwMsg {
+    /// A frame to continue with [`Worker::resume`].
+    Resume {
+        frame: Vec<u8>,
+        dir: Dir,
+        msg: Resume,
+        now: u64,
+    },
+    Control(Control),
+}
 
 /// One worker of the firewall inside a netisr worker.
 pub struct FwHandler {
@@ -30,17 +45,13 @@ pub struct FwHandler {
     epoch: Instant,
     since_batch: u32,
     now: u64,
+    /// Messages for other workers, until the netisr worker takes them.
+    pending: Vec<(usize, Msg)>,
 }
 
 impl FwHandler {
-    /// The handler of worker `id`; an error if the rules hold a `redirect`.
+    /// The handler of worker `id`.
     pub fn new(fw: &Arc<Firewall>, id: usize) -> Result<Self, String> {
-        if let Some(r) = fw.rules.load().rules.iter().find(|r| matches!(r.action, Action::Redirect(_))) {
-            return Err(format!(
-                "rule {} (line {}) is a redirect, which the netisr engine cannot run: use the default engine",
-                r.number, r.line
-            ));
-        }
         Ok(FwHandler {
             w: fw.worker(id),
             scratch: Vec::with_capacity(2048),
@@ -48,6 +59,7 @@ impl FwHandler {
             epoch: Instant::now(),
             since_batch: BATCH,
             now: 0,
+            pending: Vec::new(),
         })
     }
 
@@ -55,25 +67,102 @@ impl FwHandler {
     pub fn worker(&self) -> &Worker {
         &self.w
     }
-}
 
-impl Handler for FwHandler {
-    fn handle(&mut self, ctx: &PacketCtx, pkt: &Packet<'_>) -> Verdict {
-        let now =
-            if ctx.ts_ns != 0 { ctx.ts_ns / 1_000_000 } else { self.epoch.elapsed().as_millis() as u64 };
+    fn clock(&mut self, ts_ns: u64) {
+        let now = if ts_ns != 0 { ts_ns / 1_000_000 } else { self.epoch.elapsed().as_millis() as u64 };
         if now > self.now || self.since_batch >= BATCH {
             self.now = self.now.max(now);
             self.w.begin_batch(self.now);
             self.since_batch = 0;
         }
         self.since_batch += 1;
+    }
+
+    /// Maps the firewall's verdict on `self.scratch` (a copy of `orig`).
+    fn verdict(&mut self, v: FwVerdict, dir: Dir, orig: Option<&[u8]>) -> Verdict {
+        let v = match v {
+            FwVerdict::Pass if orig == Some(&self.scratch[..]) => Verdict::Forward,
+            FwVerdict::Pass => Verdict::Replace,
+            FwVerdict::Drop => Verdict::Drop,
+            FwVerdict::Forward { to, msg } => {
+                let frame = std::mem::replace(&mut self.scratch, Vec::with_capacity(2048));
+                self.pending.push((to, Box::new(FwMsg::Resume { frame, dir, msg, now: self.now })));
+                Verdict::Drop
+            }
+        };
+        for (to, c) in self.w.drain_outbox() {
+            self.pending.push((to, Box::new(FwMsg::Control(c))));
+        }
+        v
+    }
+
+    fn dir(&self, src: IpAddr) -> Dir {
+        if self.me.contains(&src) {
+            Dir::Out
+        } else {
+            Dir::In
+        }
+    }
+}
+
+impl Handler for FwHandler {
+    const NON_IP: bool = true;
+
+    fn handle(&mut self, ctx: &PacketCtx, pkt: &Packet<'_>) -> Verdict {
+        self.clock(ctx.ts_ns);
         self.scratch.clear();
         self.scratch.extend_from_slice(pkt.data);
-        let dir = if self.me.contains(&pkt.outer.src) { Dir::Out } else { Dir::In };
-        match self.w.process(&mut self.scratch, dir, self.now) {
-            FwVerdict::Pass => Verdict::Forward,
-            // No redirect rules (checked in `new`): no hand-over happens.
-            FwVerdict::Drop | FwVerdict::Forward { .. } => Verdict::Drop,
+        let dir = self.dir(pkt.outer.src);
+        let v = self.w.process(&mut self.scratch, dir, self.now);
+        self.verdict(v, dir, Some(pkt.data))
+    }
+
+    fn handle_other(&mut self, ctx: &PacketCtx, frame: &[u8]) -> Verdict {
+        self.clock(ctx.ts_ns);
+        self.scratch.clear();
+        self.scratch.extend_from_slice(frame);
+        let v = self.w.process(&mut self.scratch, Dir::In, self.now);
+        self.verdict(v, Dir::In, Some(frame))
+    }
+
+    fn take_frame(&mut self) -> Vec<u8> {
+        std::mem::replace(&mut self.scratch, Vec::with_capacity(2048))
+    }
+
+    fn outbox(&mut self, out: &mut Vec<(usize, Msg)>) {
+        out.append(&mut self.pending);
+    }
+
+    fn message(&mut self, _ctx: &PacketCtx, msg: Msg) -> Option<Vec<u8>> {
+        let Ok(msg) = msg.downcast::<FwMsg>() else { return None };
+        match *msg {
+            FwMsg::Resume { mut frame, dir, msg, now } => {
+                self.now = self.now.max(now);
+                self.since_batch += 1; // publish at the batch's end
+                let v = self.w.resume(&mut frame, dir, msg, self.now);
+                self.scratch = frame;
+                match self.verdict(v, dir, None) {
+                    Verdict::Forward | Verdict::Replace => Some(self.take_frame()),
+                    Verdict::Drop => None,
+                }
+            }
+            FwMsg::Control(c) => {
+                self.since_batch += 1;
+                self.w.control(c);
+                None
+            }
+        }
+    }
+
+    fn on_batch_end(&mut self, _now_ns: u64) {
+        // Housekeeping (expiry, collect requests) also while no packet
+        // arrives; the slave deletions it causes go out as messages.
+        if self.since_batch > 0 {
+            self.w.begin_batch(self.now);
+            self.since_batch = 0;
+        }
+        for (to, c) in self.w.drain_outbox() {
+            self.pending.push((to, Box::new(FwMsg::Control(c))));
         }
     }
 }

@@ -121,7 +121,39 @@ pub trait Handler: Send + 'static {
     /// Handles one parsed packet (not a fragment, not a tunnel: those are
     /// reassembled / decapsulated and re-injected first).
     fn handle(&mut self, ctx: &PacketCtx, pkt: &Packet<'_>) -> Verdict;
+
+    /// With `true`, frames the parser refuses as not IP (ARP, LLDP...) go to
+    /// [`Handler::handle_other`] on the worker that read them, as a bridge
+    /// passes them; with `false` (the default) they are dropped and counted
+    /// as parser drops.
+    const NON_IP: bool = false;
+    /// A non-IP frame (only with [`Handler::NON_IP`]).
+    fn handle_other(&mut self, _ctx: &PacketCtx, _frame: &[u8]) -> Verdict {
+        Verdict::Drop
+    }
+    /// The frame to send for a [`Verdict::Replace`].
+    fn take_frame(&mut self) -> Vec<u8> {
+        Vec::new()
+    }
+    /// Moves the messages produced since the last call into `out` as
+    /// `(worker, message)`. Called after every handled packet and message
+    /// and after [`Handler::on_batch_end`]. Messages travel over one SPSC
+    /// ring per (worker, worker) pair, FIFO per sender, never dropped.
+    #[inline]
+    fn outbox(&mut self, _out: &mut Vec<(usize, Msg)>) {}
+    /// A message from another worker (or this one). Returns a frame to send
+    /// on (through send aggregation), if any.
+    fn message(&mut self, _ctx: &PacketCtx, _msg: Msg) -> Option<Vec<u8>> {
+        None
+    }
+    /// Called after each loop that did work, and now and then while idle
+    /// (`now_ns`: the worker's monotonic clock): housekeeping, expiry.
+    #[inline]
+    fn on_batch_end(&mut self, _now_ns: u64) {}
 }
+
+/// A message between handlers ([`Handler::outbox`], [`Handler::message`]).
+pub type Msg = Box<dyn std::any::Any + Send>;
 
 /// What the handler is told besides the packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,6 +175,9 @@ pub enum Verdict {
     Forward,
     /// Consume it.
     Drop,
+    /// Send the frame [`Handler::take_frame`] returns instead (the handler
+    /// rewrote the packet).
+    Replace,
 }
 
 /// A flow table: open addressing on the RSS hash (linear probing, 8-byte
@@ -398,6 +433,8 @@ pub struct Netisr<H: Handler> {
     ctl: Arc<Control>,
     /// `monitors[dst]`: rings into worker `dst`.
     monitors: Vec<Vec<RingMonitor<Mbuf>>>,
+    /// Message rings (drained before the run counts as done).
+    msg_monitors: Vec<RingMonitor<Msg>>,
     threads: Vec<JoinHandle<Result<(H, WorkerCounters)>>>,
     cpus: Vec<Option<usize>>,
     started: Instant,
@@ -482,6 +519,7 @@ impl<H: Handler> Netisr<H> {
         });
         let parts = worker::build(&cfg, n, rss, hasher, inputs, sinks, handlers, &ctl)?;
         let monitors = parts.monitors;
+        let msg_monitors = parts.msg_monitors;
         let mut threads = Vec::with_capacity(n);
         let mut cpus = Vec::with_capacity(n);
         for w in parts.workers {
@@ -491,7 +529,7 @@ impl<H: Handler> Netisr<H> {
                 std::thread::Builder::new().name(format!("netisr{}", w.id())).spawn(move || w.run(cpu))?;
             threads.push(t);
         }
-        Ok(Netisr { ctl, monitors, threads, cpus, started: Instant::now() })
+        Ok(Netisr { ctl, monitors, msg_monitors, threads, cpus, started: Instant::now() })
     }
 
     /// Live snapshot of every worker.
@@ -540,7 +578,9 @@ impl<H: Handler> Netisr<H> {
                 }
                 work.push(ws.work.load(Ordering::SeqCst));
             }
-            if self.monitors.iter().flatten().any(|m| m.stats().len != 0) {
+            if self.monitors.iter().flatten().any(|m| m.stats().len != 0)
+                || self.msg_monitors.iter().any(|m| m.stats().len != 0)
+            {
                 return None;
             }
             Some(work)
@@ -606,6 +646,7 @@ impl<H: Handler> Netisr<H> {
         let me = Netisr::<H> {
             ctl: self.ctl,
             monitors: self.monitors,
+            msg_monitors: self.msg_monitors,
             threads: Vec::new(),
             cpus: self.cpus,
             started: self.started,

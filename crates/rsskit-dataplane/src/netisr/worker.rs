@@ -1,13 +1,15 @@
 //! The worker loop.
 
 use super::ring::{ring, Consumer, Producer, RingMonitor};
-use super::{mbuf_flags, prefetch, Control, Handler, Mbuf, NetisrConfig, PacketCtx, Verdict, WorkerCounters};
+use super::{
+    mbuf_flags, prefetch, Control, Handler, Mbuf, Msg, NetisrConfig, PacketCtx, Verdict, WorkerCounters,
+};
 use crate::hash::PacketHasher;
 use crate::io::{Recv, Source};
 use crate::output::{Aggregator, FlushReason, Sink};
 use crate::pool::{Pool, PoolMem};
 use crate::reass::{ReassOutcome, Reassembler};
-use crate::wire::{parse_ethernet, ParseConfig};
+use crate::wire::{parse_ethernet, DropReason, ParseConfig};
 use anyhow::Result;
 use rsskit_core::rss::RssConfig;
 use rsskit_core::{HashConfig, Toeplitz};
@@ -21,6 +23,7 @@ const PUBLISH_EVERY: u64 = 4096;
 pub(super) struct Parts<H: Handler> {
     pub workers: Vec<Worker<H>>,
     pub monitors: Vec<Vec<RingMonitor<Mbuf>>>,
+    pub msg_monitors: Vec<RingMonitor<Msg>>,
 }
 
 struct Input {
@@ -59,6 +62,14 @@ pub(super) struct Worker<H: Handler> {
     /// `ret_tx[j]`: returns buffers of pool j (None for self).
     ret_tx: Vec<Option<Producer<u32>>>,
     ret_rx: Vec<Consumer<u32>>,
+    /// `msg_tx[j]`: handler messages to worker j (None for self).
+    msg_tx: Vec<Option<Producer<Msg>>>,
+    msg_rx: Vec<Consumer<Msg>>,
+    /// Messages the handler emitted, per destination, not yet on a ring
+    /// (`msg_staged[self]`: to this worker itself).
+    msg_staged: Vec<Vec<Msg>>,
+    /// Reused buffer for [`Handler::outbox`].
+    msg_out: Vec<(usize, Msg)>,
     reass: Option<Reassembler>,
     handler: H,
     out: Aggregator,
@@ -101,6 +112,10 @@ pub(super) fn build<H: Handler>(
     let mut ret_tx: Vec<Vec<Option<Producer<u32>>>> =
         (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
     let mut ret_rx: Vec<Vec<Consumer<u32>>> = (0..n).map(|_| Vec::new()).collect();
+    let mut msg_tx: Vec<Vec<Option<Producer<Msg>>>> =
+        (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
+    let mut msg_rx: Vec<Vec<Consumer<Msg>>> = (0..n).map(|_| Vec::new()).collect();
+    let mut msg_monitors = Vec::new();
     for s in 0..n {
         for d in 0..n {
             if s == d {
@@ -115,6 +130,10 @@ pub(super) fn build<H: Handler>(
             let (p, c, _) = ring::<u32>(pool_buffers);
             ret_tx[s][d] = Some(p);
             ret_rx[d].push(c);
+            let (p, c, m) = ring::<Msg>(cap);
+            msg_tx[s][d] = Some(p);
+            msg_rx[d].push(c);
+            msg_monitors.push(m);
         }
     }
     let mut homed: Vec<Vec<Input>> = (0..n).map(|_| Vec::new()).collect();
@@ -123,10 +142,19 @@ pub(super) fn build<H: Handler>(
     }
     let epoch = Instant::now();
     let mut workers = Vec::with_capacity(n);
-    let mut it =
-        pools.into_iter().zip(sinks).zip(handlers).zip(homed).zip(tx).zip(rx).zip(ret_tx).zip(ret_rx);
+    let mut it = pools
+        .into_iter()
+        .zip(sinks)
+        .zip(handlers)
+        .zip(homed)
+        .zip(tx)
+        .zip(rx)
+        .zip(ret_tx)
+        .zip(ret_rx)
+        .zip(msg_tx)
+        .zip(msg_rx);
     for id in 0..n {
-        let (((((((pool, sink), handler), inputs), tx), rx), ret_tx), ret_rx) =
+        let (((((((((pool, sink), handler), inputs), tx), rx), ret_tx), ret_rx), msg_tx), msg_rx) =
             it.next().expect("one per worker");
         workers.push(Worker {
             id,
@@ -150,6 +178,10 @@ pub(super) fn build<H: Handler>(
             rx,
             ret_tx,
             ret_rx,
+            msg_tx,
+            msg_rx,
+            msg_staged: (0..n).map(|_| Vec::new()).collect(),
+            msg_out: Vec::new(),
             reass: cfg.reass.map(Reassembler::new),
             handler,
             out: Aggregator::new(cfg.flush),
@@ -162,7 +194,7 @@ pub(super) fn build<H: Handler>(
             cpu0: 0,
         });
     }
-    Ok(Parts { workers, monitors })
+    Ok(Parts { workers, monitors, msg_monitors })
 }
 
 impl<H: Handler> Worker<H> {
@@ -204,13 +236,23 @@ impl<H: Handler> Worker<H> {
                     self.process_batch(&mut local);
                 }
             }
+            if self.poll_messages() {
+                did = true;
+            }
             if did && !more {
                 // Ran out of input for now: DragonFly's rollup.
                 self.flush(FlushReason::Idle);
             }
+            if did || idle_loops.is_multiple_of(256) {
+                self.handler.on_batch_end(self.epoch.elapsed().as_nanos() as u64);
+                self.take_outbox();
+            }
             // Whatever this loop queued or freed becomes visible before the
             // worker can report itself idle.
             self.flush_staged();
+            if self.flush_messages() {
+                did = true; // messages still waiting for room: not idle
+            }
             if let Some(reass) = &mut self.reass {
                 if let Some(d) = reass.next_deadline() {
                     let now = self.epoch.elapsed().as_nanos() as u64;
@@ -248,6 +290,7 @@ impl<H: Handler> Worker<H> {
         }
         self.flush(FlushReason::Final);
         self.flush_staged();
+        self.flush_messages();
         self.sink.finish()?;
         if let Some(r) = &self.reass {
             self.c.reass = *r.counters();
@@ -369,6 +412,15 @@ impl<H: Handler> Worker<H> {
             Some(h) => h,
             None => match parse_ethernet(m.data(), &self.parse) {
                 Ok(p) => self.hasher.nic(&p).hash,
+                // Non-IP frames (ARP...) for the handler: on this worker.
+                Err(DropReason::NotIp) if H::NON_IP => {
+                    self.c.dispatched += 1;
+                    local.push(m);
+                    if local.len() >= self.batch {
+                        self.process_batch(local);
+                    }
+                    return;
+                }
                 Err(r) => {
                     self.c.drops.inc(r);
                     self.release(m);
@@ -508,6 +560,10 @@ impl<H: Handler> Worker<H> {
             // Result costs a memcpy per packet.
             let parsed = parse_ethernet(data, &self.parse);
             match &parsed {
+                Err(DropReason::NotIp) if H::NON_IP => {
+                    let ctx = self.ctx(&m);
+                    Next::Handled(self.handler.handle_other(&ctx, data))
+                }
                 Err(r) => {
                     self.c.drops.inc(*r);
                     Next::Dropped
@@ -538,6 +594,9 @@ impl<H: Handler> Worker<H> {
                 }
             }
         };
+        if matches!(next, Next::Handled(_)) {
+            self.take_outbox();
+        }
         match next {
             Next::Handled(Verdict::Forward) => {
                 self.c.forwarded += 1;
@@ -549,6 +608,14 @@ impl<H: Handler> Worker<H> {
                 self.c.consumed += 1;
                 self.release(m);
             }
+            Next::Handled(Verdict::Replace) => {
+                self.c.forwarded += 1;
+                let f = Mbuf::heap(self.handler.take_frame(), m.hash, m.ts_ns, m.flags);
+                self.release(m);
+                if let Some(reason) = self.out.push(f) {
+                    self.flush(reason);
+                }
+            }
             Next::Consumed | Next::Dropped => self.release(m),
             Next::Reinject(frame, flag) => {
                 let ts = m.ts_ns;
@@ -557,6 +624,66 @@ impl<H: Handler> Worker<H> {
                 self.reinject(frame, flags, ts);
             }
         }
+    }
+
+    /// Moves the handler's new messages to the per-destination stages.
+    #[inline]
+    fn take_outbox(&mut self) {
+        self.handler.outbox(&mut self.msg_out);
+        for (to, msg) in self.msg_out.drain(..) {
+            if let Some(q) = self.msg_staged.get_mut(to) {
+                q.push(msg);
+            }
+        }
+    }
+
+    /// Pushes staged messages onto their rings (what does not fit waits);
+    /// true if some are still waiting.
+    fn flush_messages(&mut self) -> bool {
+        let mut waiting = false;
+        for (to, q) in self.msg_staged.iter_mut().enumerate() {
+            if q.is_empty() {
+                continue;
+            }
+            // To this worker itself (no ring): `poll_messages` takes them.
+            if let Some(r) = self.msg_tx[to].as_mut() {
+                r.push_many(q);
+            }
+            waiting |= !q.is_empty();
+        }
+        waiting
+    }
+
+    /// Hands the messages waiting for this worker to the handler (its own
+    /// first, then one batch per ring); true if there were any.
+    fn poll_messages(&mut self) -> bool {
+        let mut did = false;
+        let ctx = PacketCtx { worker: self.id, hash: 0, flags: 0, ts_ns: 0 };
+        if !self.msg_staged[self.id].is_empty() {
+            let own = std::mem::take(&mut self.msg_staged[self.id]);
+            for msg in own {
+                self.deliver(&ctx, msg);
+            }
+            did = true;
+        }
+        for r in 0..self.msg_rx.len() {
+            for _ in 0..self.batch {
+                let Some(msg) = self.msg_rx[r].pop() else { break };
+                did = true;
+                self.deliver(&ctx, msg);
+            }
+        }
+        did
+    }
+
+    fn deliver(&mut self, ctx: &PacketCtx, msg: Msg) {
+        if let Some(frame) = self.handler.message(ctx, msg) {
+            self.c.forwarded += 1;
+            if let Some(reason) = self.out.push(Mbuf::heap(frame, 0, 0, 0)) {
+                self.flush(reason);
+            }
+        }
+        self.take_outbox();
     }
 
     fn ctx(&self, m: &Mbuf) -> PacketCtx {

@@ -15,9 +15,9 @@
 //! `--engine netisr` runs the same workers as protocol handlers of the data
 //! plane's netisr dispatch (`firewall::netisr_handler`): fragments are
 //! reassembled and tunnels decapsulated before the rules see them, non-IP
-//! frames are dropped by the dispatcher, and `redirect` rules are refused
-//! (the handler interface has no mutable frame and no worker-to-worker
-//! message); it does not bridge two interfaces.
+//! frames (ARP) pass, and a `redirect` hands the rewritten frame to the
+//! worker of the translated flow as a netisr message (FIFO per sender over
+//! the worker-to-worker rings, with the slave-deletion messages).
 
 use super::common::{key_arg, print_json};
 use anyhow::{anyhow, bail, Context, Result};
@@ -128,7 +128,7 @@ pub struct Args {
     #[arg(long)]
     pub json: bool,
     /// Dispatch engine: `own` (the firewall's driver, all rules) or `netisr`
-    /// (the data plane's netisr dispatch with reassembly; no redirect rules).
+    /// (the data plane's netisr dispatch with reassembly and send aggregation).
     #[arg(long, value_enum, default_value_t = Engine::Own)]
     pub engine: Engine,
 }
