@@ -142,29 +142,19 @@ pub fn run(a: Args) -> Result<()> {
     print_matrix(&cells, &a.workers, &a.batch, 8, |c| format!("{:>8.2}", c.mpps_per_cpu_second));
     // The issue's target: lock-free >= 2x read-locked at 2 workers, batch 4, bucket prefetch.
     let find = |m: TableMode| find_cell(&cells, m, 2, 4, Prefetch::Bucket);
-    if let (Some(s), Some(r)) = (find(TableMode::Shared), find(TableMode::RwLock)) {
-        println!(
-            "2 workers, batch 4, bucket prefetch: shared lock-free {:.2} Mpps vs rwlock {:.2} Mpps = {:.2}x (wall); \
-             {:.2} vs {:.2} Mpps per CPU-second = {:.2}x",
-            s.mpps,
-            r.mpps,
-            s.mpps / r.mpps,
-            s.mpps_per_cpu_second,
-            r.mpps_per_cpu_second,
-            s.mpps_per_cpu_second / r.mpps_per_cpu_second
-        );
-    }
-    if let (Some(l), Some(r)) = (find(TableMode::PerWorker), find(TableMode::RwLock)) {
-        println!(
-            "2 workers, batch 4, bucket prefetch: per-worker {:.2} Mpps vs rwlock {:.2} Mpps = {:.2}x (wall); \
-             {:.2} vs {:.2} Mpps per CPU-second = {:.2}x",
-            l.mpps,
-            r.mpps,
-            l.mpps / r.mpps,
-            l.mpps_per_cpu_second,
-            r.mpps_per_cpu_second,
-            l.mpps_per_cpu_second / r.mpps_per_cpu_second
-        );
+    for (mode, label) in [(TableMode::Shared, "shared lock-free"), (TableMode::PerWorker, "per-worker")] {
+        if let (Some(l), Some(r)) = (find(mode), find(TableMode::RwLock)) {
+            println!(
+                "2 workers, batch 4, bucket prefetch: {label} {:.2} Mpps vs rwlock {:.2} Mpps = {:.2}x (wall); \
+                 {:.2} vs {:.2} Mpps per CPU-second = {:.2}x",
+                l.mpps,
+                r.mpps,
+                l.mpps / r.mpps,
+                l.mpps_per_cpu_second,
+                r.mpps_per_cpu_second,
+                l.mpps_per_cpu_second / r.mpps_per_cpu_second
+            );
+        }
     }
     Ok(())
 }
