@@ -72,6 +72,17 @@ fn ethtool_tx_off(ns: &Netns, dev: &str) {
 
 #[test]
 fn redirect_through_afpacket_bridge() {
+    bridge("netisr");
+}
+
+#[test]
+fn redirect_through_afpacket_bridge_own_engine() {
+    bridge("own");
+}
+
+/// The server finds the client's MAC by ARP through the bridge: non-IP
+/// frames must pass.
+fn bridge(engine: &str) {
     // (Without the offload change the server would drop every segment.)
     require_root_and_ip();
     let client = Netns::new("fwc");
@@ -118,7 +129,7 @@ fn redirect_through_afpacket_bridge() {
     let server_mac = server.read(&format!("/sys/class/net/{s0}/address"));
     client.ip(&["neigh", "add", "10.77.0.100", "lladdr", &server_mac, "dev", &c0, "nud", "permanent"]);
 
-    let dir = std::env::temp_dir().join(format!("rsskit-fw-e2e-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("rsskit-fw-e2e-{engine}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let rules = dir.join("redirect.rules");
     std::fs::write(
@@ -129,7 +140,7 @@ fn redirect_through_afpacket_bridge() {
     let mut cmd = middle.command(&rsskit());
     cmd.args(["firewall", "--rules"]).arg(&rules);
     cmd.args(["--in", &format!("afpacket:{c1}"), "--out", &format!("afpacket:{s1}")]);
-    cmd.args(["--workers", "2", "--duration", "30", "--json"]);
+    cmd.args(["--workers", "2", "--duration", "30", "--json", "--engine", engine]);
     let fw = Proc::spawn(cmd);
     let fw_started = Instant::now();
 
@@ -214,5 +225,7 @@ fn redirect_through_afpacket_bridge() {
     assert!(redirect["packets"].as_u64().unwrap() >= 5 * 6, "{v}");
     assert!(v["total"]["installs"].as_u64().unwrap() >= 10, "a master and a slave per connection: {v}");
     assert!(v["sent"].as_u64().unwrap() > 0);
+    assert_eq!(v["engine"], engine);
+    assert!(v["total"]["non_ip"].as_u64().unwrap() > 0, "ARP went through the bridge: {v}");
     let _ = std::fs::remove_dir_all(&dir);
 }

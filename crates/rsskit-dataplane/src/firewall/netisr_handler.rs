@@ -16,7 +16,7 @@
 
 use super::redirect::{Control, Resume};
 use super::{Dir, Firewall, Verdict as FwVerdict, Worker};
-use crate::netisr::{Handler, Msg, PacketCtx, Verdict};
+use crate::netisr::{Handler, Msg, PacketCtx, Verdict, FLAG_PORT_B};
 use crate::wire::Packet;
 use core::net::IpAddr;
 use std::sync::Arc;
@@ -33,6 +33,7 @@ enum FwMsg {
         dir: Dir,
         msg: Resume,
         now: u64,
+        flags: u8,
     },
     Control(Control),
 }
@@ -47,6 +48,11 @@ pub struct FwHandler {
     now: u64,
     /// Messages for other workers, until the netisr worker takes them.
     pending: Vec<(usize, Msg)>,
+    /// Bridge: the direction is the input port ([`FLAG_PORT_B`] = `out`),
+    /// not the source address.
+    bridge: bool,
+    /// Flags of the packet being handled.
+    flags: u8,
 }
 
 impl FwHandler {
@@ -60,7 +66,16 @@ impl FwHandler {
             since_batch: BATCH,
             now: 0,
             pending: Vec::new(),
+            bridge: false,
+            flags: 0,
         })
+    }
+
+    /// Between two interfaces: frames of the input started with
+    /// [`FLAG_PORT_B`] are `out`, the others `in` (as the own driver does).
+    pub fn bridged(mut self) -> Self {
+        self.bridge = true;
+        self
     }
 
     /// The firewall worker.
@@ -86,7 +101,8 @@ impl FwHandler {
             FwVerdict::Drop => Verdict::Drop,
             FwVerdict::Forward { to, msg } => {
                 let frame = std::mem::replace(&mut self.scratch, Vec::with_capacity(2048));
-                self.pending.push((to, Box::new(FwMsg::Resume { frame, dir, msg, now: self.now })));
+                let flags = self.flags;
+                self.pending.push((to, Box::new(FwMsg::Resume { frame, dir, msg, now: self.now, flags })));
                 Verdict::Drop
             }
         };
@@ -97,7 +113,13 @@ impl FwHandler {
     }
 
     fn dir(&self, src: IpAddr) -> Dir {
-        if self.me.contains(&src) {
+        if self.bridge {
+            if self.flags & FLAG_PORT_B != 0 {
+                Dir::Out
+            } else {
+                Dir::In
+            }
+        } else if self.me.contains(&src) {
             Dir::Out
         } else {
             Dir::In
@@ -110,6 +132,7 @@ impl Handler for FwHandler {
 
     fn handle(&mut self, ctx: &PacketCtx, pkt: &Packet<'_>) -> Verdict {
         self.clock(ctx.ts_ns);
+        self.flags = ctx.flags;
         self.scratch.clear();
         self.scratch.extend_from_slice(pkt.data);
         let dir = self.dir(pkt.outer.src);
@@ -119,10 +142,12 @@ impl Handler for FwHandler {
 
     fn handle_other(&mut self, ctx: &PacketCtx, frame: &[u8]) -> Verdict {
         self.clock(ctx.ts_ns);
+        self.flags = ctx.flags;
         self.scratch.clear();
         self.scratch.extend_from_slice(frame);
-        let v = self.w.process(&mut self.scratch, Dir::In, self.now);
-        self.verdict(v, Dir::In, Some(frame))
+        let dir = if self.bridge && ctx.flags & FLAG_PORT_B != 0 { Dir::Out } else { Dir::In };
+        let v = self.w.process(&mut self.scratch, dir, self.now);
+        self.verdict(v, dir, Some(frame))
     }
 
     fn take_frame(&mut self) -> Vec<u8> {
@@ -133,16 +158,17 @@ impl Handler for FwHandler {
         out.append(&mut self.pending);
     }
 
-    fn message(&mut self, _ctx: &PacketCtx, msg: Msg) -> Option<Vec<u8>> {
+    fn message(&mut self, _ctx: &PacketCtx, msg: Msg) -> Option<(Vec<u8>, u8)> {
         let Ok(msg) = msg.downcast::<FwMsg>() else { return None };
         match *msg {
-            FwMsg::Resume { mut frame, dir, msg, now } => {
+            FwMsg::Resume { mut frame, dir, msg, now, flags } => {
+                self.flags = flags;
                 self.now = self.now.max(now);
                 self.since_batch += 1; // publish at the batch's end
                 let v = self.w.resume(&mut frame, dir, msg, self.now);
                 self.scratch = frame;
                 match self.verdict(v, dir, None) {
-                    Verdict::Forward | Verdict::Replace => Some(self.take_frame()),
+                    Verdict::Forward | Verdict::Replace => Some((self.take_frame(), flags)),
                     Verdict::Drop => None,
                 }
             }

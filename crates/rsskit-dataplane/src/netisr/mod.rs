@@ -142,8 +142,8 @@ pub trait Handler: Send + 'static {
     #[inline]
     fn outbox(&mut self, _out: &mut Vec<(usize, Msg)>) {}
     /// A message from another worker (or this one). Returns a frame to send
-    /// on (through send aggregation), if any.
-    fn message(&mut self, _ctx: &PacketCtx, _msg: Msg) -> Option<Vec<u8>> {
+    /// on (through send aggregation) with its [`Mbuf::flags`], if any.
+    fn message(&mut self, _ctx: &PacketCtx, _msg: Msg) -> Option<(Vec<u8>, u8)> {
         None
     }
     /// Called after each loop that did work, and now and then while idle
@@ -151,6 +151,11 @@ pub trait Handler: Send + 'static {
     #[inline]
     fn on_batch_end(&mut self, _now_ns: u64) {}
 }
+
+/// [`Mbuf::flags`] bit of the frames read from an input started as the
+/// second port of a bridge ([`Netisr::start_ports`]); the sink can route on
+/// it (the [`mbuf_flags`] bits are 1, 2 and 4).
+pub const FLAG_PORT_B: u8 = 0x80;
 
 /// A message between handlers ([`Handler::outbox`], [`Handler::message`]).
 pub type Msg = Box<dyn std::any::Any + Send>;
@@ -488,6 +493,19 @@ impl<H: Handler> Netisr<H> {
         sinks: Vec<Box<dyn Sink>>,
         handlers: Vec<H>,
     ) -> Result<Self> {
+        let inputs = inputs.into_iter().map(|(w, s)| (w, 0, s)).collect();
+        Self::start_ports(cfg, inputs, sinks, handlers)
+    }
+
+    /// [`Netisr::start`] with inputs `(home worker, flags, source)`: every
+    /// frame of a source carries its `flags` (e.g. [`FLAG_PORT_B`]) in
+    /// [`Mbuf::flags`] and [`PacketCtx::flags`].
+    pub fn start_ports(
+        cfg: NetisrConfig,
+        inputs: Vec<(usize, u8, Box<dyn Source>)>,
+        sinks: Vec<Box<dyn Sink>>,
+        handlers: Vec<H>,
+    ) -> Result<Self> {
         cfg.validate()?;
         let n = cfg.workers;
         if sinks.len() != n || handlers.len() != n {
@@ -497,7 +515,7 @@ impl<H: Handler> Netisr<H> {
                 handlers.len()
             );
         }
-        if let Some((w, _)) = inputs.iter().find(|(w, _)| *w >= n) {
+        if let Some((w, _, _)) = inputs.iter().find(|(w, _, _)| *w >= n) {
             bail!("input homed on worker {w}, but there are only {n} workers");
         }
         let rss = cfg.rss()?;

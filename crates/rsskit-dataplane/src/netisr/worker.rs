@@ -29,6 +29,8 @@ pub(super) struct Parts<H: Handler> {
 struct Input {
     src: Box<dyn Source>,
     done: bool,
+    /// [`Mbuf::flags`] bits of every frame read from it (the bridge port).
+    flags: u8,
 }
 
 pub(super) struct Worker<H: Handler> {
@@ -90,7 +92,7 @@ pub(super) fn build<H: Handler>(
     n: usize,
     rss: RssConfig,
     hasher: PacketHasher,
-    inputs: Vec<(usize, Box<dyn Source>)>,
+    inputs: Vec<(usize, u8, Box<dyn Source>)>,
     sinks: Vec<Box<dyn Sink>>,
     handlers: Vec<H>,
     ctl: &Arc<Control>,
@@ -137,8 +139,8 @@ pub(super) fn build<H: Handler>(
         }
     }
     let mut homed: Vec<Vec<Input>> = (0..n).map(|_| Vec::new()).collect();
-    for (w, src) in inputs {
-        homed[w].push(Input { src, done: false });
+    for (w, flags, src) in inputs {
+        homed[w].push(Input { src, done: false, flags });
     }
     let epoch = Instant::now();
     let mut workers = Vec::with_capacity(n);
@@ -380,7 +382,7 @@ impl<H: Handler> Worker<H> {
                 did = true;
                 got += 1;
                 self.c.input += 1;
-                let m = match heap {
+                let mut m = match heap {
                     Some(v) => {
                         self.pool.free(idx);
                         Mbuf::heap(v, 0, ts_ns, 0)
@@ -389,6 +391,7 @@ impl<H: Handler> Worker<H> {
                     // pool's memory lives as long as any worker (`_pools`).
                     None => unsafe { Mbuf::pooled(self.pool.mem(), self.id as u16, idx, len, 0, ts_ns) },
                 };
+                m.flags |= self.inputs[i].flags;
                 self.dispatch_input(m, local);
             }
             more |= got == self.batch;
@@ -677,9 +680,9 @@ impl<H: Handler> Worker<H> {
     }
 
     fn deliver(&mut self, ctx: &PacketCtx, msg: Msg) {
-        if let Some(frame) = self.handler.message(ctx, msg) {
+        if let Some((frame, flags)) = self.handler.message(ctx, msg) {
             self.c.forwarded += 1;
-            if let Some(reason) = self.out.push(Mbuf::heap(frame, 0, 0, 0)) {
+            if let Some(reason) = self.out.push(Mbuf::heap(frame, 0, 0, flags)) {
                 self.flush(reason);
             }
         }

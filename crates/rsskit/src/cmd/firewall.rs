@@ -28,7 +28,7 @@ use rsskit_dataplane::firewall::{self, Config, Dir, Firewall, Snapshot};
 use rsskit_dataplane::io::afpacket::{AfPacketSink, AfPacketSource, RingConfig};
 use rsskit_dataplane::io::pcap::{PcapSink, PcapSource};
 use rsskit_dataplane::io::{Recv, Source};
-use rsskit_dataplane::netisr::{Netisr, NetisrConfig};
+use rsskit_dataplane::netisr::{Netisr, NetisrConfig, FLAG_PORT_B};
 use rsskit_dataplane::output::NullSink;
 use rsskit_dataplane::output::Sink;
 use rsskit_dataplane::pool::Mbuf;
@@ -373,14 +373,45 @@ fn summary(a: &Args, s: &Snapshot, inputs: u64, elapsed: Duration, sent: u64, er
     Ok(())
 }
 
+/// The two sides of a bridge: frames read on the `--out` interface (port B)
+/// go back out on the `--in` one, all others on `--out`.
+struct BridgeSink {
+    to_out: AfPacketSink,
+    to_in: AfPacketSink,
+}
+
+impl Sink for BridgeSink {
+    fn send(&mut self, frames: &[Mbuf]) -> std::io::Result<usize> {
+        let port_b = |m: &Mbuf| m.flags & FLAG_PORT_B != 0;
+        let mut sent = 0;
+        let mut rest = frames;
+        while let Some(first) = rest.first() {
+            let b = port_b(first);
+            let k = rest.iter().position(|m| port_b(m) != b).unwrap_or(rest.len());
+            let (run, tail) = rest.split_at(k);
+            sent += if b { self.to_in.send(run)? } else { self.to_out.send(run)? };
+            rest = tail;
+        }
+        Ok(sent)
+    }
+
+    fn finish(&mut self) -> std::io::Result<()> {
+        self.to_out.finish()?;
+        self.to_in.finish()
+    }
+}
+
 /// `--engine netisr`: the firewall workers as netisr protocol handlers.
 fn run_netisr(a: &Args, fw: &Arc<Firewall>, out: Out, interrupted: &AtomicBool) -> Result<()> {
     let n = a.workers;
-    if matches!((&a.input, &a.output), (InSpec::AfPacket(_), OutSpec::AfPacket(_))) {
-        bail!("--engine netisr does not bridge two interfaces: use the default engine");
-    }
-    let handlers =
-        (0..n).map(|i| FwHandler::new(fw, i)).collect::<Result<Vec<_>, _>>().map_err(|e| anyhow!(e))?;
+    let bridge = match (&a.input, &a.output) {
+        (InSpec::AfPacket(_), OutSpec::AfPacket(o)) => Some(o.clone()),
+        _ => None,
+    };
+    let handlers = (0..n)
+        .map(|i| FwHandler::new(fw, i).map(|h| if bridge.is_some() { h.bridged() } else { h }))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow!(e))?;
     let ncfg = NetisrConfig {
         workers: n,
         batch: a.batch.min(256),
@@ -388,24 +419,33 @@ fn run_netisr(a: &Args, fw: &Arc<Firewall>, out: Out, interrupted: &AtomicBool) 
         hash_config: fw.config.hash,
         ..Default::default()
     };
-    let mut inputs: Vec<(usize, Box<dyn Source>)> = Vec::new();
+    let mut inputs: Vec<(usize, u8, Box<dyn Source>)> = Vec::new();
     match &a.input {
         InSpec::Pcap(p) => {
             if !p.exists() {
                 bail!("input capture {} does not exist", p.display());
             }
-            inputs.push((0, Box::new(PcapSource::open(p, 1, false)?)));
+            inputs.push((0, 0, Box::new(PcapSource::open(p, 1, false)?)));
         }
         InSpec::AfPacket(i) => {
-            let fanout = (n > 1).then(|| (std::process::id() & 0xffff) as u16);
-            for w in 0..n {
-                inputs.push((
-                    w,
-                    Box::new(
-                        AfPacketSource::open(i, RingConfig::default(), fanout)
-                            .with_context(|| format!("input afpacket:{i}"))?,
-                    ),
-                ));
+            // A bridge also reads the other interface (its frames are
+            // `out`, marked as port B); one fanout group per interface.
+            let mut ports = vec![(i.clone(), 0u8, 0u16)];
+            if let Some(o) = &bridge {
+                ports.push((o.clone(), FLAG_PORT_B, 0x8000));
+            }
+            for (ifname, flags, salt) in ports {
+                let fanout = (n > 1).then(|| (std::process::id() as u16 & 0x7fff) ^ salt);
+                for w in 0..n {
+                    inputs.push((
+                        w,
+                        flags,
+                        Box::new(
+                            AfPacketSource::open(&ifname, RingConfig::default(), fanout)
+                                .with_context(|| format!("input afpacket:{ifname}"))?,
+                        ),
+                    ));
+                }
             }
         }
     }
@@ -414,6 +454,13 @@ fn run_netisr(a: &Args, fw: &Arc<Firewall>, out: Out, interrupted: &AtomicBool) 
     for _ in 0..n {
         sinks.push(match (&a.output, &pcap) {
             (OutSpec::Pcap(_), Some(p)) => Box::new(p.clone()),
+            (OutSpec::AfPacket(o), _) if bridge.is_some() => {
+                let InSpec::AfPacket(i) = &a.input else { unreachable!("a bridge reads an interface") };
+                Box::new(BridgeSink {
+                    to_out: AfPacketSink::open(o).with_context(|| format!("output afpacket:{o}"))?,
+                    to_in: AfPacketSink::open(i).with_context(|| format!("output afpacket:{i}"))?,
+                })
+            }
             (OutSpec::AfPacket(i), _) => {
                 Box::new(AfPacketSink::open(i).with_context(|| format!("output afpacket:{i}"))?)
             }
@@ -421,7 +468,7 @@ fn run_netisr(a: &Args, fw: &Arc<Firewall>, out: Out, interrupted: &AtomicBool) 
         });
     }
     drop(out);
-    let netisr = Netisr::start(ncfg, inputs, sinks, handlers)?;
+    let netisr = Netisr::start_ports(ncfg, inputs, sinks, handlers)?;
     let quiet = a.quiet;
     let report = netisr.wait(
         a.duration.map(Duration::from_secs_f64),
