@@ -175,23 +175,32 @@ fn bench_firewall_shape() {
 }
 
 #[test]
-fn netisr_engine_same_counters_and_runs_redirect() {
+fn both_engines_same_counters_netisr_runs_redirect() {
+    // Both engines (netisr is the default), the same exact counters.
     let rules = rules_file("netisr.rules", "basic");
-    let out = rsskit()
-        .args(["firewall", "--engine", "netisr", "--rules"])
-        .arg(&rules)
-        .arg("--in")
-        .arg(format!("pcap:{}", testdata("basic.pcap").display()))
-        .args(["--workers", "2", "--me", "10.0.0.1", "--json", "--quiet"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["engine"], "netisr");
-    let j: Value = serde_json::from_str(&std::fs::read_to_string(testdata("basic.json")).unwrap()).unwrap();
-    for (num, c) in j["counters"].as_object().unwrap() {
-        let n: u64 = num.parse().unwrap();
-        assert_eq!(rule(&v, n), (c[0].as_u64().unwrap(), c[1].as_u64().unwrap()), "rule {n}");
+    for engine in [None, Some("netisr"), Some("own")] {
+        let mut cmd = rsskit();
+        cmd.arg("firewall");
+        if let Some(e) = engine {
+            cmd.args(["--engine", e]);
+        }
+        let out = cmd
+            .arg("--rules")
+            .arg(&rules)
+            .arg("--in")
+            .arg(format!("pcap:{}", testdata("basic.pcap").display()))
+            .args(["--workers", "2", "--me", "10.0.0.1", "--json", "--quiet"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["engine"], engine.unwrap_or("netisr"));
+        let j: Value =
+            serde_json::from_str(&std::fs::read_to_string(testdata("basic.json")).unwrap()).unwrap();
+        for (num, c) in j["counters"].as_object().unwrap() {
+            let n: u64 = num.parse().unwrap();
+            assert_eq!(rule(&v, n), (c[0].as_u64().unwrap(), c[1].as_u64().unwrap()), "{engine:?} rule {n}");
+        }
     }
     // Redirect rules run on netisr too: the hand-over goes over its rings.
     let rules = rules_file("redirect.rules", "redirect");

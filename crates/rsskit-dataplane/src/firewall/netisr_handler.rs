@@ -53,6 +53,8 @@ pub struct FwHandler {
     bridge: bool,
     /// Flags of the packet being handled.
     flags: u8,
+    /// Live input: the clock also advances with wall time while idle.
+    live: bool,
 }
 
 impl FwHandler {
@@ -68,7 +70,15 @@ impl FwHandler {
             pending: Vec::new(),
             bridge: false,
             flags: 0,
+            live: false,
         })
+    }
+
+    /// Live input (AF_PACKET, whose timestamps are wall-clock time): idle
+    /// workers keep expiring states as time passes, as the own driver does.
+    pub fn live(mut self) -> Self {
+        self.live = true;
+        self
     }
 
     /// Between two interfaces: frames of the input started with
@@ -183,6 +193,15 @@ impl Handler for FwHandler {
     fn on_batch_end(&mut self, _now_ns: u64) {
         // Housekeeping (expiry, collect requests) also while no packet
         // arrives; the slave deletions it causes go out as messages.
+        if self.live {
+            let wall = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64);
+            if wall > self.now {
+                self.now = wall;
+                self.since_batch += 1;
+            }
+        }
         if self.since_batch > 0 {
             self.w.begin_batch(self.now);
             self.since_batch = 0;

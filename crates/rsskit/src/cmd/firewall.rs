@@ -3,21 +3,24 @@
 //!
 //! Frames are steered to workers by the RSS hash of their outer header
 //! (symmetric key by default, so both directions of a flow meet their
-//! state), filtered, and written out. The worker threads and the hand-over
-//! of redirected flows between them are `firewall::run`'s; inputs and
-//! outputs are the data plane's pcap and AF_PACKET I/O. With AF_PACKET on
+//! state), filtered, and written out. Inputs and outputs are the data
+//! plane's pcap and AF_PACKET I/O. With AF_PACKET on
 //! both sides the command bridges the two interfaces: a frame received on
 //! the `--in` interface is filtered as `in` and sent on the `--out`
 //! interface, and the other way round as `out`. From a capture, a frame
 //! whose source is one of `--me` is `out`, any other `in`; capture
 //! timestamps drive the state clock.
 //!
-//! `--engine netisr` runs the same workers as protocol handlers of the data
-//! plane's netisr dispatch (`firewall::netisr_handler`): fragments are
-//! reassembled and tunnels decapsulated before the rules see them, non-IP
-//! frames (ARP) pass, and a `redirect` hands the rewritten frame to the
-//! worker of the translated flow as a netisr message (FIFO per sender over
-//! the worker-to-worker rings, with the slave-deletion messages).
+//! The default engine, `netisr`, runs the firewall workers as protocol
+//! handlers of the data plane's netisr dispatch (`firewall::netisr_handler`):
+//! software RSS to per-worker SPSC rings, fragments reassembled before the
+//! rules see them (tunnels are not decapsulated: the rules filter the outer
+//! header, like ipfw), non-IP frames (ARP) pass, a `redirect` hands the
+//! rewritten frame to the worker of the translated flow as a netisr message
+//! (FIFO per sender over the worker-to-worker rings, with the
+//! slave-deletion messages), send aggregation on output. `--engine own`
+//! selects the firewall's own threaded driver (`firewall::run`: a
+//! dispatcher thread and channels), the same rules and counters.
 
 use super::common::{key_arg, print_json};
 use anyhow::{anyhow, bail, Context, Result};
@@ -127,9 +130,10 @@ pub struct Args {
     /// Print the summary as one JSON object.
     #[arg(long)]
     pub json: bool,
-    /// Dispatch engine: `own` (the firewall's driver, all rules) or `netisr`
-    /// (the data plane's netisr dispatch with reassembly and send aggregation).
-    #[arg(long, value_enum, default_value_t = Engine::Own)]
+    /// Dispatch engine: `netisr` (the data plane's netisr dispatch with
+    /// reassembly and send aggregation; the default) or `own` (the
+    /// firewall's own threaded driver).
+    #[arg(long, value_enum, default_value_t = Engine::Netisr)]
     pub engine: Engine,
 }
 
@@ -409,7 +413,16 @@ fn run_netisr(a: &Args, fw: &Arc<Firewall>, out: Out, interrupted: &AtomicBool) 
         _ => None,
     };
     let handlers = (0..n)
-        .map(|i| FwHandler::new(fw, i).map(|h| if bridge.is_some() { h.bridged() } else { h }))
+        .map(|i| {
+            FwHandler::new(fw, i).map(|h| {
+                let h = if matches!(a.input, InSpec::AfPacket(_)) { h.live() } else { h };
+                if bridge.is_some() {
+                    h.bridged()
+                } else {
+                    h
+                }
+            })
+        })
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow!(e))?;
     let ncfg = NetisrConfig {
@@ -417,6 +430,8 @@ fn run_netisr(a: &Args, fw: &Arc<Firewall>, out: Out, interrupted: &AtomicBool) 
         batch: a.batch.min(256),
         key: fw.config.key.clone(),
         hash_config: fw.config.hash,
+        // The rules see the outer header (as with the own engine).
+        decap: false,
         ..Default::default()
     };
     let mut inputs: Vec<(usize, u8, Box<dyn Source>)> = Vec::new();
