@@ -4,10 +4,12 @@
 //! firewall's own driver (tests/firewall_pcap.rs), redirect included (the
 //! hand-over to the worker of the translated flow and the slave deletion
 //! travel as netisr messages), with 1 and 2 workers; non-IP frames (ARP)
-//! pass.
+//! pass; once every worker's clock moves past the timeouts, no state or
+//! track is left (slave deletions delivered over the message rings).
 
+use rsskit_dataplane::build::udp4_frame;
 use rsskit_dataplane::firewall::netisr_handler::FwHandler;
-use rsskit_dataplane::firewall::{parse, Config, Firewall};
+use rsskit_dataplane::firewall::{parse, Config, Firewall, Steering};
 use rsskit_dataplane::io::pcap::read_all;
 use rsskit_dataplane::io::{Recv, Source};
 use rsskit_dataplane::netisr::{Mbuf, Netisr, NetisrConfig};
@@ -15,7 +17,7 @@ use rsskit_dataplane::output::Sink;
 use rsskit_dataplane::wire::{parse_ethernet, DropReason, ParseConfig, Transport};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -72,6 +74,21 @@ fn replay(name: &str, workers: usize) {
         ..Config::default()
     };
     let fw = Firewall::new(cfg, parse(json["rules"].as_str().unwrap()).expect("rules parse"));
+    // After the capture, 400 s later, one frame to each worker (denied by
+    // every scenario's rules): each worker's clock advances, every state
+    // expires, the masters' slave deletions travel over the message rings.
+    let last = frames.last().map(|f| f.0).unwrap_or(0) + 400_000_000_000;
+    let steer = Steering::new(&fw.config.key, fw.config.hash, workers);
+    let pcap_frames = frames.len();
+    for w in 0..workers {
+        // (UDP may hash on addresses only: vary the source address.)
+        let dst = Ipv4Addr::new(192, 0, 2, 200);
+        let src = (1..=254u8)
+            .map(|k| Ipv4Addr::new(192, 0, 2, k))
+            .find(|&a| steer.worker_of(a.into(), 1000, dst.into(), 9, 17) == w)
+            .expect("an address for every worker");
+        frames.push((last, udp4_frame(src, 1000, dst, 9, 64)));
+    }
     let released = Arc::new(AtomicUsize::new(0));
     let cap = Capture::default();
     let ncfg = NetisrConfig {
@@ -85,10 +102,14 @@ fn replay(name: &str, workers: usize) {
     let src = Gated { frames: frames.clone(), pos: 0, released: released.clone() };
     let netisr = Netisr::start(ncfg, vec![(0, Box::new(src) as Box<dyn Source>)], sinks, handlers).unwrap();
     let want = json["packets"].as_array().unwrap();
-    assert_eq!(want.len() + 1, frames.len(), "{name}: expectations per frame");
+    assert_eq!(want.len() + 1, pcap_frames, "{name}: expectations per frame");
     let pc = ParseConfig::default();
     let mut passed = 0;
+    let mut rules_snap = None;
     for i in 0..frames.len() {
+        if i == pcap_frames {
+            rules_snap = Some(fw.snapshot().rules);
+        }
         released.store(i + 1, Ordering::Release);
         // Wait for the frame's fate: passed or dropped, and a passed frame sent.
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -102,6 +123,10 @@ fn replay(name: &str, workers: usize) {
             std::thread::sleep(Duration::from_micros(200));
         };
         passed += u64::from(pass);
+        if i >= pcap_frames {
+            assert!(!pass, "{name}: late frame {i} denied");
+            continue;
+        }
         if i == 0 {
             assert!(pass, "ARP passes");
             assert_eq!(cap.0.lock().unwrap()[0], arp);
@@ -132,6 +157,16 @@ fn replay(name: &str, workers: usize) {
             );
         }
     }
+    // No state leaks: everything expired and deleted, on every worker.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let snap = fw.snapshot();
+        if snap.states == 0 && snap.tracks == 0 && snap.total.states == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{name} ({workers} workers): states left: {snap:?}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
     let report = netisr.join().unwrap();
     for h in &report.handlers {
         h.worker().publish();
@@ -143,7 +178,7 @@ fn replay(name: &str, workers: usize) {
         .iter()
         .map(|(k, v)| (k.parse().unwrap(), (v[0].as_u64().unwrap(), v[1].as_u64().unwrap())))
         .collect();
-    for r in &snap.rules {
+    for r in rules_snap.as_ref().unwrap() {
         let exp = want.get(&r.number).copied().unwrap_or((0, 0));
         assert_eq!((r.packets, r.bytes), exp, "{name} ({workers} workers): counters of rule {}", r.number);
     }
@@ -152,6 +187,20 @@ fn replay(name: &str, workers: usize) {
             as u64;
     assert!(non_ip >= 1);
     assert_eq!(snap.total.non_ip, non_ip, "{name}: the ARP frames");
+    assert!(
+        snap.total.installs > 0 && snap.total.expired > 0,
+        "{name}: states came and went: {:?}",
+        snap.total
+    );
+    if name.starts_with("redirect") && workers == 2 {
+        // The scenario puts the translated flow on the other worker: the
+        // frames went through the hand-over (message) path.
+        assert!(
+            snap.total.resumed > 0 && snap.total.controls > 0,
+            "{name} ({workers} workers): {:?}",
+            snap.total
+        );
+    }
     let t = report.total();
     assert_eq!(t.counters.output.packets, snap.total.passed, "{name}: every passed frame sent");
 }
