@@ -24,6 +24,18 @@
 //! this worker owns the new hash, queued to the owner otherwise, as
 //! FreeBSD's `ip_reass` + `netisr_dispatch` does.
 //!
+//! Handlers can talk to each other: [`Handler::outbox`] hands over
+//! `(worker, message)` pairs ([`Msg`], e.g. a rewritten frame with what the
+//! receiver must do with it), carried by a third SPSC ring per ordered pair,
+//! FIFO per sender and never dropped (a full ring keeps them staged, and
+//! the worker counts as busy), and delivered to [`Handler::message`] on the
+//! addressee; [`Handler::on_batch_end`] runs after every busy loop (and now
+//! and then while idle) for housekeeping. A handler may also answer
+//! [`Verdict::Replace`] to send a rewritten frame, and, with
+//! [`Handler::NON_IP`], receive non-IP frames (ARP) instead of having them
+//! dropped. The default methods do nothing, so a plain handler pays one
+//! empty check per packet and loop.
+//!
 //! Forwarded packets go through send aggregation ([`crate::output`]).
 //! Counters follow `netstat -Q`: per worker dispatched (direct), queued,
 //! handled, queue drops, queue high-water mark, plus re-injected,
