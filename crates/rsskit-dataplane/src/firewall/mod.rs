@@ -7,7 +7,9 @@
 //! workers (the [`Verdict::Forward`] messages of a redirection, and the
 //! [`Control`] messages in [`Worker::drain_outbox`]) is the driver's job.
 //! [`sim::Cluster`] is a deterministic single-thread driver (tests),
-//! [`run`] a threaded one (the `rsskit firewall` command and the benchmark).
+//! [`run`] a threaded one (`rsskit firewall --engine own` and the
+//! benchmark), [`netisr_handler`] the data plane's netisr dispatch (the
+//! command's default).
 //!
 //! # Both directions on one worker: the symmetric key
 //!
@@ -60,10 +62,11 @@
 //! quotes ~14 MB for 100 000 per-CPU states.
 //!
 //! # Where it runs
-//! [`run`] is the firewall's own driver (all rules, redirection included);
+//! [`run`] is the firewall's own driver (a dispatcher thread and channels);
 //! [`netisr_handler`] plugs the same workers into the data plane's netisr
-//! dispatch as protocol handlers (no `redirect`: the handler interface
-//! gives read-only packets and no worker-to-worker messages).
+//! dispatch as protocol handlers, all rules included: redirected frames and
+//! control messages go to their worker as netisr handler messages (SPSC
+//! rings, FIFO per sender).
 
 pub mod limit;
 pub mod locked;
