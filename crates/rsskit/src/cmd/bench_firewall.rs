@@ -107,10 +107,16 @@ pub fn run(a: Args) -> Result<()> {
     for &n in &a.workers {
         let steer = Steering::new(&RssKey::symmetric(), Default::default(), n);
         let pc = Config::default().parse;
-        let mut per: Vec<Vec<Vec<u8>>> = vec![Vec::new(); n];
-        for f in &frames {
-            per[steer.worker_of_frame(f, &pc)].push(f.clone());
+        let mut owned: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, f) in frames.iter().enumerate() {
+            owned[steer.worker_of_frame(f, &pc)].push(i);
         }
+        // Each worker's frames are copied worker by worker, so they lie in
+        // one run of memory as a NIC queue's buffers would. Copied in frame
+        // order they would interleave: every cache line and page a worker
+        // read would be half the other worker's frames.
+        let per: Vec<Vec<Vec<u8>>> =
+            owned.iter().map(|ix| ix.iter().map(|&i| frames[i].clone()).collect()).collect();
         for (table, locked) in [("per-worker", false), ("locked", true)] {
             let mut results = Vec::new();
             let mut cpu_ns = Vec::new();
