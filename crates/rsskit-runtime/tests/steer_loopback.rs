@@ -138,13 +138,7 @@ fn cpu_steering_follows_the_sending_cpu() {
     }
 }
 
-/// CPU time of the calling thread.
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a live timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
+use rsskit_linux::affinity::thread_cpu_time as thread_cpu;
 
 /// What the steering program costs the kernel per datagram.
 ///

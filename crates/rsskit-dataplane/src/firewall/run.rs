@@ -195,15 +195,7 @@ pub fn run(
 }
 
 /// CPU time consumed by the calling thread.
-pub fn thread_cpu_time() -> Duration {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes one timespec into the valid `ts`.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
+pub use rsskit_linux::affinity::thread_cpu_time;
 
 /// What [`replay_partitioned`] measured.
 #[derive(Debug, Clone)]

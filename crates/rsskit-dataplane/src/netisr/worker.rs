@@ -743,13 +743,7 @@ fn with_link(macs: &[u8], ip: &[u8]) -> Vec<u8> {
 
 /// CPU time of the calling thread, ns.
 fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: ts is a valid timespec to write into.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return 0;
-    }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    rsskit_linux::affinity::thread_cpu_time().as_nanos() as u64
 }
 
 /// The NIC's hash for the common case, read straight from fixed offsets
