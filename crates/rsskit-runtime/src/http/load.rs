@@ -519,7 +519,7 @@ impl Worker {
         self.inflight += 1;
         if self.conns[i].sock.is_some() {
             self.conns[i].state = State::Writing;
-            self.write_req(i, now);
+            self.write_req(i, now, true);
         } else {
             self.open(i, now);
         }
@@ -664,10 +664,14 @@ impl Worker {
         }
     }
 
-    fn write_req(&mut self, i: usize, now: u64) {
+    /// Writes (the rest of) the request. `fresh`: called from `begin` on an
+    /// established, idle connection, so nothing of this exchange has been
+    /// read or reported yet.
+    fn write_req(&mut self, i: usize, now: u64, fresh: bool) {
         let req = self.request.clone();
         let c = &mut self.conns[i];
         let Some(sock) = c.sock.as_ref() else { return };
+        let mut one_write = fresh;
         loop {
             match (&*sock).write(&req[c.wpos..]) {
                 Ok(n) => {
@@ -675,10 +679,21 @@ impl Worker {
                     if c.wpos == req.len() {
                         c.state = State::Reading;
                         self.report.sent += 1;
-                        // The answer may already be there (edge-triggered:
-                        // it would not be reported again).
+                        if one_write {
+                            // The whole request left in one write on an
+                            // idle keep-alive connection: the answer can
+                            // only arrive after it, and its arrival wakes
+                            // the edge-triggered epoll (EPOLLIN is always
+                            // registered). Reading now would almost always
+                            // be an EAGAIN, one wasted syscall per request.
+                            return;
+                        }
+                        // After a partial write or a connect, the answer
+                        // may already be there (edge-triggered: it would
+                        // not be reported again).
                         return self.read_resp(i, now);
                     }
+                    one_write = false;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -810,11 +825,11 @@ impl Worker {
                 let t = now.saturating_sub(self.conns[i].connect_start);
                 self.report.connect.record(t);
                 self.conns[i].state = State::Writing;
-                self.write_req(i, now);
+                self.write_req(i, now, false);
             }
             State::Writing => {
                 if ev & event::OUT != 0 {
-                    self.write_req(i, now);
+                    self.write_req(i, now, false);
                 } else if ev & (event::ERR | event::HUP) != 0 {
                     self.fail(i, Fail::Reset, now);
                 }
