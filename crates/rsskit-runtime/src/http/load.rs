@@ -142,6 +142,11 @@ pub struct LoadConfig {
     /// The server's worker CPUs (`SrcPorts::Server`): client worker `i`
     /// aims at server worker `i % len`.
     pub server_cpus: Vec<usize>,
+    /// Run the workers under `SCHED_BATCH` (no wakeup preemption): when
+    /// the client shares CPUs with the server, a worker woken by each
+    /// answer no longer preempts the server after every response, so
+    /// both sides work in batches (fewer context switches per request).
+    pub sched_batch: bool,
 }
 
 impl LoadConfig {
@@ -960,6 +965,17 @@ impl Worker {
     }
 }
 
+/// Puts the calling thread under `SCHED_BATCH` (priority 0; needs no
+/// privilege).
+fn set_sched_batch() -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: pid 0 is the calling thread; `param` is a live sched_param.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Runs the load: `progress(responses, failures, open, elapsed)` once a
 /// second from the calling thread.
 pub fn run(
@@ -1011,6 +1027,7 @@ pub fn run(
     let (target, close, timeout_ns) =
         (cfg.url.addr, cfg.close, cfg.timeout.as_nanos().min(u64::MAX as u128) as u64);
     let bind_port = cfg.src_ports != SrcPorts::Kernel;
+    let sched_batch = cfg.sched_batch;
     // Set up on the worker's own thread (pinned unless --no-pin); Workers
     // returns once every worker is ready, or the first setup error.
     let workers = Workers::spawn_maybe_pinned(
@@ -1020,6 +1037,9 @@ pub fn run(
         stop.clone(),
         move |ctx, (plan, phase, live): (SourcePlan, Vec<u64>, Arc<Live>)| {
             let (w, cpu) = (ctx.index, ctx.cpu);
+            if sched_batch {
+                set_sched_batch().map_err(|e| anyhow!("SCHED_BATCH: {e}"))?;
+            }
             let ep = Epoll::new(1024).map_err(|e| anyhow!("epoll: {e}"))?;
             let n = phase.len();
             let conns = (0..n)
@@ -1175,6 +1195,20 @@ mod tests {
         let one: IpNet = "10.1.2.3/32".parse().unwrap();
         assert_eq!(source_addresses(Some(&one), 10), vec!["10.1.2.3".parse::<IpAddr>().unwrap()]);
         assert!(source_addresses(None, 10).is_empty());
+    }
+
+    #[test]
+    fn sched_batch_applies_to_the_calling_thread_only() {
+        let policy = std::thread::spawn(|| {
+            set_sched_batch().unwrap();
+            // SAFETY: plain query of the calling thread's policy.
+            unsafe { libc::sched_getscheduler(0) }
+        })
+        .join()
+        .unwrap();
+        assert_eq!(policy, libc::SCHED_BATCH);
+        // SAFETY: as above, on this (untouched) thread.
+        assert_eq!(unsafe { libc::sched_getscheduler(0) }, libc::SCHED_OTHER);
     }
 
     #[test]

@@ -42,6 +42,11 @@ pub struct Args {
     /// Leave the workers unpinned.
     #[arg(long)]
     no_pin: bool,
+    /// Keep the default scheduling policy instead of SCHED_BATCH (with
+    /// SCHED_BATCH a worker woken by an answer does not preempt a server
+    /// sharing its CPU after every response).
+    #[arg(long)]
+    no_sched_batch: bool,
     /// Source addresses: a CIDR such as 127.0.0.0/8 (connections spread over
     /// up to 256 of its addresses).
     #[arg(long)]
@@ -102,6 +107,7 @@ fn config(a: &Args) -> Result<LoadConfig> {
         src_ports: a.src_ports,
         key: a.key.clone(),
         server_cpus,
+        sched_batch: !a.no_sched_batch,
     };
     cfg.validate()?;
     Ok(cfg)
