@@ -17,11 +17,12 @@ have_nightly() { rustup toolchain list 2>/dev/null | grep -q '^nightly'; }
 
 if ! have_nightly; then
   echo "== fuzz: installing nightly (minimal profile)"
-  rustup toolchain install nightly --profile minimal >/dev/null 2>&1 || true
+  # Bounded: where the toolchain server is out of reach, fall back below.
+  timeout 300 rustup toolchain install nightly --profile minimal >/dev/null 2>&1 || true
 fi
 if have_nightly && ! command -v cargo-fuzz >/dev/null 2>&1; then
   echo "== fuzz: installing cargo-fuzz"
-  cargo install --locked cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz >/dev/null 2>&1 || true
+  timeout 900 cargo install --locked cargo-fuzz >/dev/null 2>&1 || timeout 900 cargo install cargo-fuzz >/dev/null 2>&1 || true
 fi
 
 if have_nightly && command -v cargo-fuzz >/dev/null 2>&1; then
