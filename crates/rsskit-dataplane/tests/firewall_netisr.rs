@@ -14,7 +14,7 @@ use rsskit_dataplane::io::pcap::read_all;
 use rsskit_dataplane::io::{Recv, Source};
 use rsskit_dataplane::netisr::{Mbuf, Netisr, NetisrConfig};
 use rsskit_dataplane::output::Sink;
-use rsskit_dataplane::wire::{parse_ethernet, DropReason, ParseConfig, Transport};
+use rsskit_dataplane::wire::{parse_ethernet, DropReason, ParseConfig};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
@@ -138,12 +138,7 @@ fn replay(name: &str, workers: usize) {
         if let (Some(out), true) = (w.get("out"), pass) {
             let f = cap.0.lock().unwrap().last().unwrap().clone();
             let p = parse_ethernet(&f, &pc).expect("sent frame parses");
-            let (sp, dp) = match p.l4 {
-                Transport::Tcp { src_port, dst_port, .. } | Transport::Udp { src_port, dst_port, .. } => {
-                    (src_port, dst_port)
-                }
-                _ => panic!("not tcp/udp"),
-            };
+            let (sp, dp) = p.l4.ports().expect("not tcp/udp");
             let ip_of = |k: &str| out[k].as_str().unwrap().parse::<IpAddr>().unwrap();
             assert_eq!(
                 (p.outer.src, sp, p.outer.dst, dp),

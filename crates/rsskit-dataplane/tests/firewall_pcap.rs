@@ -7,7 +7,7 @@ use rsskit_dataplane::firewall::run::{self, direction, Input};
 use rsskit_dataplane::firewall::sim::Cluster;
 use rsskit_dataplane::firewall::{parse, Config, Firewall};
 use rsskit_dataplane::io::pcap::read_all;
-use rsskit_dataplane::wire::{internet_checksum, parse_ethernet, ParseConfig, Transport};
+use rsskit_dataplane::wire::{internet_checksum, parse_ethernet, ParseConfig};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -39,20 +39,6 @@ fn config(s: &Scenario, locked: bool) -> Config {
     }
 }
 
-/// TCP/UDP checksum over the pseudo-header is valid (IPv4).
-fn l4_checksum_ok(ip: &[u8]) -> bool {
-    let hl = usize::from(ip[0] & 0xf) * 4;
-    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-    let l4 = &ip[hl..total];
-    let mut ph = Vec::new();
-    ph.extend_from_slice(&ip[12..20]);
-    ph.push(0);
-    ph.push(ip[9]);
-    ph.extend_from_slice(&(l4.len() as u16).to_be_bytes());
-    ph.extend_from_slice(l4);
-    internet_checksum(&ph) == 0
-}
-
 fn replay(name: &str, locked: bool) {
     let s = load(name);
     let rules = parse(s.json["rules"].as_str().unwrap()).expect("rules parse");
@@ -78,13 +64,11 @@ fn replay(name: &str, locked: bool) {
             let p = parse_ethernet(&o.frame, &pc).expect("rewritten frame parses");
             let ip = &o.frame[p.outer.offset..];
             assert_eq!(internet_checksum(&ip[..20]), 0, "{name} frame {i}: IPv4 checksum");
-            assert!(l4_checksum_ok(ip), "{name} frame {i}: TCP checksum after rewrite");
-            let (sp, dp) = match p.l4 {
-                Transport::Tcp { src_port, dst_port, .. } | Transport::Udp { src_port, dst_port, .. } => {
-                    (src_port, dst_port)
-                }
-                _ => panic!("not tcp/udp"),
-            };
+            assert!(
+                rsskit_dataplane::wire::ipv4_l4_checksum_ok(ip),
+                "{name} frame {i}: TCP checksum after rewrite"
+            );
+            let (sp, dp) = p.l4.ports().expect("not tcp/udp");
             let ip_of = |k: &str| out[k].as_str().unwrap().parse::<IpAddr>().unwrap();
             assert_eq!(
                 (p.outer.src, sp),

@@ -175,18 +175,6 @@ mod tests {
     use crate::wire::internet_checksum;
     use core::net::Ipv4Addr;
 
-    fn tcp_csum_ok(ip: &[u8]) -> bool {
-        let hl = usize::from(ip[0] & 0xf) * 4;
-        let l4 = &ip[hl..];
-        let mut ph = Vec::new();
-        ph.extend_from_slice(&ip[12..20]);
-        ph.push(0);
-        ph.push(ip[9]);
-        ph.extend_from_slice(&(l4.len() as u16).to_be_bytes());
-        ph.extend_from_slice(l4);
-        internet_checksum(&ph) == 0
-    }
-
     #[test]
     fn rewrite_keeps_checksums_valid() {
         let src = Ipv4Addr::new(192, 168, 1, 10);
@@ -203,15 +191,15 @@ mod tests {
         t[16..18].copy_from_slice(&c.to_be_bytes());
         let ip = build::ipv4(&build::V4::new(src, dst, 6), &t);
         let mut f = build::eth(0x0800, &[], &ip);
-        assert!(tcp_csum_ok(&f[14..]));
+        assert!(crate::wire::ipv4_l4_checksum_ok(&f[14..]));
         let o = Offsets { ip: 14, l4: 34, ipv6: false, proto: 6 };
         assert!(rewrite(&mut f, &o, true, (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)), 80)));
         assert_eq!(&f[30..34], &[10, 0, 0, 2]);
         assert_eq!(u16::from_be_bytes([f[36], f[37]]), 80);
         assert_eq!(internet_checksum(&f[14..34]), 0, "IPv4 header checksum");
-        assert!(tcp_csum_ok(&f[14..]));
+        assert!(crate::wire::ipv4_l4_checksum_ok(&f[14..]));
         assert!(rewrite(&mut f, &o, false, (IpAddr::V4(Ipv4Addr::new(172, 16, 0, 9)), 1234)));
         assert_eq!(internet_checksum(&f[14..34]), 0);
-        assert!(tcp_csum_ok(&f[14..]));
+        assert!(crate::wire::ipv4_l4_checksum_ok(&f[14..]));
     }
 }

@@ -171,6 +171,25 @@ pub fn ipv4_checksum_ok(header: &[u8]) -> bool {
     internet_checksum(header) == 0
 }
 
+/// Whether the TCP/UDP checksum of an IPv4 packet (`ip` starts at the IP
+/// header) verifies over its pseudo-header. Used to check rewritten frames
+/// (redirect); the receive path trusts the NIC, as the kernel does.
+pub fn ipv4_l4_checksum_ok(ip: &[u8]) -> bool {
+    if ip.len() < 20 {
+        return false;
+    }
+    let hl = usize::from(ip[0] & 0xf) * 4;
+    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]])).min(ip.len());
+    let Some(l4) = ip.get(hl..total) else { return false };
+    let mut ph = Vec::with_capacity(12 + l4.len());
+    ph.extend_from_slice(&ip[12..20]);
+    ph.push(0);
+    ph.push(ip[9]);
+    ph.extend_from_slice(&(l4.len() as u16).to_be_bytes());
+    ph.extend_from_slice(l4);
+    internet_checksum(&ph) == 0
+}
+
 /// Parses an IPv4 packet starting at `data[0]`; `offset` is recorded in the result.
 #[inline]
 pub fn parse_ipv4<'a>(data: &'a [u8], offset: usize, cfg: &ParseConfig) -> Result<IpLayer<'a>, DropReason> {

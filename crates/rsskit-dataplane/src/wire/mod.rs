@@ -14,7 +14,7 @@ pub mod ip;
 pub mod l4;
 
 pub use drop::{DropCounters, DropReason};
-pub use ip::{internet_checksum, FragInfo, IpLayer};
+pub use ip::{internet_checksum, ipv4_l4_checksum_ok, FragInfo, IpLayer};
 pub use l4::Transport;
 
 use etherparse::{Ethernet2Slice, SingleVlanSlice};
