@@ -25,4 +25,13 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
 fi
 
-cargo test --workspace "$@"
+# Tests this machine cannot run are `#[ignore]`d with the reason (see
+# build/host_probe.rs); list them at the end so a green run hides nothing.
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+cargo test --workspace "$@" 2>&1 | tee "$log"
+echo "== tests not run here (ignored, with the reason):"
+grep -E '^test .* \.\.\. ignored' "$log" | sed 's/^test /  /' || echo "  none"
+# One closing line over every test binary.
+awk '/^test result:/ { p += $4; f += $6; i += $8 }
+     END { printf "tests: %d passed, %d failed, %d skipped\n", p, f, i }' "$log"

@@ -281,7 +281,7 @@ proptest! {
 /// 128-entry table, and a /8 address search. Run with
 /// `cargo test -p rsskit-core --release --test finder -- --ignored --nocapture bench_`.
 #[test]
-#[ignore]
+#[ignore = "benchmark: run by hand with --ignored --nocapture (docs/BENCHMARKS.md)"]
 fn bench_solver_vs_brute_force() {
     fn median(mut v: Vec<Duration>) -> Duration {
         v.sort();

@@ -44,7 +44,7 @@ fn frames64(n: usize) -> Vec<Vec<u8>> {
 }
 
 #[test]
-#[ignore]
+#[ignore = "benchmark: run by hand with --ignored --nocapture (docs/BENCHMARKS.md)"]
 fn bench_parse_and_hash() {
     let frames = frames64(4096);
     let reps = 500;
@@ -93,7 +93,7 @@ fn bench_parse_and_hash() {
 }
 
 #[test]
-#[ignore]
+#[ignore = "benchmark: run by hand with --ignored --nocapture (docs/BENCHMARKS.md)"]
 fn bench_reassembly() {
     // 9000-byte UDP datagrams in 1500-byte (MTU) fragments.
     let datagrams = 512;
@@ -159,7 +159,7 @@ fn bench_reassembly() {
 }
 
 #[test]
-#[ignore]
+#[ignore = "benchmark: run by hand with --ignored --nocapture (docs/BENCHMARKS.md)"]
 fn bench_split() {
     use rsskit_core::{FlowTuple, HashType, L4Proto};
     println!(
@@ -209,7 +209,7 @@ fn bench_split() {
 /// For instruction counts under `valgrind --tool=callgrind` (stable under
 /// machine load, unlike wall-clock rates): BENCH_WHAT=parse|parse_hash|etherparse|none.
 #[test]
-#[ignore]
+#[ignore = "benchmark: run by hand with --ignored --nocapture (docs/BENCHMARKS.md)"]
 fn instructions() {
     let what = std::env::var("BENCH_WHAT").unwrap_or_default();
     if what.starts_with("reass") {

@@ -152,7 +152,7 @@ use rsskit_linux::affinity::thread_cpu_time as thread_cpu;
 ///
 /// `cargo test --release -p rsskit-runtime --test steer_loopback -- --ignored --nocapture steering_cost`
 #[test]
-#[ignore]
+#[ignore = "benchmark: run by hand with --ignored --nocapture (docs/BENCHMARKS.md)"]
 fn steering_cost() {
     use rsskit_linux::socket::Batch;
     std::thread::spawn(|| {

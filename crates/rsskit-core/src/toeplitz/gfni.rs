@@ -315,4 +315,28 @@ mod tests {
         assert_eq!(matrix(&k, 1) as u8, 0x5a);
         assert_eq!((matrix(&k, 0) >> 8) as u8, (key_window(&k, 1) >> 24) as u8);
     }
+
+    /// The kernel itself, every input length it handles, against the
+    /// bitwise reference (the property tests reach it only through
+    /// `Toeplitz`, which falls back to scalar on CPUs without it).
+    #[test]
+    #[cfg_attr(rsskit_no_avx512_gfni, ignore = "this CPU lacks GFNI/AVX-512 (F/BW/VL/VBMI)")]
+    fn batch_matches_reference() {
+        fn check<const N: usize>(g: &Gfni, key: &[u8]) {
+            let inputs: Vec<[u8; N]> =
+                (0..37u32).map(|i| core::array::from_fn(|j| (i as usize * 131 + j * 29 + 7) as u8)).collect();
+            let mut out = alloc::vec![0u32; inputs.len()];
+            g.hash_batch(&inputs, &mut out);
+            for (i, x) in inputs.iter().enumerate() {
+                assert_eq!(out[i], crate::toeplitz::reference(key, x), "N={N} input {i}");
+            }
+        }
+        let key = crate::key::MICROSOFT_KEY;
+        let g = Gfni::new(&key).expect("the build probe saw GFNI/AVX-512 on this CPU");
+        check::<8>(&g, &key);
+        check::<12>(&g, &key);
+        check::<16>(&g, &key);
+        check::<36>(&g, &key);
+        check::<40>(&g, &key);
+    }
 }
