@@ -11,11 +11,14 @@
 //! - [`hashtype`]: hash types, hash input layout, the per-packet hash-type rule;
 //! - [`rss`]: buckets, bucket -> CPU, the NIC indirection table;
 //! - [`ringmap`]: DragonFly's ring -> CPU grid and redirect table;
-//! - [`finder`]: solving for tuples that land in a chosen bucket.
+//! - [`finder`]: solving for tuples that land in a chosen bucket;
+//! - [`cbpf`]: classic BPF steering programs (cpu, Toeplitz bucket) and an
+//!   interpreter that runs them as the kernel does.
 #![cfg_attr(not(feature = "std"), no_std)]
 
 extern crate alloc;
 
+pub mod cbpf;
 pub mod finder;
 pub mod hashtype;
 pub mod key;

@@ -13,8 +13,9 @@
 //! http-serve` ([`Transport::Tcp`]: the programs then see the SYN).
 
 use anyhow::{anyhow, bail, Context, Result};
+use rsskit_core::cbpf::{cpu_program, toeplitz_program};
 use rsskit_core::{HashType, RssKey};
-use rsskit_linux::bpf::{cpu_program, toeplitz_program};
+use rsskit_linux::bpf::attach_reuseport;
 use rsskit_linux::socket::{tcp_bound, tcp_listener, udp_socket, TcpListenOptions, UdpOptions};
 use socket2::Socket;
 use std::fmt;
@@ -167,7 +168,7 @@ pub fn build(spec: &SteerSpec<'_>) -> Result<Steering> {
     };
     let program_len = program.as_ref().map(|p| p.len());
     if let Some(p) = program {
-        p.attach_reuseport(&sockets[0]).with_context(|| format!("attaching the {} program", spec.mode))?;
+        attach_reuseport(&p, &sockets[0]).with_context(|| format!("attaching the {} program", spec.mode))?;
     }
     Ok(Steering { sockets, local, program_len, extra })
 }

@@ -2,8 +2,9 @@
 //! datagram must arrive on the socket the software hash (or the sending
 //! CPU) predicts. No root needed.
 
+use rsskit_core::cbpf::{cpu_program, toeplitz_program};
 use rsskit_core::{FlowTuple, HashType, L4Proto, RssKey, Toeplitz};
-use rsskit_linux::bpf::{cpu_program, toeplitz_program};
+use rsskit_linux::bpf::attach_reuseport;
 use rsskit_linux::socket::{udp_socket, wait_readable, UdpOptions};
 use std::net::UdpSocket as Socket;
 use std::net::{IpAddr, SocketAddr};
@@ -60,7 +61,7 @@ fn check_toeplitz(ip: &str, sources: &[SocketAddr], ht: HashType, nsocks: usize,
     let table: Vec<u32> = (0..1u32 << bits).map(|b| b % nsocks as u32).collect();
     let (socks, at) = group(ip, nsocks);
     let prog = toeplitz_program(&key, ht, &table).unwrap();
-    prog.attach_reuseport(&socks[0]).unwrap();
+    attach_reuseport(&prog, &socks[0]).unwrap();
     let soft = Toeplitz::new(&key);
     let mut senders = Vec::new();
     for (i, src) in sources.iter().enumerate() {
@@ -115,7 +116,7 @@ fn cpu_steering_follows_the_sending_cpu() {
     let allowed = rsskit_linux::affinity::current_affinity().unwrap();
     let cpus: Vec<usize> = cpus.into_iter().filter(|c| allowed.contains(c)).collect();
     let (socks, at) = group("127.0.0.1", cpus.len());
-    cpu_program(&cpus).unwrap().attach_reuseport(&socks[0]).unwrap();
+    attach_reuseport(&cpu_program(&cpus).unwrap(), &socks[0]).unwrap();
     let per_cpu = 50;
     for (i, &cpu) in cpus.iter().enumerate() {
         std::thread::spawn(move || {
@@ -185,11 +186,11 @@ fn steering_cost() {
                 if let Some(ht) = ht {
                     let p = toeplitz_program(&key, *ht, &table).unwrap();
                     lens[k] = p.len();
-                    p.attach_reuseport(&socks[0]).unwrap();
+                    attach_reuseport(&p, &socks[0]).unwrap();
                 } else if *cpu {
                     let p = cpu_program(&cpus).unwrap();
                     lens[k] = p.len();
-                    p.attach_reuseport(&socks[0]).unwrap();
+                    attach_reuseport(&p, &socks[0]).unwrap();
                 }
                 let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
                 let received = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
