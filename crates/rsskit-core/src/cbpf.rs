@@ -437,13 +437,13 @@ pub fn interpret(prog: &Program, skb: &SkbView<'_>) -> Result<u32, InterpError> 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::{FlowTuple, Toeplitz};
     use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
     /// IPv4 (with `opts` words of options) or IPv6 header + UDP header + payload.
-    fn packet(t: &FlowTuple, opts: usize, payload: usize) -> (Vec<u8>, usize) {
+    pub(crate) fn packet(t: &FlowTuple, opts: usize, payload: usize) -> (Vec<u8>, usize) {
         let mut p = Vec::new();
         match (t.src, t.dst) {
             (IpAddr::V4(s), IpAddr::V4(d)) => {

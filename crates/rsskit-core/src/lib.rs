@@ -9,7 +9,9 @@
 //! - [`key`]: RSS keys (Microsoft default, symmetric, hex, random with a quality check);
 //! - [`toeplitz`]: the Toeplitz hash (reference, fast, batch);
 //! - [`hashtype`]: hash types, hash input layout, the per-packet hash-type rule;
-//! - [`rss`]: buckets, bucket -> CPU, the NIC indirection table;
+//! - [`policy`]: **the** RSS policy ([`RssPolicy`]): key, hash types,
+//!   bucket -> worker, worker -> CPU; every layer above asks it;
+//! - [`rss`]: FreeBSD's bucket arithmetic (bits, masks, round-robin);
 //! - [`ringmap`]: DragonFly's ring -> CPU grid and redirect table;
 //! - [`finder`]: solving for tuples that land in a chosen bucket;
 //! - [`cbpf`]: classic BPF steering programs (cpu, Toeplitz bucket) and an
@@ -23,10 +25,12 @@ pub mod finder;
 pub mod hashtype;
 pub mod key;
 pub mod keycheck;
+pub mod policy;
 pub mod ringmap;
 pub mod rss;
 pub mod toeplitz;
 
 pub use hashtype::{FlowTuple, HashConfig, HashInput, HashType, L4Proto};
 pub use key::RssKey;
+pub use policy::{CpuId, RssPolicy, WorkerId};
 pub use toeplitz::Toeplitz;

@@ -20,6 +20,8 @@ pub enum RssError {
     BadBits(u32),
     /// A bucket index past the last bucket.
     NoSuchBucket { bucket: u32, buckets: u32 },
+    /// A worker index past the last worker.
+    NoSuchWorker { worker: u32, workers: u32 },
 }
 
 impl fmt::Display for RssError {
@@ -29,6 +31,9 @@ impl fmt::Display for RssError {
             RssError::BadBits(b) => write!(f, "bucket bits must be 1..={MAX_BITS}, not {b}"),
             RssError::NoSuchBucket { bucket, buckets } => {
                 write!(f, "bucket {bucket} does not exist (there are {buckets} buckets: 0..={})", buckets - 1)
+            }
+            RssError::NoSuchWorker { worker, workers } => {
+                write!(f, "worker {worker} does not exist (there are {workers} workers)")
             }
         }
     }
