@@ -259,9 +259,10 @@ impl Batch {
         let bufs = vec![0u8; cap * stride];
         // SAFETY: all-zero iovec, sockaddr_storage and mmsghdr are valid values
         // (null pointers, zero lengths); they are filled in below.
-        let iovs = vec![unsafe { zeroed::<libc::iovec>() }; cap];
-        let addrs = vec![unsafe { zeroed::<libc::sockaddr_storage>() }; cap];
-        let hdrs = vec![unsafe { zeroed::<libc::mmsghdr>() }; cap];
+        let (iov, addr, hdr) = unsafe {
+            (zeroed::<libc::iovec>(), zeroed::<libc::sockaddr_storage>(), zeroed::<libc::mmsghdr>())
+        };
+        let (iovs, addrs, hdrs) = (vec![iov; cap], vec![addr; cap], vec![hdr; cap]);
         let ctrl = vec![0u64; if with_ctrl { cap * CTRL_WORDS } else { 0 }];
         let mut b = Batch {
             cap,

@@ -106,10 +106,12 @@ fn first(n: usize) -> u64 {
 unsafe fn hash16(k: &[u64; 16], input: &[u8]) -> u32 {
     // Masked load: reads only the input's bytes, the rest are zero (and
     // zero bytes add nothing to the hash).
-    let x = _mm_maskz_loadu_epi8(first(input.len()) as __mmask16, input.as_ptr().cast());
+    // SAFETY: the mask covers `input.len() <= 16` bytes, all inside `input`.
+    let x = unsafe { _mm_maskz_loadu_epi8(first(input.len()) as __mmask16, input.as_ptr().cast()) };
     let x = _mm_gf2p8affine_epi64_epi8::<0>(x, _mm_set1_epi64x(BIT_REVERSE));
     let x = _mm256_cvtepu32_epi64(x);
-    let kv = _mm256_loadu_si256(k.as_ptr().cast());
+    // SAFETY: `k` holds 16 u64s; 32 bytes are read.
+    let kv = unsafe { _mm256_loadu_si256(k.as_ptr().cast()) };
     // Lane l: chunk 2l times K_2l (0x00), chunk 2l + 1 times K_2l+1 (0x11).
     let p =
         _mm256_xor_si256(_mm256_clmulepi64_epi128::<0x00>(x, kv), _mm256_clmulepi64_epi128::<0x11>(x, kv));
@@ -123,12 +125,14 @@ unsafe fn hash16(k: &[u64; 16], input: &[u8]) -> u32 {
 /// AVX-512 F/BW/VL, GFNI and VPCLMULQDQ must be available; `input.len() <= 36`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,gfni,vpclmulqdq,pclmulqdq")]
 unsafe fn hash36(k: &[u64; 16], input: &[u8]) -> u32 {
-    let x = _mm512_maskz_loadu_epi8(first(input.len()), input.as_ptr().cast());
+    // SAFETY: the mask covers `input.len() <= 36` bytes, all inside `input`.
+    let x = unsafe { _mm512_maskz_loadu_epi8(first(input.len()), input.as_ptr().cast()) };
     let x = _mm512_gf2p8affine_epi64_epi8::<0>(x, _mm512_set1_epi64(BIT_REVERSE));
     let lo = _mm512_cvtepu32_epi64(_mm512_castsi512_si256(x));
     let c8 = _mm_cvtepu32_epi64(_mm512_extracti32x4_epi32::<2>(x));
-    let k0 = _mm512_loadu_si512(k.as_ptr().cast());
-    let k8 = _mm_loadu_si128(k.as_ptr().add(8).cast());
+    // SAFETY: `k` holds 16 u64s (128 bytes): bytes 0..64 and 64..80 are read.
+    let (k0, k8) =
+        unsafe { (_mm512_loadu_si512(k.as_ptr().cast()), _mm_loadu_si128(k.as_ptr().add(8).cast())) };
     let p =
         _mm512_xor_si512(_mm512_clmulepi64_epi128::<0x00>(lo, k0), _mm512_clmulepi64_epi128::<0x11>(lo, k0));
     let p = _mm256_xor_si256(_mm512_castsi512_si256(p), _mm512_extracti64x4_epi64::<1>(p));

@@ -209,14 +209,18 @@ unsafe fn batch<const N: usize>(
     let hi = first((8 * N).saturating_sub(64));
 
     for blk in 0..blocks {
-        let base = src.add(blk * BLOCK * N);
+        // SAFETY: block `blk < blocks` starts inside the caller's `blocks * 16 * N` bytes.
+        let base = unsafe { src.add(blk * BLOCK * N) };
         let mut cols = [[_mm512_setzero_si512(); MAX_N / 8]; 2];
         for (g, cg) in cols.iter_mut().enumerate() {
-            let q = base.add(g * 8 * N);
+            // SAFETY: group `g` of 8 inputs lies inside the block.
+            let q = unsafe { base.add(g * 8 * N) };
             if N <= 16 {
                 // Masked loads: only the 8N bytes of this group are read.
-                let l0 = _mm512_maskz_loadu_epi8(lo, q.cast());
-                let l1 = _mm512_maskz_loadu_epi8(hi, q.add(64).cast());
+                // SAFETY: the masks `lo`/`hi` cover exactly the 8 * N <= 128 bytes of the group.
+                let (l0, l1) = unsafe {
+                    (_mm512_maskz_loadu_epi8(lo, q.cast()), _mm512_maskz_loadu_epi8(hi, q.add(64).cast()))
+                };
                 for k in 0..nch {
                     cg[k] = _mm512_permutex2var_epi8(l0, perm[k], l1);
                 }
@@ -226,7 +230,8 @@ unsafe fn batch<const N: usize>(
                 // with the 8x8 byte transpose.
                 let mut r = [_mm512_setzero_si512(); 8];
                 for (t, rt) in r.iter_mut().enumerate() {
-                    *rt = _mm512_maskz_loadu_epi8(row, q.add(N * t).cast());
+                    // SAFETY: input `t` of the group is N bytes at `q + N * t`; `row` masks N bytes.
+                    *rt = unsafe { _mm512_maskz_loadu_epi8(row, q.add(N * t).cast()) };
                 }
                 // Stage 1: ab[0][p] has the even chunks, ab[1][p] the odd
                 // chunks of inputs 2p and 2p + 1 (128-bit lane L: chunk 2L,
@@ -265,7 +270,8 @@ unsafe fn batch<const N: usize>(
                     let i = 8 * k + j;
                     if i < N {
                         let x = _mm512_permutex2var_epi64(ca, *bj, cb);
-                        let m = _mm512_loadu_si512(mats[i].as_ptr().cast());
+                        // SAFETY: `mats[i]` is 8 u64s: exactly one 64-byte load.
+                        let m = unsafe { _mm512_loadu_si512(mats[i].as_ptr().cast()) };
                         acc[j % 4] = _mm512_xor_si512(acc[j % 4], _mm512_gf2p8affine_epi64_epi8::<0>(x, m));
                     }
                 }
@@ -280,7 +286,8 @@ unsafe fn batch<const N: usize>(
             for (g, cg) in cols.iter().enumerate() {
                 for (&c, po) in cg.iter().zip(per_out).take(nch) {
                     for (o, m) in po.iter().enumerate() {
-                        let m = _mm512_loadu_si512(m.as_ptr().cast());
+                        // SAFETY: `m` is 8 u64s: exactly one 64-byte load.
+                        let m = unsafe { _mm512_loadu_si512(m.as_ptr().cast()) };
                         x[4 * g + o] =
                             _mm512_xor_si512(x[4 * g + o], _mm512_gf2p8affine_epi64_epi8::<0>(c, m));
                     }
@@ -299,7 +306,8 @@ unsafe fn batch<const N: usize>(
             fold(fold(a[0], a[1]), fold(a[2], a[3]))
         };
         let res = _mm512_permutexvar_epi8(outperm, acc);
-        _mm512_storeu_si512(dst.add(blk * BLOCK).cast(), res);
+        // SAFETY: block `blk < blocks` owns `dst[blk * 16..][..16]` u32s (64 bytes).
+        unsafe { _mm512_storeu_si512(dst.add(blk * BLOCK).cast(), res) };
     }
 }
 

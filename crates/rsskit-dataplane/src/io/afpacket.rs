@@ -284,8 +284,12 @@ impl Source for AfPacketSource {
             let snaplen = Self::read_u32(hp, 12) as usize;
             // SAFETY: tp_mac (u16 at 24) and sll_pkttype (sockaddr_ll after
             // the 48-byte aligned header, +10) are inside the frame header.
-            let mac = unsafe { core::ptr::read_volatile(hp.add(24) as *const u16) } as usize;
-            let pkttype = unsafe { core::ptr::read_volatile(hp.add(48 + 10)) };
+            let (mac, pkttype) = unsafe {
+                (
+                    core::ptr::read_volatile(hp.add(24) as *const u16) as usize,
+                    core::ptr::read_volatile(hp.add(48 + 10)),
+                )
+            };
             self.pkt_left -= 1;
             self.pkt_off += next;
             if self.pkt_off.saturating_sub(next) + mac + snaplen > bs || pkttype == PACKET_OUTGOING {
