@@ -3,9 +3,12 @@
 //! here, behind small safe wrappers, so the core stays sans-I/O.
 pub mod affinity;
 pub mod bpf;
+pub mod clock;
 pub mod cpulist;
+pub mod epoll;
 pub mod ethtool;
 pub mod netdev;
+pub mod process;
 pub mod snmp;
 pub mod socket;
 pub mod topology;

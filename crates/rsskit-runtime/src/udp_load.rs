@@ -509,12 +509,7 @@ pub struct Progress {
 }
 
 /// CLOCK_MONOTONIC in nanoseconds (the probe's timestamp clock).
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub use rsskit_linux::clock::monotonic_ns;
 
 /// State of one stream inside its sender thread.
 struct StreamState {

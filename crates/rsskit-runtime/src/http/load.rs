@@ -965,17 +965,6 @@ impl Worker {
     }
 }
 
-/// Puts the calling thread under `SCHED_BATCH` (priority 0; needs no
-/// privilege).
-fn set_sched_batch() -> io::Result<()> {
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: pid 0 is the calling thread; `param` is a live sched_param.
-    if unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// Runs the load: `progress(responses, failures, open, elapsed)` once a
 /// second from the calling thread.
 pub fn run(
@@ -1038,7 +1027,7 @@ pub fn run(
         move |ctx, (plan, phase, live): (SourcePlan, Vec<u64>, Arc<Live>)| {
             let (w, cpu) = (ctx.index, ctx.cpu);
             if sched_batch {
-                set_sched_batch().map_err(|e| anyhow!("SCHED_BATCH: {e}"))?;
+                rsskit_linux::process::set_sched_batch().map_err(|e| anyhow!("SCHED_BATCH: {e}"))?;
             }
             let ep = Epoll::new(1024).map_err(|e| anyhow!("epoll: {e}"))?;
             let n = phase.len();
@@ -1195,20 +1184,6 @@ mod tests {
         let one: IpNet = "10.1.2.3/32".parse().unwrap();
         assert_eq!(source_addresses(Some(&one), 10), vec!["10.1.2.3".parse::<IpAddr>().unwrap()]);
         assert!(source_addresses(None, 10).is_empty());
-    }
-
-    #[test]
-    fn sched_batch_applies_to_the_calling_thread_only() {
-        let policy = std::thread::spawn(|| {
-            set_sched_batch().unwrap();
-            // SAFETY: plain query of the calling thread's policy.
-            unsafe { libc::sched_getscheduler(0) }
-        })
-        .join()
-        .unwrap();
-        assert_eq!(policy, libc::SCHED_BATCH);
-        // SAFETY: as above, on this (untouched) thread.
-        assert_eq!(unsafe { libc::sched_getscheduler(0) }, libc::SCHED_OTHER);
     }
 
     #[test]

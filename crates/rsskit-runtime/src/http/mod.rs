@@ -6,63 +6,24 @@
 //! the request path (counters are published by their owner with relaxed
 //! stores and only read by the reporting thread).
 //!
-//! The event loop is `epoll` through `libc` rather than `mio`: the accept cap
+//! The event loop is `epoll` (`rsskit_linux::epoll`) rather than `mio`: the accept cap
 //! (at most `--accept-batch` connections per wake-up, DragonFly's fix) needs
 //! a *level-triggered* listener, so that a listener left with pending
 //! connections is reported again on the next wake-up; mio registers
 //! everything edge-triggered. The wrapper is small and its unsafe blocks
 //! are annotated.
 
-pub mod event;
 pub mod files;
 pub mod hist;
 pub mod load;
 pub mod request;
 pub mod server;
 
-use std::io;
-
-/// Monotonic clock in nanoseconds (`CLOCK_MONOTONIC`).
-#[inline]
-pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// Raises `RLIMIT_NOFILE` to at least `want` descriptors if it can: the soft
-/// limit up to the hard one, and the hard one too when privileged
-/// (`CAP_SYS_RESOURCE`, up to `fs.nr_open`). Returns the soft limit in force.
-pub fn raise_nofile(want: u64) -> io::Result<u64> {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: `lim` is a valid rlimit to fill.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if lim.rlim_cur >= want {
-        return Ok(lim.rlim_cur);
-    }
-    if lim.rlim_max < want {
-        let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
-            .unwrap_or(1 << 20);
-        let hard = want.min(nr_open);
-        let up = libc::rlimit { rlim_cur: hard, rlim_max: hard };
-        // SAFETY: `up` is a valid rlimit; failure (no privilege) is handled below.
-        if hard > lim.rlim_max && unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &up) } == 0 {
-            return Ok(hard);
-        }
-    }
-    let soft = want.min(lim.rlim_max);
-    let up = libc::rlimit { rlim_cur: soft, rlim_max: lim.rlim_max };
-    // SAFETY: as above.
-    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &up) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(soft)
-}
+/// Monotonic nanoseconds, the HTTP code's clock.
+pub use rsskit_linux::clock::monotonic_ns as now_ns;
+/// The epoll wrapper lives in the platform layer; the HTTP code names it `event`.
+pub use rsskit_linux::epoll as event;
+pub use rsskit_linux::process::raise_nofile;
 
 /// An HTTP-date (`Sun, 06 Nov 1994 08:49:37 GMT`) for `secs` since the epoch.
 pub fn http_date(secs: u64) -> String {
