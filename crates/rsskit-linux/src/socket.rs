@@ -118,7 +118,8 @@ pub fn tcp_listener(addr: SocketAddr, opts: &TcpListenOptions) -> io::Result<Soc
     Ok(s)
 }
 
-fn setsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int, v: libc::c_int) -> io::Result<()> {
+/// `setsockopt` of one `int` option.
+pub fn setsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int, v: libc::c_int) -> io::Result<()> {
     // SAFETY: `v` is a live c_int and the length passed is its size.
     let rc = unsafe {
         libc::setsockopt(fd, level, name, (&v as *const libc::c_int).cast(), size_of::<libc::c_int>() as u32)

@@ -26,13 +26,14 @@ use rsskit_core::finder::{find_src_ports_any, Solutions};
 use rsskit_core::rss::RssConfig;
 use rsskit_core::toeplitz::{key_window, reference};
 use rsskit_core::{FlowTuple, HashType, L4Proto, RssKey};
+use rsskit_linux::socket::setsockopt_int;
 use serde::Serialize;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, ToSocketAddrs};
-use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
+use std::os::fd::AsRawFd;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -544,17 +545,8 @@ impl Worker {
                 if self.bind_port {
                     let _ = s.set_reuse_address(true);
                 } else {
-                    let one: libc::c_int = 1;
-                    // SAFETY: `one` is a live c_int of the size passed.
-                    unsafe {
-                        libc::setsockopt(
-                            s.as_raw_fd(),
-                            libc::IPPROTO_IP,
-                            libc::IP_BIND_ADDRESS_NO_PORT,
-                            (&one as *const libc::c_int).cast(),
-                            std::mem::size_of::<libc::c_int>() as u32,
-                        )
-                    };
+                    // Best effort: without it, bind() reserves a port per address.
+                    let _ = setsockopt_int(s.as_raw_fd(), libc::IPPROTO_IP, libc::IP_BIND_ADDRESS_NO_PORT, 1);
                 }
                 if s.bind(&local.into()).is_ok() {
                     bound = true;
@@ -578,8 +570,7 @@ impl Worker {
                 return self.fail(i, kind, now);
             }
         }
-        // SAFETY: we own the descriptor (taken from the socket2 Socket).
-        let sock = unsafe { TcpStream::from_raw_fd(s.into_raw_fd()) };
+        let sock = TcpStream::from(s);
         let tok = self.token(i);
         if self.ep.add(sock.as_raw_fd(), event::IN | event::OUT | event::RDHUP | event::ET, tok).is_err() {
             return self.fail(i, Fail::Other, now);
