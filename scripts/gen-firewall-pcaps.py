@@ -107,7 +107,7 @@ def handshake(s, c, cp, srv, sp, rule, client_out=None, server_out=None, why="fl
 
 def basic():
     rules = (
-        "# the background's example, plus UDP\n"
+        "# the DragonFly paper's example, plus UDP\n"
         "check-state\n"
         "allow tcp from any to me 80 setup keep-state\n"
         "allow udp from any to me 53 keep-state\n"

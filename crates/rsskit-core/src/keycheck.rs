@@ -1,7 +1,7 @@
 //! Checking an RSS key before use.
 //!
 //! A key from the OS random source is almost always good, but "almost" is
-//! not a property; the background's question is how a key made at boot
+//! not a property; the question is how a key made at boot
 //! should be verified. [`check`] answers with four tests; a key passes when
 //! all hold for both the IPv4 and the IPv6 4-tuple layouts, with
 //! `bits` bucket bits (buckets = `hash & (2^bits - 1)`, at most 7 = the

@@ -1,13 +1,13 @@
-//! The background's packet classification experiment (`rsskit bench
+//! Adrian Chadd's packet classification experiment (`rsskit bench
 //! classify`): each packet's IPv4 source and destination are looked up in a
 //! large hash table; batching (1, 2, 4, 16) x prefetching (none, packet
 //! header, table bucket, both); per-worker lock-free tables vs one table
 //! shared behind a read-write lock; 1 and 2 workers.
 //!
 //! The table is open addressing over 64-byte buckets of 16 IPv4 keys (one
-//! cache line each, like the background's bucket "array of IPv4 addresses");
+//! cache line each, like Chadd's bucket "array of IPv4 addresses");
 //! a full bucket overflows into the next one. With 6 M entries and 524,288
-//! buckets each bucket holds ~11.4 addresses, as in the background.
+//! buckets each bucket holds ~11.4 addresses, as in Chadd's experiment.
 //!
 //! Packets are 64-byte Ethernet/IPv4/UDP frames in a ring of buffers
 //! `stride` bytes apart (default 1920) with random addresses, half of them
@@ -201,7 +201,7 @@ impl PacketRing {
     /// From now on every pass over the ring XORs the addresses with a
     /// per-pass salt (the first pass keeps them): the buffers are reused as
     /// a NIC's ring is, but the traffic is fresh random addresses, as the
-    /// background's pkt-gen sent, instead of the same few thousand
+    /// experiment's pkt-gen sent, instead of the same few thousand
     /// addresses whose buckets would soon all sit in the cache. Most
     /// lookups then miss.
     pub fn fresh_addresses(mut self) -> Self {
@@ -565,7 +565,7 @@ fn thread_cpu_ns() -> u64 {
 }
 
 /// The shared-table variant: the read lock is taken once per packet, around
-/// both lookups, as in the background.
+/// both lookups, as in Chadd's experiment.
 fn lock_per_packet(
     ring: &PacketRing,
     shared: &RwLock<Table>,

@@ -10,7 +10,7 @@ fn ip(s: &str) -> IpAddr {
 }
 
 #[test]
-fn background_example_as_written() {
+fn dragonfly_paper_example_as_written() {
     let r = parse("check-state\nallow tcp from any to me 80 setup keep-state\n").unwrap();
     assert!(!r.default_allow, "default deny");
     assert_eq!(r.rules.len(), 2);

@@ -11,7 +11,8 @@
 //! own pending delta. Other workers hold at most `threshold - 1` unfolded
 //! states each, so with `threshold = max / (40 * workers)` the table can go
 //! over `max` by at most 2.5% from the pending deltas plus 2.5% of drift
-//! left by a resync: within the background's 5%.
+//! left by a resync: within the 5% overflow DragonFly's loosely updated
+//! counter allows (Qiao, "Improving the DragonFlyBSD Network Stack").
 //!
 //! When the total reaches the limit, the worker (1) resyncs: the total is
 //! set to the sum of the workers' exact counts (each published by its owner

@@ -28,7 +28,8 @@
 //!   and the replies back (IPv6 as `[ADDR]:PORT`). A redirect keeps state.
 //! - `default allow|deny` sets the default rule (65535); deny unless set.
 //!
-//! The background's example is valid as written:
+//! The example of Qiao's "Improving the DragonFlyBSD Network Stack" is
+//! valid as written:
 //!
 //! ```text
 //! check-state

@@ -12,7 +12,7 @@
 //!   and a state that sees a packet moves to the tail of its (possibly new)
 //!   class list, so each list is sorted by expiry time and [`StateTable::expire`]
 //!   pops heads until the first live one: O(expired + classes), never a scan
-//!   (the background's flowtable lesson). Requires a non-decreasing clock.
+//!   of the whole table. Requires a non-decreasing clock.
 //! - TCP tracking follows ipfw's `dyn` rules: a state is *opening* until a
 //!   SYN was seen in both directions, *established* after, *closed* once both
 //!   sides sent FIN or either sent RST; each class has its own lifetime.

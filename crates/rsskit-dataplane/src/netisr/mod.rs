@@ -62,7 +62,8 @@ use std::time::{Duration, Instant};
 
 pub use crate::pool::{mbuf_flags, Mbuf};
 
-/// What to prefetch in a batch (the background's experiment).
+/// What to prefetch in a batch (Adrian Chadd's 2015 packet-classification
+/// experiment: header, then hash bucket).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Prefetch {

@@ -1,4 +1,4 @@
-//! `rsskit bench classify`: the background's packet classification
+//! `rsskit bench classify`: Adrian Chadd's packet classification
 //! experiment on this machine (IPv4 source/destination lookups in a large
 //! hash table; batch x prefetch; per-worker tables, one shared table read
 //! without a lock, and one behind a read-write lock; 1 and 2 workers),
