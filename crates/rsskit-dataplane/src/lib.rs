@@ -9,7 +9,6 @@
 //! - [`reass`]: bounded, sans-I/O IPv4/IPv6 fragment reassembly.
 
 pub mod build;
-pub mod classify;
 pub mod firewall;
 pub mod hash;
 pub mod io;

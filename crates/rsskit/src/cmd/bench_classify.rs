@@ -4,9 +4,9 @@
 //! without a lock, and one behind a read-write lock; 1 and 2 workers),
 //! printed as a matrix in Mpps.
 
+use super::classify_experiment::{run_matrix, Cell, ClassifyParams, TableMode, BUCKET_KEYS};
 use super::common::print_json;
 use anyhow::{bail, Result};
-use rsskit_dataplane::classify::{run_matrix, Cell, ClassifyParams, TableMode, BUCKET_KEYS};
 use rsskit_dataplane::netisr::Prefetch;
 use serde_json::json;
 

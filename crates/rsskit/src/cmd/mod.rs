@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod bench_classify;
 pub mod bench_firewall;
+pub mod classify_experiment;
 pub mod common;
 pub mod demo;
 pub mod find;

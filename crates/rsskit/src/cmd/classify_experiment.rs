@@ -15,8 +15,8 @@
 //! ([`PacketRing::fresh_addresses`]) so the traffic keeps being new random
 //! flows and the table's cache footprint is the whole table.
 
-use crate::netisr::{prefetch, Prefetch};
-use crate::pool::Pool;
+use rsskit_dataplane::netisr::{prefetch, Prefetch};
+use rsskit_dataplane::pool::Pool;
 use serde::Serialize;
 use std::sync::{Arc, Barrier, RwLock};
 use std::time::Instant;
@@ -64,11 +64,6 @@ impl Table {
     /// Entries.
     pub fn len(&self) -> usize {
         self.len
-    }
-
-    /// No entries?
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     /// Bytes of bucket memory.
@@ -124,6 +119,7 @@ impl Table {
     }
 
     /// Is `addr` in the table?
+    #[cfg(test)]
     pub fn contains(&self, addr: u32) -> bool {
         addr != 0 && self.contains_at(addr, self.bucket_of(addr))
     }
@@ -191,7 +187,7 @@ impl PacketRing {
                 }
             };
             let (s, d) = (pick(&mut rng), pick(&mut rng));
-            let f = crate::build::udp4_frame(s.into(), 1000, d.into(), 2000, 64);
+            let f = rsskit_dataplane::build::udp4_frame(s.into(), 1000, d.into(), 2000, 64);
             // SAFETY: we hold buffer i (allocated above, never freed).
             unsafe { pool.mem().buf_mut(i)[..64].copy_from_slice(&f) };
         }
@@ -434,7 +430,7 @@ impl Default for ClassifyParams {
             buckets: 524_288,
             packets: 2_000_000,
             ring: 8192,
-            stride: crate::pool::DEFAULT_STRIDE,
+            stride: rsskit_dataplane::pool::DEFAULT_STRIDE,
             rounds: 3,
             batches: vec![1, 2, 4, 16],
             prefetches: Prefetch::ALL.to_vec(),
@@ -454,7 +450,7 @@ pub fn run_matrix(p: &ClassifyParams, mut progress: impl FnMut(&Cell)) -> (Table
     let copies: Vec<Arc<Table>> = (0..maxw).map(|_| Arc::new(table.clone())).collect();
     let shared = Arc::new(RwLock::new(table.clone()));
     let rings: Vec<Arc<PacketRing>> = (0..maxw)
-        .map(|w| Arc::new(PacketRing::new(p.ring, p.stride, &hits, p.seed + 1 + w as u64)))
+        .map(|w| Arc::new(PacketRing::new(p.ring, p.stride, &hits, p.seed + 1 + w as u64).fresh_addresses()))
         .collect();
     let mut cells = Vec::new();
     for &mode in &p.modes {
