@@ -23,9 +23,8 @@ use crate::udp_load::IpNet;
 use crate::worker::Workers;
 use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::finder::{find_src_ports_any, Solutions};
-use rsskit_core::rss::RssConfig;
 use rsskit_core::toeplitz::{key_window, reference};
-use rsskit_core::{FlowTuple, HashType, L4Proto, RssKey};
+use rsskit_core::{CpuId, FlowTuple, HashConfig, HashType, L4Proto, RssKey, RssPolicy, WorkerId};
 use rsskit_linux::socket::setsockopt_int;
 use serde::Serialize;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
@@ -371,9 +370,10 @@ pub fn plan_sources(cfg: &LoadConfig) -> Result<Vec<SourcePlan>> {
         match cfg.src_ports {
             SrcPorts::Kernel => plan.locals = addrs.iter().map(|&a| SocketAddr::new(a, 0)).collect(),
             SrcPorts::Server => {
-                let rss = RssConfig::new(&cfg.server_cpus, None).map_err(|e| anyhow!("server table: {e}"))?;
-                let target_cpu = cfg.server_cpus[w % cfg.server_cpus.len()];
-                let buckets = rss.buckets_of_cpu(target_cpu);
+                let server =
+                    policy_over(&cfg.key, &cfg.server_cpus).map_err(|e| anyhow!("server table: {e}"))?;
+                // Client worker w aims at server worker w (mod their count).
+                let buckets = server.buckets_of(WorkerId((w % server.workers()) as u32));
                 let ht = if dst.is_ipv6() { HashType::TcpIpv6 } else { HashType::TcpIpv4 };
                 let mut per_addr = Vec::new();
                 for &a in &addrs {
@@ -384,7 +384,7 @@ pub fn plan_sources(cfg: &LoadConfig) -> Result<Vec<SourcePlan>> {
                         dst.ip(),
                         dst.port(),
                         1024..=65535,
-                        rss.mask(),
+                        server.mask(),
                         &buckets,
                         1 << 16,
                     )
@@ -395,12 +395,12 @@ pub fn plan_sources(cfg: &LoadConfig) -> Result<Vec<SourcePlan>> {
                 plan.locals = interleave(per_addr);
             }
             SrcPorts::Reply => {
-                let rss = RssConfig::new(&cfg.cpus, None).map_err(|e| anyhow!("client table: {e}"))?;
-                let buckets = rss.buckets_of_cpu(cfg.cpus[w]);
+                let client = policy_over(&cfg.key, &cfg.cpus).map_err(|e| anyhow!("client table: {e}"))?;
+                let buckets = client.buckets_of(WorkerId(w as u32));
                 let per_addr = addrs
                     .iter()
                     .map(|&a| {
-                        reply_ports(&cfg.key, dst, a, rss.mask(), &buckets, 1024..=65535)
+                        reply_ports(&cfg.key, dst, a, client.mask(), &buckets, 1024..=65535)
                             .into_iter()
                             .map(|p| SocketAddr::new(a, p))
                             .collect::<Vec<_>>()
@@ -414,6 +414,12 @@ pub fn plan_sources(cfg: &LoadConfig) -> Result<Vec<SourcePlan>> {
         }
     }
     Ok(plans)
+}
+
+/// The RSS policy of a set of workers on `cpus` (worker i on `cpus[i]`).
+fn policy_over(key: &RssKey, cpus: &[usize]) -> Result<RssPolicy, rsskit_core::rss::RssError> {
+    let cpus: Vec<CpuId> = cpus.iter().map(|&c| CpuId(c as u32)).collect();
+    RssPolicy::new(key.clone(), HashConfig::default(), &cpus, None)
 }
 
 fn interleave(lists: Vec<Vec<SocketAddr>>) -> Vec<SocketAddr> {
