@@ -224,18 +224,32 @@ pub fn print_report(cfg: &LoadConfig, r: &LoadReport) {
         "rtt us: p50 {:.1} p99 {:.1} p99.9 {:.1} max {:.1}",
         r.rtt_us.p50, r.rtt_us.p99, r.rtt_us.p999, r.rtt_us.max
     );
+    println!(
+        "refused {} (ECONNREFUSED: nothing listening at the target){}",
+        r.refused,
+        if r.cut_short { "; the run was cut short" } else { "" }
+    );
 }
 
 /// Exit status: an error when nothing came back.
 pub fn check(cfg: &LoadConfig, r: &LoadReport) -> Result<()> {
     if r.echoed == 0 {
-        if r.refused {
+        if r.refused > 0 {
             bail!("target {} refused the datagrams (ECONNREFUSED): nothing is listening there", cfg.target);
         }
         bail!(
             "no datagram came back from {} (sent {}): is an echo server running there?",
             cfg.target,
             r.sent
+        );
+    }
+    if r.cut_short {
+        bail!(
+            "target {} went away: {} datagrams refused (ECONNREFUSED) after {} echoes; the run was cut short at {:.1}s",
+            cfg.target,
+            r.refused,
+            r.echoed,
+            r.elapsed_s
         );
     }
     Ok(())
