@@ -10,8 +10,9 @@ use std::sync::atomic::AtomicBool;
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Prints the hash configuration in force and the streams on stderr, one line a \
 second on stderr, and the per-stream summary on stdout (--json: one object). SIGINT or SIGTERM stops \
-sending early, waits --drain for the last echoes and still reports. Exit status 1 when nothing came \
-back.\n\nExample (loopback, echo server on 127.0.0.1:9000):\n  rsskit udp-load --target \
+sending early, waits --drain for the last echoes and still reports. Datagrams refused by the target \
+(ICMP port unreachable) are counted (refused); exit status 1 when nothing came back or when refusals \
+cut the run short.\n\nExample (loopback, echo server on 127.0.0.1:9000):\n  rsskit udp-load --target \
 127.0.0.1:9000 --streams 4 --spread-buckets --rate 20000 --duration 3")]
 pub struct Args {
     /// Echo server: ADDR:PORT ([IPV6]:PORT).
