@@ -141,7 +141,7 @@ fn bad_invocations() {
     let out = rsskit()
         .args(["firewall", "--rules"])
         .arg(&rules)
-        .args(["--in", "pcap:/nonexistent.pcap"])
+        .args(["--me", "10.0.0.1", "--in", "pcap:/nonexistent.pcap"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
