@@ -226,7 +226,7 @@ pub fn print_report(cfg: &LoadConfig, r: &LoadReport) {
         r.rtt_us.p50, r.rtt_us.p99, r.rtt_us.p999, r.rtt_us.max
     );
     println!(
-        "refused {} (ECONNREFUSED: nothing listening at the target){}",
+        "refused {} (ECONNREFUSED: ICMP port unreachable from the target){}",
         r.refused,
         if r.cut_short { "; the run was cut short" } else { "" }
     );
