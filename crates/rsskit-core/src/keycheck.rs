@@ -319,6 +319,65 @@ pub fn check_default(key: &RssKey) -> KeyReport {
     check(key, 7)
 }
 
+impl KeyProblem {
+    /// Whether this problem leaves buckets unreachable (a rank test failed):
+    /// such a key is refused unless the user insists ([`vet`]). The all-zero
+    /// key is the plain case: every flow hashes to bucket 0.
+    pub fn unreachable_buckets(&self) -> bool {
+        matches!(self, KeyProblem::FieldRank { .. })
+    }
+}
+
+/// Whether the key is one 2-byte pattern repeated (DragonFly's symmetric
+/// key and its kin): their 16 independent hash bits are the price of
+/// hash(a->b) == hash(b->a), not a defect.
+pub fn is_symmetric(key: &RssKey) -> bool {
+    let k = key.as_bytes();
+    k.iter().enumerate().all(|(i, b)| *b == k[i % 2])
+}
+
+/// A key that cannot reach every bucket, refused by [`vet`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct WeakKey {
+    /// Every problem of the key, the unreachable-bucket ones first.
+    pub problems: Vec<KeyProblem>,
+}
+
+impl fmt::Display for WeakKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "weak RSS key: it cannot reach every bucket of the 128-entry table (")?;
+        let reasons: Vec<&KeyProblem> = self.problems.iter().filter(|p| p.unreachable_buckets()).collect();
+        for (i, p) in reasons.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{p}")?;
+        }
+        f.write_str("), so flows would pile into a few buckets")
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for WeakKey {}
+
+/// The check every key given to rsskit goes through (by hand, from a NIC,
+/// or a named one), for the full 128-entry table: `Err` when buckets are
+/// unreachable (unless `allow_weak`), else the problems worth a warning (a
+/// failed spread test, degenerate windows, fewer than 32 independent hash
+/// bits; the last is expected of a [symmetric](is_symmetric) key and not
+/// reported for one). An empty list: the key is good.
+pub fn vet(key: &RssKey, allow_weak: bool) -> Result<Vec<KeyProblem>, WeakKey> {
+    let mut problems = check_default(key).problems;
+    if is_symmetric(key) {
+        problems.retain(|p| !matches!(p, KeyProblem::HashRank { rank: 16, .. }));
+    }
+    if !allow_weak && problems.iter().any(KeyProblem::unreachable_buckets) {
+        problems.sort_by_key(|p| !p.unreachable_buckets());
+        return Err(WeakKey { problems });
+    }
+    Ok(problems)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -415,6 +474,30 @@ mod tests {
             "{:?}",
             r.problems
         );
+    }
+
+    #[test]
+    fn vet_refuses_unreachable_buckets_and_warns_on_spread() {
+        // All zero: every flow in bucket 0. Refused, saying why.
+        let zero = RssKey::from_bytes(&[0; 40]).unwrap();
+        let e = vet(&zero, false).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("cannot reach every bucket"), "{msg}");
+        assert!(msg.contains("varying the source port alone reaches only 2^0 of 2^7 buckets"), "{msg}");
+        assert!(e.problems[0].unreachable_buckets());
+        // Allowed on request: then the problems come back as warnings.
+        let w = vet(&zero, true).unwrap();
+        assert!(w.iter().any(KeyProblem::unreachable_buckets));
+        // Good keys: nothing to say, the symmetric one included.
+        assert_eq!(vet(&RssKey::microsoft(), false).unwrap(), Vec::new());
+        assert_eq!(vet(&RssKey::symmetric(), false).unwrap(), Vec::new());
+        // Full rank but uneven (the low port bits ignored): accepted, warned.
+        let mut b = RssKey::microsoft().as_bytes().to_vec();
+        b[12] &= 0xc0;
+        b[13] = 0;
+        let w = vet(&RssKey::from_bytes(&b).unwrap(), false).unwrap();
+        assert!(w.iter().any(|p| matches!(p, KeyProblem::Spread { .. })), "{w:?}");
+        assert!(!w.iter().any(KeyProblem::unreachable_buckets), "{w:?}");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Rule parser: valid rule sets and every class of error, with positions.
 
 use rsskit_dataplane::firewall::rules::{
-    limit_key, parse, Action, AddrSpec, Dir, ErrorKind, Limit, PortSpec, Proto, Redirect,
+    limit_key, parse, parse_bytes, parse_with, Action, AddrSpec, Dir, ErrorKind, Limit, ParseError,
+    ParseOptions, PortSpec, Proto, Redirect,
 };
 use std::net::IpAddr;
 
@@ -128,6 +129,17 @@ fn every_error_class_with_position() {
         ("redirect tcp 1.2.3.4:80 -> [::1]:2", 1, 28, BadRedirect, "same address family"),
         ("redirect tcp 1.2.3.4:80x -> 5.6.7.8:2", 1, 22, BadPort, "port number"),
         ("redirect tcp 1.2.3.4:80 -> 5.6.7.8:2 out extra", 1, 42, TrailingInput, "end of rule"),
+        (
+            "allow tcp from any to me keep-state keep-state",
+            1,
+            37,
+            DuplicateOption,
+            "'keep-state' was already",
+        ),
+        ("allow tcp from any to me setup keep-state setup", 1, 43, DuplicateOption, "'setup' was already"),
+        ("allow tcp from any to me limit src-addr 2 limit dst-port 3", 1, 43, DuplicateOption, "'limit'"),
+        ("check-state\nallow ip from ::/0 to 10.0.0.0/8", 2, 23, MixedFamilies, "source's family (IPv6)"),
+        ("allow udp from 10.0.0.1 53 to 2001:db8::1", 1, 31, MixedFamilies, "(IPv4)"),
     ];
     for &(text, line, col, kind, want) in cases {
         let (l, c, k, msg) = err(text);
@@ -151,4 +163,44 @@ fn auto_numbering_overflow() {
     text.push_str("allow ip from any to any\n");
     let (l, c, k, _) = err(&text);
     assert_eq!((l, c, k), (2, 1, ErrorKind::BadNumber));
+}
+
+fn err_of(e: ParseError) -> (u32, u32, ErrorKind, String) {
+    let msg = e.to_string();
+    assert!(msg.starts_with(&format!("line {}, column {}: expected ", e.line, e.column)), "{msg}");
+    (e.line, e.column, e.kind, msg)
+}
+
+#[test]
+fn me_needs_local_addresses() {
+    let none = ParseOptions { me_defined: false };
+    let (l, c, k, msg) =
+        err_of(parse_with("check-state\nallow tcp from any to me 80 setup keep-state\n", none).unwrap_err());
+    assert_eq!((l, c, k), (2, 23, ErrorKind::MeUndefined), "{msg}");
+    assert!(msg.contains("--me") && msg.contains("found 'me'"), "{msg}");
+    let (l, c, k, _) = err_of(parse_with("allow ip from me6 to any", none).unwrap_err());
+    assert_eq!((l, c, k), (1, 15, ErrorKind::MeUndefined));
+    // With local addresses (and by default) `me` is fine; without, rules
+    // that do not name it are too.
+    assert!(parse_with("allow tcp from any to me 80", ParseOptions { me_defined: true }).is_ok());
+    assert!(parse("allow tcp from any to me 80").is_ok());
+    assert!(parse_with("allow tcp from any to 10.0.0.1 80", none).is_ok());
+    // `any` with either family, and same-family pairs, are not mixed.
+    assert!(parse("allow ip from ::/0 to any\nallow ip from 10.0.0.0/8 to 10.1.0.0/16").is_ok());
+}
+
+#[test]
+fn non_utf8_file_names_the_byte() {
+    let opts = ParseOptions::default();
+    let mut bytes = b"check-state\nallow tcp from any to me 80 # caf".to_vec();
+    bytes.extend_from_slice(&[0xe9, b'\n']); // Latin-1 e-acute
+    let (l, c, k, msg) = err_of(parse_bytes(&bytes, opts).unwrap_err());
+    assert_eq!((l, c, k), (2, 34, ErrorKind::NotUtf8), "{msg}");
+    assert!(msg.contains("expected UTF-8 text, found byte 0xe9"), "{msg}");
+    // Columns count characters: a valid multi-byte character before it.
+    let mut bytes = "allow ip from any to any # \u{e9}".as_bytes().to_vec();
+    bytes.push(0xff);
+    let (l, c, _, _) = err_of(parse_bytes(&bytes, opts).unwrap_err());
+    assert_eq!((l, c), (1, 29));
+    assert_eq!(parse_bytes(b"allow ip from any to any\n", opts).unwrap().rules.len(), 1);
 }

@@ -175,6 +175,12 @@ pub struct EchoServer {
     started: Instant,
     kernel_before: Option<UdpCounters>,
     rcvbuf: RcvBuf,
+    /// A duplicate of every socket: a worker that stops (the stop flag is
+    /// often set by a signal well before [`EchoServer::stop`]) closes its
+    /// own descriptors, and a closed socket's drop count leaves
+    /// `/proc/net/udp` with it. These keep them all listed until the final
+    /// counts are read.
+    held: Vec<Socket>,
 }
 
 /// `SO_RCVBUF`: what was asked and what the kernel granted.
@@ -248,6 +254,13 @@ impl EchoServer {
                 extra_cpus: Vec::new(),
             })
             .collect();
+        let held = st
+            .sockets
+            .iter()
+            .chain(st.extra.iter().map(|(_, s)| s))
+            .map(|s| s.try_clone())
+            .collect::<io::Result<Vec<Socket>>>()
+            .context("duplicating the sockets")?;
         let mut per_worker: Vec<Vec<RxSocket>> = Vec::with_capacity(n);
         for (w, sock) in st.sockets.into_iter().enumerate() {
             let kernel_cpu = if cfg.steer == Steer::Cpu { cfg.cpus[w] as u16 } else { CPU_UNKNOWN };
@@ -286,6 +299,7 @@ impl EchoServer {
             started: Instant::now(),
             kernel_before,
             rcvbuf,
+            held,
         })
     }
 
@@ -341,10 +355,12 @@ impl EchoServer {
 
     /// Stops every worker, joins them, and reports.
     pub fn stop(self) -> Result<EchoReport> {
-        // Per-socket drops must be read while the sockets still exist.
-        let socket_drops = snmp::socket_drops(self.local.port(), self.local.is_ipv6()).ok();
         let duration = self.started.elapsed();
         let results = self.workers.join()?;
+        // Per-socket drops: read once no worker reads any more (final
+        // counts) and before the sockets close (`held` keeps them open).
+        let socket_drops = snmp::socket_drops(self.local.port(), self.local.is_ipv6()).ok();
+        drop(self.held);
         let mut counters = Vec::with_capacity(results.len());
         for (i, r) in results.into_iter().enumerate() {
             counters.push(r.with_context(|| format!("worker {i}"))?);
@@ -874,6 +890,33 @@ mod tests {
         let mut c = base;
         c.bits = Some(9);
         assert!(EchoServer::start(c).is_err());
+    }
+
+    #[test]
+    fn socket_drops_are_read_while_the_sockets_are_open() {
+        // The stop flag is set (as a signal does) and the workers have
+        // closed their descriptors before stop() reads /proc/net/udp.
+        let mut c = EchoConfig::new("127.0.0.1:0".parse().unwrap());
+        c.cpus = vec![0];
+        c.steer = Steer::Kernel;
+        c.rcvbuf = Some(4096);
+        let stop = Arc::new(AtomicBool::new(false));
+        let srv = EchoServer::start_with_stop(c, stop.clone()).unwrap();
+        let sockets = srv.held.len();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        std::thread::sleep(POLL_INTERVAL * 5);
+        // Nobody reads now: a burst overflows the small receive buffer.
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let sent = 500u64;
+        for i in 0..sent {
+            tx.send_to(&probe(0, i, 1000), srv.local_addr()).unwrap();
+        }
+        let r = srv.stop().unwrap();
+        let received = r.totals().received;
+        let d = r.socket_drops.expect("per-socket drops read");
+        assert_eq!(d.sockets, sockets, "every socket still listed");
+        assert!(d.drops > 0, "{d:?}");
+        assert!(d.drops + received <= sent, "{d:?} received {received}");
     }
 
     #[test]

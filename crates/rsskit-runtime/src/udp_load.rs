@@ -466,6 +466,9 @@ pub struct StreamReport {
     pub lost: u64,
     pub out_of_order: u64,
     pub duplicates: u64,
+    /// ECONNREFUSED errors (ICMP port unreachable: nothing listens at the
+    /// target any more); the stream stops sending at the first.
+    pub refused: u64,
     /// Echoes the server flagged as misdirected (bucket not owned by the worker).
     pub flagged_misdirected: u64,
     /// Echoes whose kernel CPU differs from the serving worker's CPU.
@@ -489,8 +492,12 @@ pub struct LoadReport {
     pub elapsed_s: f64,
     pub streams: Vec<StreamReport>,
     pub hash_config: serde_json::Value,
-    #[serde(skip)]
-    pub refused: bool,
+    /// ECONNREFUSED errors over all streams (the target went away or was
+    /// never there).
+    pub refused: u64,
+    /// Some stream stopped sending before its `duration`/`count` because
+    /// the target refused: the run was cut short.
+    pub cut_short: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
@@ -530,7 +537,10 @@ struct StreamState {
     buckets: BTreeSet<u16>,
     flagged: u64,
     kcpu_mismatch: u64,
-    refused: bool,
+    /// ECONNREFUSED errors seen (the stream stops sending at the first).
+    refused: u64,
+    /// Refused while it still had datagrams to send.
+    cut_short: bool,
 }
 
 impl StreamState {
@@ -638,7 +648,7 @@ pub fn run(
     states.sort_by_key(|s| s.id);
     let t = &cfg.table;
     let mut reports = Vec::new();
-    let mut refused = false;
+    let (mut refused, mut cut_short) = (0, false);
     for (st, info) in states.iter().zip(&infos) {
         let (id, src, hash, bucket, owner) = *info;
         let owner_cpu = owner.map(|w| t.cpus[w]);
@@ -649,7 +659,8 @@ pub fn run(
             && st.cpus.iter().all(|&c| Some(c as usize) == owner_cpu)
             && st.buckets.iter().all(|&b| b as u32 == bucket)
             && st.flagged == 0;
-        refused |= st.refused;
+        refused += st.refused;
+        cut_short |= st.cut_short;
         reports.push(StreamReport {
             stream: id,
             src: src.to_string(),
@@ -666,6 +677,7 @@ pub fn run(
             lost: st.sent - st.echoed.min(st.sent),
             out_of_order: st.out_of_order,
             duplicates: st.duplicates,
+            refused: st.refused,
             flagged_misdirected: st.flagged,
             kernel_cpu_mismatch: st.kcpu_mismatch,
             matched,
@@ -705,6 +717,7 @@ pub fn run(
             "server_cpus": t.cpus,
         }),
         refused,
+        cut_short,
     })
 }
 
@@ -745,7 +758,8 @@ fn sender(
                 buckets: BTreeSet::new(),
                 flagged: 0,
                 kcpu_mismatch: 0,
-                refused: false,
+                refused: 0,
+                cut_short: false,
             }
         })
         .collect();
@@ -767,12 +781,12 @@ fn sender(
         let elapsed = now - start;
         let done_sending = stop.load(Ordering::Relaxed)
             || duration.is_some_and(|d| elapsed >= d)
-            || states.iter().all(|s| s.refused || count.is_some_and(|c| s.sent >= c));
+            || states.iter().all(|s| s.refused > 0 || count.is_some_and(|c| s.sent >= c));
         if done_sending && draining_since.is_none() {
             draining_since = Some(now);
         }
         if let Some(d) = draining_since {
-            let all_in = states.iter().all(|s| s.refused || s.echoed >= s.sent);
+            let all_in = states.iter().all(|s| s.refused > 0 || s.echoed >= s.sent);
             if all_in || now - d >= cfg.drain || (stop.load(Ordering::Relaxed) && now - d >= cfg.drain / 4) {
                 break;
             }
@@ -797,7 +811,7 @@ fn sender(
             while sent_now < due && tries < states.len() {
                 let i = next % states.len();
                 let st = &mut states[i];
-                let can = !st.refused
+                let can = st.refused == 0
                     && count.is_none_or(|c| st.sent < c)
                     && cfg.window.is_none_or(|w| {
                         // Late echoes of written-off datagrams may still come: saturate.
@@ -837,7 +851,9 @@ fn sender(
                         tries += 1;
                     }
                     Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
-                        st.refused = true;
+                        st.refused += 1;
+                        // Sending phase and not yet at --count: cut short.
+                        st.cut_short = true;
                         tries += 1;
                     }
                     Err(e) => return Err(anyhow!("sending to {}: {e}", cfg.target)),
@@ -847,13 +863,15 @@ fn sender(
             progress.sent.fetch_add(sent_now, Ordering::Relaxed);
         }
         // Receive what is there.
+        let sending = draining_since.is_none();
         let mut got = 0u64;
         for st in states.iter_mut() {
             for _ in 0..4 {
                 let n = match rx.recv(&st.socket, true) {
                     Ok(n) => n,
                     Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
-                        st.refused = true;
+                        st.refused += 1;
+                        st.cut_short |= sending && count.is_none_or(|c| st.sent < c);
                         continue;
                     }
                     Err(_) => break,
@@ -1093,7 +1111,35 @@ mod tests {
         let streams = plan_streams(&c).unwrap();
         let r = run(&c, streams, &AtomicBool::new(false), |_, _, _| {}).unwrap();
         assert_eq!(r.echoed, 0);
-        assert!(r.refused);
+        assert!(r.refused > 0 && r.cut_short, "{} {}", r.refused, r.cut_short);
+        assert_eq!(r.streams[0].refused, r.refused);
+    }
+
+    #[test]
+    fn server_going_away_cuts_the_run_short() {
+        // Echoes for a while, then the server closes its socket: the kernel
+        // answers ICMP port unreachable and the streams are refused.
+        let mut c = cfg(2, false);
+        let (addr, stop) = echo_server(c.table.clone(), 0, None);
+        c.target = addr;
+        c.duration = Some(Duration::from_secs(3));
+        let streams = plan_streams(&c).unwrap();
+        let t = Instant::now();
+        let r = std::thread::scope(|sc| {
+            sc.spawn(|| {
+                std::thread::sleep(Duration::from_millis(500));
+                stop.store(true, Ordering::Relaxed);
+            });
+            run(&c, streams, &AtomicBool::new(false), |_, _, _| {}).unwrap()
+        });
+        assert!(r.echoed > 0, "echoed before the server went away");
+        assert!(r.refused > 0, "refusals counted");
+        assert!(r.cut_short, "the run stopped before --duration 3");
+        assert!(t.elapsed() < Duration::from_millis(2900), "{:?}", t.elapsed());
+        assert_eq!(r.refused, r.streams.iter().map(|s| s.refused).sum::<u64>());
+        let j = serde_json::to_value(&r).unwrap();
+        assert_eq!(j["refused"], r.refused);
+        assert_eq!(j["cut_short"], true);
     }
 
     #[test]

@@ -12,6 +12,10 @@ use std::process::ExitCode;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Use a --key that cannot reach every RSS bucket (e.g. all zero: every
+    /// flow in bucket 0) instead of refusing it.
+    #[arg(long, global = true)]
+    allow_weak_key: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -44,7 +48,13 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // `--key` is checked while clap parses it, so this flag must be known
+    // first (everything after `--` is a value, not a flag).
+    cmd::common::set_allow_weak_key(
+        std::env::args_os().take_while(|a| a != "--").any(|a| a == "--allow-weak-key"),
+    );
     let cli = Cli::parse();
+    cmd::common::set_allow_weak_key(cli.allow_weak_key);
     let result = match cli.command {
         Command::Hash(a) => cmd::hash::run(a),
         Command::Table(a) => cmd::table::run(a),

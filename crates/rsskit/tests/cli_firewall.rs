@@ -103,7 +103,7 @@ fn rule_errors_name_line_and_column() {
     let p = tmp("bad.rules");
     std::fs::write(&p, "check-state\nallow tcp from any to me 80 setup keep-stat\n").unwrap();
     let out = rsskit()
-        .args(["firewall", "--rules"])
+        .args(["firewall", "--me", "10.0.0.1", "--rules"])
         .arg(&p)
         .arg("--in")
         .arg(format!("pcap:{}", testdata("basic.pcap").display()))
@@ -117,13 +117,31 @@ fn rule_errors_name_line_and_column() {
 }
 
 #[test]
+fn rule_file_errors_users_make() {
+    // `me` without --me, and a file that is not UTF-8: line and column.
+    let pcap = format!("pcap:{}", testdata("basic.pcap").display());
+    let run = |body: &[u8], name: &str| {
+        let p = tmp(name);
+        std::fs::write(&p, body).unwrap();
+        let out = rsskit().args(["firewall", "--rules"]).arg(&p).args(["--in", &pcap]).output().unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = run(b"check-state\nallow tcp from any to me 80 setup keep-state\n", "me.rules");
+    assert!(err.contains("line 2, column 23: expected") && err.contains("--me"), "{err}");
+    let err = run(b"check-state\n# r\xe9gles\nallow ip from any to any\n", "latin1.rules");
+    assert!(err.contains("line 2, column 4: expected UTF-8 text, found byte 0xe9"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
 fn bad_invocations() {
     let rules = rules_file("ok.rules", "basic");
     // Missing capture.
     let out = rsskit()
         .args(["firewall", "--rules"])
         .arg(&rules)
-        .args(["--in", "pcap:/nonexistent.pcap"])
+        .args(["--me", "10.0.0.1", "--in", "pcap:/nonexistent.pcap"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));

@@ -144,3 +144,66 @@ fn bad_bits_and_cpus() {
     let e = fails(&["hash", "--src", "1.2.3.4", "--dst", "5.6.7.8", "--cpus", "0"]);
     assert!(e.contains("at least 1"), "{e}");
 }
+
+#[test]
+fn weak_keys_are_refused_everywhere_unless_allowed() {
+    let zero = "00".repeat(40);
+    // Every command that takes --key checks it the same way (clap exits 2).
+    let cmds: &[&[&str]] = &[
+        &["hash", "--src", "10.0.0.1", "--dst", "10.0.0.2"],
+        &["find", "--dst", "10.0.0.1:80", "--src-ports", "1024-2000", "--bucket", "1"],
+        &["udp-echo"],
+        &["udp-load", "--target", "127.0.0.1:9"],
+        &["http-serve"],
+        &["http-load", "--url", "http://127.0.0.1:9/"],
+        &["firewall", "--rules", "/nonexistent", "--in", "pcap:x"],
+        &["bench", "toeplitz"],
+    ];
+    for args in cmds {
+        let out = rsskit().args(*args).args(["--key", &zero]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("weak RSS key: it cannot reach every bucket"), "{args:?}: {err}");
+        assert!(err.contains("source port alone reaches only 2^0 of 2^7 buckets"), "{args:?}: {err}");
+        assert!(err.contains("--allow-weak-key"), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    // Overridden: used (every flow lands in bucket 0), with the reasons as warnings.
+    let out = rsskit()
+        .args([
+            "hash",
+            "--src",
+            "10.0.0.1",
+            "--dst",
+            "10.0.0.2",
+            "--json",
+            "--allow-weak-key",
+            "--key",
+            &zero,
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["hash"], 0);
+    assert!(err.contains("warning: --key: ipv4: varying the source port alone"), "{err}");
+}
+
+#[test]
+fn uneven_key_warns() {
+    // Full rank (every bucket reachable) but the low 7 source-port bits are
+    // ignored on the bucket bits: consecutive ports pile up. Accepted, warned.
+    let mut b = rsskit_core::key::MICROSOFT_KEY;
+    b[12] &= 0xc0;
+    b[13] = 0;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    let out =
+        rsskit().args(["hash", "--src", "10.0.0.1", "--dst", "10.0.0.2", "--key", &hex]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("rsskit: warning: --key: ipv4: sample of 8192 flows spreads unevenly"), "{err}");
+    // A good key says nothing.
+    let out = rsskit().args(["hash", "--src", "10.0.0.1", "--dst", "10.0.0.2"]).output().unwrap();
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+}

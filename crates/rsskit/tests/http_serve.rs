@@ -217,6 +217,7 @@ fn idle_and_slow_header_connections_time_out() {
     let n = used.read(&mut b).unwrap();
     assert_eq!(status_of(&b[..n]), 200);
     let mut out = Vec::new();
+    // Never sent a byte: closed at the header timeout (without an answer).
     idle.read_to_end(&mut out).expect("closed by the server, not by our read timeout");
     assert!(out.is_empty());
     out.clear();
@@ -229,9 +230,78 @@ fn idle_and_slow_header_connections_time_out() {
     assert!(waited >= Duration::from_millis(900) && waited < Duration::from_secs(5), "{waited:?}");
     let (st, v) = srv.stop();
     assert!(st.success());
-    assert_eq!(v["total"]["timeouts_idle"], 2, "{v}");
-    assert_eq!(v["total"]["timeouts_header"], 1, "{v}");
+    assert_eq!(v["total"]["timeouts_idle"], 1, "{v}");
+    assert_eq!(v["total"]["timeouts_header"], 2, "{v}");
     assert_eq!(v["total"]["status"]["408"], 1);
+}
+
+#[test]
+fn silent_connection_closed_at_the_header_timeout() {
+    // The idle timeout is far away: only the header timeout, counted from
+    // accept, can close a connection that never sends a byte.
+    let srv = Server::start(&["--idle-timeout", "60", "--header-timeout", "1"]);
+    let t = Instant::now();
+    let mut silent = connect(srv.addr);
+    let mut out = Vec::new();
+    silent.read_to_end(&mut out).expect("closed by the server, not by our 10 s read timeout");
+    let waited = t.elapsed();
+    assert!(out.is_empty());
+    assert!(waited >= Duration::from_millis(900) && waited < Duration::from_secs(5), "{waited:?}");
+    let (st, v) = srv.stop();
+    assert!(st.success());
+    assert_eq!(v["total"]["timeouts_header"], 1, "{v}");
+    assert_eq!(v["total"]["timeouts_idle"], 0, "{v}");
+    assert_eq!(v["total"]["requests"], 0, "{v}");
+}
+
+#[test]
+fn fifo_and_device_under_root_do_not_wedge_the_worker() {
+    let base = std::env::temp_dir().join(format!("rsskit-http-fifo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let root = base.join("www");
+    std::fs::create_dir_all(&root).unwrap();
+    struct Cleanup(std::path::PathBuf);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _cleanup = Cleanup(base.clone());
+    std::fs::write(root.join("hello.txt"), b"hello\n").unwrap();
+    let c = |p: &std::path::Path| std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+    // SAFETY: valid C strings; results checked.
+    assert_eq!(unsafe { libc::mkfifo(c(&root.join("fifo")).as_ptr(), 0o644) }, 0, "mkfifo");
+    // A character device node with /dev/null's numbers (needs root; a
+    // symlink to /dev/null itself is stopped earlier, by RESOLVE_BENEATH).
+    // SAFETY: a valid C string; the result is checked.
+    let dev =
+        unsafe { libc::mknod(c(&root.join("null")).as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) };
+    assert_eq!(dev, 0, "mknod needs root: {}", std::io::Error::last_os_error());
+    std::os::unix::fs::symlink("/dev/null", root.join("devnull")).unwrap();
+    // One worker: every request below goes to the same one.
+    let srv = Server::start(&["--root", root.to_str().unwrap(), "--cpus", "0"]);
+    let get = |method: &str, path: &str| {
+        let t = Instant::now();
+        let req = format!("{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let resp = exchange(srv.addr, req.as_bytes());
+        assert!(!resp.is_empty(), "{method} {path}: no answer in {:?} (worker wedged?)", t.elapsed());
+        assert!(t.elapsed() < Duration::from_secs(2), "{method} {path} took {:?}", t.elapsed());
+        status_of(&resp)
+    };
+    for path in ["/fifo", "/null", "/devnull"] {
+        assert_eq!(get("GET", path), 403, "{path}");
+        assert_eq!(get("HEAD", path), 403, "{path}");
+    }
+    // The worker still serves.
+    for _ in 0..3 {
+        assert_eq!(get("GET", "/hello.txt"), 200);
+    }
+    let t = Instant::now();
+    let (st, v) = srv.stop();
+    assert!(st.success(), "{st:?}");
+    assert!(t.elapsed() < Duration::from_secs(3), "SIGTERM took {:?}", t.elapsed());
+    assert_eq!(v["total"]["status"]["403"], 6, "{v}");
+    assert_eq!(v["total"]["status"]["200"], 3, "{v}");
 }
 
 /// Raises this process's descriptor limit (the test holds 10,000 sockets).

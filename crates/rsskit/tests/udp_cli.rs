@@ -59,6 +59,56 @@ fn load_refused_target() {
     let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let target = format!("127.0.0.1:{port}");
     fails(&["udp-load", "--target", &target, "--duration", "0.5", "--rate", "100"], 1, "ECONNREFUSED");
+    // The count is reported, in text and in JSON, and the exit is non-zero.
+    let out = rsskit()
+        .args(["udp-load", "--target", &target, "--duration", "0.5", "--rate", "100"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let n: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("refused "))
+        .and_then(|r| r.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no refused line: {text}"));
+    assert!(n > 0, "{text}");
+    let out = rsskit()
+        .args(["udp-load", "--target", &target, "--duration", "0.5", "--rate", "100", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["refused"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(v["cut_short"], true, "{v}");
+}
+
+#[test]
+fn load_server_going_away_is_an_error() {
+    // The echo server stops after 1 s of a 4 s run: udp-load reports the
+    // refusals and exits non-zero instead of ending early with status 0.
+    let mut echo = common::proc::Running::spawn(&[
+        "udp-echo",
+        "--bind",
+        "127.0.0.1:0",
+        "--cpus",
+        "0",
+        "--duration",
+        "1",
+    ]);
+    let line = echo.wait_for("udp-echo: echo on ", std::time::Duration::from_secs(20));
+    let addr = line.split("echo on ").nth(1).unwrap().split(',').next().unwrap().to_string();
+    let t = std::time::Instant::now();
+    let out = rsskit()
+        .args(["udp-load", "--target", &addr, "--duration", "4", "--rate", "200", "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("went away") && stderr.contains("cut short"), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["echoed"].as_u64().unwrap() > 0, "{v}");
+    assert!(v["refused"].as_u64().unwrap() > 0, "{v}");
+    assert!(t.elapsed() < std::time::Duration::from_millis(3900), "{:?}", t.elapsed());
 }
 
 #[test]

@@ -37,7 +37,11 @@
 //! ```
 //!
 //! Errors name the line and column (both 1-based, columns in characters)
-//! and what was expected, see [`ParseError`].
+//! and what was expected, see [`ParseError`]. Besides syntax, these are
+//! errors: an option given twice (`keep-state keep-state`), a rule whose
+//! source and destination are of different address families (it could never
+//! match), `me` when no local address is defined ([`ParseOptions`]), and a
+//! file that is not UTF-8 ([`parse_bytes`]).
 
 use core::fmt;
 use core::net::IpAddr;
@@ -267,6 +271,28 @@ pub enum ErrorKind {
     DuplicateDefault,
     /// `redirect` to or from a bad endpoint (protocol, families).
     BadRedirect,
+    /// An option given twice (`keep-state keep-state`, `setup setup`, two `limit`s).
+    DuplicateOption,
+    /// Source and destination addresses of different families: never matches.
+    MixedFamilies,
+    /// `me` while no local address is defined ([`ParseOptions::me_defined`]).
+    MeUndefined,
+    /// The file is not UTF-8 text.
+    NotUtf8,
+}
+
+/// What a rule file may rely on besides its own text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParseOptions {
+    /// Whether `me` stands for at least one address (`--me`). When false, a
+    /// rule naming `me` is an error: it would silently never match.
+    pub me_defined: bool,
+}
+
+impl Default for ParseOptions {
+    fn default() -> Self {
+        ParseOptions { me_defined: true }
+    }
 }
 
 /// A parse error at `line:column` (1-based).
@@ -301,6 +327,7 @@ struct Tok<'a> {
 
 struct Line<'a> {
     no: u32,
+    me_defined: bool,
     toks: Vec<Tok<'a>>,
     pos: usize,
     end_col: u32,
@@ -324,7 +351,7 @@ impl<'a> Line<'a> {
             toks.push(Tok { s: &text[s..], col: col_of(s) });
         }
         let end_col = text.trim_end().chars().count() as u32 + 1;
-        Line { no, toks, pos: 0, end_col }
+        Line { no, me_defined: true, toks, pos: 0, end_col }
     }
 
     fn peek(&self) -> Option<Tok<'a>> {
@@ -363,8 +390,35 @@ impl<'a> Line<'a> {
     }
 }
 
-/// Parses a rule file.
+/// Parses a rule file, `me` allowed (see [`parse_with`]).
 pub fn parse(text: &str) -> Result<Rules, ParseError> {
+    parse_with(text, ParseOptions::default())
+}
+
+/// Parses a rule file read as bytes: text that is not UTF-8 is an error at
+/// the line and column of the first bad byte.
+pub fn parse_bytes(bytes: &[u8], opts: ParseOptions) -> Result<Rules, ParseError> {
+    match core::str::from_utf8(bytes) {
+        Ok(text) => parse_with(text, opts),
+        Err(e) => {
+            let good = &bytes[..e.valid_up_to()];
+            // `good` is valid UTF-8 by construction.
+            let good = core::str::from_utf8(good).unwrap_or("");
+            let line = good.matches('\n').count() + 1;
+            let last = good.rsplit('\n').next().unwrap_or("");
+            Err(ParseError {
+                line: u32::try_from(line).unwrap_or(u32::MAX),
+                column: u32::try_from(last.chars().count() + 1).unwrap_or(u32::MAX),
+                kind: ErrorKind::NotUtf8,
+                expected: "UTF-8 text".to_string(),
+                found: format!("byte 0x{:02x}", bytes[e.valid_up_to()]),
+            })
+        }
+    }
+}
+
+/// Parses a rule file with `opts`.
+pub fn parse_with(text: &str, opts: ParseOptions) -> Result<Rules, ParseError> {
     let mut rules: Vec<Rule> = Vec::new();
     let mut default_allow: Option<bool> = None;
     let mut last_number: u16 = 0;
@@ -372,6 +426,7 @@ pub fn parse(text: &str) -> Result<Rules, ParseError> {
         let no = u32::try_from(i + 1).unwrap_or(u32::MAX);
         let body = raw.split('#').next().unwrap_or("");
         let mut l = Line::new(no, body);
+        l.me_defined = opts.me_defined;
         let Some(first) = l.peek() else { continue };
         if first.s.eq_ignore_ascii_case("default") {
             l.next();
@@ -451,13 +506,35 @@ fn parse_rule(l: &mut Line<'_>, number: u16, text: &str) -> Result<Rule, ParseEr
     r.src = parse_addr(l)?;
     r.src_ports = parse_ports_opt(l)?;
     l.expect("to", "'to' or a port")?;
+    let dt = l.peek();
     r.dst = parse_addr(l)?;
+    if let (AddrSpec::Net { addr: s, .. }, AddrSpec::Net { addr: d, .. }) = (r.src, r.dst) {
+        if s.is_ipv4() != d.is_ipv4() {
+            let fam = if s.is_ipv4() { "IPv4" } else { "IPv6" };
+            return Err(l.err_at(
+                dt,
+                ErrorKind::MixedFamilies,
+                &format!("a destination of the source's family ({fam}): this rule could never match"),
+            ));
+        }
+    }
     r.dst_ports = parse_ports_opt(l)?;
     if (!r.src_ports.is_any() || !r.dst_ports.is_any()) && !has_ports {
         return Err(l.err_at(pt, ErrorKind::Conflict, "'tcp' or 'udp' for a rule with ports"));
     }
+    let mut seen: Vec<String> = Vec::new();
     while let Some(t) = l.peek() {
         let w = t.s.to_ascii_lowercase();
+        if matches!(w.as_str(), "setup" | "keep-state" | "limit") {
+            if seen.contains(&w) {
+                return Err(l.err_at(
+                    Some(t),
+                    ErrorKind::DuplicateOption,
+                    &format!("each option at most once ('{w}' was already given)"),
+                ));
+            }
+            seen.push(w.clone());
+        }
         match w.as_str() {
             "in" | "out" => {
                 l.next();
@@ -536,6 +613,13 @@ fn parse_addr(l: &mut Line<'_>) -> Result<AddrSpec, ParseError> {
         return Ok(AddrSpec::Any);
     }
     if s.eq_ignore_ascii_case("me") || s.eq_ignore_ascii_case("me6") {
+        if !l.me_defined {
+            return Err(l.err_at(
+                t,
+                ErrorKind::MeUndefined,
+                "'any' or an address ('me' stands for no address: give --me ADDR)",
+            ));
+        }
         return Ok(AddrSpec::Me);
     }
     let (a, p) = match s.split_once('/') {

@@ -318,6 +318,9 @@ pub fn parse_ipv6<'a>(data: &'a [u8], offset: usize, cfg: &ParseConfig) -> Resul
     let mut pos = 40usize;
     let mut count = 0usize;
     let mut frag: Option<FragInfo> = None;
+    // Any fragment header seen, atomic ones included (those leave `frag`
+    // empty): a second one is malformed (drop.rs, Ipv6BadExtHeader).
+    let mut seen_frag_hdr = false;
     while is_ext_header(nh) {
         count += 1;
         if count > cfg.max_ipv6_ext_headers {
@@ -327,9 +330,10 @@ pub fn parse_ipv6<'a>(data: &'a [u8], offset: usize, cfg: &ParseConfig) -> Resul
         let (len, next) = match nh {
             proto::HOPOPT if pos != 40 => return Err(DropReason::Ipv6BadExtHeader),
             proto::FRAGMENT => {
-                if frag.is_some() {
+                if seen_frag_hdr {
                     return Err(DropReason::Ipv6BadExtHeader);
                 }
+                seen_frag_hdr = true;
                 if rest.len() < 8 {
                     return Err(DropReason::Ipv6BadExtHeader);
                 }

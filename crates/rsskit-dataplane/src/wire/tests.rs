@@ -221,6 +221,23 @@ fn ipv6_fragments() {
     assert!(p.outer.frag.is_none());
     assert_eq!(p.l4.ports(), Some((7, 9)));
 
+    // Two fragment headers are dropped (drop.rs: Ipv6BadExtHeader), also
+    // when the first is an atomic fragment (offset 0, M = 0), which once
+    // slipped through as a whole packet; and in the other order.
+    let two = |first: [u8; 8], second: [u8; 8]| {
+        let mut rest = first.to_vec();
+        rest.extend_from_slice(&second);
+        rest.extend(build::udp(7, 9, &[0xab; 16]));
+        build::ipv6(a6("::1"), a6("::2"), proto::FRAGMENT, &rest)
+    };
+    let atomic = build::frag_header(proto::FRAGMENT, 0, false, 5);
+    let real = build::frag_header(proto::UDP, 0, true, 6);
+    let atomic_last = build::frag_header(proto::UDP, 0, false, 6);
+    assert_eq!(parse_ip(&two(atomic, real), &cfg()), Err(DropReason::Ipv6BadExtHeader));
+    assert_eq!(parse_ip(&two(atomic, atomic_last), &cfg()), Err(DropReason::Ipv6BadExtHeader));
+    let first_real = build::frag_header(proto::FRAGMENT, 0, true, 5);
+    assert_eq!(parse_ip(&two(first_real, atomic_last), &cfg()), Err(DropReason::Ipv6BadExtHeader));
+
     // A non-last fragment whose size is not a multiple of 8.
     let bad = build::fragment_v6(a6("::1"), a6("::2"), 0, &[], proto::UDP, 5, &payload, &[50]);
     assert_eq!(parse_ip(&bad[0], &cfg()), Err(DropReason::BadFragment));

@@ -3,12 +3,18 @@
 //! the file is opened with `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`
 //! relative to the root, so no symlink can lead outside it. Kernels without
 //! `openat2` get the fallback: canonicalize and check the prefix.
+//!
+//! Only regular files are served. A FIFO (or a device node) under the root
+//! must not wedge the worker: every open is `O_NONBLOCK` (opening a FIFO
+//! without a writer, or a terminal, then returns at once) and the type is
+//! checked on the descriptor (`fstat`) before anything reads from it.
 
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -75,6 +81,10 @@ pub fn relative_path(decoded: &[u8]) -> Result<PathBuf, FileError> {
 
 static HAVE_OPENAT2: AtomicBool = AtomicBool::new(true);
 
+/// Never blocks in `open` (FIFO, tty, device); the caller then refuses
+/// anything but a regular file or a directory before reading.
+const OPEN_FLAGS: i32 = libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK;
+
 /// The document root.
 #[derive(Debug)]
 pub struct Root {
@@ -121,6 +131,8 @@ impl Root {
     pub fn lookup(&self, request_path: &str) -> Result<Opened, FileError> {
         let rel = relative_path(&percent_decode(request_path)?)?;
         let f = self.open_beneath(&rel)?;
+        // fstat on the descriptor: the type of what was opened, not of
+        // whatever the path names by now.
         let meta = f.metadata().map_err(|_| FileError::Forbidden)?;
         let (f, meta, rel) = if meta.is_dir() {
             let idx = rel.join("index.html");
@@ -146,7 +158,7 @@ impl Root {
         if HAVE_OPENAT2.load(Ordering::Relaxed) {
             // SAFETY: open_how is plain data; all-zero is valid.
             let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-            how.flags = (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY) as u64;
+            how.flags = OPEN_FLAGS as u64;
             how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
             // SAFETY: `rel_c` is a valid C string, `how` a valid open_how of the
             // size passed; the result is checked.
@@ -175,7 +187,11 @@ impl Root {
         if !canon.starts_with(&self.canon) {
             return Err(FileError::Forbidden);
         }
-        File::open(&canon).map_err(|e| errno_to_file_error(e.raw_os_error().unwrap_or(0)))
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(OPEN_FLAGS)
+            .open(&canon)
+            .map_err(|e| errno_to_file_error(e.raw_os_error().unwrap_or(0)))
     }
 }
 
@@ -220,6 +236,12 @@ mod tests {
         assert_eq!(relative_path(b"/a..b/..c").unwrap(), PathBuf::from("a..b/..c"));
     }
 
+    fn mkfifo(p: &Path) {
+        let c = CString::new(p.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid C string; the result is checked.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo {}", p.display());
+    }
+
     #[test]
     fn lookups_stay_beneath() {
         let base = std::env::temp_dir().join(format!("rsskit-files-{}", std::process::id()));
@@ -232,7 +254,15 @@ mod tests {
         std::os::unix::fs::symlink(base.join("secret"), root.join("out")).unwrap();
         std::os::unix::fs::symlink("../secret", root.join("rel-out")).unwrap();
         std::os::unix::fs::symlink("a.txt", root.join("in")).unwrap();
-        let r = Root::open(&root).unwrap();
+        mkfifo(&root.join("fifo"));
+        let r = std::sync::Arc::new(Root::open(&root).unwrap());
+        // A FIFO with no writer: refused at once, not a blocked open (which
+        // would leave the thread stuck: fail after 5 s instead of hanging).
+        let (tx, rx) = std::sync::mpsc::channel();
+        let r2 = r.clone();
+        std::thread::spawn(move || tx.send(r2.lookup("/fifo").map(|o| o.size)));
+        let got = rx.recv_timeout(std::time::Duration::from_secs(5)).expect("lookup of a FIFO blocked");
+        assert_eq!(got.unwrap_err(), FileError::Forbidden);
         let o = r.lookup("/a.txt").unwrap();
         assert_eq!((o.size, o.content_type), (5, "text/plain"));
         assert_eq!(r.lookup("/sub/").unwrap().content_type, "text/html");
@@ -246,6 +276,7 @@ mod tests {
         assert_eq!(r.lookup("/").unwrap_err(), FileError::NotFound, "no index.html at the root");
         // The fallback path gives the same answers.
         HAVE_OPENAT2.store(false, Ordering::Relaxed);
+        assert_eq!(r.lookup("/fifo").unwrap_err(), FileError::Forbidden);
         assert_eq!(r.lookup("/out").unwrap_err(), FileError::Forbidden);
         assert_eq!(r.lookup("/in").unwrap().size, 5);
         HAVE_OPENAT2.store(true, Ordering::Relaxed);

@@ -375,7 +375,8 @@ struct Conn {
     stalled: bool,
     lingering: bool,
     linger_until: u64,
-    /// When the current partial request head started arriving.
+    /// When the current request head started arriving, or the connection
+    /// was accepted (then `pending` is empty until the first byte).
     header_since: Option<u64>,
     last_active: u64,
     /// epoll interest (0: not registered yet).
@@ -548,7 +549,9 @@ impl Worker {
                 stalled: false,
                 lingering: false,
                 linger_until: 0,
-                header_since: None,
+                // The header timeout runs from accept: a client that never
+                // sends a byte must not hold the slot for the idle timeout.
+                header_since: Some(self.now),
                 last_active: self.now,
                 interest: 0,
             };
@@ -979,6 +982,12 @@ impl Worker {
             let Some(conn) = self.slots[idx].conn.as_mut() else { continue };
             let close = if conn.lingering {
                 now > conn.linger_until
+            } else if conn.header_since.is_some_and(|t| now.saturating_sub(t) > self.header_ns)
+                && conn.pending.is_empty()
+            {
+                // Not a byte since accept: nothing to answer, just close.
+                self.c.timeouts_header += 1;
+                true
             } else if conn.header_since.is_some_and(|t| now.saturating_sub(t) > self.header_ns) {
                 self.c.timeouts_header += 1;
                 self.c.requests += 1;

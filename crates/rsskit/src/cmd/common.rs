@@ -5,19 +5,44 @@
 use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::{HashConfig, RssKey};
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// `--allow-weak-key` (a global flag): set by `main` before the arguments
+/// are parsed, since `--key` is checked while it is parsed.
+static ALLOW_WEAK_KEY: AtomicBool = AtomicBool::new(false);
+
+/// Sets whether [`check_key`] accepts a key that cannot reach every bucket.
+pub fn set_allow_weak_key(allow: bool) {
+    ALLOW_WEAK_KEY.store(allow, Ordering::Relaxed);
+}
+
 /// `--key default|microsoft|symmetric|random|HEX`. `random`: a fresh key from
-/// the OS random source that passed `rsskit_core::keycheck`.
+/// the OS random source that passed `rsskit_core::keycheck`. Every key then
+/// goes through [`check_key`].
 pub fn parse_key(s: &str) -> Result<RssKey> {
-    match s {
-        "default" | "microsoft" => Ok(RssKey::microsoft()),
-        "symmetric" => Ok(RssKey::symmetric()),
-        "random" => RssKey::random().map_err(|e| anyhow!("--key random: {e}")),
-        hex => RssKey::from_hex(hex).map_err(|e| anyhow!("--key: {e}")),
+    let key = match s {
+        "default" | "microsoft" => RssKey::microsoft(),
+        "symmetric" => RssKey::symmetric(),
+        "random" => RssKey::random().map_err(|e| anyhow!("--key random: {e}"))?,
+        hex => RssKey::from_hex(hex).map_err(|e| anyhow!("--key: {e}"))?,
+    };
+    check_key(&key, ALLOW_WEAK_KEY.load(Ordering::Relaxed))?;
+    Ok(key)
+}
+
+/// The one key check of the CLI ([`rsskit_core::keycheck::vet`]): refuses a
+/// key that cannot reach every bucket unless `allow_weak`
+/// (`--allow-weak-key`), and warns on stderr about a key that reaches every
+/// bucket but spreads a realistic sample unevenly (or has other defects).
+pub fn check_key(key: &RssKey, allow_weak: bool) -> Result<()> {
+    let problems = rsskit_core::keycheck::vet(key, allow_weak)
+        .map_err(|e| anyhow!("--key: {e}; use --allow-weak-key to use it anyway"))?;
+    for p in &problems {
+        eprintln!("rsskit: warning: --key: {p}");
     }
+    Ok(())
 }
 
 /// Clap value parser for `--key`.
@@ -208,6 +233,18 @@ mod tests {
         assert_eq!(e.port, Some(9));
         assert!("1.2.3.4:99999".parse::<Endpoint>().is_err());
         assert!("300.1.1.1".parse::<Endpoint>().is_err());
+    }
+
+    #[test]
+    fn every_key_is_checked() {
+        let zero = "00".repeat(40);
+        let e = format!("{:#}", parse_key(&zero).unwrap_err());
+        assert!(e.starts_with("--key: weak RSS key: it cannot reach every bucket"), "{e}");
+        assert!(e.contains("--allow-weak-key"), "{e}");
+        assert!(check_key(&RssKey::from_hex(&zero).unwrap(), true).is_ok());
+        for k in ["default", "microsoft", "symmetric", "random"] {
+            assert!(parse_key(k).is_ok(), "{k}");
+        }
     }
 
     #[test]

@@ -187,9 +187,11 @@ impl Out {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let text = std::fs::read_to_string(&a.rules)
-        .with_context(|| format!("cannot read rule file {}", a.rules.display()))?;
-    let rules = firewall::parse(&text).with_context(|| format!("{}", a.rules.display()))?;
+    let text =
+        std::fs::read(&a.rules).with_context(|| format!("cannot read rule file {}", a.rules.display()))?;
+    let opts = firewall::rules::ParseOptions { me_defined: !a.me.is_empty() };
+    let rules =
+        firewall::rules::parse_bytes(&text, opts).with_context(|| format!("{}", a.rules.display()))?;
     if a.batch == 0 || a.batch > 4096 {
         bail!("--batch must be 1..=4096");
     }

@@ -37,13 +37,15 @@ pub struct Args {
     /// Size in bytes of the object served at /.
     #[arg(long, default_value_t = 1024)]
     object_size: usize,
-    /// Serve files under this directory (nothing outside it, no symlink escapes).
+    /// Serve regular files under this directory (nothing outside it, no
+    /// symlink escapes; FIFOs, devices and sockets get 403).
     #[arg(long)]
     root: Option<PathBuf>,
     /// Seconds a connection may sit idle.
     #[arg(long, default_value_t = 60.0)]
     idle_timeout: f64,
-    /// Seconds a client has to send a complete request head.
+    /// Seconds a client has to send a complete request head (from accept
+    /// for the first request: a silent connection is closed then).
     #[arg(long, default_value_t = 10.0)]
     header_timeout: f64,
     /// Stop after this many seconds (default: until SIGINT/SIGTERM).

@@ -34,6 +34,9 @@ JSON fields (--json prints one object):
                         max_tx, max_other, max_combined} or {supported: false, reason}
     rss                {supported: true, source, key (hex, null if not given),
                         key_len, key_is (microsoft|kernel_default|symmetric|null),
+                        key_check ({verdict: good|warn|weak, problems [text]}:
+                        the check every --key gets; weak: rsskit refuses it
+                        without --allow-weak-key; null: no key of 40+ bytes),
                         hfunc [names], input_xfrm [names], table [ring per entry],
                         table_size} or {supported: false, reason}
     hash_fields        {supported: true, flows: [{flow (tcp4, udp4, sctp4, ip4,
@@ -142,6 +145,23 @@ fn hex(bytes: &[u8]) -> String {
 
 fn colon_hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}
+
+/// The check every `--key` goes through (`keycheck::vet`), on a key a
+/// driver reported: `good`, `warn` (reaches every bucket, other problems) or
+/// `weak` (cannot reach every bucket), with the problems. `None` for a key
+/// too short to check.
+fn key_check(key: &[u8]) -> Option<(&'static str, Vec<String>)> {
+    let k = rsskit_core::RssKey::from_bytes(key).ok()?;
+    let problems = rsskit_core::keycheck::vet(&k, true).unwrap_or_default();
+    let verdict = if problems.iter().any(|p| p.unreachable_buckets()) {
+        "weak"
+    } else if problems.is_empty() {
+        "good"
+    } else {
+        "warn"
+    };
+    Some((verdict, problems.iter().map(|p| p.to_string()).collect()))
 }
 
 /// Names a known key: the Microsoft default, the kernel's default, or a
@@ -259,6 +279,7 @@ fn iface_json(topo: &Topology, i: &Iface, dk: Option<&DefaultKey>) -> Value {
             "key": if r.key.is_empty() { Value::Null } else { json!(hex(&r.key)) },
             "key_len": r.key.len(),
             "key_is": key_is(&r.key, dk),
+            "key_check": key_check(&r.key).map(|(verdict, problems)| json!({ "verdict": verdict, "problems": problems })),
             "hfunc": r.hfunc,
             "input_xfrm": r.input_xfrm,
             "table": r.indir,
@@ -533,6 +554,20 @@ fn rss_key_text(s: &mut String, r: &Rss, dk: Option<&DefaultKey>, nr: &dyn Fn(&s
         let _ = writeln!(s, "  RSS hash key ({} bytes){known}:", r.key.len());
         let _ = writeln!(s, "    {}", colon_hex(&r.key));
         let _ = writeln!(s, "    (rsskit hash --key {} ...)", hex(&r.key));
+        match key_check(&r.key) {
+            Some(("good", _)) => {
+                let _ = writeln!(s, "    key check: good");
+            }
+            Some((verdict, problems)) => {
+                let what = if verdict == "weak" {
+                    "WEAK, cannot reach every bucket (rsskit refuses it without --allow-weak-key)"
+                } else {
+                    "usable, but"
+                };
+                let _ = writeln!(s, "    key check: {what}: {}", problems.join("; "));
+            }
+            None => {}
+        }
     }
     let hf = if r.hfunc.is_empty() { "not reported".to_string() } else { r.hfunc.join(", ") };
     let _ = write!(s, "  RSS hash function: {hf}");
@@ -624,6 +659,7 @@ mod tests {
         assert!(t.contains("      8:     0     1"), "{t}");
         assert!(t.contains("RSS hash key (40 bytes) (the Microsoft default key):"), "{t}");
         assert!(t.contains("    6d:5a:56:da:"), "{t}");
+        assert!(t.contains("    key check: good\n"), "{t}");
         assert!(t.contains("RSS hash function: toeplitz"), "{t}");
         assert!(t.contains("tcp4   ip_src, ip_dst, l4_src_port, l4_dst_port (4-tuple)"), "{t}");
         assert!(t.contains("udp4   ip_src, ip_dst (2-tuple)"), "{t}");
@@ -645,6 +681,7 @@ mod tests {
         assert_eq!(i["rss"]["supported"], true);
         assert_eq!(i["rss"]["key"], hex(&MICROSOFT_KEY));
         assert_eq!(i["rss"]["key_is"], "microsoft");
+        assert_eq!(i["rss"]["key_check"], json!({ "verdict": "good", "problems": [] }));
         assert_eq!(i["rss"]["table_size"], 16);
         assert_eq!(i["rss"]["table"][3], 1);
         assert_eq!(i["hash_fields"]["flows"][0]["tuple"], "4-tuple");
@@ -685,6 +722,22 @@ mod tests {
         // One NUMA node: no locality notes.
         let flat = Topology { nodes: vec![topo.nodes[0].clone()], ..topo.clone() };
         assert_eq!(notes(&flat, i).len(), 2);
+    }
+
+    #[test]
+    fn nic_keys_get_the_key_check() {
+        // A driver reporting an all-zero key: every flow in one bucket.
+        let (topo, dk, mut ifaces) = fake_nic();
+        if let Reported::Supported(r) = &mut ifaces[0].rss {
+            r.key = vec![0; 40];
+        }
+        let t = to_text(&topo, &dk, &ifaces);
+        assert!(t.contains("    key check: WEAK, cannot reach every bucket"), "{t}");
+        assert!(t.contains("source port alone reaches only 2^0 of 2^7 buckets"), "{t}");
+        let v = to_json(&topo, &dk, &ifaces);
+        assert_eq!(v["interfaces"][0]["rss"]["key_check"]["verdict"], "weak");
+        assert_eq!(key_check(&[1, 2, 3]), None);
+        assert_eq!(key_check(&[0x6d, 0x5a].repeat(20)).unwrap().0, "good");
     }
 
     #[test]

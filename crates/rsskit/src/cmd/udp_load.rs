@@ -10,8 +10,9 @@ use std::sync::atomic::AtomicBool;
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Prints the hash configuration in force and the streams on stderr, one line a \
 second on stderr, and the per-stream summary on stdout (--json: one object). SIGINT or SIGTERM stops \
-sending early, waits --drain for the last echoes and still reports. Exit status 1 when nothing came \
-back.\n\nExample (loopback, echo server on 127.0.0.1:9000):\n  rsskit udp-load --target \
+sending early, waits --drain for the last echoes and still reports. Datagrams refused by the target \
+(ICMP port unreachable) are counted (refused); exit status 1 when nothing came back or when refusals \
+cut the run short.\n\nExample (loopback, echo server on 127.0.0.1:9000):\n  rsskit udp-load --target \
 127.0.0.1:9000 --streams 4 --spread-buckets --rate 20000 --duration 3")]
 pub struct Args {
     /// Echo server: ADDR:PORT ([IPV6]:PORT).
@@ -224,18 +225,32 @@ pub fn print_report(cfg: &LoadConfig, r: &LoadReport) {
         "rtt us: p50 {:.1} p99 {:.1} p99.9 {:.1} max {:.1}",
         r.rtt_us.p50, r.rtt_us.p99, r.rtt_us.p999, r.rtt_us.max
     );
+    println!(
+        "refused {} (ECONNREFUSED: ICMP port unreachable from the target){}",
+        r.refused,
+        if r.cut_short { "; the run was cut short" } else { "" }
+    );
 }
 
 /// Exit status: an error when nothing came back.
 pub fn check(cfg: &LoadConfig, r: &LoadReport) -> Result<()> {
     if r.echoed == 0 {
-        if r.refused {
+        if r.refused > 0 {
             bail!("target {} refused the datagrams (ECONNREFUSED): nothing is listening there", cfg.target);
         }
         bail!(
             "no datagram came back from {} (sent {}): is an echo server running there?",
             cfg.target,
             r.sent
+        );
+    }
+    if r.cut_short {
+        bail!(
+            "target {} went away: {} datagrams refused (ECONNREFUSED) after {} echoes; the run was cut short at {:.1}s",
+            cfg.target,
+            r.refused,
+            r.echoed,
+            r.elapsed_s
         );
     }
     Ok(())
