@@ -29,10 +29,25 @@ fn testdata() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../rsskit-dataplane/testdata")
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("rsskit-accounting-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
+/// A test's own scratch directory, removed when the test ends (pass or fail).
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(test: &str) -> Scratch {
+        let d = std::env::temp_dir().join(format!("rsskit-accounting-{}-{test}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        Scratch(d)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Every `.pcap` under testdata (firewall fixtures included).
@@ -80,10 +95,10 @@ fn drop_of(a: &Value, reason: &str) -> u64 {
 
 /// `rules`, `me` and `states_max` of a firewall fixture, or a pass-all
 /// rule set for the other captures.
-fn firewall_setup(capture: &Path) -> (PathBuf, String, String) {
+fn firewall_setup(dir: &Scratch, capture: &Path) -> (PathBuf, String, String) {
     let json = capture.with_extension("json");
     let name = capture.file_stem().unwrap().to_string_lossy().to_string();
-    let rules = tmp(&format!("{name}.rules"));
+    let rules = dir.path(&format!("{name}.rules"));
     if json.exists() {
         let j: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
         std::fs::write(&rules, j["rules"].as_str().unwrap()).unwrap();
@@ -97,10 +112,11 @@ fn firewall_setup(capture: &Path) -> (PathBuf, String, String) {
 
 #[test]
 fn invariant_on_every_capture_pipeline_and_firewall() {
+    let dir = Scratch::new("captures");
     for cap in captures() {
         let frames = read_all(&cap).unwrap().len() as u64;
         let input = format!("pcap:{}", cap.display());
-        let (rules, me, states_max) = firewall_setup(&cap);
+        let (rules, me, states_max) = firewall_setup(&dir, &cap);
         for workers in ["1", "2"] {
             let what = format!("pipeline {} x{workers}", cap.display());
             let v = run_json(&["pipeline", "--in", &input, "--workers", workers, "--quiet", "--json"]);
@@ -224,8 +240,9 @@ fn flood() -> Flood {
 
 #[test]
 fn fragment_flood_every_fragment_accounted() {
+    let dir = Scratch::new("flood");
     let fl = flood();
-    let path = tmp("flood.pcap");
+    let path = dir.path("flood.pcap");
     let t0 = 1_700_000_000_000_000_000u64;
     let frames: Vec<(u64, Vec<u8>)> = fl.frames.iter().map(|f| (t0, f.clone())).collect();
     write_pcap(&path, &frames);
@@ -249,7 +266,7 @@ fn fragment_flood_every_fragment_accounted() {
         assert!(held > 25 && held <= 25 + 1024 * w, "{what}: {a}");
         assert_eq!(held + drop_of(&a, "frag_too_many_datagrams"), 25 + 3000, "{what}: {a}");
         // And through the firewall (which reassembles before its rules).
-        let rules = tmp("flood.rules");
+        let rules = dir.path("flood.rules");
         std::fs::write(&rules, "allow udp from any to any\ndefault deny\n").unwrap();
         let v = run_json(&[
             "firewall",
@@ -305,7 +322,8 @@ fn queue_drops_without_backpressure_are_counted() {
             (0, udp4_frame(src, 1000 + (i % 5000) as u16, Ipv4Addr::new(192, 0, 2, 1), 9, 64))
         })
         .collect();
-    let path = tmp("many.pcap");
+    let dir = Scratch::new("queue");
+    let path = dir.path("many.pcap");
     write_pcap(&path, &frames);
     let input = format!("pcap:{}", path.display());
     let v = run_json(&[
@@ -369,10 +387,11 @@ fn corrupt_record_named_with_offset_and_fails() {
     let offset: usize = 24 + recs.iter().map(|r| 16 + r.1.len()).sum::<usize>();
     recs.push((3000, vec![0u8; 3000]));
     recs.extend((5..7).map(good_frame).map(|f| (f.len() as u32, f)));
-    let path = tmp("snaplen.pcap");
+    let dir = Scratch::new("corrupt");
+    let path = dir.path("snaplen.pcap");
     std::fs::write(&path, raw_pcap(2000, &recs)).unwrap();
     let input = format!("pcap:{}", path.display());
-    let rules = tmp("pass.rules");
+    let rules = dir.path("pass.rules");
     std::fs::write(&rules, "default allow\n").unwrap();
     let rules = rules.to_str().unwrap().to_string();
     let runs: Vec<Vec<&str>> = vec![
@@ -420,9 +439,10 @@ fn corrupt_record_named_with_offset_and_fails() {
 #[test]
 fn empty_capture_loop_ends_and_sigint_stops_a_long_loop() {
     // Empty, and all-unreadable: a huge --loop ends at once.
-    let empty = tmp("empty.pcap");
+    let dir = Scratch::new("loop");
+    let empty = dir.path("empty.pcap");
     std::fs::write(&empty, raw_pcap(65535, &[])).unwrap();
-    let bad = tmp("allbad.pcap");
+    let bad = dir.path("allbad.pcap");
     std::fs::write(&bad, raw_pcap(100, &[(200, vec![0; 200]), (200, vec![0; 200])])).unwrap();
     for (path, code) in [(&empty, 0), (&bad, 1)] {
         let t = Instant::now();
@@ -438,7 +458,7 @@ fn empty_capture_loop_ends_and_sigint_stops_a_long_loop() {
         assert_eq!(a["out"], 0);
     }
     // One frame played "forever": SIGINT stops it within a couple of seconds.
-    let one = tmp("one.pcap");
+    let one = dir.path("one.pcap");
     write_pcap(&one, &[(0, good_frame(1))]);
     for workers in ["1", "2"] {
         let mut r = Running::spawn(&[
