@@ -400,6 +400,8 @@ fn summary(
                 w.packets, w.passed, w.dropped, w.states, w.installs, w.expired, w.gc_runs, w.limit_hits, w.track_hits, w.forwarded, w.resumed
             );
         }
+        // Before the last line, which scripts read for the states.
+        println!("accounting (frames): {}", acct.line());
         println!(
             "{} frames in {:.3} s; states {} (resyncs {}, gc broadcasts {}); sent {} ({} errors)",
             inputs,
@@ -410,7 +412,6 @@ fn summary(
             sent,
             errors
         );
-        println!("accounting (frames): {}", acct.line());
     }
     Ok(())
 }
