@@ -659,6 +659,54 @@ mod tests {
     }
 
     #[test]
+    fn corrupt_pcapng_block_named_with_offset() {
+        let p = std::env::temp_dir().join(format!("rsskit-badng-{}.pcapng", std::process::id()));
+        let mut s = PcapSink::create_ng(&p).unwrap();
+        let frames: Vec<Mbuf> = (0..2u8).map(|i| Mbuf::heap(vec![i; 60], 0, 1, 0)).collect();
+        s.send(&frames).unwrap();
+        s.close().unwrap();
+        let mut bytes = std::fs::read(&p).unwrap();
+        let good_len = bytes.len() as u64;
+        // An enhanced packet block whose trailing length disagrees.
+        let mut bad = Vec::new();
+        bad.extend_from_slice(&6u32.to_le_bytes());
+        bad.extend_from_slice(&32u32.to_le_bytes());
+        bad.extend_from_slice(&[0u8; 20]);
+        bad.extend_from_slice(&36u32.to_le_bytes());
+        bytes.extend_from_slice(&bad);
+        std::fs::write(&p, &bytes).unwrap();
+        for lenient in [false, true] {
+            let src = PcapSource::open(&p, 5, false).unwrap();
+            let mut src = if lenient { src.lenient() } else { src };
+            let mut n = 0;
+            while let Recv::Frame { .. } = src.recv() {
+                n += 1;
+            }
+            assert_eq!(n, 2, "the frames before the bad block, once: it ends the loop too");
+            assert_eq!(src.drops(), 1);
+            if lenient {
+                assert_eq!(src.failure(), None);
+            } else {
+                let b = src.bad_record().expect("named");
+                // Blocks: section header, interface, two packets, then the bad one.
+                assert_eq!((b.unit, b.number, b.offset), ("block", 5, good_len), "{b}");
+                assert!(src.failure().unwrap().contains(&format!("block 5 at byte offset {good_len}")));
+            }
+        }
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn empty_capture_loops_end() {
+        let p = std::env::temp_dir().join(format!("rsskit-emptyloop-{}.pcap", std::process::id()));
+        PcapSink::create(&p).unwrap().close().unwrap();
+        let mut src = PcapSource::open(&p, u64::MAX, false).unwrap();
+        assert!(matches!(src.recv(), Recv::Done), "an empty pass ends the loop");
+        assert_eq!(src.failure(), None);
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
     fn tsresol() {
         assert_eq!(Resolution::Dec(6).to_ns(5), 5000);
         assert_eq!(Resolution::Dec(9).to_ns(5), 5);
