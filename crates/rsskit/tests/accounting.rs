@@ -383,7 +383,7 @@ fn good_frame(i: u32) -> Vec<u8> {
 #[test]
 fn corrupt_record_named_with_offset_and_fails() {
     // Five good records, then one longer than the snaplen, then two more.
-    let mut recs: Vec<(u32, Vec<u8>)> = (0..5).map(|i| good_frame(i)).map(|f| (f.len() as u32, f)).collect();
+    let mut recs: Vec<(u32, Vec<u8>)> = (0..5).map(good_frame).map(|f| (f.len() as u32, f)).collect();
     let offset: usize = 24 + recs.iter().map(|r| 16 + r.1.len()).sum::<usize>();
     recs.push((3000, vec![0u8; 3000]));
     recs.extend((5..7).map(good_frame).map(|f| (f.len() as u32, f)));
@@ -424,6 +424,22 @@ fn corrupt_record_named_with_offset_and_fails() {
     // Asked to stop there quietly: exit 0, same counters.
     let v = run_json(&["pipeline", "--in", &input, "--stop-at-bad-record", "--quiet", "--json"]);
     assert_eq!(balanced(&v, "lenient")["in"], 6);
+    for engine in ["netisr", "own"] {
+        let v = run_json(&[
+            "firewall",
+            "--rules",
+            &rules,
+            "--in",
+            &input,
+            "--engine",
+            engine,
+            "--stop-at-bad-record",
+            "--quiet",
+            "--json",
+        ]);
+        let a = balanced(&v, &format!("lenient firewall {engine}"));
+        assert_eq!((a["in"].as_u64(), a["out"].as_u64()), (Some(6), Some(5)), "{a}");
+    }
     // A last record longer than the rest of the file.
     let mut recs: Vec<(u32, Vec<u8>)> = (0..3).map(good_frame).map(|f| (f.len() as u32, f)).collect();
     let offset: usize = 24 + recs.iter().map(|r| 16 + r.1.len()).sum::<usize>();

@@ -135,6 +135,10 @@ pub struct Args {
     /// firewall's own threaded driver).
     #[arg(long, value_enum, default_value_t = Engine::Netisr)]
     pub engine: Engine,
+    /// Capture input: a corrupt record ends the input quietly (exit 0)
+    /// instead of with an error naming the record.
+    #[arg(long)]
+    pub stop_at_bad_record: bool,
 }
 
 /// Which dispatcher runs the workers.
@@ -255,6 +259,9 @@ pub fn run(a: Args) -> Result<()> {
                 bail!("input capture {} does not exist", p.display());
             }
             let mut src = PcapSource::open(p, 1, false)?;
+            if a.stop_at_bad_record {
+                src = src.lenient();
+            }
             let intr = interrupted.clone();
             let (drops, failure) = (src_drops.clone(), src_failure.clone());
             let inputs = std::iter::from_fn(move || loop {
@@ -482,7 +489,9 @@ fn run_netisr(a: &Args, fw: &Arc<Firewall>, out: Out, interrupted: &AtomicBool) 
             if !p.exists() {
                 bail!("input capture {} does not exist", p.display());
             }
-            inputs.push((0, 0, Box::new(PcapSource::open(p, 1, false)?)));
+            let src = PcapSource::open(p, 1, false)?;
+            let src = if a.stop_at_bad_record { src.lenient() } else { src };
+            inputs.push((0, 0, Box::new(src)));
         }
         InSpec::AfPacket(i) => {
             // A bridge also reads the other interface (its frames are
