@@ -313,6 +313,36 @@ fn fragment_flood_every_fragment_accounted() {
 }
 
 #[test]
+fn datagrams_of_8000_fragments_every_fragment_counted() {
+    // The case: 20 datagrams of 8000 8-byte fragments, in order.
+    // Each 65th fragment passes the 64-fragment limit and kills the 64
+    // held with it (65 dropped); 8000 = 123 * 65 + 5, so 5 stay held.
+    let dir = Scratch::new("frag8000");
+    let t0 = 1_700_000_000_000_000_000u64;
+    let mut frames = Vec::new();
+    for id in 0..20u16 {
+        let u = udp(2000 + id, 9, &vec![id as u8; 8000 * 8 - 8 - 4]);
+        let mut h = V4::new(Ipv4Addr::new(10, 7, 0, id as u8), Ipv4Addr::new(192, 0, 2, 1), 17);
+        h.id = id;
+        let cuts: Vec<usize> = (1..8000).map(|k| k * 8).collect();
+        frames.extend(fragment_v4(&h, &u, &cuts).into_iter().map(|f| (t0, eth(0x0800, &[], &f))));
+    }
+    assert_eq!(frames.len(), 160_000);
+    let path = dir.path("frag8000.pcap");
+    write_pcap(&path, &frames);
+    let input = format!("pcap:{}", path.display());
+    for workers in ["1", "2"] {
+        let what = format!("8000 fragments x{workers}");
+        let v = run_json(&["pipeline", "--in", &input, "--workers", workers, "--quiet", "--json"]);
+        let a = balanced(&v, &what);
+        assert_eq!(a["in"], 160_000, "{what}: {a}");
+        assert_eq!(drop_of(&a, "frag_too_many_fragments"), 20 * 123 * 65, "{what}: {a}");
+        assert_eq!(a["held"], 20 * 5, "{what}: {a}");
+        assert_eq!(a["out"], 0, "{what}: {a}");
+    }
+}
+
+#[test]
 fn queue_drops_without_backpressure_are_counted() {
     // Many flows so both workers get traffic; a 2-slot queue and
     // --drop-when-full: whatever does not fit is a counted drop.

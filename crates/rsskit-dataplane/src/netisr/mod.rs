@@ -342,7 +342,8 @@ pub struct NetisrConfig {
     /// When the ring to a packet's owner is full, the input stage holds the
     /// packet and stops reading its sources until there is room (a NIC
     /// sending pause frames) instead of dropping it (netisr's QDrops).
-    /// Re-injected packets are always dropped on a full ring.
+    /// Re-injected packets wait in the stage too. Without it, what does not
+    /// fit is dropped and counted (`queue_full`).
     pub backpressure: bool,
 }
 
