@@ -284,10 +284,11 @@ fn fragment_flood_every_fragment_accounted() {
         assert_eq!(a["out"], fl.complete + fl.whole, "firewall {what}: {a}");
     }
     // Timeouts: replayed with its timing, the flood's datagrams expire
-    // before a frame 1 s later; each counts all the fragments it held.
+    // (0.3 s) before a frame 2.5 s later (room for a slow, loaded machine
+    // to read the flood); each counts all the fragments it held.
     let mut timed = frames.clone();
     timed.push((
-        t0 + 1_000_000_000,
+        t0 + 2_500_000_000,
         udp4_frame(Ipv4Addr::new(10, 9, 9, 9), 1, Ipv4Addr::new(192, 0, 2, 1), 9, 64),
     ));
     write_pcap(&path, &timed);
