@@ -311,10 +311,13 @@ pub fn run(a: Args) -> Result<()> {
             let intr = interrupted.clone();
             let deadline = a.duration.map(|d| start + Duration::from_secs_f64(d));
             let mut turn = 0usize;
+            let drops = src_drops.clone();
             let inputs = std::iter::from_fn(move || {
                 let mut idle = 0usize;
                 loop {
                     if intr.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
+                        // The kernel's ring drops, for the accounting.
+                        drops.store(sources.iter().map(|(s, _)| s.drops()).sum(), Ordering::Relaxed);
                         return None;
                     }
                     let k = sources.len();
