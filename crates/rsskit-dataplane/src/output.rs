@@ -52,6 +52,11 @@ pub struct OutputCounters {
     pub flush_final: u64,
     /// Packets the sink failed to send.
     pub errors: u64,
+    /// Input frames the sent packets stand for ([`Mbuf::frames`]: a
+    /// reassembled datagram counts its fragments).
+    pub frames: u64,
+    /// Input frames the failed packets stand for.
+    pub error_frames: u64,
 }
 
 impl OutputCounters {
@@ -78,6 +83,8 @@ impl OutputCounters {
         self.flush_idle += o.flush_idle;
         self.flush_final += o.flush_final;
         self.errors += o.errors;
+        self.frames += o.frames;
+        self.error_frames += o.error_frames;
     }
 }
 
@@ -170,6 +177,9 @@ impl Aggregator {
         for (i, f) in self.pending.drain(..).enumerate() {
             if i < sent {
                 self.counters.bytes += f.len() as u64;
+                self.counters.frames += u64::from(f.frames);
+            } else {
+                self.counters.error_frames += u64::from(f.frames);
             }
             done(f);
         }

@@ -188,6 +188,10 @@ pub struct Mbuf {
     pub ts_ns: u64,
     /// [`mbuf_flags`] bits.
     pub flags: u8,
+    /// Input frames this packet stands for (per-frame accounting): 1 for a
+    /// frame read from a source, the sum of its fragments' for a
+    /// reassembled datagram, the outer packet's for a decapsulated one.
+    pub frames: u32,
     owner: Owner,
 }
 
@@ -214,7 +218,7 @@ impl Mbuf {
         // A Box<[u8]>'s data pointer is non-null (dangling for len 0) and
         // does not move when the Box moves.
         let ptr = core::ptr::NonNull::new(b.as_ptr() as *mut u8).expect("box pointer is non-null");
-        Mbuf { ptr, len, hash, ts_ns, flags, owner: Owner::Heap(b) }
+        Mbuf { ptr, len, hash, ts_ns, flags, frames: 1, owner: Owner::Heap(b) }
     }
 
     /// A packet in buffer `idx` of `mem` (pool id `pool`), `len` bytes.
@@ -225,7 +229,7 @@ impl Mbuf {
     pub unsafe fn pooled(mem: &PoolMem, pool: u16, idx: u32, len: usize, hash: u32, ts_ns: u64) -> Mbuf {
         assert!((idx as usize) < mem.count && len <= mem.stride);
         let ptr = core::ptr::NonNull::new(mem.ptr(idx) as *mut u8).expect("pool pointer is non-null");
-        Mbuf { ptr, len: len as u32, hash, ts_ns, flags: 0, owner: Owner::Pool { pool, idx } }
+        Mbuf { ptr, len: len as u32, hash, ts_ns, flags: 0, frames: 1, owner: Owner::Pool { pool, idx } }
     }
 
     /// The packet bytes.

@@ -40,6 +40,16 @@
 //!   the datagram it belonged to (it could no longer complete).
 //!   [`Reassembler::bytes_in_use`] never exceeds `max_bytes`.
 //!
+//! # Counting: every fragment accounted for
+//! The counters count *frames* (fragments; [`Reassembler::push_frames`]
+//! lets a caller give a packet a weight, e.g. an already reassembled
+//! datagram standing for N captured frames). A datagram killed by an
+//! overlap, an inconsistency or a limit, or that times out, drops every
+//! fragment it held plus the one that killed it, all under that reason;
+//! a completed datagram moves its fragments to `reassembled_frames`; the
+//! fragments still waiting are `held`. At any time:
+//! `fragments == reassembled_frames + dropped() + timeout_frames + held`.
+//!
 //! # Output
 //! A completed datagram is returned as a whole IP packet ready to be parsed,
 //! re-hashed with its full hash type and re-injected: IPv4 with the first
@@ -135,15 +145,24 @@ pub enum ReassOutcome {
     Dropped(ReassDrop),
 }
 
-/// Reassembly counters (per worker).
+/// Reassembly counters (per worker). The per-reason drop counters and
+/// `fragments`, `reassembled_frames`, `timeout_frames` and `held` count
+/// frames (see the [module docs](self)); `reassembled` and `timeouts`
+/// count datagrams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ReassCounters {
-    /// Fragments offered.
+    /// Fragments offered (frames).
     pub fragments: u64,
     /// Datagrams completed.
     pub reassembled: u64,
+    /// Frames consumed into completed datagrams.
+    pub reassembled_frames: u64,
     /// Datagrams that timed out incomplete.
     pub timeouts: u64,
+    /// Frames those datagrams held.
+    pub timeout_frames: u64,
+    /// Frames held now, waiting for the rest of their datagram.
+    pub held: u64,
     pub duplicates: u64,
     pub overlaps: u64,
     pub dead: u64,
@@ -159,7 +178,7 @@ pub struct ReassCounters {
 }
 
 impl ReassCounters {
-    fn count(&mut self, d: ReassDrop) {
+    fn count(&mut self, d: ReassDrop, frames: u64) {
         let c = match d {
             ReassDrop::Duplicate => &mut self.duplicates,
             ReassDrop::Overlap => &mut self.overlaps,
@@ -172,11 +191,11 @@ impl ReassCounters {
             ReassDrop::MemoryLimit => &mut self.memory_limit,
             ReassDrop::Malformed(_) => &mut self.malformed,
         };
-        *c += 1;
+        *c += frames;
     }
 
-    /// Fragments dropped for any reason (timeouts are counted per datagram
-    /// in `timeouts`, not here).
+    /// Frames dropped for any reason but a timeout (those are in
+    /// `timeout_frames`).
     pub fn dropped(&self) -> u64 {
         self.duplicates
             + self.overlaps
@@ -194,7 +213,10 @@ impl ReassCounters {
     pub fn merge(&mut self, o: &ReassCounters) {
         self.fragments += o.fragments;
         self.reassembled += o.reassembled;
+        self.reassembled_frames += o.reassembled_frames;
         self.timeouts += o.timeouts;
+        self.timeout_frames += o.timeout_frames;
+        self.held += o.held;
         self.duplicates += o.duplicates;
         self.overlaps += o.overlaps;
         self.dead += o.dead;
@@ -268,6 +290,8 @@ struct Datagram {
     cost: usize,
     /// IPv6 tombstone after an overlap (RFC 5722).
     dead: bool,
+    /// Frames held (the weights of the stored fragments).
+    frames: u64,
 }
 
 impl Datagram {
@@ -289,6 +313,8 @@ pub struct Reassembler {
     seq: u64,
     bytes: usize,
     counters: ReassCounters,
+    /// Frames of the datagram last returned as [`ReassOutcome::Complete`].
+    last_complete_frames: u64,
 }
 
 /// Minimum transport header a first fragment must hold (RFC 1858 / 3128 / 7112).
@@ -310,6 +336,7 @@ impl Reassembler {
             seq: 0,
             bytes: 0,
             counters: ReassCounters::default(),
+            last_complete_frames: 0,
         }
     }
 
@@ -321,6 +348,12 @@ impl Reassembler {
     /// Counters so far.
     pub fn counters(&self) -> &ReassCounters {
         &self.counters
+    }
+
+    /// Frames (fragments, weighted) of the datagram the last
+    /// [`ReassOutcome::Complete`] returned.
+    pub fn last_complete_frames(&self) -> u64 {
+        self.last_complete_frames
     }
 
     /// Accounted bytes held now (always <= `max_bytes`).
@@ -349,6 +382,8 @@ impl Reassembler {
                 self.bytes -= d.cost;
                 if !d.dead {
                     self.counters.timeouts += 1;
+                    self.counters.timeout_frames += d.frames;
+                    self.counters.held -= d.frames;
                 }
             }
         }
@@ -361,24 +396,33 @@ impl Reassembler {
             Ok(layer) => self.push(&layer, now),
             Err(r) => {
                 self.counters.fragments += 1;
-                self.drop_frag(ReassDrop::Malformed(r))
+                self.drop_frag(ReassDrop::Malformed(r), 1)
             }
         }
     }
 
     /// Offers one parsed IP packet. Not-fragments pass straight through.
     pub fn push(&mut self, ip: &IpLayer<'_>, now: u64) -> ReassOutcome {
+        self.push_frames(ip, now, 1)
+    }
+
+    /// [`Reassembler::push`] of a packet that stands for `frames` frames
+    /// (a packet re-injected after an earlier reassembly): the counters
+    /// count it that many times, and a completed datagram's weight is the
+    /// sum of its fragments' ([`Reassembler::last_complete_frames`]).
+    pub fn push_frames(&mut self, ip: &IpLayer<'_>, now: u64, frames: u64) -> ReassOutcome {
         let Some(fi) = ip.frag else {
             return ReassOutcome::NotFragment;
         };
         self.expire(now);
-        self.counters.fragments += 1;
+        let w = frames;
+        self.counters.fragments += w;
         let key = match (ip.src, ip.dst) {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
                 Key::V4 { src: s.octets(), dst: d.octets(), id: fi.id as u16, proto: ip.proto }
             }
             (IpAddr::V6(s), IpAddr::V6(d)) => Key::V6 { src: s.octets(), dst: d.octets(), id: fi.id },
-            _ => return self.drop_frag(ReassDrop::Malformed(DropReason::BadIpVersion)),
+            _ => return self.drop_frag(ReassDrop::Malformed(DropReason::BadIpVersion), w),
         };
         let v6 = ip.is_ipv6();
         let data = ip.fragment_data();
@@ -391,20 +435,20 @@ impl Reassembler {
             // (IPv6 extension headers after the fragment header).
             let before_l4 = if v6 { ip.header_len - (fi.frag_hdr_at as usize + 8) } else { 0 };
             if data.len() < before_l4 + min_l4(ip.proto) {
-                return self.drop_frag(ReassDrop::TinyFragment);
+                return self.drop_frag(ReassDrop::TinyFragment, w);
             }
         } else if !v6 && ip.proto == proto::TCP && off == 8 {
-            return self.drop_frag(ReassDrop::TinyFragment);
+            return self.drop_frag(ReassDrop::TinyFragment, w);
         }
 
         // Find or create the datagram.
         if !self.map.contains_key(&key) {
             if self.map.len() >= self.cfg.max_datagrams {
-                return self.drop_frag(ReassDrop::TooManyDatagrams);
+                return self.drop_frag(ReassDrop::TooManyDatagrams, w);
             }
             let fresh = DATAGRAM_OVERHEAD + PREALLOC_RANGES * core::mem::size_of::<(u32, u32)>();
             if self.bytes + fresh > self.cfg.max_bytes {
-                return self.drop_frag(ReassDrop::MemoryLimit);
+                return self.drop_frag(ReassDrop::MemoryLimit, w);
             }
             let timeout = if v6 { self.cfg.timeout_v6_ns } else { self.cfg.timeout_v4_ns };
             self.seq += 1;
@@ -424,6 +468,7 @@ impl Reassembler {
                     timer,
                     cost: 0,
                     dead: false,
+                    frames: 0,
                 },
             );
             if let Some(d) = self.map.get_mut(&key) {
@@ -431,16 +476,16 @@ impl Reassembler {
                 self.bytes += d.cost;
             }
             if self.bytes > self.cfg.max_bytes {
-                return self.kill(key, false, ReassDrop::MemoryLimit);
+                return self.kill(key, false, ReassDrop::MemoryLimit, w);
             }
         }
         let max_frags = self.cfg.max_frags_per_datagram;
         let room = self.cfg.max_bytes - self.bytes;
         let Some(d) = self.map.get_mut(&key) else {
-            return self.drop_frag(ReassDrop::Malformed(DropReason::BadFragment));
+            return self.drop_frag(ReassDrop::Malformed(DropReason::BadFragment), w);
         };
         if d.dead {
-            return self.drop_frag(ReassDrop::DeadDatagram);
+            return self.drop_frag(ReassDrop::DeadDatagram, w);
         }
 
         if d.buf.capacity() == 0 && fi.is_first() {
@@ -454,26 +499,26 @@ impl Reassembler {
             if s == off && e == end {
                 let held = &d.buf[gap + s as usize..gap + e as usize];
                 if held == data && (fi.more || d.total == Some(end)) {
-                    return self.drop_frag(ReassDrop::Duplicate);
+                    return self.drop_frag(ReassDrop::Duplicate, w);
                 }
-                return self.kill(key, v6, ReassDrop::Overlap);
+                return self.kill(key, v6, ReassDrop::Overlap, w);
             }
         }
         let overlaps_prev = i > 0 && d.ranges[i - 1].1 > off;
         let overlaps_next = d.ranges.get(i).is_some_and(|r| r.0 < end);
         if overlaps_prev || overlaps_next {
-            return self.kill(key, v6, ReassDrop::Overlap);
+            return self.kill(key, v6, ReassDrop::Overlap, w);
         }
         // Length consistency.
         if !fi.more {
             if d.total.is_some_and(|t| t != end) || d.ranges.last().is_some_and(|r| r.1 > end) {
-                return self.kill(key, v6, ReassDrop::Inconsistent);
+                return self.kill(key, v6, ReassDrop::Inconsistent, w);
             }
         } else if d.total.is_some_and(|t| end > t) {
-            return self.kill(key, v6, ReassDrop::Inconsistent);
+            return self.kill(key, v6, ReassDrop::Inconsistent, w);
         }
         if d.ranges.len() >= max_frags {
-            return self.kill(key, false, ReassDrop::TooManyFragments);
+            return self.kill(key, false, ReassDrop::TooManyFragments, w);
         }
         let header: &[u8] = if fi.is_first() {
             if v6 {
@@ -517,7 +562,7 @@ impl Reassembler {
             }
         };
         if !fits(target_cap) {
-            return self.kill(key, false, ReassDrop::MemoryLimit);
+            return self.kill(key, false, ReassDrop::MemoryLimit, w);
         }
 
         // Store.
@@ -541,6 +586,8 @@ impl Reassembler {
         }
         d.ranges.insert(i, (off, end));
         d.received += data.len() as u32;
+        d.frames += w;
+        self.counters.held += w;
         if fi.is_first() {
             d.header = header.to_vec();
             d.nh_at = fi.nh_at;
@@ -552,8 +599,9 @@ impl Reassembler {
         self.bytes = self.bytes - d.cost + cost;
         d.cost = cost;
         if self.bytes > self.cfg.max_bytes {
-            // Only if the allocator handed out more than asked for.
-            return self.kill(key, false, ReassDrop::MemoryLimit);
+            // Only if the allocator handed out more than asked for (this
+            // fragment is already among the held ones).
+            return self.kill(key, false, ReassDrop::MemoryLimit, 0);
         }
         self.counters.bytes_high_water = self.counters.bytes_high_water.max(self.bytes);
 
@@ -563,15 +611,20 @@ impl Reassembler {
         }
     }
 
-    fn drop_frag(&mut self, r: ReassDrop) -> ReassOutcome {
-        self.counters.count(r);
+    /// Counts `frames` dropped frames under `r`.
+    fn drop_frag(&mut self, r: ReassDrop, frames: u64) -> ReassOutcome {
+        self.counters.count(r, frames);
         ReassOutcome::Dropped(r)
     }
 
-    /// Drops a datagram's fragments; an IPv6 overlap leaves a tombstone.
-    fn kill(&mut self, key: Key, tombstone: bool, r: ReassDrop) -> ReassOutcome {
+    /// Drops a datagram's fragments (all it held plus the `frames` of the
+    /// one that killed it, under `r`); an IPv6 overlap leaves a tombstone.
+    fn kill(&mut self, key: Key, tombstone: bool, r: ReassDrop, frames: u64) -> ReassOutcome {
+        let held = self.map.get(&key).map_or(0, |d| d.frames);
+        self.counters.held -= held;
         if tombstone && matches!(r, ReassDrop::Overlap) {
             if let Some(d) = self.map.get_mut(&key) {
+                d.frames = 0;
                 d.buf = Vec::new();
                 d.ranges = Vec::new();
                 d.header = Vec::new();
@@ -583,7 +636,7 @@ impl Reassembler {
         } else {
             self.remove(key);
         }
-        self.drop_frag(r)
+        self.drop_frag(r, held + frames)
     }
 
     fn remove(&mut self, key: Key) -> Option<Datagram> {
@@ -597,6 +650,8 @@ impl Reassembler {
         let Some(d) = self.remove(key) else {
             return ReassOutcome::Held;
         };
+        self.counters.held -= d.frames;
+        self.last_complete_frames = d.frames;
         let hl = d.header.len();
         let gap = d.gap;
         let mut out = d.buf;
@@ -615,13 +670,13 @@ impl Reassembler {
         if v6 {
             let plen = out.len() - 40;
             if plen > 65535 || hl < 40 {
-                return self.drop_frag(ReassDrop::TooBig);
+                return self.drop_frag(ReassDrop::TooBig, d.frames);
             }
             out[4..6].copy_from_slice(&(plen as u16).to_be_bytes());
             out[usize::from(d.nh_at)] = d.next_header;
         } else {
             if out.len() > 65535 || hl < 20 {
-                return self.drop_frag(ReassDrop::TooBig);
+                return self.drop_frag(ReassDrop::TooBig, d.frames);
             }
             let tl = out.len() as u16;
             out[2..4].copy_from_slice(&tl.to_be_bytes());
@@ -633,6 +688,7 @@ impl Reassembler {
             out[10..12].copy_from_slice(&c.to_be_bytes());
         }
         self.counters.reassembled += 1;
+        self.counters.reassembled_frames += d.frames;
         ReassOutcome::Complete(out)
     }
 }

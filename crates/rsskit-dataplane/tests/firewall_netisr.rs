@@ -198,6 +198,19 @@ fn replay(name: &str, workers: usize) {
     }
     let t = report.total();
     assert_eq!(t.counters.output.packets, snap.total.passed, "{name}: every passed frame sent");
+    // Per frame: each input frame sent or denied (a redirected one handed
+    // over between workers and accounted for where it ended), none left.
+    let a = report.accounting();
+    assert!(a.balanced(), "{name} ({workers} workers): {}", a.line());
+    assert_eq!(a.input, t.counters.input, "{name}: {}", a.line());
+    assert_eq!(a.out, snap.total.passed, "{name}: {}", a.line());
+    assert_eq!(
+        a.dropped.get("firewall_deny").copied().unwrap_or(0),
+        snap.total.dropped,
+        "{name}: {}",
+        a.line()
+    );
+    assert_eq!(a.held, 0, "{name}: {}", a.line());
 }
 
 #[test]

@@ -7,7 +7,7 @@ use rsskit_core::RssKey;
 use rsskit_dataplane::build::{eth, ipv4, udp, udp4_frame, V4};
 use rsskit_dataplane::hash::PacketHasher;
 use rsskit_dataplane::io::{MemSource, Recv, Source};
-use rsskit_dataplane::netisr::{Handler, Mbuf, Netisr, NetisrConfig, PacketCtx, Prefetch, Verdict};
+use rsskit_dataplane::netisr::{Delivery, Handler, Mbuf, Netisr, NetisrConfig, PacketCtx, Prefetch, Verdict};
 use rsskit_dataplane::output::{FlushPolicy, NullSink, Sink};
 use rsskit_dataplane::wire::{ethertype, parse_ethernet, ParseConfig, Transport};
 use std::net::Ipv4Addr;
@@ -177,6 +177,10 @@ fn queue_full_drops_are_counted() {
     assert_eq!(r.handlers[1].seen.len() as u64, w1.queued);
     assert_eq!(w1.high_water, 8);
     assert_eq!(r.total().total_drops(), w1.qdrops);
+    let a = r.accounting();
+    assert_eq!(a.dropped.get("queue_full"), Some(&w1.qdrops), "{}", a.line());
+    assert_eq!((a.input, a.out, a.held), (4000, w1.queued, 0), "{}", a.line());
+    assert!(a.balanced(), "{}", a.line());
 }
 
 #[test]
@@ -199,6 +203,10 @@ fn malformed_frames_dropped_by_reason() {
         rsskit_dataplane::netisr::drop_reasons(&t.counters).into_iter().map(|x| x.0).collect();
     assert_eq!(names, vec!["eth_truncated", "not_ip", "ipv4_bad_checksum"]);
     assert_eq!(t.total_drops(), 3);
+    let a = r.accounting();
+    assert!(a.balanced(), "{}", a.line());
+    assert_eq!((a.input, a.out, a.dropped_total()), (19, 16, 3), "{}", a.line());
+    assert_eq!(a.dropped.get("not_ip"), Some(&1));
 }
 
 #[test]
@@ -261,14 +269,22 @@ fn idle_flush_when_out_of_input() {
 #[test]
 fn pool_backpressure_loses_nothing() {
     // A pool smaller than the ring: the input must pause, not drop.
+    // Only flows of worker 1, read by worker 0: every frame holds one of
+    // worker 0's 64 buffers until the slow worker 1 is done with it, so
+    // worker 0 (reading ~100x faster) runs out whatever the scheduling.
     let cfg =
         NetisrConfig { workers: 2, batch: 8, ring_capacity: 1024, pool_buffers: 64, ..Default::default() };
-    let frames = traffic(64, 40);
+    let rss = cfg.rss().unwrap();
+    let frames: Vec<Vec<u8>> = traffic(128, 40).into_iter().filter(|f| owner(&cfg, &rss, f) == 1).collect();
+    let n = frames.len() as u64;
+    assert!(n > 1000, "{n} frames for worker 1");
     let r = run(cfg, vec![(0, frames)], 2_000);
     let t = r.total();
-    assert_eq!(t.counters.handled, 2560);
+    assert_eq!(t.counters.handled, n);
     assert_eq!(t.qdrops, 0);
-    assert!(t.counters.pool_stalls > 0);
+    assert!(t.counters.pool_stalls > 0, "the input paused for buffers");
+    let a = r.accounting();
+    assert!(a.balanced() && a.out == n, "{}", a.line());
 }
 
 #[test]
@@ -337,8 +353,8 @@ impl Handler for Relay {
         let Transport::Udp { src_port, payload, .. } = pkt.l4 else { return Verdict::Drop };
         let seq = u32::from_be_bytes(payload[..4].try_into().unwrap());
         let to = (ctx.worker + 1) % self.workers;
-        self.out.push((to, Box::new((ctx.worker, src_port, seq, pkt.data.to_vec()))));
-        Verdict::Drop
+        self.out.push((to, Box::new((ctx.worker, src_port, seq, pkt.data.to_vec(), ctx.frames))));
+        Verdict::Handoff
     }
 
     fn handle_other(&mut self, _ctx: &PacketCtx, frame: &[u8]) -> Verdict {
@@ -356,11 +372,12 @@ impl Handler for Relay {
         out.append(&mut self.out);
     }
 
-    fn message(&mut self, ctx: &PacketCtx, msg: rsskit_dataplane::netisr::Msg) -> Option<(Vec<u8>, u8)> {
-        let (from, flow, seq, frame) = *msg.downcast::<(usize, u16, u32, Vec<u8>)>().expect("our message");
+    fn message(&mut self, ctx: &PacketCtx, msg: rsskit_dataplane::netisr::Msg) -> Delivery {
+        let (from, flow, seq, frame, frames) =
+            *msg.downcast::<(usize, u16, u32, Vec<u8>, u32)>().expect("our message");
         assert_eq!((from + 1) % self.workers, ctx.worker, "delivered to its addressee");
         self.got.push((from, flow, seq));
-        Some((frame, 0))
+        Delivery::Send { frame, flags: 0, frames }
     }
 
     fn on_batch_end(&mut self, _now_ns: u64) {
@@ -411,5 +428,9 @@ fn handler_messages_fifo_per_sender_and_non_ip_frames() {
         assert_eq!(t.counters.forwarded, 32 * 40 + 10);
         assert_eq!(t.counters.output.packets, 32 * 40 + 10);
         assert_eq!(sink.0.lock().unwrap().iter().sum::<usize>(), 32 * 40 + 10);
+        // Every frame accounted for: handed off in a message, then sent.
+        let acct = report.accounting();
+        assert_eq!((acct.input, acct.out, acct.held), (n, n, 0), "{}", acct.line());
+        assert!(acct.dropped.is_empty() && acct.balanced(), "{}", acct.line());
     }
 }

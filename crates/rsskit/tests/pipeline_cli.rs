@@ -140,6 +140,18 @@ fn fragments_capture_reassembled_into_pcap() {
     assert!(!complete.is_empty());
     assert_eq!(t["reassembled"].as_u64().unwrap(), complete.len() as u64, "{t}");
     assert!(t["drops"].as_u64().unwrap() > 0, "the capture's overlaps are dropped");
+    // Per frame: the capture's records, each written (inside its datagram),
+    // dropped with a reason, or a fragment still held at exit.
+    let a = &v["accounting"];
+    let records = read_all(&testdata("frags.pcap")).unwrap().len() as u64;
+    let dropped: u64 = a["dropped"].as_object().unwrap().values().map(|n| n.as_u64().unwrap()).sum();
+    assert_eq!(a["in"], records, "{a}");
+    assert_eq!(records, a["out"].as_u64().unwrap() + dropped + a["held"].as_u64().unwrap(), "{a}");
+    assert!(a["dropped"]["frag_overlap"].as_u64().unwrap() > 0, "{a}");
+    assert!(
+        a["out"].as_u64().unwrap() > t["output"]["packets"].as_u64().unwrap(),
+        "datagrams count their fragments"
+    );
     let frames = read_all(&out_path).unwrap();
     assert_eq!(frames.len() as u64, t["forwarded"].as_u64().unwrap());
     // Every written datagram is whole and matches one of the expected IP packets.

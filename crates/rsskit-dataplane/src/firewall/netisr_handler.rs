@@ -16,7 +16,7 @@
 
 use super::redirect::{Control, Resume};
 use super::{Dir, Firewall, Verdict as FwVerdict, Worker};
-use crate::netisr::{Handler, Msg, PacketCtx, Verdict, FLAG_PORT_B};
+use crate::netisr::{Delivery, Handler, Msg, PacketCtx, Verdict, FLAG_PORT_B};
 use crate::wire::Packet;
 use core::net::IpAddr;
 use std::sync::Arc;
@@ -34,6 +34,8 @@ enum FwMsg {
         msg: Resume,
         now: u64,
         flags: u8,
+        /// Input frames it stands for (the netisr's per-frame accounting).
+        frames: u32,
     },
     Control(Control),
 }
@@ -53,6 +55,8 @@ pub struct FwHandler {
     bridge: bool,
     /// Flags of the packet being handled.
     flags: u8,
+    /// Input frames the packet being handled stands for.
+    frames: u32,
     /// Live input: the clock also advances with wall time while idle.
     live: bool,
 }
@@ -70,6 +74,7 @@ impl FwHandler {
             pending: Vec::new(),
             bridge: false,
             flags: 0,
+            frames: 1,
             live: false,
         })
     }
@@ -111,9 +116,10 @@ impl FwHandler {
             FwVerdict::Drop => Verdict::Drop,
             FwVerdict::Forward { to, msg } => {
                 let frame = std::mem::replace(&mut self.scratch, Vec::with_capacity(2048));
-                let flags = self.flags;
-                self.pending.push((to, Box::new(FwMsg::Resume { frame, dir, msg, now: self.now, flags })));
-                Verdict::Drop
+                let (flags, frames) = (self.flags, self.frames);
+                self.pending
+                    .push((to, Box::new(FwMsg::Resume { frame, dir, msg, now: self.now, flags, frames })));
+                Verdict::Handoff
             }
         };
         for (to, c) in self.w.drain_outbox() {
@@ -139,10 +145,12 @@ impl FwHandler {
 
 impl Handler for FwHandler {
     const NON_IP: bool = true;
+    const DROP_REASON: &'static str = "firewall_deny";
 
     fn handle(&mut self, ctx: &PacketCtx, pkt: &Packet<'_>) -> Verdict {
         self.clock(ctx.ts_ns);
         self.flags = ctx.flags;
+        self.frames = ctx.frames;
         self.scratch.clear();
         self.scratch.extend_from_slice(pkt.data);
         let dir = self.dir(pkt.outer.src);
@@ -153,6 +161,7 @@ impl Handler for FwHandler {
     fn handle_other(&mut self, ctx: &PacketCtx, frame: &[u8]) -> Verdict {
         self.clock(ctx.ts_ns);
         self.flags = ctx.flags;
+        self.frames = ctx.frames;
         self.scratch.clear();
         self.scratch.extend_from_slice(frame);
         let dir = if self.bridge && ctx.flags & FLAG_PORT_B != 0 { Dir::Out } else { Dir::In };
@@ -168,24 +177,28 @@ impl Handler for FwHandler {
         out.append(&mut self.pending);
     }
 
-    fn message(&mut self, _ctx: &PacketCtx, msg: Msg) -> Option<(Vec<u8>, u8)> {
-        let Ok(msg) = msg.downcast::<FwMsg>() else { return None };
+    fn message(&mut self, _ctx: &PacketCtx, msg: Msg) -> Delivery {
+        let Ok(msg) = msg.downcast::<FwMsg>() else { return Delivery::None };
         match *msg {
-            FwMsg::Resume { mut frame, dir, msg, now, flags } => {
+            FwMsg::Resume { mut frame, dir, msg, now, flags, frames } => {
                 self.flags = flags;
+                self.frames = frames;
                 self.now = self.now.max(now);
                 self.since_batch += 1; // publish at the batch's end
                 let v = self.w.resume(&mut frame, dir, msg, self.now);
                 self.scratch = frame;
                 match self.verdict(v, dir, None) {
-                    Verdict::Forward | Verdict::Replace => Some((self.take_frame(), flags)),
-                    Verdict::Drop => None,
+                    Verdict::Forward | Verdict::Replace => {
+                        Delivery::Send { frame: self.take_frame(), flags, frames }
+                    }
+                    Verdict::Drop => Delivery::Drop { frames },
+                    Verdict::Handoff => Delivery::Handoff { frames },
                 }
             }
             FwMsg::Control(c) => {
                 self.since_batch += 1;
                 self.w.control(c);
-                None
+                Delivery::None
             }
         }
     }

@@ -29,6 +29,11 @@ pub trait Source: Send {
     fn drops(&self) -> u64 {
         0
     }
+    /// Why the source ended before its end, if it did (a corrupt capture
+    /// record: which one and where). Asked once it returned [`Recv::Done`].
+    fn failure(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Frames from memory, cycled `rounds` times (or forever for `u64::MAX`).

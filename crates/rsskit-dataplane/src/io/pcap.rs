@@ -7,6 +7,15 @@
 //! IPv6); raw IP gets a synthetic Ethernet header. `pcap-file` 2.0 reads
 //! pcapng enhanced-packet timestamps as nanoseconds whatever the interface's
 //! `if_tsresol` says; we rescale (the default resolution is microseconds).
+//!
+//! A corrupt record (longer than the snaplen or than the rest of the file,
+//! a broken pcapng block) ends the input: [`Source::failure`] names the
+//! record (pcap: packet record number; pcapng: block number) and its byte
+//! offset, and the record counts as a source drop. With
+//! [`PcapSource::lenient`] the input ends there quietly (no failure).
+//! Looping stops after a pass that delivered no frame (an empty capture, or
+//! one whose records are all unreadable, stays empty however often it is
+//! played).
 
 use super::{eth_header_for, Recv, Source};
 use crate::output::Sink;
@@ -24,6 +33,75 @@ use std::time::{Duration, Instant};
 enum Reader {
     Pcap(PcapReader<BufReader<File>>),
     PcapNg { r: PcapNgReader<BufReader<File>>, ifaces: Vec<(DataLink, Resolution)> },
+}
+
+/// Length of a pcap file header.
+const PCAP_HEADER_LEN: u64 = 24;
+/// Length of a pcap record header.
+const PCAP_RECORD_HEADER_LEN: u64 = 16;
+
+/// A capture record that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadRecord {
+    pub path: PathBuf,
+    /// "record" (pcap) or "block" (pcapng).
+    pub unit: &'static str,
+    /// 1-based number of the record (pcapng: of the block, the section
+    /// header being block 1).
+    pub number: u64,
+    /// Byte offset of its start in the file.
+    pub offset: u64,
+    pub reason: String,
+}
+
+impl std::fmt::Display for BadRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {} {} at byte offset {} is corrupt ({}); the input ends there",
+            self.path.display(),
+            self.unit,
+            self.number,
+            self.offset,
+            self.reason
+        )
+    }
+}
+
+impl std::error::Error for BadRecord {}
+
+/// What reading the next record gave.
+enum Next {
+    /// A frame in `buf`, with its timestamp.
+    Frame(u64),
+    End,
+    Bad(BadRecord),
+}
+
+/// Describes a `pcap-file` error for a record.
+fn reason(e: &pcap_file::PcapError) -> String {
+    match e {
+        pcap_file::PcapError::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            "it runs past the end of the file".to_string()
+        }
+        pcap_file::PcapError::InvalidField(f) => f.to_string(),
+        e => e.to_string(),
+    }
+}
+
+/// Length of the pcapng section header block at the start of `path`.
+fn pcapng_shb_len(path: &Path) -> u64 {
+    let mut b = [0u8; 12];
+    let ok = File::open(path).and_then(|mut f| f.read_exact(&mut b)).is_ok();
+    if !ok {
+        return 0;
+    }
+    let len = [b[4], b[5], b[6], b[7]];
+    u64::from(if b[8..12] == [0x1a, 0x2b, 0x3c, 0x4d] {
+        u32::from_be_bytes(len)
+    } else {
+        u32::from_le_bytes(len)
+    })
 }
 
 #[derive(Clone, Copy)]
@@ -100,6 +178,17 @@ pub struct PcapSource {
     pending_ts: u64,
     /// Records skipped: unsupported link type, read errors.
     skipped: u64,
+    /// Position in the current pass: records (pcapng: blocks) read and the
+    /// byte offset of the next one.
+    record: u64,
+    offset: u64,
+    /// Frames delivered in the current pass.
+    pass_frames: u64,
+    /// A bad record ends the input quietly.
+    lenient: bool,
+    failure: Option<BadRecord>,
+    /// No more frames (end of the last pass, or a bad record).
+    finished: bool,
 }
 
 impl PcapSource {
@@ -117,69 +206,145 @@ impl PcapSource {
             pending: false,
             pending_ts: 0,
             skipped: 0,
+            record: 0,
+            offset: 0,
+            pass_frames: 0,
+            lenient: false,
+            failure: None,
+            finished: false,
+        }
+        .rewound())
+    }
+
+    /// A corrupt record ends the input quietly (no [`Source::failure`];
+    /// the record still counts as a source drop).
+    pub fn lenient(mut self) -> Self {
+        self.lenient = true;
+        self
+    }
+
+    /// Position counters for a fresh pass over the file.
+    fn rewound(mut self) -> Self {
+        self.rewind();
+        self
+    }
+
+    fn rewind(&mut self) {
+        match self.reader {
+            Reader::Pcap(_) => {
+                self.record = 0;
+                self.offset = PCAP_HEADER_LEN;
+            }
+            Reader::PcapNg { .. } => {
+                // The section header block was read on opening.
+                self.record = 1;
+                self.offset = pcapng_shb_len(&self.path);
+            }
+        }
+        self.pass_frames = 0;
+    }
+
+    fn bad(&mut self, unit: &'static str, reason: String) -> Next {
+        self.skipped += 1;
+        Next::Bad(BadRecord {
+            path: self.path.clone(),
+            unit,
+            number: self.record + 1,
+            offset: self.offset,
+            reason,
         })
     }
 
     /// Reads the next record into `self.buf` (with an Ethernet header if it
-    /// is raw IP); returns its timestamp, or `None` at the end of the file.
-    fn read_next(&mut self) -> Option<u64> {
+    /// is raw IP).
+    fn read_next(&mut self) -> Next {
         loop {
             match &mut self.reader {
                 Reader::Pcap(r) => {
                     let raw = link_kind(r.header().datalink) == Some(true);
-                    match r.next_packet()? {
+                    let Some(rec) = r.next_packet() else { return Next::End };
+                    match rec {
                         Ok(p) => {
                             let ts = p.timestamp.as_nanos().min(u128::from(u64::MAX)) as u64;
                             fill(&mut self.buf, &p.data, raw);
-                            return Some(ts);
+                            self.record += 1;
+                            self.offset += PCAP_RECORD_HEADER_LEN + p.data.len() as u64;
+                            return Next::Frame(ts);
                         }
-                        Err(_) => {
-                            self.skipped += 1;
-                            return None; // a broken record ends the file
-                        }
+                        Err(e) => return self.bad("record", reason(&e)),
                     }
                 }
-                Reader::PcapNg { r, ifaces } => match r.next_block()? {
-                    Ok(Block::InterfaceDescription(idb)) => {
-                        let mut res = Resolution::Dec(6);
-                        for o in &idb.options {
-                            if let pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption::IfTsResol(v) = o {
-                                res = Resolution::from_tsresol(*v);
+                Reader::PcapNg { r, ifaces } => {
+                    // Before the block borrows the reader; a section header
+                    // detects its own byte order.
+                    let endianness = r.section().endianness;
+                    let Some(raw) = r.next_raw_block() else { return Next::End };
+                    let block = match raw {
+                        Ok(raw) => {
+                            let len = u64::from(raw.initial_len);
+                            let b = match endianness {
+                                pcap_file::Endianness::Big => {
+                                    raw.try_into_block::<byteorder_slice::BigEndian>()
+                                }
+                                pcap_file::Endianness::Little => {
+                                    raw.try_into_block::<byteorder_slice::LittleEndian>()
+                                }
+                            };
+                            match b {
+                                Ok(b) => {
+                                    self.record += 1;
+                                    self.offset += len;
+                                    Ok(b)
+                                }
+                                Err(e) => Err(e),
                             }
                         }
-                        ifaces.push((idb.linktype, res));
+                        Err(e) => Err(e),
+                    };
+                    let block = match block {
+                        Ok(b) => b,
+                        Err(e) => return self.bad("block", reason(&e)),
+                    };
+                    match block {
+                        Block::InterfaceDescription(idb) => {
+                            let mut res = Resolution::Dec(6);
+                            for o in &idb.options {
+                                if let pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption::IfTsResol(v) = o {
+                                res = Resolution::from_tsresol(*v);
+                            }
+                            }
+                            ifaces.push((idb.linktype, res));
+                        }
+                        Block::EnhancedPacket(epb) => {
+                            let Some(&(lt, res)) = ifaces.get(epb.interface_id as usize) else {
+                                self.skipped += 1;
+                                continue;
+                            };
+                            let Some(raw) = link_kind(lt) else {
+                                self.skipped += 1;
+                                continue;
+                            };
+                            let ts = res.to_ns(epb.timestamp.as_nanos());
+                            fill(&mut self.buf, &epb.data, raw);
+                            return Next::Frame(ts);
+                        }
+                        Block::SimplePacket(spb) => {
+                            let Some(&(lt, _)) = ifaces.first() else {
+                                self.skipped += 1;
+                                continue;
+                            };
+                            let Some(raw) = link_kind(lt) else {
+                                self.skipped += 1;
+                                continue;
+                            };
+                            fill(&mut self.buf, &spb.data, raw);
+                            return Next::Frame(0);
+                        }
+                        // A new section: its interfaces are numbered from 0.
+                        Block::SectionHeader(_) => ifaces.clear(),
+                        _ => continue,
                     }
-                    Ok(Block::EnhancedPacket(epb)) => {
-                        let Some(&(lt, res)) = ifaces.get(epb.interface_id as usize) else {
-                            self.skipped += 1;
-                            continue;
-                        };
-                        let Some(raw) = link_kind(lt) else {
-                            self.skipped += 1;
-                            continue;
-                        };
-                        let ts = res.to_ns(epb.timestamp.as_nanos());
-                        fill(&mut self.buf, &epb.data, raw);
-                        return Some(ts);
-                    }
-                    Ok(Block::SimplePacket(spb)) => {
-                        let Some(&(lt, _)) = ifaces.first() else {
-                            self.skipped += 1;
-                            continue;
-                        };
-                        let Some(raw) = link_kind(lt) else {
-                            self.skipped += 1;
-                            continue;
-                        };
-                        fill(&mut self.buf, &spb.data, raw);
-                        return Some(0);
-                    }
-                    Ok(_) => continue,
-                    Err(_) => {
-                        self.skipped += 1;
-                        return None;
-                    }
-                },
+                }
             }
         }
     }
@@ -195,19 +360,49 @@ fn fill(buf: &mut Vec<u8>, data: &[u8], raw_ip: bool) {
 
 impl Source for PcapSource {
     fn recv(&mut self) -> Recv<'_> {
+        if self.finished {
+            return Recv::Done;
+        }
         if !self.pending {
             let ts = loop {
                 match self.read_next() {
-                    Some(ts) => break ts,
-                    None if self.loops_left > 0 => {
+                    Next::Frame(ts) => {
+                        self.pass_frames += 1;
+                        break ts;
+                    }
+                    Next::Bad(b) => {
+                        self.finished = true;
+                        if !self.lenient {
+                            self.failure = Some(b);
+                        }
+                        return Recv::Done;
+                    }
+                    // A pass without a frame: every further pass is the same.
+                    Next::End if self.loops_left > 0 && self.pass_frames > 0 => {
                         self.loops_left -= 1;
                         match open_reader(&self.path) {
                             Ok(r) => self.reader = r,
-                            Err(_) => return Recv::Done,
+                            Err(e) => {
+                                self.finished = true;
+                                self.failure = Some(BadRecord {
+                                    path: self.path.clone(),
+                                    unit: "record",
+                                    number: 0,
+                                    offset: 0,
+                                    reason: format!("reopening for the next pass: {e:#}"),
+                                });
+                                return Recv::Done;
+                            }
                         }
+                        // The previous pass had frames: this one gives one at
+                        // once (or ends), so the caller's stop check is near.
+                        self.rewind();
                         self.t0 = None;
                     }
-                    None => return Recv::Done,
+                    Next::End => {
+                        self.finished = true;
+                        return Recv::Done;
+                    }
                 }
             };
             self.pending = true;
@@ -227,6 +422,17 @@ impl Source for PcapSource {
 
     fn drops(&self) -> u64 {
         self.skipped
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.failure.as_ref().map(|b| b.to_string())
+    }
+}
+
+impl PcapSource {
+    /// The corrupt record that ended the input, if any (not with [`PcapSource::lenient`]).
+    pub fn bad_record(&self) -> Option<&BadRecord> {
+        self.failure.as_ref()
     }
 }
 
@@ -449,6 +655,54 @@ mod tests {
             assert_eq!(n, 3);
             assert!((min_ms..max_ms).contains(&ms), "timing={timing}: {ms} ms");
         }
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn corrupt_pcapng_block_named_with_offset() {
+        let p = std::env::temp_dir().join(format!("rsskit-badng-{}.pcapng", std::process::id()));
+        let mut s = PcapSink::create_ng(&p).unwrap();
+        let frames: Vec<Mbuf> = (0..2u8).map(|i| Mbuf::heap(vec![i; 60], 0, 1, 0)).collect();
+        s.send(&frames).unwrap();
+        s.close().unwrap();
+        let mut bytes = std::fs::read(&p).unwrap();
+        let good_len = bytes.len() as u64;
+        // An enhanced packet block whose trailing length disagrees.
+        let mut bad = Vec::new();
+        bad.extend_from_slice(&6u32.to_le_bytes());
+        bad.extend_from_slice(&32u32.to_le_bytes());
+        bad.extend_from_slice(&[0u8; 20]);
+        bad.extend_from_slice(&36u32.to_le_bytes());
+        bytes.extend_from_slice(&bad);
+        std::fs::write(&p, &bytes).unwrap();
+        for lenient in [false, true] {
+            let src = PcapSource::open(&p, 5, false).unwrap();
+            let mut src = if lenient { src.lenient() } else { src };
+            let mut n = 0;
+            while let Recv::Frame { .. } = src.recv() {
+                n += 1;
+            }
+            assert_eq!(n, 2, "the frames before the bad block, once: it ends the loop too");
+            assert_eq!(src.drops(), 1);
+            if lenient {
+                assert_eq!(src.failure(), None);
+            } else {
+                let b = src.bad_record().expect("named");
+                // Blocks: section header, interface, two packets, then the bad one.
+                assert_eq!((b.unit, b.number, b.offset), ("block", 5, good_len), "{b}");
+                assert!(src.failure().unwrap().contains(&format!("block 5 at byte offset {good_len}")));
+            }
+        }
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn empty_capture_loops_end() {
+        let p = std::env::temp_dir().join(format!("rsskit-emptyloop-{}.pcap", std::process::id()));
+        PcapSink::create(&p).unwrap().close().unwrap();
+        let mut src = PcapSource::open(&p, u64::MAX, false).unwrap();
+        assert!(matches!(src.recv(), Recv::Done), "an empty pass ends the loop");
+        assert_eq!(src.failure(), None);
         std::fs::remove_file(&p).unwrap();
     }
 

@@ -40,6 +40,22 @@
 //! Counters follow `netstat -Q`: per worker dispatched (direct), queued,
 //! handled, queue drops, queue high-water mark, plus re-injected,
 //! reassembled and drops by reason.
+//!
+//! # Every frame accounted for
+//! [`RunReport::accounting`] sums the run per input frame:
+//! `in == out + sum(dropped by reason) + held`. `in` is every frame the
+//! sources read plus those they saw but could not deliver (`source`:
+//! kernel ring drops, unreadable capture records). Each packet carries the
+//! number of input frames it stands for ([`Mbuf::frames`]): a reassembled
+//! datagram its fragments', so when it is sent it accounts for all of them
+//! as `out`, and when it is dropped (queue full, handler, output error)
+//! all of them under that reason. Fragments dropped by reassembly
+//! (overlap, limits, timeout...) count under their `frag_*` reason, every
+//! fragment a killed datagram held included; fragments still waiting at
+//! exit are `held`, with any frame still in a handler message or a queue.
+//! A handler that moves a packet into a message answers
+//! [`Verdict::Handoff`], and the addressee's [`Handler::message`] says what
+//! became of those frames ([`Delivery`]).
 
 pub mod ring;
 mod worker;
@@ -154,11 +170,15 @@ pub trait Handler: Send + 'static {
     /// ring per (worker, worker) pair, FIFO per sender, never dropped.
     #[inline]
     fn outbox(&mut self, _out: &mut Vec<(usize, Msg)>) {}
-    /// A message from another worker (or this one). Returns a frame to send
-    /// on (through send aggregation) with its [`Mbuf::flags`], if any.
-    fn message(&mut self, _ctx: &PacketCtx, _msg: Msg) -> Option<(Vec<u8>, u8)> {
-        None
+    /// A message from another worker (or this one), and what became of
+    /// the frames it carried ([`Delivery`]): e.g. a frame to send on
+    /// (through send aggregation) with its [`Mbuf::flags`].
+    fn message(&mut self, _ctx: &PacketCtx, _msg: Msg) -> Delivery {
+        Delivery::None
     }
+    /// The drop reason of the frames this handler drops
+    /// ([`Verdict::Drop`], [`Delivery::Drop`]) in [`RunReport::accounting`].
+    const DROP_REASON: &'static str = "handler_drop";
     /// Called after each loop that did work, and now and then while idle
     /// (`now_ns`: the worker's monotonic clock): housekeeping, expiry.
     #[inline]
@@ -184,6 +204,9 @@ pub struct PacketCtx {
     pub flags: u8,
     /// Capture timestamp (ns since the epoch, 0 if unknown).
     pub ts_ns: u64,
+    /// Input frames the packet stands for ([`Mbuf::frames`]); a handler
+    /// that hands the packet off in a message carries this along.
+    pub frames: u32,
 }
 
 /// What to do with a handled packet.
@@ -196,6 +219,26 @@ pub enum Verdict {
     /// Send the frame [`Handler::take_frame`] returns instead (the handler
     /// rewrote the packet).
     Replace,
+    /// The packet continues in a message this handler emitted (its
+    /// [`PacketCtx::frames`] with it); the addressee's [`Handler::message`]
+    /// accounts for it. Until then its frames count as held.
+    Handoff,
+}
+
+/// What became of a message ([`Handler::message`]), for the accounting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// No frame involved (a control message).
+    None,
+    /// Send `frame` (with these [`Mbuf::flags`]); it stands for `frames`
+    /// input frames.
+    Send { frame: Vec<u8>, flags: u8, frames: u32 },
+    /// The message carried `frames` input frames; the handler dropped them
+    /// ([`Handler::DROP_REASON`]).
+    Drop { frames: u32 },
+    /// The message carried `frames` input frames, now handed on in another
+    /// message.
+    Handoff { frames: u32 },
 }
 
 /// A flow table: open addressing on the RSS hash (linear probing, 8-byte
@@ -300,7 +343,8 @@ pub struct NetisrConfig {
     /// When the ring to a packet's owner is full, the input stage holds the
     /// packet and stops reading its sources until there is room (a NIC
     /// sending pause frames) instead of dropping it (netisr's QDrops).
-    /// Re-injected packets are always dropped on a full ring.
+    /// Re-injected packets wait in the stage too. Without it, what does not
+    /// fit is dropped and counted (`queue_full`).
     pub backpressure: bool,
 }
 
@@ -383,12 +427,91 @@ pub struct WorkerCounters {
     /// Frames dropped by the parser, by reason.
     #[serde(skip)]
     pub drops: DropCounters,
+    /// Per-frame accounting terms ([`RunReport::accounting`]).
+    #[serde(skip)]
+    pub frames: FrameCounters,
     #[serde(skip)]
     pub reass: ReassCounters,
     pub output: OutputCounters,
     /// CPU time this worker's thread used (ns): busy polling included, so
     /// packets per CPU-second is a lower bound of what a dedicated core does.
     pub cpu_ns: u64,
+}
+
+/// A worker's per-frame terms (each in input frames, [`Mbuf::frames`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FrameCounters {
+    /// Dropped by the parser, by reason.
+    pub parse: DropCounters,
+    /// Dropped because the queue to the owner was full (no backpressure).
+    pub queue_full: u64,
+    /// Dropped by the handler ([`Verdict::Drop`], [`Delivery::Drop`]).
+    pub handler: u64,
+    /// Handed off in handler messages ([`Verdict::Handoff`], [`Delivery::Handoff`]).
+    pub handoff: u64,
+    /// Carried by the handler messages delivered here.
+    pub handoff_done: u64,
+    /// Still staged for another worker's queue at exit.
+    pub staged: u64,
+}
+
+impl FrameCounters {
+    fn merge(&mut self, o: &FrameCounters) {
+        self.parse.merge(&o.parse);
+        self.queue_full += o.queue_full;
+        self.handler += o.handler;
+        self.handoff += o.handoff;
+        self.handoff_done += o.handoff_done;
+        self.staged += o.staged;
+    }
+}
+
+/// The per-frame balance of a run: `input == out + dropped + held`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Accounting {
+    /// Frames read, plus those the sources saw but could not deliver.
+    #[serde(rename = "in")]
+    pub input: u64,
+    /// Frames sent (a reassembled datagram: all its fragments).
+    pub out: u64,
+    /// Frames dropped, by reason (only non-zero reasons).
+    pub dropped: std::collections::BTreeMap<String, u64>,
+    /// Frames still held at exit (fragments waiting for the rest of their
+    /// datagram, frames in flight).
+    pub held: u64,
+}
+
+impl Accounting {
+    /// Adds `n` dropped frames under `reason` (nothing for 0).
+    pub fn add_drop(&mut self, reason: &str, n: u64) {
+        if n > 0 {
+            *self.dropped.entry(reason.to_string()).or_insert(0) += n;
+        }
+    }
+
+    /// Sum of the drops.
+    pub fn dropped_total(&self) -> u64 {
+        self.dropped.values().sum()
+    }
+
+    /// `in == out + dropped + held`?
+    pub fn balanced(&self) -> bool {
+        self.input == self.out + self.dropped_total() + self.held
+    }
+
+    /// One line: `in N = out N + dropped N (reason=N ...) + held N`.
+    pub fn line(&self) -> String {
+        let reasons: Vec<String> = self.dropped.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        format!(
+            "in {} = out {} + dropped {}{} + held {}{}",
+            self.input,
+            self.out,
+            self.dropped_total(),
+            if reasons.is_empty() { String::new() } else { format!(" ({})", reasons.join(" ")) },
+            self.held,
+            if self.balanced() { "" } else { "  UNBALANCED" }
+        )
+    }
 }
 
 impl WorkerCounters {
@@ -420,7 +543,10 @@ pub struct WorkerReport {
 impl WorkerReport {
     /// Everything this worker dropped (queue, parser, reassembly, buffers).
     pub fn total_drops(&self) -> u64 {
-        self.qdrops + self.counters.drops.total() + self.counters.reass.dropped()
+        self.qdrops
+            + self.counters.drops.total()
+            + self.counters.reass.dropped()
+            + self.counters.reass.timeout_frames
     }
 }
 
@@ -434,6 +560,8 @@ pub(crate) struct Control {
     pub stop: AtomicBool,
     /// One per worker, each on its own cache lines (no false sharing).
     pub workers: Vec<ring::CachePadded<WorkerShared>>,
+    /// Why sources ended early ([`Source::failure`]).
+    pub failures: Mutex<Vec<String>>,
 }
 
 pub(crate) struct WorkerShared {
@@ -464,6 +592,9 @@ pub struct RunReport<H> {
     pub workers: Vec<WorkerReport>,
     pub handlers: Vec<H>,
     pub elapsed: Duration,
+    /// Sources that ended early and why ([`Source::failure`]), e.g. a
+    /// corrupt capture record: the counters cover what came before it.
+    pub input_errors: Vec<String>,
 }
 
 impl<H> RunReport<H> {
@@ -484,6 +615,7 @@ impl<H> RunReport<H> {
             tc.consumed += c.consumed;
             tc.pool_stalls += c.pool_stalls;
             tc.drops.merge(&c.drops);
+            tc.frames.merge(&c.frames);
             tc.reass.merge(&c.reass);
             tc.output.merge(&c.output);
             tc.cpu_ns += c.cpu_ns;
@@ -495,6 +627,49 @@ impl<H> RunReport<H> {
         }
         t
     }
+}
+
+impl<H: Handler> RunReport<H> {
+    /// The per-frame balance of the run (see the [module docs](self)).
+    pub fn accounting(&self) -> Accounting {
+        let t = self.total();
+        let c = &t.counters;
+        let f = &c.frames;
+        let mut a = Accounting {
+            input: c.input + t.source_drops,
+            out: c.output.frames,
+            held: c.reass.held + f.staged + f.handoff.saturating_sub(f.handoff_done),
+            ..Default::default()
+        };
+        a.add_drop("source", t.source_drops);
+        for (r, n) in f.parse.nonzero() {
+            a.add_drop(r.name(), n);
+        }
+        a.add_drop("queue_full", f.queue_full);
+        for (name, n) in reass_drop_reasons(&c.reass) {
+            a.add_drop(name, n);
+        }
+        a.add_drop(H::DROP_REASON, f.handler);
+        a.add_drop("output_error", c.output.error_frames);
+        a
+    }
+}
+
+/// The reassembly drop reasons (in frames) with their names.
+fn reass_drop_reasons(r: &ReassCounters) -> [(&'static str, u64); 11] {
+    [
+        ("frag_duplicate", r.duplicates),
+        ("frag_overlap", r.overlaps),
+        ("frag_dead_datagram", r.dead),
+        ("frag_tiny", r.tiny),
+        ("frag_inconsistent", r.inconsistent),
+        ("frag_too_big", r.too_big),
+        ("frag_too_many_datagrams", r.too_many_datagrams),
+        ("frag_too_many_fragments", r.too_many_fragments),
+        ("frag_memory_limit", r.memory_limit),
+        ("frag_malformed", r.malformed),
+        ("frag_timeout", r.timeout_frames),
+    ]
 }
 
 impl<H: Handler> Netisr<H> {
@@ -547,6 +722,7 @@ impl<H: Handler> Netisr<H> {
                     })
                 })
                 .collect(),
+            failures: Mutex::new(Vec::new()),
         });
         let parts = worker::build(&cfg, n, rss, hasher, inputs, sinks, handlers, &ctl)?;
         let monitors = parts.monitors;
@@ -683,7 +859,8 @@ impl<H: Handler> Netisr<H> {
             started: self.started,
         };
         let workers = finals.into_iter().enumerate().map(|(w, c)| me.report(w, c)).collect();
-        Ok(RunReport { workers, handlers, elapsed })
+        let input_errors = std::mem::take(&mut *me.ctl.failures.lock().unwrap_or_else(|e| e.into_inner()));
+        Ok(RunReport { workers, handlers, elapsed, input_errors })
     }
 
     /// [`Netisr::wait`] without status reports or deadline.
@@ -695,20 +872,7 @@ impl<H: Handler> Netisr<H> {
 /// Convenience: the names of the drop reasons with counts, for reports.
 pub fn drop_reasons(c: &WorkerCounters) -> Vec<(String, u64)> {
     let mut v: Vec<(String, u64)> = c.drops.nonzero().map(|(r, n)| (r.name().to_string(), n)).collect();
-    let r = &c.reass;
-    for (name, n) in [
-        ("frag_duplicate", r.duplicates),
-        ("frag_overlap", r.overlaps),
-        ("frag_dead_datagram", r.dead),
-        ("frag_tiny", r.tiny),
-        ("frag_inconsistent", r.inconsistent),
-        ("frag_too_big", r.too_big),
-        ("frag_too_many_datagrams", r.too_many_datagrams),
-        ("frag_too_many_fragments", r.too_many_fragments),
-        ("frag_memory_limit", r.memory_limit),
-        ("frag_malformed", r.malformed),
-        ("frag_timeout", r.timeouts),
-    ] {
+    for (name, n) in reass_drop_reasons(&c.reass) {
         if n > 0 {
             v.push((name.to_string(), n));
         }

@@ -2,7 +2,8 @@
 
 use super::ring::{ring, Consumer, Producer, RingMonitor};
 use super::{
-    mbuf_flags, prefetch, Control, Handler, Mbuf, Msg, NetisrConfig, PacketCtx, Verdict, WorkerCounters,
+    mbuf_flags, prefetch, Control, Delivery, Handler, Mbuf, Msg, NetisrConfig, PacketCtx, Verdict,
+    WorkerCounters,
 };
 use crate::hash::PacketHasher;
 use crate::io::{Recv, Source};
@@ -293,6 +294,8 @@ impl<H: Handler> Worker<H> {
         self.flush(FlushReason::Final);
         self.flush_staged();
         self.flush_messages();
+        // Only if the run was cut short with a queue still full (backpressure).
+        self.c.frames.staged = self.staged.iter().flatten().map(|m| u64::from(m.frames)).sum();
         self.sink.finish()?;
         if let Some(r) = &self.reass {
             self.c.reass = *r.counters();
@@ -402,6 +405,9 @@ impl<H: Handler> Worker<H> {
 
     fn input_done(&mut self, i: usize) {
         if !self.inputs[i].done {
+            if let Some(e) = self.inputs[i].src.failure() {
+                self.ctl.failures.lock().unwrap_or_else(|e| e.into_inner()).push(e);
+            }
             self.inputs[i].done = true;
             self.ctl.inputs_active.fetch_sub(1, Ordering::SeqCst);
         }
@@ -426,6 +432,7 @@ impl<H: Handler> Worker<H> {
                 }
                 Err(r) => {
                     self.c.drops.inc(r);
+                    self.c.frames.parse.add(r, u64::from(m.frames));
                     self.release(m);
                     return;
                 }
@@ -466,6 +473,7 @@ impl<H: Handler> Worker<H> {
             if !q.is_empty() && !self.backpressure {
                 r.count_drops(q.len() as u64);
                 for m in q.drain(..) {
+                    self.c.frames.queue_full += u64::from(m.frames);
                     self.release(m);
                 }
             }
@@ -553,7 +561,9 @@ impl<H: Handler> Worker<H> {
         self.c.handled += 1;
         enum Next {
             Handled(Verdict),
-            Reinject(Vec<u8>, u8),
+            /// The frame, its flags and the input frames it stands for.
+            Reinject(Vec<u8>, u8, u32),
+            /// Held or dropped by reassembly (which counts it).
             Consumed,
             Dropped,
         }
@@ -569,19 +579,20 @@ impl<H: Handler> Worker<H> {
                 }
                 Err(r) => {
                     self.c.drops.inc(*r);
+                    self.c.frames.parse.add(*r, u64::from(m.frames));
                     Next::Dropped
                 }
                 Ok(p) => {
                     let frag = p.inner.is_none() && p.outer.is_fragment();
                     if let (true, Some(reass)) = (frag, self.reass.as_mut()) {
                         let now = self.epoch.elapsed().as_nanos() as u64;
-                        match reass.push(&p.outer, now) {
+                        match reass.push_frames(&p.outer, now, u64::from(m.frames)) {
                             ReassOutcome::Complete(ip) => {
                                 self.c.reassembled += 1;
-                                Next::Reinject(with_link(&data[..12], &ip), mbuf_flags::REASSEMBLED)
+                                let frames = u32::try_from(reass.last_complete_frames()).unwrap_or(u32::MAX);
+                                Next::Reinject(with_link(&data[..12], &ip), mbuf_flags::REASSEMBLED, frames)
                             }
-                            ReassOutcome::Held => Next::Consumed,
-                            ReassOutcome::Dropped(_) => Next::Dropped,
+                            ReassOutcome::Held | ReassOutcome::Dropped(_) => Next::Consumed,
                             ReassOutcome::NotFragment => {
                                 let ctx = self.ctx(&m);
                                 Next::Handled(self.handler.handle(&ctx, p))
@@ -589,7 +600,11 @@ impl<H: Handler> Worker<H> {
                         }
                     } else if let (Some(inner), true) = (&p.inner, self.decap) {
                         self.c.decapsulated += 1;
-                        Next::Reinject(with_link(&data[..12], inner.bytes), mbuf_flags::DECAPSULATED)
+                        Next::Reinject(
+                            with_link(&data[..12], inner.bytes),
+                            mbuf_flags::DECAPSULATED,
+                            m.frames,
+                        )
                     } else {
                         let ctx = self.ctx(&m);
                         Next::Handled(self.handler.handle(&ctx, p))
@@ -609,22 +624,29 @@ impl<H: Handler> Worker<H> {
             }
             Next::Handled(Verdict::Drop) => {
                 self.c.consumed += 1;
+                self.c.frames.handler += u64::from(m.frames);
+                self.release(m);
+            }
+            Next::Handled(Verdict::Handoff) => {
+                self.c.consumed += 1;
+                self.c.frames.handoff += u64::from(m.frames);
                 self.release(m);
             }
             Next::Handled(Verdict::Replace) => {
                 self.c.forwarded += 1;
-                let f = Mbuf::heap(self.handler.take_frame(), m.hash, m.ts_ns, m.flags);
+                let mut f = Mbuf::heap(self.handler.take_frame(), m.hash, m.ts_ns, m.flags);
+                f.frames = m.frames;
                 self.release(m);
                 if let Some(reason) = self.out.push(f) {
                     self.flush(reason);
                 }
             }
             Next::Consumed | Next::Dropped => self.release(m),
-            Next::Reinject(frame, flag) => {
+            Next::Reinject(frame, flag, frames) => {
                 let ts = m.ts_ns;
                 let flags = m.flags | flag;
                 self.release(m);
-                self.reinject(frame, flags, ts);
+                self.reinject(frame, flags, ts, frames);
             }
         }
     }
@@ -661,7 +683,7 @@ impl<H: Handler> Worker<H> {
     /// first, then one batch per ring); true if there were any.
     fn poll_messages(&mut self) -> bool {
         let mut did = false;
-        let ctx = PacketCtx { worker: self.id, hash: 0, flags: 0, ts_ns: 0 };
+        let ctx = PacketCtx { worker: self.id, hash: 0, flags: 0, ts_ns: 0, frames: 0 };
         if !self.msg_staged[self.id].is_empty() {
             let own = std::mem::take(&mut self.msg_staged[self.id]);
             for msg in own {
@@ -680,31 +702,47 @@ impl<H: Handler> Worker<H> {
     }
 
     fn deliver(&mut self, ctx: &PacketCtx, msg: Msg) {
-        if let Some((frame, flags)) = self.handler.message(ctx, msg) {
-            self.c.forwarded += 1;
-            if let Some(reason) = self.out.push(Mbuf::heap(frame, 0, 0, flags)) {
-                self.flush(reason);
+        match self.handler.message(ctx, msg) {
+            Delivery::None => {}
+            Delivery::Send { frame, flags, frames } => {
+                self.c.forwarded += 1;
+                self.c.frames.handoff_done += u64::from(frames);
+                let mut m = Mbuf::heap(frame, 0, 0, flags);
+                m.frames = frames;
+                if let Some(reason) = self.out.push(m) {
+                    self.flush(reason);
+                }
+            }
+            Delivery::Drop { frames } => {
+                self.c.frames.handoff_done += u64::from(frames);
+                self.c.frames.handler += u64::from(frames);
+            }
+            Delivery::Handoff { frames } => {
+                self.c.frames.handoff_done += u64::from(frames);
+                self.c.frames.handoff += u64::from(frames);
             }
         }
         self.take_outbox();
     }
 
     fn ctx(&self, m: &Mbuf) -> PacketCtx {
-        PacketCtx { worker: self.id, hash: m.hash, flags: m.flags, ts_ns: m.ts_ns }
+        PacketCtx { worker: self.id, hash: m.hash, flags: m.flags, ts_ns: m.ts_ns, frames: m.frames }
     }
 
     /// Re-hash with the full hash type and hand to the owner: at once if it
     /// is this worker, through its ring otherwise.
-    fn reinject(&mut self, frame: Vec<u8>, flags: u8, ts_ns: u64) {
+    fn reinject(&mut self, frame: Vec<u8>, flags: u8, ts_ns: u64, frames: u32) {
         let hash = match parse_ethernet(&frame, &self.parse) {
             Ok(p) => self.hasher.nic(&p).hash,
             Err(r) => {
                 self.c.drops.inc(r);
+                self.c.frames.parse.add(r, u64::from(frames));
                 return;
             }
         };
         self.c.reinjected += 1;
-        let m = Mbuf::heap(frame, hash, ts_ns, flags | mbuf_flags::REINJECTED);
+        let mut m = Mbuf::heap(frame, hash, ts_ns, flags | mbuf_flags::REINJECTED);
+        m.frames = frames;
         let owner = self.rss.cpu(hash);
         if owner == self.id {
             self.c.reinjected_direct += 1;

@@ -12,6 +12,13 @@ fn pc() -> ParseConfig {
     ParseConfig::default()
 }
 
+/// Every fragment offered is reassembled, dropped (timeouts included) or
+/// still held, exactly.
+fn balanced(r: &Reassembler) {
+    let c = r.counters();
+    assert_eq!(c.fragments, c.reassembled_frames + c.dropped() + c.timeout_frames + c.held, "{c:?}");
+}
+
 fn v4h(id: u16) -> V4 {
     let mut h = V4::new(a4("10.0.0.1"), a4("10.0.0.2"), proto::UDP);
     h.id = id;
@@ -129,7 +136,10 @@ fn ipv4_overlap_drops_datagram_and_forgets() {
     // IPv4: no tombstone, the next complete set reassembles.
     assert_eq!(r.push_bytes(&a[0], &pc(), 0), ReassOutcome::Held);
     assert!(matches!(r.push_bytes(&a[1], &pc(), 0), ReassOutcome::Complete(_)));
-    assert_eq!(r.counters().overlaps, 2);
+    // Per frame: each kill dropped the held fragment and the overlapping one.
+    assert_eq!(r.counters().overlaps, 4);
+    assert_eq!(r.counters().reassembled_frames, 2);
+    balanced(&r);
 }
 
 #[test]
@@ -147,6 +157,9 @@ fn ipv6_overlap_tombstone_until_timeout() {
     assert_eq!(r.push_bytes(&a[0], &pc(), 60 * NS), ReassOutcome::Held);
     assert_eq!(r.push_bytes(&a[1], &pc(), 60 * NS), ReassOutcome::Complete(orig));
     assert_eq!(r.counters().timeouts, 0, "tombstones are not timeouts");
+    assert_eq!(r.counters().overlaps, 2);
+    assert_eq!(r.counters().dead, 2);
+    balanced(&r);
 }
 
 #[test]
@@ -174,7 +187,8 @@ fn inconsistent_lengths() {
     let (_, e) = v4(4, 100, &[64]);
     assert_eq!(r.push_bytes(&e[1], &pc(), 0), ReassOutcome::Held);
     assert_eq!(r.push_bytes(&c[2], &pc(), 0), ReassOutcome::Dropped(ReassDrop::Inconsistent));
-    assert_eq!(r.counters().inconsistent, 2);
+    assert_eq!(r.counters().inconsistent, 4, "held fragment + offending one, twice");
+    balanced(&r);
 }
 
 #[test]
@@ -198,7 +212,9 @@ fn timeouts() {
     r.expire(160 * NS);
     assert_eq!(r.in_progress(), 0);
     assert_eq!(r.counters().timeouts, 2);
+    assert_eq!(r.counters().timeout_frames, 2);
     assert_eq!(r.bytes_in_use(), 0);
+    balanced(&r);
 }
 
 #[test]
@@ -239,6 +255,22 @@ fn max_datagrams() {
     let (orig, f0) = v4(0, 100, &[56]);
     assert_eq!(r.push_bytes(&f0[1], &pc(), 0), ReassOutcome::Complete(orig));
     assert_eq!(r.push_bytes(&f[0], &pc(), 0), ReassOutcome::Held);
+    assert_eq!(r.counters().held, 3, "datagrams 1, 2, 3 hold one fragment each");
+    balanced(&r);
+}
+
+#[test]
+fn weighted_pushes_carry_their_frames() {
+    let (orig, fr) = v4(21, 100, &[56]);
+    let mut r = Reassembler::new(ReassConfig::default());
+    let p0 = wire::parse_ip(&fr[0], &pc()).unwrap();
+    let p1 = wire::parse_ip(&fr[1], &pc()).unwrap();
+    assert_eq!(r.push_frames(&p0.outer, 0, 3), ReassOutcome::Held);
+    assert_eq!(r.counters().held, 3);
+    assert_eq!(r.push_frames(&p1.outer, 0, 2), ReassOutcome::Complete(orig));
+    assert_eq!(r.last_complete_frames(), 5);
+    assert_eq!(r.counters().reassembled_frames, 5);
+    balanced(&r);
 }
 
 #[test]
@@ -251,6 +283,9 @@ fn max_fragments_per_datagram() {
         assert_eq!(r.push_bytes(f, &pc(), 0), ReassOutcome::Held);
     }
     assert_eq!(r.push_bytes(&fr[4], &pc(), 0), ReassOutcome::Dropped(ReassDrop::TooManyFragments));
+    assert_eq!(r.counters().too_many_fragments, 5, "the 4 held fragments and the fifth");
+    assert_eq!(r.counters().held, 0);
+    balanced(&r);
     assert_eq!(r.in_progress(), 0);
     assert_eq!(r.bytes_in_use(), 0);
 }
@@ -475,7 +510,12 @@ mod props {
                 prop_assert!(r.in_progress() <= max_datagrams);
             }
             prop_assert!(r.counters().bytes_high_water <= max_bytes);
+            let c = *r.counters();
+            prop_assert_eq!(c.fragments, c.reassembled_frames + c.dropped() + c.timeout_frames + c.held);
             r.expire(u64::MAX);
+            let c = *r.counters();
+            prop_assert_eq!(c.held, 0);
+            prop_assert_eq!(c.fragments, c.reassembled_frames + c.dropped() + c.timeout_frames);
             prop_assert_eq!(r.bytes_in_use(), 0);
             prop_assert_eq!(r.in_progress(), 0);
         }

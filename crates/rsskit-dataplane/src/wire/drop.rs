@@ -129,6 +129,12 @@ impl DropCounters {
         self.counts[r as usize] += 1;
     }
 
+    /// Counts `n` drops (a packet standing for `n` frames).
+    #[inline]
+    pub fn add(&mut self, r: DropReason, n: u64) {
+        self.counts[r as usize] += n;
+    }
+
     /// The count for one reason.
     pub fn get(&self, r: DropReason) -> u64 {
         self.counts[r as usize]

@@ -31,14 +31,14 @@ use rsskit_dataplane::firewall::{self, Config, Dir, Firewall, Snapshot};
 use rsskit_dataplane::io::afpacket::{AfPacketSink, AfPacketSource, RingConfig};
 use rsskit_dataplane::io::pcap::{PcapSink, PcapSource};
 use rsskit_dataplane::io::{Recv, Source};
-use rsskit_dataplane::netisr::{Netisr, NetisrConfig, FLAG_PORT_B};
+use rsskit_dataplane::netisr::{Accounting, Netisr, NetisrConfig, FLAG_PORT_B};
 use rsskit_dataplane::output::NullSink;
 use rsskit_dataplane::output::Sink;
 use rsskit_dataplane::pool::Mbuf;
 use std::net::IpAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Where frames come from.
@@ -135,6 +135,10 @@ pub struct Args {
     /// firewall's own threaded driver).
     #[arg(long, value_enum, default_value_t = Engine::Netisr)]
     pub engine: Engine,
+    /// Capture input: a corrupt record ends the input quietly (exit 0)
+    /// instead of with an error naming the record.
+    #[arg(long)]
+    pub stop_at_bad_record: bool,
 }
 
 /// Which dispatcher runs the workers.
@@ -176,12 +180,16 @@ impl Out {
             Dir::In => self.to_out.as_mut(),
             Dir::Out => self.to_in.as_mut().or(self.to_out.as_mut()),
         };
-        if let Some(s) = sink {
-            let m = [Mbuf::heap(frame, 0, 0, 0)];
-            match s.send(&m) {
-                Ok(1) => self.sent += 1,
-                _ => self.errors += 1,
+        match sink {
+            Some(s) => {
+                let m = [Mbuf::heap(frame, 0, 0, 0)];
+                match s.send(&m) {
+                    Ok(1) => self.sent += 1,
+                    _ => self.errors += 1,
+                }
             }
+            // `--out null`: passed is out.
+            None => self.sent += 1,
         }
     }
 }
@@ -244,13 +252,20 @@ pub fn run(a: Args) -> Result<()> {
             }
         })
     });
+    // What the capture source could not deliver, and why it ended early.
+    let src_drops = Arc::new(AtomicU64::new(0));
+    let src_failure: Arc<Mutex<Option<String>>> = Arc::default();
     let report = match &a.input {
         InSpec::Pcap(p) => {
             if !p.exists() {
                 bail!("input capture {} does not exist", p.display());
             }
             let mut src = PcapSource::open(p, 1, false)?;
+            if a.stop_at_bad_record {
+                src = src.lenient();
+            }
             let intr = interrupted.clone();
+            let (drops, failure) = (src_drops.clone(), src_failure.clone());
             let inputs = std::iter::from_fn(move || loop {
                 if intr.load(Ordering::Relaxed) {
                     return None;
@@ -263,7 +278,13 @@ pub fn run(a: Args) -> Result<()> {
                         return Some(Input { frame: data.to_vec(), dir, ts_ms });
                     }
                     Recv::Idle => std::thread::sleep(Duration::from_micros(100)),
-                    Recv::Done => return None,
+                    Recv::Done => {
+                        drops.store(src.drops(), Ordering::Relaxed);
+                        if let Some(e) = src.failure() {
+                            *failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+                        }
+                        return None;
+                    }
                 }
             });
             run::run(&fw, inputs, a.batch, None, |f, d| out.send(f, d), None, |_| {})
@@ -292,10 +313,13 @@ pub fn run(a: Args) -> Result<()> {
             let intr = interrupted.clone();
             let deadline = a.duration.map(|d| start + Duration::from_secs_f64(d));
             let mut turn = 0usize;
+            let drops = src_drops.clone();
             let inputs = std::iter::from_fn(move || {
                 let mut idle = 0usize;
                 loop {
                     if intr.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
+                        // The kernel's ring drops, for the accounting.
+                        drops.store(sources.iter().map(|(s, _)| s.drops()).sum(), Ordering::Relaxed);
                         return None;
                     }
                     let k = sources.len();
@@ -332,10 +356,32 @@ pub fn run(a: Args) -> Result<()> {
         drop(out.to_out.take());
         p.close()?;
     }
-    summary(&a, &report.snapshot, report.inputs, report.elapsed, out.sent, out.errors)
+    // Every input frame passed (sent or a send error) or dropped by the
+    // firewall; a redirected frame is resumed by its new worker and
+    // counted there.
+    let t = &report.snapshot.total;
+    let source = src_drops.load(Ordering::Relaxed);
+    let mut acct = Accounting { input: report.inputs + source, out: out.sent, ..Default::default() };
+    acct.add_drop("source", source);
+    acct.add_drop("firewall_unparsable", t.parse_drops);
+    acct.add_drop("firewall_deny", t.dropped.saturating_sub(t.parse_drops));
+    acct.add_drop("output_error", out.errors);
+    let failure = src_failure.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let failures: Vec<String> = failure.into_iter().collect();
+    summary(&a, &report.snapshot, report.inputs, report.elapsed, out.sent, out.errors, &acct)?;
+    super::pipeline::input_errors(&failures)
 }
 
-fn summary(a: &Args, s: &Snapshot, inputs: u64, elapsed: Duration, sent: u64, errors: u64) -> Result<()> {
+#[allow(clippy::too_many_arguments)]
+fn summary(
+    a: &Args,
+    s: &Snapshot,
+    inputs: u64,
+    elapsed: Duration,
+    sent: u64,
+    errors: u64,
+    acct: &Accounting,
+) -> Result<()> {
     if a.json {
         print_json(&serde_json::json!({
             "engine": if a.engine == Engine::Netisr { "netisr" } else { "own" },
@@ -353,6 +399,7 @@ fn summary(a: &Args, s: &Snapshot, inputs: u64, elapsed: Duration, sent: u64, er
             "tracks": s.tracks,
             "sent": sent,
             "send_errors": errors,
+            "accounting": acct,
         }))?;
     } else {
         println!("{:>6} {:>12} {:>14}  rule", "number", "packets", "bytes");
@@ -365,6 +412,8 @@ fn summary(a: &Args, s: &Snapshot, inputs: u64, elapsed: Duration, sent: u64, er
                 w.packets, w.passed, w.dropped, w.states, w.installs, w.expired, w.gc_runs, w.limit_hits, w.track_hits, w.forwarded, w.resumed
             );
         }
+        // Before the last line, which scripts read for the states.
+        println!("accounting (frames): {}", acct.line());
         println!(
             "{} frames in {:.3} s; states {} (resyncs {}, gc broadcasts {}); sent {} ({} errors)",
             inputs,
@@ -434,6 +483,9 @@ fn run_netisr(a: &Args, fw: &Arc<Firewall>, out: Out, interrupted: &AtomicBool) 
         hash_config: fw.config.hash,
         // The rules see the outer header (as with the own engine).
         decap: false,
+        // A capture waits for the workers (nothing lost to a full queue);
+        // live input cannot wait, its full queues drop (counted).
+        backpressure: matches!(a.input, InSpec::Pcap(_)),
         ..Default::default()
     };
     let mut inputs: Vec<(usize, u8, Box<dyn Source>)> = Vec::new();
@@ -442,7 +494,9 @@ fn run_netisr(a: &Args, fw: &Arc<Firewall>, out: Out, interrupted: &AtomicBool) 
             if !p.exists() {
                 bail!("input capture {} does not exist", p.display());
             }
-            inputs.push((0, 0, Box::new(PcapSource::open(p, 1, false)?)));
+            let src = PcapSource::open(p, 1, false)?;
+            let src = if a.stop_at_bad_record { src.lenient() } else { src };
+            inputs.push((0, 0, Box::new(src)));
         }
         InSpec::AfPacket(i) => {
             // A bridge also reads the other interface (its frames are
@@ -511,7 +565,9 @@ fn run_netisr(a: &Args, fw: &Arc<Firewall>, out: Out, interrupted: &AtomicBool) 
         report.elapsed,
         t.counters.output.packets,
         t.counters.output.errors,
-    )
+        &report.accounting(),
+    )?;
+    super::pipeline::input_errors(&report.input_errors)
 }
 
 #[cfg(test)]

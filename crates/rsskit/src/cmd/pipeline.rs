@@ -87,7 +87,8 @@ fn seconds(s: &str) -> Result<f64, String> {
 ring, one socket per worker in a PACKET_FANOUT group; needs CAP_NET_RAW), gen[:SIZE] (synthetic UDP \
 frames of SIZE bytes, default 64, from memory; one input per worker). Outputs: pcap:FILE, \
 pcapng:FILE, afpacket:IFNAME, null. A status line per second goes to stderr; the final counters (like netstat -Q) \
-to stdout."
+to stdout, with the per-frame accounting: in = out + dropped by reason + held at exit. A corrupt capture record \
+ends the input with an error naming it (exit 1) unless --stop-at-bad-record."
 )]
 pub struct Args {
     /// Input: pcap:FILE | afpacket:IFNAME | gen[:SIZE].
@@ -125,8 +126,17 @@ pub struct Args {
     flush_bytes: u32,
     /// When a queue to another worker is full, hold the packet and pause the
     /// input (a NIC sending pause frames) instead of dropping it (QDrops).
+    /// The default for capture input (nothing is lost); see --drop-when-full.
     #[arg(long)]
     backpressure: bool,
+    /// Capture input: drop a packet whose queue is full (counted as
+    /// queue_full) instead of pausing the input.
+    #[arg(long, conflicts_with = "backpressure")]
+    drop_when_full: bool,
+    /// Capture input: a corrupt record ends the input quietly (exit 0)
+    /// instead of with an error naming the record.
+    #[arg(long)]
+    stop_at_bad_record: bool,
     /// Hash UDP on the 4-tuple (FreeBSD's default is addresses only).
     #[arg(long)]
     udp_4tuple: bool,
@@ -230,7 +240,8 @@ pub fn run(a: Args) -> Result<()> {
             max_bytes: a.flush_bytes as usize,
             on_idle: true,
         },
-        backpressure: a.backpressure,
+        // File input loses nothing by default: the file waits for the workers.
+        backpressure: a.backpressure || (matches!(a.input, InSpec::Pcap(_)) && !a.drop_when_full),
         ..Default::default()
     };
     // Inputs: opened before anything else so bad names fail first.
@@ -240,7 +251,9 @@ pub fn run(a: Args) -> Result<()> {
             if !p.exists() {
                 bail!("input capture {} does not exist", p.display());
             }
-            inputs.push((0, Box::new(PcapSource::open(p, a.loops, a.timing)?)));
+            let src = PcapSource::open(p, a.loops, a.timing)?;
+            let src = if a.stop_at_bad_record { src.lenient() } else { src };
+            inputs.push((0, Box::new(src)));
         }
         InSpec::AfPacket(ifname) => {
             let fanout = (n > 1).then(|| (std::process::id() & 0xffff) as u16);
@@ -343,10 +356,23 @@ pub fn run(a: Args) -> Result<()> {
         s.close()?;
     }
     if a.json {
-        return print_json(&summary_json(&report));
+        print_json(&summary_json(&report))?;
+    } else {
+        print_table(&report);
     }
-    print_table(&report);
-    Ok(())
+    input_errors(&report.input_errors)
+}
+
+/// An input that ended early (a corrupt capture record) fails the run,
+/// after the counters of what was processed were printed.
+pub(crate) fn input_errors(errors: &[String]) -> Result<()> {
+    match errors {
+        [] => Ok(()),
+        [e] => bail!("{e} (the counters cover the frames before it)"),
+        [e, rest @ ..] => {
+            bail!("{e} (the counters cover the frames before it; {} more input errors)", rest.len())
+        }
+    }
 }
 
 /// Packets per CPU-second of the worker thread, in millions.
@@ -398,6 +424,8 @@ fn summary_json(r: &RunReport<FlowCounter>) -> Value {
         "flows": r.handlers.iter().map(|h| h.flows).sum::<usize>(),
         "workers": r.workers.iter().map(worker_json).collect::<Vec<_>>(),
         "total": worker_json(&t),
+        "accounting": r.accounting(),
+        "input_errors": r.input_errors,
     })
 }
 
@@ -473,6 +501,7 @@ fn print_table(r: &RunReport<FlowCounter>) {
     if t.source_drops > 0 {
         println!("source drops (kernel ring, unreadable records): {}", t.source_drops);
     }
+    println!("accounting (frames): {}", r.accounting().line());
 }
 
 #[cfg(test)]
