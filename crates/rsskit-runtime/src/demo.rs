@@ -98,14 +98,9 @@ pub fn run(cfg: &DemoConfig, stop: &AtomicBool, mut on_second: impl FnMut(&Secon
     ec.cpus = cfg.cpus.clone();
     ec.steer = Steer::Toeplitz;
     ec.hash = HashConfig::default().with_udp_4tuple(cfg.udp_4tuple);
-    let key = ec.key.clone();
     let server = EchoServer::start(ec).map_err(|e| anyhow!("starting the echo server: {e:#}"))?;
-    let table = ServerTable::new(
-        key,
-        HashConfig::default().with_udp_4tuple(cfg.udp_4tuple),
-        cfg.cpus.clone(),
-        Some(server.rss().bits()),
-    )?;
+    // The client assumes exactly the server's policy.
+    let table = ServerTable::from_policy(server.policy().clone());
     let online = rsskit_linux::cpulist::online();
     let lc = LoadConfig {
         target: server.local_addr(),

@@ -13,8 +13,8 @@
 //! http-serve` ([`Transport::Tcp`]: the programs then see the SYN).
 
 use anyhow::{anyhow, bail, Context, Result};
-use rsskit_core::cbpf::{cpu_program, toeplitz_program};
-use rsskit_core::{HashType, RssKey};
+use rsskit_core::cbpf::cpu_program;
+use rsskit_core::{L4Proto, RssPolicy};
 use rsskit_linux::bpf::attach_reuseport;
 use rsskit_linux::socket::{tcp_bound, tcp_listener, udp_socket, TcpListenOptions, UdpOptions};
 use socket2::Socket;
@@ -88,13 +88,9 @@ pub struct SteerSpec<'a> {
     pub mode: Steer,
     /// Where to bind; port 0 picks one port for the whole group.
     pub bind: SocketAddr,
-    /// Worker `i` is pinned to `cpus[i]`.
-    pub cpus: &'a [usize],
-    /// Bucket -> worker index (length a power of two).
-    pub bucket_worker: &'a [u32],
-    /// Key and hash type of the `toeplitz` program.
-    pub key: &'a RssKey,
-    pub hash_type: HashType,
+    /// The workers (socket `i` belongs to worker `i`), their CPUs, and the
+    /// key, hash types and bucket table the `toeplitz` program computes.
+    pub policy: &'a RssPolicy,
     /// UDP sockets or TCP listeners, and their options.
     pub transport: Transport,
 }
@@ -122,7 +118,8 @@ pub struct Steering {
 /// Refuses a port some other socket already uses: a second reuseport
 /// group member would silently share (and steal) its traffic.
 pub fn build(spec: &SteerSpec<'_>) -> Result<Steering> {
-    let n = spec.cpus.len();
+    let cpus: Vec<usize> = spec.policy.worker_cpus().iter().map(|c| c.as_usize()).collect();
+    let n = cpus.len();
     if n == 0 {
         bail!("no workers");
     }
@@ -148,21 +145,20 @@ pub fn build(spec: &SteerSpec<'_>) -> Result<Steering> {
     let mut extra = Vec::new();
     if spec.mode == Steer::Cpu && !tcp {
         for cpu in rsskit_linux::cpulist::online() {
-            if !spec.cpus.contains(&cpu) {
+            if !cpus.contains(&cpu) {
                 extra.push((cpu, spec.transport.socket(local, true)?));
             }
         }
     }
     let program = match spec.mode {
         Steer::Cpu => {
-            let by_index: Vec<usize> = spec.cpus.iter().copied().chain(extra.iter().map(|e| e.0)).collect();
+            let by_index: Vec<usize> = cpus.iter().copied().chain(extra.iter().map(|e| e.0)).collect();
             Some(cpu_program(&by_index)?)
         }
         Steer::Toeplitz => {
-            if spec.hash_type.is_ipv6() != local.is_ipv6() {
-                bail!("hash type {} does not match the address family of {local}", spec.hash_type);
-            }
-            Some(toeplitz_program(spec.key, spec.hash_type, spec.bucket_worker)?)
+            // The program parses one family: the group's.
+            let proto = if tcp { L4Proto::Tcp } else { L4Proto::Udp };
+            Some(spec.policy.toeplitz_program(spec.policy.hash_type(local.is_ipv6(), proto, false))?)
         }
         Steer::Kernel | Steer::Shared => None,
     };
@@ -214,24 +210,28 @@ mod tests {
         assert!("rss".parse::<Steer>().unwrap_err().contains("cpu, toeplitz"));
     }
 
-    fn spec<'a>(mode: Steer, cpus: &'a [usize], table: &'a [u32], key: &'a RssKey) -> SteerSpec<'a> {
+    use rsskit_core::{CpuId, HashConfig, RssKey};
+
+    /// Workers on `cpus`, 2 bucket bits.
+    fn policy(cpus: &[usize]) -> RssPolicy {
+        let cpus: Vec<CpuId> = cpus.iter().map(|&c| CpuId(c as u32)).collect();
+        RssPolicy::new(RssKey::microsoft(), HashConfig::default(), &cpus, Some(2)).unwrap()
+    }
+
+    fn spec(mode: Steer, policy: &RssPolicy) -> SteerSpec<'_> {
         SteerSpec {
             mode,
             bind: "127.0.0.1:0".parse().unwrap(),
-            cpus,
-            bucket_worker: table,
-            key,
-            hash_type: HashType::Ipv4,
+            policy,
             transport: Transport::Udp(UdpOptions::default()),
         }
     }
 
     #[test]
     fn builds_every_mode_and_refuses_used_ports() {
-        let key = RssKey::microsoft();
-        let (cpus, table) = ([0usize, 0], [0u32, 1, 0, 1]);
+        let two = policy(&[0, 0]);
         for m in Steer::ALL {
-            let st = build(&spec(m, &cpus, &table, &key)).unwrap();
+            let st = build(&spec(m, &two)).unwrap();
             assert_eq!(st.sockets.len(), 2);
             assert_ne!(st.local.port(), 0);
             assert_eq!(st.program_len.is_some(), matches!(m, Steer::Cpu | Steer::Toeplitz));
@@ -239,7 +239,7 @@ mod tests {
                 assert_eq!(local_of(s).unwrap(), st.local);
             }
             // The port is now taken, whatever the mode.
-            let mut again = spec(Steer::Kernel, &cpus, &table, &key);
+            let mut again = spec(Steer::Kernel, &two);
             again.bind = st.local;
             let e = build(&again).unwrap_err().to_string();
             assert!(e.contains("already in use"), "{e}");
@@ -248,11 +248,9 @@ mod tests {
 
     #[test]
     fn tcp_listeners_in_every_mode() {
-        let key = RssKey::microsoft();
-        let (cpus, table) = ([0usize, 0], [0u32, 1, 0, 1]);
+        let two = policy(&[0, 0]);
         for m in Steer::ALL {
-            let mut sp = spec(m, &cpus, &table, &key);
-            sp.hash_type = HashType::TcpIpv4;
+            let mut sp = spec(m, &two);
             sp.transport = Transport::Tcp(TcpListenOptions::default());
             let st = build(&sp).unwrap();
             assert_eq!(st.sockets.len(), 2);
@@ -271,19 +269,24 @@ mod tests {
 
     #[test]
     fn cpu_mode_covers_cpus_without_workers() {
-        let key = RssKey::microsoft();
         let online = rsskit_linux::cpulist::online();
-        let st = build(&spec(Steer::Cpu, &online[..1], &[0, 0], &key)).unwrap();
+        let st = build(&spec(Steer::Cpu, &policy(&online[..1]))).unwrap();
         assert_eq!(st.sockets.len(), 1);
         let extra: Vec<usize> = st.extra.iter().map(|e| e.0).collect();
         assert_eq!(extra, online[1..].to_vec());
     }
 
+    /// The program's family is the group's: an IPv6 group gets an IPv6
+    /// program (it used to be possible to pass a mismatching hash type).
     #[test]
-    fn family_mismatch_is_an_error() {
-        let key = RssKey::microsoft();
-        let mut s = spec(Steer::Toeplitz, &[0], &[0, 0], &key);
-        s.hash_type = HashType::UdpIpv6;
-        assert!(build(&s).is_err());
+    fn program_family_follows_the_bind_address() {
+        let one = policy(&[0]);
+        for bind in ["127.0.0.1:0", "[::1]:0"] {
+            let mut s = spec(Steer::Toeplitz, &one);
+            s.bind = bind.parse().unwrap();
+            let st = build(&s).unwrap();
+            let ht = one.hash_type(st.local.is_ipv6(), L4Proto::Udp, false);
+            assert_eq!(st.program_len, Some(one.toeplitz_program(ht).unwrap().len()), "{bind}");
+        }
     }
 }

@@ -11,8 +11,7 @@ use crate::stats::{Counters, FlushReason};
 use crate::steer::{self, Steer, SteerSpec, Transport};
 use crate::worker::{WorkerCtx, Workers};
 use anyhow::{bail, Context, Result};
-use rsskit_core::rss::RssConfig;
-use rsskit_core::{FlowTuple, HashConfig, HashType, L4Proto, RssKey, Toeplitz};
+use rsskit_core::{CpuId, FlowTuple, HashConfig, HashType, L4Proto, RssKey, RssPolicy, WorkerId};
 use rsskit_linux::snmp::{self, SocketDrops, UdpCounters};
 use rsskit_linux::socket::{Batch, UdpOptions};
 use serde_json::json;
@@ -144,9 +143,8 @@ pub struct WorkerInfo {
 struct Plan {
     local: SocketAddr,
     hash_type: HashType,
-    key: RssKey,
-    mask: u32,
-    bucket_worker: Vec<u32>,
+    /// Key, buckets and their owners; each worker clones it after pinning.
+    policy: RssPolicy,
     mode: Steer,
     sink: bool,
     batch: usize,
@@ -167,7 +165,7 @@ struct RxSocket {
 pub struct EchoServer {
     workers: Workers<io::Result<Counters>>,
     info: Vec<WorkerInfo>,
-    rss: RssConfig,
+    policy: RssPolicy,
     local: SocketAddr,
     steer: Steer,
     hash_type: HashType,
@@ -214,9 +212,10 @@ impl EchoServer {
     pub fn start_with_stop(cfg: EchoConfig, stop: Arc<AtomicBool>) -> Result<EchoServer> {
         cfg.validate()?;
         let n = cfg.cpus.len();
-        let rss = RssConfig::with_ncpus(n, cfg.bits).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let cpus: Vec<CpuId> = cfg.cpus.iter().map(|&c| CpuId(c as u32)).collect();
         // Buckets round-robin over workers: bucket b -> worker b % n.
-        let bucket_worker: Vec<u32> = rss.bucket_cpus().iter().map(|&w| w as u32).collect();
+        let policy =
+            RssPolicy::new(cfg.key.clone(), cfg.hash, &cpus, cfg.bits).map_err(|e| anyhow::anyhow!("{e}"))?;
         let hash_type = cfg.hash_type();
         let ipv6 = cfg.bind.is_ipv6();
         let pktinfo = cfg.bind.ip().is_unspecified();
@@ -236,10 +235,7 @@ impl EchoServer {
         let st = steer::build(&SteerSpec {
             mode: cfg.steer,
             bind: cfg.bind,
-            cpus: &cfg.cpus,
-            bucket_worker: &bucket_worker,
-            key: &cfg.key,
-            hash_type,
+            policy: &policy,
             transport: Transport::Udp(opts),
         })?;
         let rcvbuf = RcvBuf {
@@ -250,7 +246,7 @@ impl EchoServer {
             .map(|w| WorkerInfo {
                 worker: w,
                 cpu: cfg.cpus[w],
-                buckets: rss.buckets_of_cpu(w),
+                buckets: policy.buckets_of(WorkerId(w as u32)),
                 extra_cpus: Vec::new(),
             })
             .collect();
@@ -274,9 +270,7 @@ impl EchoServer {
         let plan = Plan {
             local: st.local,
             hash_type,
-            key: cfg.key.clone(),
-            mask: rss.mask(),
-            bucket_worker,
+            policy: policy.clone(),
             mode: cfg.steer,
             sink: cfg.sink,
             batch: cfg.batch,
@@ -291,7 +285,7 @@ impl EchoServer {
         Ok(EchoServer {
             workers,
             info,
-            rss,
+            policy,
             local: st.local,
             steer: cfg.steer,
             hash_type,
@@ -313,9 +307,9 @@ impl EchoServer {
         &self.info
     }
 
-    /// The bucket layout (bucket -> worker index via `bucket_cpus()`).
-    pub fn rss(&self) -> &RssConfig {
-        &self.rss
+    /// The RSS policy: key, hash types, bucket -> worker -> CPU.
+    pub fn policy(&self) -> &RssPolicy {
+        &self.policy
     }
 
     /// Steering mode.
@@ -443,10 +437,9 @@ impl EchoReport {
 
 /// Per-datagram RSS bookkeeping of one worker.
 struct Classifier {
-    toeplitz: Toeplitz,
+    policy: RssPolicy,
     hash_type: HashType,
     local: SocketAddr,
-    mask: u32,
 }
 
 impl Classifier {
@@ -455,8 +448,8 @@ impl Classifier {
     fn classify(&self, from: SocketAddr, local_ip: IpAddr) -> Option<(u32, u32)> {
         let t = FlowTuple::new(from.ip(), from.port(), local_ip, self.local.port(), L4Proto::Udp);
         let input = t.input(self.hash_type).ok()?;
-        let h = self.toeplitz.hash(input.as_bytes());
-        Some((h, h & self.mask))
+        let h = self.policy.toeplitz().hash(input.as_bytes());
+        Some((h, self.policy.bucket(h)))
     }
 }
 
@@ -468,10 +461,11 @@ fn run_worker(ctx: &WorkerCtx, plan: Plan, socks: Vec<RxSocket>) -> io::Result<C
     // Allocated after pinning: first touch on the worker's own CPU.
     let mut w = WorkerState {
         cls: Classifier {
-            toeplitz: Toeplitz::new(&plan.key),
+            // A clone made here: the Toeplitz tables are first touched on
+            // the worker's own CPU.
+            policy: plan.policy.clone(),
             hash_type: plan.hash_type,
             local: plan.local,
-            mask: plan.mask,
         },
         rx: Batch::new(plan.batch, plan.max_datagram, plan.pktinfo),
         tx: Batch::new(if plan.sink { 1 } else { plan.flush_packets }, plan.max_datagram, plan.pktinfo),
@@ -606,7 +600,7 @@ impl WorkerState {
                 (Some(f), Some(l)) => self.cls.classify(f, l).unwrap_or((0, 0)),
                 _ => (0, 0),
             };
-            let unowned = self.plan.bucket_worker[bucket as usize] != self.me;
+            let unowned = self.cls.policy.worker_of_bucket(bucket) != WorkerId(self.me);
             c.unowned += u64::from(unowned);
             let misdirected = match self.plan.mode {
                 Steer::Cpu => rs.kernel_cpu != self.my_cpu,
@@ -690,7 +684,7 @@ mod tests {
             at.set_ip(if at.is_ipv4() { "127.0.0.1".parse().unwrap() } else { "::1".parse().unwrap() });
         }
         let key = RssKey::microsoft();
-        let t = Toeplitz::new(&key);
+        let t = rsskit_core::Toeplitz::new(&key);
         let mut expected = 0;
         for (si, src) in sources.iter().enumerate() {
             let s = UdpSocket::bind(src).unwrap();
@@ -716,7 +710,7 @@ mod tests {
                 let ft = FlowTuple::new(me.ip(), me.port(), at.ip(), at.port(), L4Proto::Udp);
                 let h = t.hash(ft.input(srv.hash_type()).unwrap().as_bytes());
                 assert_eq!(st.hash, h);
-                assert_eq!(st.bucket as u32, h & srv.rss().mask());
+                assert_eq!(st.bucket as u32, srv.policy().bucket(h));
                 let owner = srv.workers().iter().find(|w| w.buckets.contains(&(st.bucket as u32))).unwrap();
                 assert_eq!(st.cpu as usize, srv.workers()[st.worker as usize].cpu);
                 if steer == Steer::Toeplitz {

@@ -8,7 +8,7 @@
 use crate::proto;
 use anyhow::{anyhow, bail, Context, Result};
 use hdrhistogram::Histogram;
-use rsskit_core::{finder, rss::RssConfig, FlowTuple, HashConfig, HashType, L4Proto, RssKey, Toeplitz};
+use rsskit_core::{finder, CpuId, FlowTuple, HashConfig, HashType, L4Proto, RssKey, RssPolicy, WorkerId};
 use rsskit_linux::socket::Batch;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -24,46 +24,57 @@ pub const MAX_SIZE: usize = 65507;
 /// Smallest datagram: the probe header.
 pub const MIN_SIZE: usize = proto::HEADER_LEN;
 
-/// The server's RSS table, as the client must assume it: key, hash types,
-/// buckets and the worker CPUs (worker `i` runs on `cpus[i]`).
+/// The server's RSS policy as the client must assume it (key, hash types,
+/// buckets, worker `i` on CPU `cpus[i]`), with the UDP questions the load
+/// generator asks of it.
 #[derive(Debug, Clone)]
 pub struct ServerTable {
-    pub key: RssKey,
-    pub hash_config: HashConfig,
-    pub cpus: Vec<usize>,
-    pub rss: RssConfig,
-    /// Built once: `Toeplitz::new` precomputes tables (~10 µs), far more
-    /// than a hash.
-    toeplitz: Toeplitz,
+    policy: RssPolicy,
 }
 
 impl ServerTable {
     /// Table over `cpus` with `bits` bucket bits (default FreeBSD's).
     pub fn new(key: RssKey, hash_config: HashConfig, cpus: Vec<usize>, bits: Option<u32>) -> Result<Self> {
-        let rss = RssConfig::new(&cpus, bits).map_err(|e| anyhow!("server table: {e}"))?;
-        let toeplitz = Toeplitz::new(&key);
-        Ok(ServerTable { key, hash_config, cpus, rss, toeplitz })
+        let cpus: Vec<CpuId> = cpus.iter().map(|&c| CpuId(c as u32)).collect();
+        let policy =
+            RssPolicy::new(key, hash_config, &cpus, bits).map_err(|e| anyhow!("server table: {e}"))?;
+        Ok(ServerTable { policy })
+    }
+
+    /// The table of a server whose policy is known (the demo's own server).
+    pub fn from_policy(policy: RssPolicy) -> Self {
+        ServerTable { policy }
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &RssPolicy {
+        &self.policy
     }
 
     /// The hash type the server uses for UDP of this family.
     pub fn hash_type(&self, ipv6: bool) -> HashType {
-        self.hash_config.pick(ipv6, L4Proto::Udp, false)
+        self.policy.hash_type(ipv6, L4Proto::Udp, false)
     }
 
     /// Hash of a datagram `src -> dst`, as the server computes it.
     pub fn hash(&self, src: SocketAddr, dst: SocketAddr) -> u32 {
         let t = FlowTuple::new(src.ip(), src.port(), dst.ip(), dst.port(), L4Proto::Udp);
-        let ht = self.hash_type(dst.is_ipv6());
-        match t.input(ht) {
-            Ok(input) => self.toeplitz.hash(input.as_bytes()),
-            Err(_) => 0,
-        }
+        self.policy.hash_tuple_as(&t, self.hash_type(dst.is_ipv6()))
     }
 
     /// The worker index owning `bucket`.
     pub fn owner(&self, bucket: u32) -> Option<usize> {
-        let cpu = self.rss.bucket_cpu(bucket).ok()?;
-        self.cpus.iter().position(|&c| c == cpu)
+        (bucket < self.policy.buckets()).then(|| self.policy.worker_of_bucket(bucket).index())
+    }
+
+    /// The CPU of the worker owning `bucket`.
+    pub fn owner_cpu(&self, bucket: u32) -> Option<usize> {
+        self.policy.cpu_of(WorkerId(self.owner(bucket)? as u32)).map(CpuId::as_usize)
+    }
+
+    /// Worker CPUs in worker order.
+    pub fn cpus(&self) -> Vec<usize> {
+        self.policy.worker_cpus().iter().map(|c| c.as_usize()).collect()
     }
 
     /// One line saying which hash configuration is in force.
@@ -76,8 +87,8 @@ impl ServerTable {
         };
         format!(
             "hash {ht} ({how}); {} buckets over server CPUs {}",
-            self.rss.buckets(),
-            rsskit_linux::cpulist::format(&self.cpus)
+            self.policy.buckets(),
+            rsskit_linux::cpulist::format(&self.cpus())
         )
     }
 }
@@ -290,7 +301,7 @@ pub fn plan_streams(cfg: &LoadConfig) -> Result<Vec<Stream>> {
     let push = |socket: Socket, streams: &mut Vec<Stream>| -> Result<()> {
         let src = local_addr(&socket)?;
         let hash = t.hash(src, target);
-        let bucket = t.rss.bucket(hash);
+        let bucket = t.policy().bucket(hash);
         let id = streams.len() as u32;
         streams.push(Stream { id, src, hash, bucket, owner: t.owner(bucket), socket });
         Ok(())
@@ -310,8 +321,8 @@ pub fn plan_streams(cfg: &LoadConfig) -> Result<Vec<Stream>> {
     }
     let ipv6 = target.is_ipv6();
     let ht = t.hash_type(ipv6);
-    let mask = t.rss.mask();
-    let nb = t.rss.buckets() as usize;
+    let mask = t.policy().mask();
+    let nb = t.policy().buckets() as usize;
     // Buckets in the order the streams take them: round-robin over workers
     // first (bucket b is owned by worker b % workers), then all buckets.
     let order: Vec<u32> = (0..nb as u32).collect();
@@ -322,7 +333,7 @@ pub fn plan_streams(cfg: &LoadConfig) -> Result<Vec<Stream>> {
         for i in 0..cfg.streams {
             let bucket = order[i % nb];
             let found = finder::find_src_ports(
-                &t.key,
+                t.policy().key(),
                 ht,
                 src,
                 target.ip(),
@@ -359,7 +370,7 @@ pub fn plan_streams(cfg: &LoadConfig) -> Result<Vec<Stream>> {
             for i in 0..cfg.streams {
                 let bucket = order[i % nb];
                 let found = finder::find_src_addrs(
-                    &t.key,
+                    t.policy().key(),
                     ht,
                     net.addr,
                     net.prefix_len,
@@ -405,7 +416,7 @@ pub fn plan_streams(cfg: &LoadConfig) -> Result<Vec<Stream>> {
                     continue;
                 }
                 let h = t.hash(SocketAddr::new(a, 0), target);
-                by_bucket.entry(t.rss.bucket(h)).or_default().push(a);
+                by_bucket.entry(t.policy().bucket(h)).or_default().push(a);
             }
             for i in 0..cfg.streams {
                 let bucket = order[i % nb];
@@ -583,7 +594,8 @@ pub fn run(
     if cfg.pin_owner {
         let mut by_cpu: BTreeMap<usize, Vec<Stream>> = BTreeMap::new();
         for s in streams {
-            let cpu = cfg.table.rss.bucket_cpu(s.bucket).map_err(|e| anyhow!("{e}"))?;
+            let cpu =
+                cfg.table.owner_cpu(s.bucket).ok_or_else(|| anyhow!("bucket {} has no owner", s.bucket))?;
             by_cpu.entry(cpu).or_default().push(s);
         }
         let online = rsskit_linux::cpulist::online();
@@ -651,7 +663,7 @@ pub fn run(
     let (mut refused, mut cut_short) = (0, false);
     for (st, info) in states.iter().zip(&infos) {
         let (id, src, hash, bucket, owner) = *info;
-        let owner_cpu = owner.map(|w| t.cpus[w]);
+        let owner_cpu = t.owner_cpu(bucket);
         let served: Vec<u16> = st.workers.keys().copied().collect();
         let matched = st.echoed > 0
             && owner.is_some()
@@ -711,10 +723,10 @@ pub fn run(
             "hash_type": ht.name(),
             "udp_4tuple": ht.has_ports(),
             "spread_by": if ht.has_ports() { "source port" } else { "source address" },
-            "key": t.key.to_hex(),
-            "bits": t.rss.bits(),
-            "buckets": t.rss.buckets(),
-            "server_cpus": t.cpus,
+            "key": t.policy().key().to_hex(),
+            "bits": t.policy().bits(),
+            "buckets": t.policy().buckets(),
+            "server_cpus": t.cpus(),
         }),
         refused,
         cut_short,
@@ -1009,11 +1021,11 @@ mod tests {
                 }
                 let is_late = late_every > 0 && n_in.is_multiple_of(late_every);
                 let h = t.hash(from, addr);
-                let b = t.rss.bucket(h);
+                let b = t.policy().bucket(h);
                 let w = if Some(from.ip()) == liar { 7 } else { t.owner(b).unwrap() as u16 };
                 let stamp = proto::ServerStamp {
                     worker: w,
-                    cpu: t.cpus.get(w as usize).copied().unwrap_or(99) as u16,
+                    cpu: t.cpus().get(w as usize).copied().unwrap_or(99) as u16,
                     bucket: b as u16,
                     kernel_cpu: proto::CPU_UNKNOWN,
                     hash: h,
@@ -1173,7 +1185,7 @@ mod tests {
         let addrs: BTreeSet<IpAddr> = s.iter().map(|s| s.src.ip()).collect();
         assert_eq!(addrs.len(), 4, "address-only hashing needs distinct addresses");
         for st in &s {
-            assert_eq!(c.table.rss.bucket(c.table.hash(st.src, c.target)), st.bucket);
+            assert_eq!(c.table.policy().bucket(c.table.hash(st.src, c.target)), st.bucket);
         }
     }
 
@@ -1185,7 +1197,7 @@ mod tests {
         assert_eq!(buckets.len(), 4);
         for st in &s {
             assert!(st.src.ip().is_loopback());
-            assert_eq!(c.table.rss.bucket(c.table.hash(st.src, c.target)), st.bucket);
+            assert_eq!(c.table.policy().bucket(c.table.hash(st.src, c.target)), st.bucket);
         }
     }
 }

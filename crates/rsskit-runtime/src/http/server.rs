@@ -21,7 +21,7 @@ use super::{http_date, now_ns, unix_secs};
 use crate::steer::{self, Steer, SteerSpec, Steering, Transport};
 use crate::worker::Workers;
 use anyhow::{anyhow, bail, Context, Result};
-use rsskit_core::{rss::RssConfig, HashType, RssKey};
+use rsskit_core::{CpuId, HashConfig, RssKey, RssPolicy};
 use rsskit_linux::socket::TcpListenOptions;
 use socket2::Socket;
 use std::collections::VecDeque;
@@ -269,11 +269,13 @@ impl SharedCounters {
     }
 }
 
-/// Bucket -> worker index for the `toeplitz` program: the FreeBSD bucket
-/// layout over the worker CPUs.
-pub fn bucket_table(cpus: &[usize]) -> Result<Vec<u32>> {
-    let rss = RssConfig::new(cpus, None).map_err(|e| anyhow!("bucket table: {e}"))?;
-    Ok(rss.bucket_cpus().iter().map(|c| cpus.iter().position(|x| x == c).unwrap_or(0) as u32).collect())
+/// The server's RSS policy: one worker per entry of `cfg.cpus` (worker `i`
+/// on `cpus[i]`), FreeBSD's buckets round-robin over the workers, TCP hashed
+/// on the 4-tuple.
+pub fn policy(cfg: &ServeConfig) -> Result<RssPolicy> {
+    let cpus: Vec<CpuId> = cfg.cpus.iter().map(|&c| CpuId(c as u32)).collect();
+    RssPolicy::new(cfg.key.clone(), HashConfig::default(), &cpus, None)
+        .map_err(|e| anyhow!("bucket table: {e}"))
 }
 
 /// Binds the listeners for `cfg` with the runtime's steering
@@ -282,15 +284,10 @@ pub fn bucket_table(cpus: &[usize]) -> Result<Vec<u32>> {
 /// connections), then binds and listens one socket per worker in worker
 /// order (the group's socket index) and attaches the steering program.
 pub fn listen(cfg: &ServeConfig) -> Result<Steering> {
-    let hash_type = if cfg.bind.is_ipv6() { HashType::TcpIpv6 } else { HashType::TcpIpv4 };
-    let bucket_worker = if cfg.steer == Steer::Toeplitz { bucket_table(&cfg.cpus)? } else { Vec::new() };
     steer::build(&SteerSpec {
         mode: cfg.steer,
         bind: cfg.bind,
-        cpus: &cfg.cpus,
-        bucket_worker: &bucket_worker,
-        key: &cfg.key,
-        hash_type,
+        policy: &policy(cfg)?,
         transport: Transport::Tcp(TcpListenOptions {
             reuseport: false,
             backlog: cfg.backlog,

@@ -134,7 +134,7 @@ fn banner(srv: &EchoServer, a: &Args) {
         } else {
             a.hash.key.to_hex()
         },
-        srv.rss().buckets(),
+        srv.policy().buckets(),
         srv.workers().len(),
     );
     for w in srv.workers() {
