@@ -23,6 +23,10 @@ const ETHTOOL_GRXFH: u32 = 0x29;
 const ETHTOOL_GRXFHINDIR: u32 = 0x38;
 const ETHTOOL_GCHANNELS: u32 = 0x3c;
 const ETHTOOL_GRSSH: u32 = 0x46;
+const ETHTOOL_SRSSH: u32 = 0x47;
+/// `indir_size` of an `ETHTOOL_SRSSH` request that leaves the table alone
+/// (0 would reset it to the driver's default).
+pub const ETH_RXFH_INDIR_NO_CHANGE: u32 = 0xffff_ffff;
 
 /// `RXH_*` bits of `ethtool_rxnfc.data` for `ETHTOOL_GRXFH`.
 pub mod rxh {
@@ -469,6 +473,86 @@ impl Ethtool {
     }
 }
 
+impl Ethtool {
+    /// Writes the indirection table and/or the key (`ETHTOOL_SRSSH`);
+    /// `None` leaves that part as it is. The sizes must be the device's
+    /// (as [`Ethtool::rss`] reports them): the kernel refuses others.
+    /// A driver without `set_rxfh` (veth, lo) gives
+    /// [`Reported::Unsupported`] with the reason.
+    pub fn set_rss(&self, indir: Option<&[u32]>, key: Option<&[u8]>) -> Result<Reported<()>, EthtoolError> {
+        let mut buf = rssh_set_request(indir, key);
+        match self.ioctl_slice(&mut buf) {
+            Ok(()) => Ok(Reported::Supported(())),
+            Err(e) if self.nodev(&e) => Err(EthtoolError::NoSuchInterface(self.iface.clone())),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(Reported::Unsupported {
+                reason: format!(
+                    "{} (the driver refused the table or key: a ring it does not have, or a size \
+                     other than the device's)",
+                    describe("ETHTOOL_SRSSH", &e)
+                ),
+            }),
+            Err(e) => Ok(Reported::Unsupported { reason: describe("ETHTOOL_SRSSH", &e) }),
+        }
+    }
+}
+
+/// The `ETHTOOL_SRSSH` request: header, then the table (when given), then
+/// the key bytes (when given), in a u32-aligned buffer. Without a table,
+/// `indir_size` is [`ETH_RXFH_INDIR_NO_CHANGE`] and the key follows the
+/// header directly, as the kernel reads it; `hfunc` 0 keeps the function.
+pub fn rssh_set_request(indir: Option<&[u32]>, key: Option<&[u8]>) -> Vec<u32> {
+    let n_indir = indir.map_or(0, <[u32]>::len);
+    let n_key = key.map_or(0, <[u8]>::len);
+    let mut buf = vec![0u32; RXFH_HDR_WORDS + n_indir + n_key.div_ceil(4)];
+    let req = EthtoolRxfh {
+        cmd: ETHTOOL_SRSSH,
+        indir_size: if indir.is_some() { n_indir as u32 } else { ETH_RXFH_INDIR_NO_CHANGE },
+        key_size: n_key as u32,
+        ..EthtoolRxfh::default()
+    };
+    write_header(&mut buf, &req);
+    if let Some(t) = indir {
+        buf[RXFH_HDR_WORDS..RXFH_HDR_WORDS + n_indir].copy_from_slice(t);
+    }
+    if let Some(k) = key {
+        let mut bytes: Vec<u8> = k.to_vec();
+        bytes.resize(n_key.div_ceil(4) * 4, 0);
+        for (w, c) in buf[RXFH_HDR_WORDS + n_indir..].iter_mut().zip(bytes.chunks(4)) {
+            *w = u32::from_ne_bytes([c[0], c[1], c[2], c[3]]);
+        }
+    }
+    buf
+}
+
+/// An `ETHTOOL_SRSSH` request as the kernel parses it: (table, key), each
+/// `None` when the request leaves it unchanged. Used by the fake driver of
+/// test trees ([`crate::sysroot`]) and to check [`rssh_set_request`].
+pub fn parse_set_request(buf: &[u32]) -> Result<(Option<Vec<u32>>, Option<Vec<u8>>), String> {
+    if buf.len() < RXFH_HDR_WORDS {
+        return Err(format!("ETHTOOL_SRSSH request of {} bytes is shorter than its header", buf.len() * 4));
+    }
+    let h = read_header(buf);
+    if h.cmd != ETHTOOL_SRSSH {
+        return Err(format!("command 0x{:x} is not ETHTOOL_SRSSH", h.cmd));
+    }
+    if h.rss_context != 0 || h.rsvd32 != 0 {
+        return Err("ETHTOOL_SRSSH: reserved fields or an RSS context are set".into());
+    }
+    let n_indir = if h.indir_size == ETH_RXFH_INDIR_NO_CHANGE { 0 } else { h.indir_size as usize };
+    let n_key = h.key_size as usize;
+    if buf.len() < RXFH_HDR_WORDS + n_indir + n_key.div_ceil(4) {
+        return Err("ETHTOOL_SRSSH request shorter than its table and key".into());
+    }
+    if h.indir_size == ETH_RXFH_INDIR_NO_CHANGE && n_key == 0 && h.hfunc == 0 {
+        return Err("ETHTOOL_SRSSH request changes nothing (EINVAL)".into());
+    }
+    let indir = (h.indir_size != ETH_RXFH_INDIR_NO_CHANGE && n_indir > 0)
+        .then(|| buf[RXFH_HDR_WORDS..RXFH_HDR_WORDS + n_indir].to_vec());
+    let key = (n_key > 0)
+        .then(|| buf[RXFH_HDR_WORDS + n_indir..].iter().flat_map(|w| w.to_ne_bytes()).take(n_key).collect());
+    Ok((indir, key))
+}
+
 const RXFH_HDR_WORDS: usize = std::mem::size_of::<EthtoolRxfh>() / 4;
 
 /// The `ETHTOOL_GRSSH` request for the whole table and key: header,
@@ -618,6 +702,45 @@ mod tests {
         let reason = rss.reason().expect("lo must not report RSS");
         assert!(reason.contains("not supported"), "{reason}");
         assert!(e.flow_hashes().unwrap().reason().is_some());
+    }
+
+    #[test]
+    fn srssh_request_bytes() {
+        let table: Vec<u32> = (0..128u32).map(|i| i % 4).collect();
+        let key: Vec<u8> = (0..52u8).collect();
+        // Table and key: header, 128 words, 13 words of key.
+        let buf = rssh_set_request(Some(&table), Some(&key));
+        assert_eq!(buf.len(), 6 + 128 + 13);
+        let bytes: Vec<u8> = buf.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        assert_eq!(u32::from_ne_bytes(bytes[0..4].try_into().unwrap()), 0x47);
+        assert_eq!(u32::from_ne_bytes(bytes[8..12].try_into().unwrap()), 128);
+        assert_eq!(u32::from_ne_bytes(bytes[12..16].try_into().unwrap()), 52);
+        assert_eq!(bytes[16], 0, "hfunc 0 = no change");
+        assert_eq!(u32::from_ne_bytes(bytes[24 + 4 * 5..28 + 4 * 5].try_into().unwrap()), 1);
+        assert_eq!(&bytes[24 + 512..24 + 512 + 52], &key[..]);
+        assert_eq!(parse_set_request(&buf).unwrap(), (Some(table.clone()), Some(key.clone())));
+        // Key only: the table is left alone (not reset), the key follows the header.
+        let buf = rssh_set_request(None, Some(&key[..40]));
+        assert_eq!(buf[2], ETH_RXFH_INDIR_NO_CHANGE);
+        let bytes: Vec<u8> = buf.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        assert_eq!(&bytes[24..64], &key[..40]);
+        assert_eq!(parse_set_request(&buf).unwrap(), (None, Some(key[..40].to_vec())));
+        // Table only.
+        let buf = rssh_set_request(Some(&table), None);
+        assert_eq!((buf[2], buf[3]), (128, 0));
+        assert_eq!(parse_set_request(&buf).unwrap(), (Some(table), None));
+        // Nothing: refused as the kernel does.
+        assert!(parse_set_request(&rssh_set_request(None, None)).unwrap_err().contains("changes nothing"));
+        assert!(parse_set_request(&[0x46, 0, 0, 0, 0, 0]).is_err());
+    }
+
+    #[test]
+    fn loopback_refuses_srssh() {
+        let e = Ethtool::open("lo").unwrap();
+        let key = [0x6du8; 40];
+        let r = e.set_rss(None, Some(&key)).unwrap();
+        let reason = r.reason().expect("lo has no set_rxfh");
+        assert!(reason.contains("ETHTOOL_SRSSH") && reason.contains("not supported"), "{reason}");
     }
 
     #[test]
