@@ -22,8 +22,11 @@ pub struct DeviceVerdict {
     pub notes: Vec<String>,
 }
 
+/// A 2-byte pattern repeated (as DragonFly's 0x6d5a), not all zeros or ones.
 fn key_is_symmetric(key: &[u8]) -> bool {
-    key.len() >= 4 && key.iter().enumerate().all(|(i, b)| *b == key[i % 2])
+    key.len() >= 4
+        && key.iter().enumerate().all(|(i, b)| *b == key[i % 2])
+        && ![[0, 0], [0xff, 0xff]].contains(&[key[0], key[1]])
 }
 
 /// Judges one device.
