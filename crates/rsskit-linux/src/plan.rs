@@ -275,11 +275,12 @@ pub fn plan_device(
         Ringmap::match_rings(&mut rxm, &mut txm).map_err(rm_err)?;
     }
     if nrx > rxm.count() {
-        notes.push(format!(
-            "{nrx} RX queues on {n} CPUs: queues {}-{} get no table entries (one queue per CPU is enough)",
-            rxm.count(),
-            nrx - 1
-        ));
+        let what = if hw {
+            "get no table entries (one queue per CPU is enough)"
+        } else {
+            "have no CPU of their own"
+        };
+        notes.push(format!("{nrx} RX queues on {n} CPUs: queues {}-{} {what}", rxm.count(), nrx - 1));
     }
 
     // Table.
