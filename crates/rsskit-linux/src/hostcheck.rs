@@ -248,3 +248,71 @@ pub fn check_device(topo: &Topology, d: &DeviceState, irqbalance: Option<&IrqBal
 
     DeviceVerdict { name: d.name.clone(), aligned: problems.is_empty(), problems, notes }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::tests::{nic, topo};
+
+    fn pin(d: &mut DeviceState, cpus: &[usize]) {
+        for (x, &c) in d.irqs.iter_mut().zip(cpus) {
+            x.cpus = Some(vec![c]);
+        }
+        for (q, &c) in d.tx.iter_mut().zip(cpus) {
+            q.xps_cpus = Some(vec![c]);
+        }
+    }
+
+    #[test]
+    fn aligned_nic() {
+        let t = topo(4);
+        let mut d = nic("eth0", 2, Some(1), 128);
+        pin(&mut d, &[2, 3]);
+        let v = check_device(&t, &d, None);
+        assert!(v.aligned, "{v:?}");
+        assert!(v.notes.iter().any(|n| n.contains("CPU(s) 0-1 have no RX queue")), "{v:?}");
+    }
+
+    #[test]
+    fn off_node_when_the_node_has_room() {
+        let t = topo(4);
+        let mut d = nic("eth0", 2, Some(1), 128);
+        pin(&mut d, &[0, 3]);
+        let v = check_device(&t, &d, None);
+        assert!(!v.aligned);
+        assert!(
+            v.problems.iter().any(|p| p.contains(
+                "CPU(s) 0 off the device's NUMA node 1 (CPUs 2-3), which has a CPU for every queue"
+            )),
+            "{v:?}"
+        );
+        // A node too small for the queues: a note only.
+        let mut d = nic("eth0", 4, Some(1), 128);
+        pin(&mut d, &[0, 1, 2, 3]);
+        let v = check_device(&t, &d, None);
+        assert!(v.aligned, "{v:?}");
+        assert!(v.notes.iter().any(|n| n.contains("fewer CPUs than queues")), "{v:?}");
+    }
+
+    #[test]
+    fn keys() {
+        assert!(key_is_symmetric(&[0x6d, 0x5a].repeat(20)));
+        assert!(!key_is_symmetric(&[0; 40]));
+        let t = topo(4);
+        let mut d = nic("eth0", 2, None, 128);
+        pin(&mut d, &[0, 1]);
+        if let crate::ethtool::Reported::Supported(r) = &mut d.rss {
+            r.key = vec![0; 40];
+        }
+        let v = check_device(&t, &d, None);
+        assert!(v.problems.iter().any(|p| p.contains("fails the key check")), "{v:?}");
+        let ib = IrqBalance { pid: 9, banned_irqs: vec![100, 101] };
+        if let crate::ethtool::Reported::Supported(r) = &mut d.rss {
+            r.key = rsskit_core::key::MICROSOFT_KEY.to_vec();
+        }
+        assert!(check_device(&t, &d, Some(&ib)).aligned, "banned IRQs are not irqbalance's");
+        let ib = IrqBalance { pid: 9, banned_irqs: vec![100] };
+        let v = check_device(&t, &d, Some(&ib));
+        assert!(v.problems.iter().any(|p| p.contains("IRQ(s) 101") && p.contains("--banirq=101")), "{v:?}");
+    }
+}

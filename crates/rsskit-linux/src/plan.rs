@@ -455,3 +455,190 @@ fn sorted(v: &[usize]) -> Vec<usize> {
     v.dedup();
     v
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::ethtool::{Channels, Reported, Rss};
+    use crate::netdev::{IfaceFacts, IfaceIrq, RxQueue, TxQueue};
+    use crate::topology::{CpuPlace, NumaNode};
+    use rsskit_core::key::MICROSOFT_KEY;
+    use rsskit_core::ringmap::{PlanSpec, RingmapPlan};
+
+    /// `ncpus` CPUs in two equal NUMA nodes.
+    pub(crate) fn topo(ncpus: usize) -> Topology {
+        let half = ncpus / 2;
+        Topology {
+            online: (0..ncpus).collect(),
+            nodes: vec![
+                NumaNode { node: 0, cpus: (0..half).collect() },
+                NumaNode { node: 1, cpus: (half..ncpus).collect() },
+            ],
+            cpus: (0..ncpus)
+                .map(|c| CpuPlace {
+                    cpu: c,
+                    core_id: Some(c),
+                    package_id: Some(c / half),
+                    node: Some(c / half),
+                })
+                .collect(),
+        }
+    }
+
+    /// A NIC with `q` combined queues named `NAME-TxRx-N` on IRQs 100+, RSS
+    /// with a 40-byte key and a `table_len` table.
+    pub(crate) fn nic(name: &str, q: usize, node: Option<usize>, table_len: usize) -> DeviceState {
+        DeviceState {
+            name: name.into(),
+            driver: Some("ixgbe".into()),
+            facts: IfaceFacts {
+                operstate: Some("up".into()),
+                mtu: Some(1500),
+                numa_node: node,
+                has_device: true,
+            },
+            channels: Reported::Supported(Channels { combined_count: q as u32, ..Channels::default() }),
+            rss: Reported::Supported(Rss {
+                key: MICROSOFT_KEY.to_vec(),
+                indir: (0..table_len as u32).map(|i| i % q as u32).collect(),
+                hfunc: vec!["toeplitz".into()],
+                input_xfrm: vec![],
+                source: "ETHTOOL_GRSSH",
+            }),
+            rx: (0..q)
+                .map(|i| RxQueue {
+                    queue: i,
+                    rps_mask: Some("0".into()),
+                    rps_cpus: Some(vec![]),
+                    rps_flow_cnt: Some(0),
+                })
+                .collect(),
+            tx: (0..q)
+                .map(|i| TxQueue { queue: i, xps_mask: Some("0".into()), xps_cpus: Some(vec![]) })
+                .collect(),
+            irqs: (0..q)
+                .map(|i| IfaceIrq {
+                    irq: 100 + i as u32,
+                    name: format!("{name}-TxRx-{i}"),
+                    kind: IrqKind::RxTx,
+                    queue: Some(i),
+                    cpus: Some(vec![0]),
+                    effective_cpus: Some(vec![0]),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn units_spread_several_nics() {
+        let t = topo(8);
+        let opts = PlanOptions { cpus: Some((0..8).collect()), ..PlanOptions::default() };
+        let p = plan(&t, &[nic("eth0", 2, None, 128), nic("eth1", 2, None, 128)], &opts).unwrap();
+        assert_eq!((p.devices[0].unit, p.devices[1].unit), (0, 1));
+        let cpus = |d: &DevicePlan| d.rx.iter().map(|q| q.cpu.unwrap()).collect::<Vec<_>>();
+        assert_eq!(cpus(&p.devices[0]), vec![0, 1]);
+        assert_eq!(cpus(&p.devices[1]), vec![2, 3], "unit 1 starts on the next CPU set");
+        for (u, d) in p.devices.iter().enumerate() {
+            let rp = RingmapPlan::new(PlanSpec {
+                ncpus: 8,
+                rings: 2,
+                unit: u,
+                pow2: false,
+                tx_rings: None,
+                table_len: 128,
+            })
+            .unwrap();
+            assert_eq!(d.table.as_ref().unwrap().iter().map(|&x| x as usize).collect::<Vec<_>>(), rp.table);
+            assert_eq!(d.irqs.iter().map(|x| x.cpus[0]).collect::<Vec<_>>(), rp.rx.cpus());
+        }
+        // --unit shifts the first NIC.
+        let p = plan(&t, &[nic("eth0", 2, None, 128)], &PlanOptions { unit: 2, ..opts }).unwrap();
+        assert_eq!(cpus(&p.devices[0]), vec![4, 5]);
+    }
+
+    #[test]
+    fn numa_local_cpus_by_default() {
+        let t = topo(8);
+        let p = plan_device(&t, &nic("eth0", 4, Some(1), 128), &PlanOptions::default(), 0).unwrap();
+        assert_eq!(p.cpus, vec![4, 5, 6, 7]);
+        assert_eq!(p.irqs.iter().map(|x| x.cpus[0]).collect::<Vec<_>>(), vec![4, 5, 6, 7]);
+        assert_eq!(p.table_mismatches, Some(0));
+        // Fewer local CPUs than queues: topped up with the lowest others.
+        let p = plan_device(&t, &nic("eth0", 6, Some(1), 128), &PlanOptions::default(), 0).unwrap();
+        assert_eq!(p.cpus, vec![0, 1, 4, 5, 6, 7]);
+        // No node: every CPU.
+        let p = plan_device(&t, &nic("eth0", 2, None, 128), &PlanOptions::default(), 0).unwrap();
+        assert_eq!(p.cpus, (0..8).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn keys_and_sizes() {
+        let t = topo(4);
+        let mut d = nic("eth0", 4, None, 512);
+        let sym = KeyChoice::Set { bytes: vec![0x6d, 0x5a], source: "symmetric".into(), fit: true };
+        let p = plan_device(&t, &d, &PlanOptions { key: sym, ..PlanOptions::default() }, 0).unwrap();
+        assert_eq!(p.key.as_deref(), Some("6d5a".repeat(20).as_str()));
+        assert_eq!(p.table.as_ref().unwrap().len(), 512);
+        assert_eq!(p.table.as_ref().unwrap()[128..256], p.table.as_ref().unwrap()[..128]);
+        let given = KeyChoice::Set { bytes: vec![1; 52], source: "given".into(), fit: false };
+        let e = plan_device(&t, &d, &PlanOptions { key: given, ..PlanOptions::default() }, 0).unwrap_err();
+        assert_eq!(e, PlanError::KeyLength { device: "eth0".into(), given: 52, device_len: 40 });
+        // A table size that is not a multiple of 128: rings spread evenly, with a note.
+        if let Reported::Supported(r) = &mut d.rss {
+            r.indir.truncate(64);
+        }
+        let p = plan_device(&t, &d, &PlanOptions::default(), 0).unwrap();
+        assert_eq!(p.table.as_ref().unwrap().len(), 64);
+        assert!(p.notes.iter().any(|n| n.contains("not a multiple of 128")), "{:?}", p.notes);
+        // RFS sizes rounded up as the kernel does.
+        let opts = PlanOptions {
+            rps_flow_cnt: Some(1000),
+            rps_sock_flow_entries: Some(5000),
+            ..PlanOptions::default()
+        };
+        let p = plan(&t, &[nic("eth0", 2, None, 128)], &opts).unwrap();
+        assert_eq!(p.rps_sock_flow_entries, Some(8192));
+        assert!(p.devices[0].rx.iter().all(|q| q.rps_flow_cnt == Some(1024)));
+        assert_eq!(pow2_up(0), 1);
+        assert_eq!(pow2_up(4096), 4096);
+    }
+
+    #[test]
+    fn without_hardware_rss_rps_spreads() {
+        let t = topo(4);
+        let mut d = nic("veth0", 1, None, 128);
+        d.rss = Reported::Unsupported { reason: "no".into() };
+        d.irqs.clear();
+        d.facts.has_device = false;
+        let p = plan_device(&t, &d, &PlanOptions::default(), 0).unwrap();
+        assert!(!p.hardware_rss);
+        assert_eq!(p.rx[0].rps_cpus, vec![0, 1, 2, 3]);
+        assert_eq!(p.tx[0].xps_cpus, None, "no XPS on a single TX queue");
+        assert_eq!(p.steering.mode, "cpu");
+        assert!(p.table.is_none());
+        // Hardware RSS but no per-queue IRQs: toeplitz with the NIC's key.
+        let mut d = nic("eth0", 4, None, 128);
+        d.irqs.clear();
+        let p = plan_device(&t, &d, &PlanOptions::default(), 0).unwrap();
+        assert_eq!(p.steering.mode, "toeplitz");
+        assert_eq!(p.steering.key.as_deref(), Some(hex(&MICROSOFT_KEY).as_str()));
+        assert!(p.rx.iter().all(|q| q.rps_cpus.is_empty()), "no RPS over hardware RSS");
+    }
+
+    #[test]
+    fn bad_cpus() {
+        let t = topo(4);
+        let e = plan(
+            &t,
+            &[nic("eth0", 2, None, 128)],
+            &PlanOptions { cpus: Some(vec![9]), ..PlanOptions::default() },
+        );
+        assert_eq!(e.unwrap_err(), PlanError::OfflineCpu { cpu: 9, online: "0-3".into() });
+        let e = plan(
+            &t,
+            &[nic("eth0", 2, None, 128)],
+            &PlanOptions { cpus: Some(vec![]), ..PlanOptions::default() },
+        );
+        assert_eq!(e.unwrap_err(), PlanError::NoCpus);
+    }
+}
