@@ -69,11 +69,11 @@ pub fn check_device(topo: &Topology, d: &DeviceState, irqbalance: Option<&IrqBal
     let mut queue_cpu: Vec<Option<usize>> = vec![None; nrx];
     let queue_irqs = d.irqs.iter().any(|x| x.kind != IrqKind::Other && x.queue.is_some());
     if hw && queue_irqs {
-        for q in 0..nrx {
+        for (q, slot) in queue_cpu.iter_mut().enumerate() {
             match netdev::rx_irq(&d.irqs, q) {
                 None => problems.push(format!("rx-{q} has no IRQ of its own: its flows land wherever")),
                 Some(x) => match &x.cpus {
-                    Some(c) if c.len() == 1 => queue_cpu[q] = Some(c[0]),
+                    Some(c) if c.len() == 1 => *slot = Some(c[0]),
                     Some(c) => problems.push(format!(
                         "rx-{q}: IRQ {} ({}) may run on CPUs {}: one queue's flows move between CPUs{}",
                         x.irq,

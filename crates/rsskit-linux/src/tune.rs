@@ -289,7 +289,7 @@ pub fn write_one(root: &Sysroot, s: &Setting) -> Result<Outcome, TuneError> {
                     .step_by(2)
                     .map(|i| u8::from_str_radix(s.new.get(i..i + 2)?, 16).ok())
                     .collect();
-                let Some(k) = k.filter(|_| s.new.len() % 2 == 0) else {
+                let Some(k) = k.filter(|_| s.new.len().is_multiple_of(2)) else {
                     return Ok(Outcome::Refused { reason: format!("'{}' is not a hex key", s.new) });
                 };
                 root.set_rss(&s.device, None, Some(&k))?

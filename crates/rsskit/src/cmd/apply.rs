@@ -9,7 +9,7 @@ use rsskit_linux::plan::{Plan, PLAN_VERSION};
 use rsskit_linux::sysroot::Sysroot;
 use rsskit_linux::tune::{self, Kind, Outcome, Setting};
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 const AFTER_HELP: &str = "\
@@ -202,7 +202,7 @@ fn write_all(root: &Sysroot, changes: &[Setting]) -> Result<usize> {
     Ok(failed)
 }
 
-fn restore(root: &Sysroot, file: &PathBuf, dry_run: bool) -> Result<()> {
+fn restore(root: &Sysroot, file: &Path, dry_run: bool) -> Result<()> {
     let save = tune::read_save(file)?;
     let mut changes = Vec::new();
     for mut s in save.settings {

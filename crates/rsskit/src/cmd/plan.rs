@@ -215,7 +215,7 @@ fn device_text(s: &mut String, d: &DevicePlan) {
     );
     let order: Vec<String> = d.cpus.iter().map(usize::to_string).collect();
     let _ = writeln!(s, "  CPUs: {} (ringmap index order); grid {}", order.join(","), d.grid);
-    let _ = writeln!(s, "  {:<7} {:>4}  {:<22} {:<10} {}", "queue", "cpu", "irq", "rps", "xps / rfs");
+    let _ = writeln!(s, "  {:<7} {:>4}  {:<22} {:<10} xps / rfs", "queue", "cpu", "irq", "rps");
     let irq_of = |irq: Option<u32>| match irq.and_then(|i| d.irqs.iter().find(|x| x.irq == i)) {
         Some(x) => format!("{} {}", x.irq, x.name),
         None => "-".into(),
