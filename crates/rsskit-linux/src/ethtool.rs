@@ -20,6 +20,7 @@ use std::os::fd::AsRawFd;
 const SIOCETHTOOL: libc::c_ulong = 0x8946;
 const ETHTOOL_GDRVINFO: u32 = 0x03;
 const ETHTOOL_GRXFH: u32 = 0x29;
+const ETHTOOL_SRXFH: u32 = 0x2a;
 const ETHTOOL_GRXFHINDIR: u32 = 0x38;
 const ETHTOOL_GCHANNELS: u32 = 0x3c;
 const ETHTOOL_GRSSH: u32 = 0x46;
@@ -496,6 +497,78 @@ impl Ethtool {
     }
 }
 
+impl Ethtool {
+    /// Sets the fields hashed for one flow type (`ETHTOOL_SRXFH`; `flow` as
+    /// in [`FLOW_TYPES`], `raw` an `RXH_*` mask). A driver that cannot gives
+    /// [`Reported::Unsupported`] with the reason.
+    pub fn set_flow_hash(&self, flow: &str, raw: u64) -> Result<Reported<()>, EthtoolError> {
+        let Some(ft) = FLOW_TYPES.iter().find(|f| f.name == flow) else {
+            return Ok(Reported::Unsupported {
+                reason: format!("ETHTOOL_SRXFH: unknown flow type '{flow}'"),
+            });
+        };
+        let mut nfc = EthtoolRxnfc { cmd: ETHTOOL_SRXFH, flow_type: ft.code, data: raw, rest: [0; 176] };
+        match self.ioctl(&mut nfc) {
+            Ok(()) => Ok(Reported::Supported(())),
+            Err(e) if self.nodev(&e) => Err(EthtoolError::NoSuchInterface(self.iface.clone())),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(Reported::Unsupported {
+                reason: format!(
+                    "{} (the driver cannot hash these fields for {flow})",
+                    describe("ETHTOOL_SRXFH", &e)
+                ),
+            }),
+            Err(e) => Ok(Reported::Unsupported { reason: describe("ETHTOOL_SRXFH", &e) }),
+        }
+    }
+}
+
+/// The `ETHTOOL_SRXFH` request as bytes (`struct ethtool_rxnfc`, 192
+/// bytes: `cmd`, `flow_type`, `data` at offset 8, the rest zero).
+pub fn srxfh_request(flow_code: u32, raw: u64) -> Vec<u8> {
+    let mut b = vec![0u8; std::mem::size_of::<EthtoolRxnfc>()];
+    b[0..4].copy_from_slice(&ETHTOOL_SRXFH.to_ne_bytes());
+    b[4..8].copy_from_slice(&flow_code.to_ne_bytes());
+    b[8..16].copy_from_slice(&raw.to_ne_bytes());
+    b
+}
+
+/// An `ETHTOOL_SRXFH` request as the kernel reads it: (flow name, mask).
+pub fn parse_srxfh_request(b: &[u8]) -> Result<(&'static str, u64), String> {
+    if b.len() != std::mem::size_of::<EthtoolRxnfc>() {
+        return Err(format!("ETHTOOL_SRXFH request of {} bytes (want 192)", b.len()));
+    }
+    let word = |i: usize| u32::from_ne_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    if word(0) != ETHTOOL_SRXFH {
+        return Err(format!("command 0x{:x} is not ETHTOOL_SRXFH", word(0)));
+    }
+    let code = word(4);
+    let flow = FLOW_TYPES
+        .iter()
+        .find(|f| f.code == code)
+        .map(|f| f.name)
+        .ok_or_else(|| format!("ETHTOOL_SRXFH: unknown flow type {code}"))?;
+    let raw = u64::from_ne_bytes(b[8..16].try_into().expect("8 bytes"));
+    Ok((flow, raw))
+}
+
+/// Encodes field names (as [`rxh_fields`] gives them) back into an `RXH_*` mask.
+pub fn rxh_from_names(names: &[&str]) -> Result<u64, String> {
+    names.iter().try_fold(0u64, |acc, n| {
+        let bit = match *n {
+            "l2da" => rxh::L2DA,
+            "vlan" => rxh::VLAN,
+            "l3_proto" => rxh::L3_PROTO,
+            "ip_src" => rxh::IP_SRC,
+            "ip_dst" => rxh::IP_DST,
+            "l4_src_port" => rxh::L4_B_0_1,
+            "l4_dst_port" => rxh::L4_B_2_3,
+            "discard" => rxh::DISCARD,
+            other => return Err(format!("'{other}' is not a hashed field")),
+        };
+        Ok(acc | bit)
+    })
+}
+
 /// The `ETHTOOL_SRSSH` request: header, then the table (when given), then
 /// the key bytes (when given), in a u32-aligned buffer. Without a table,
 /// `indir_size` is [`ETH_RXFH_INDIR_NO_CHANGE`] and the key follows the
@@ -744,6 +817,25 @@ mod tests {
         let r = e.set_rss(None, Some(&key)).unwrap();
         let reason = r.reason().expect("lo has no set_rxfh");
         assert!(reason.contains("ETHTOOL_SRSSH") && reason.contains("not supported"), "{reason}");
+    }
+
+    #[test]
+    fn srxfh_request_bytes() {
+        let four = rxh::IP_SRC | rxh::IP_DST | rxh::L4_B_0_1 | rxh::L4_B_2_3;
+        let b = srxfh_request(0x02, four);
+        assert_eq!(b.len(), 192);
+        assert_eq!(u32::from_ne_bytes(b[0..4].try_into().unwrap()), 0x2a);
+        assert_eq!(u32::from_ne_bytes(b[4..8].try_into().unwrap()), 0x02);
+        assert_eq!(u64::from_ne_bytes(b[8..16].try_into().unwrap()), 0xf0);
+        assert!(b[16..].iter().all(|&x| x == 0));
+        assert_eq!(parse_srxfh_request(&b).unwrap(), ("udp4", four));
+        assert!(parse_srxfh_request(&b[..100]).is_err());
+        assert!(parse_srxfh_request(&srxfh_request(0x99, 0)).unwrap_err().contains("unknown flow type"));
+        assert_eq!(rxh_from_names(&rxh_fields(four)).unwrap(), four);
+        assert!(rxh_from_names(&["ip_src", "nope"]).is_err());
+        let e = Ethtool::open("lo").unwrap();
+        let r = e.set_flow_hash("udp4", four).unwrap();
+        assert!(r.reason().unwrap().contains("ETHTOOL_SRXFH"), "{r:?}");
     }
 
     #[test]

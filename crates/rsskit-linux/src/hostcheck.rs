@@ -166,6 +166,17 @@ pub fn check_device(topo: &Topology, d: &DeviceState, irqbalance: Option<&IrqBal
         }
     }
 
+    // Hashed fields: UDP on addresses only puts every flow between two hosts on one queue.
+    if let Some(flows) = d.hash.ok().filter(|_| hw) {
+        for f in flows.iter().filter(|f| f.flow.starts_with("udp") && f.tuple() == "2-tuple") {
+            notes.push(format!(
+                "{} hashes addresses only: all {} flows between two hosts share one queue (rsskit plan \
+                 --hash-fields {}=4-tuple)",
+                f.flow, f.flow, f.flow
+            ));
+        }
+    }
+
     // RPS.
     let rps: Vec<usize> =
         d.rx.iter().filter(|q| q.rps_cpus.as_ref().is_some_and(|c| !c.is_empty())).map(|q| q.queue).collect();

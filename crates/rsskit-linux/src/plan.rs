@@ -69,6 +69,8 @@ pub struct PlanOptions {
     pub rps_flow_cnt: Option<u64>,
     /// Global RFS socket flow table size.
     pub rps_sock_flow_entries: Option<u64>,
+    /// Hashed fields to set (`ETHTOOL_SRXFH`): flow type name and `RXH_*` mask.
+    pub hash_fields: Vec<(String, u64)>,
 }
 
 impl Default for PlanOptions {
@@ -79,6 +81,7 @@ impl Default for PlanOptions {
             key: KeyChoice::Keep,
             rps_flow_cnt: None,
             rps_sock_flow_entries: None,
+            hash_fields: Vec::new(),
         }
     }
 }
@@ -121,6 +124,9 @@ pub struct DevicePlan {
     pub key: Option<String>,
     /// `keep`, `random`, `symmetric` or `given`.
     pub key_source: String,
+    /// Hashed fields to set per flow type (`ETHTOOL_SRXFH`), when asked.
+    #[serde(default)]
+    pub hash_fields: Vec<HashFieldPlan>,
     pub steering: Steering,
     pub notes: Vec<String>,
 }
@@ -145,6 +151,14 @@ pub struct TxPlan {
     /// `xps_cpus` to write; `None` on single-queue devices (the kernel
     /// refuses XPS there).
     pub xps_cpus: Option<Vec<usize>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HashFieldPlan {
+    /// Flow type: `tcp4`, `udp4`, `tcp6`, `udp6`...
+    pub flow: String,
+    /// Field names as `rsskit info` shows them (`ip_src`, `l4_dst_port`...).
+    pub fields: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -423,6 +437,20 @@ pub fn plan_device(
                 .into(),
         }
     };
+    let hash_fields: Vec<HashFieldPlan> = if hw {
+        opts.hash_fields
+            .iter()
+            .map(|(flow, raw)| HashFieldPlan {
+                flow: flow.clone(),
+                fields: crate::ethtool::rxh_fields(*raw).iter().map(|s| s.to_string()).collect(),
+            })
+            .collect()
+    } else {
+        if !opts.hash_fields.is_empty() {
+            notes.push("hashed fields not planned: the device has no hardware RSS".into());
+        }
+        Vec::new()
+    };
     if !hw && d.rss.ok().is_some() && nrx <= 1 {
         notes.push("one RX queue: RPS spreads its flows instead of the NIC".into());
     }
@@ -444,6 +472,7 @@ pub fn plan_device(
         min_mismatches,
         key,
         key_source,
+        hash_fields,
         steering,
         notes,
     })
@@ -505,6 +534,7 @@ pub(crate) mod tests {
                 input_xfrm: vec![],
                 source: "ETHTOOL_GRSSH",
             }),
+            hash: Reported::Unsupported { reason: "not asked".into() },
             rx: (0..q)
                 .map(|i| RxQueue {
                     queue: i,

@@ -9,10 +9,11 @@
 //! `ETHTOOL_SRSSH` writes are built as the ioctl's bytes and parsed back as
 //! the kernel would before they update that file.
 
-use crate::ethtool::{self, Channels, Ethtool, EthtoolError, Reported, Rss};
+use crate::ethtool::{self, Channels, Ethtool, EthtoolError, FlowHash, Reported, Rss};
 use crate::netdev::{self, IfaceFacts, IfaceIrq, Roots, RxQueue, TxQueue};
 use crate::topology::Topology;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -38,6 +39,8 @@ pub struct DeviceState {
     pub facts: IfaceFacts,
     pub channels: Reported<Channels>,
     pub rss: Reported<Rss>,
+    /// Fields hashed per flow type (`ETHTOOL_GRXFH`).
+    pub hash: Reported<Vec<FlowHash>>,
     pub rx: Vec<RxQueue>,
     pub tx: Vec<TxQueue>,
     pub irqs: Vec<IfaceIrq>,
@@ -70,7 +73,10 @@ pub struct FakeDriver {
     /// Key (hex) and table; absent = no RSS.
     #[serde(default)]
     pub rss: Option<FakeRss>,
-    /// Refuse `ETHTOOL_SRSSH` with this reason (a driver without `set_rxfh`).
+    /// `RXH_*` mask per flow type (`udp4`...); absent = no `ETHTOOL_GRXFH`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<BTreeMap<String, u64>>,
+    /// Refuse `ETHTOOL_SRSSH` and `ETHTOOL_SRXFH` with this reason (a driver without `set_rxfh`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refuse_set: Option<String>,
 }
@@ -153,7 +159,7 @@ impl Sysroot {
             return Err(SysrootError::NoSuchInterface(name.to_string()));
         }
         let interrupts = netdev::interrupts(&self.roots);
-        let (driver, channels, rss) = if self.is_live() {
+        let (driver, channels, rss, hash) = if self.is_live() {
             let map = |e: EthtoolError| match e {
                 EthtoolError::NoSuchInterface(n) => SysrootError::NoSuchInterface(n),
                 e => SysrootError::Ethtool(e.to_string()),
@@ -163,7 +169,7 @@ impl Sysroot {
                 Reported::Supported(d) if !d.is_empty() => Some(d),
                 _ => netdev::sysfs_driver(&self.roots, name),
             };
-            (driver, eth.channels().map_err(map)?, eth.rss().map_err(map)?)
+            (driver, eth.channels().map_err(map)?, eth.rss().map_err(map)?, eth.flow_hashes().map_err(map)?)
         } else {
             let f = self.read_fake(name)?;
             fn not<T>(what: &str) -> Reported<T> {
@@ -187,7 +193,19 @@ impl Sysroot {
                 }),
                 None => not("ETHTOOL_GRSSH"),
             };
-            (f.driver.clone(), channels, rss)
+            let hash = match &f.hash {
+                Some(m) => Reported::Supported(
+                    ethtool::FLOW_TYPES
+                        .iter()
+                        .filter_map(|ft| {
+                            let raw = *m.get(ft.name)?;
+                            Some(FlowHash { flow: ft.name, raw, fields: ethtool::rxh_fields(raw) })
+                        })
+                        .collect(),
+                ),
+                None => not("ETHTOOL_GRXFH"),
+            };
+            (f.driver.clone(), channels, rss, hash)
         };
         Ok(DeviceState {
             name: name.to_string(),
@@ -195,6 +213,7 @@ impl Sysroot {
             facts: netdev::facts(&self.roots, name),
             channels,
             rss,
+            hash,
             rx: netdev::rx_queues(&self.roots, name),
             tx: netdev::tx_queues(&self.roots, name),
             irqs: netdev::iface_irqs(&self.roots, name, &interrupts),
@@ -254,6 +273,38 @@ impl Sysroot {
             }
             cur.key = hex(&k);
         }
+        let path = self.fake_path(name).expect("a test tree");
+        let text = serde_json::to_string_pretty(&f).expect("plain data");
+        fs::write(&path, text).map_err(|e| SysrootError::Fake { path, msg: e.to_string() })?;
+        Ok(Reported::Supported(()))
+    }
+
+    /// Sets the fields hashed for one flow type (`ETHTOOL_SRXFH`).
+    pub fn set_flow_hash(&self, name: &str, flow: &str, raw: u64) -> Result<Reported<()>, SysrootError> {
+        if self.is_live() {
+            let eth = Ethtool::open(name).map_err(|e| SysrootError::Ethtool(e.to_string()))?;
+            return eth.set_flow_hash(flow, raw).map_err(|e| SysrootError::Ethtool(e.to_string()));
+        }
+        let mut f = self.read_fake(name)?;
+        if let Some(r) = &f.refuse_set {
+            return Ok(Reported::Unsupported { reason: format!("ETHTOOL_SRXFH: {r}") });
+        }
+        let Some(code) = ethtool::FLOW_TYPES.iter().find(|t| t.name == flow).map(|t| t.code) else {
+            return Ok(Reported::Unsupported {
+                reason: format!("ETHTOOL_SRXFH: unknown flow type '{flow}'"),
+            });
+        };
+        let Some(map) = f.hash.as_mut() else {
+            return Ok(Reported::Unsupported {
+                reason: "ETHTOOL_SRXFH: operation not supported by the driver".into(),
+            });
+        };
+        // The request as bytes, parsed as the kernel does.
+        let (flow, raw) = match ethtool::parse_srxfh_request(&ethtool::srxfh_request(code, raw)) {
+            Ok(x) => x,
+            Err(e) => return Ok(Reported::Unsupported { reason: e }),
+        };
+        map.insert(flow.to_string(), raw);
         let path = self.fake_path(name).expect("a test tree");
         let text = serde_json::to_string_pretty(&f).expect("plain data");
         fs::write(&path, text).map_err(|e| SysrootError::Fake { path, msg: e.to_string() })?;

@@ -29,6 +29,8 @@ pub enum Kind {
     RssTable,
     /// The RSS key (ethtool), hex.
     RssKey,
+    /// Fields hashed for one flow type (ethtool), comma-separated names.
+    HashFields,
 }
 
 /// One setting: a file under the sysroot, or an ethtool write on `device`.
@@ -46,6 +48,9 @@ pub struct Setting {
     pub old: Option<String>,
     /// The value to write.
     pub new: String,
+    /// The flow type of a [`Kind::HashFields`] setting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow: Option<String>,
 }
 
 impl Setting {
@@ -71,6 +76,10 @@ pub fn same(kind: Kind, a: &str, b: &str) -> bool {
             _ => a.trim() == b.trim(),
         },
         Kind::RssTable | Kind::RssKey => a.trim().eq_ignore_ascii_case(b.trim()),
+        Kind::HashFields => match (fields_mask(a), fields_mask(b)) {
+            (Ok(x), Ok(y)) => x == y,
+            _ => a.trim() == b.trim(),
+        },
     }
 }
 
@@ -85,6 +94,15 @@ pub enum TuneError {
     Read { path: PathBuf, msg: String },
     #[error("the plan names {device} but {msg}")]
     PlanMismatch { device: String, msg: String },
+}
+
+fn fields_mask(s: &str) -> Result<u64, String> {
+    let names: Vec<&str> = s.split(',').map(str::trim).filter(|x| !x.is_empty()).collect();
+    crate::ethtool::rxh_from_names(&names)
+}
+
+fn hash_text(d: &crate::ethtool::Reported<Vec<crate::ethtool::FlowHash>>, flow: &str) -> Option<String> {
+    d.ok()?.iter().find(|f| f.flow == flow).map(|f| f.fields.join(","))
 }
 
 fn read_file(p: &std::path::Path) -> Option<String> {
@@ -123,6 +141,7 @@ pub fn settings(root: &Sysroot, plan: &Plan) -> Result<Vec<Setting>, TuneError> 
             old: read_file(&path),
             path: Some(path),
             new,
+            flow: None,
         };
         let cur_rss = dev.rss.ok();
         if let Some(t) = &d.table {
@@ -133,6 +152,7 @@ pub fn settings(root: &Sysroot, plan: &Plan) -> Result<Vec<Setting>, TuneError> 
                 path: None,
                 old: cur_rss.filter(|r| !r.indir.is_empty()).map(|r| table_text(&r.indir)),
                 new: table_text(t),
+                flow: None,
             });
         }
         if let Some(k) = &d.key {
@@ -143,6 +163,18 @@ pub fn settings(root: &Sysroot, plan: &Plan) -> Result<Vec<Setting>, TuneError> 
                 path: None,
                 old: cur_rss.filter(|r| !r.key.is_empty()).map(|r| hex(&r.key)),
                 new: k.clone(),
+                flow: None,
+            });
+        }
+        for h in &d.hash_fields {
+            out.push(Setting {
+                device: d.name.clone(),
+                what: format!("{} hashed fields", h.flow),
+                kind: Kind::HashFields,
+                path: None,
+                old: hash_text(&dev.hash, &h.flow),
+                new: h.fields.join(","),
+                flow: Some(h.flow.clone()),
             });
         }
         for x in &d.irqs {
@@ -189,6 +221,7 @@ pub fn settings(root: &Sysroot, plan: &Plan) -> Result<Vec<Setting>, TuneError> 
             old: read_file(&path),
             path: Some(path),
             new: n.to_string(),
+            flow: None,
         });
     }
     Ok(out)
@@ -237,6 +270,7 @@ pub fn current(root: &Sysroot, s: &Setting) -> Result<Option<String>, TuneError>
             let r = root.rss(&s.device)?;
             r.ok().map(|r| if s.kind == Kind::RssTable { table_text(&r.indir) } else { hex(&r.key) })
         }
+        Kind::HashFields => hash_text(&root.device(&s.device)?.hash, s.flow.as_deref().unwrap_or("")),
         _ => s.path.as_deref().and_then(read_file),
     })
 }
@@ -298,6 +332,16 @@ pub fn write_one(root: &Sysroot, s: &Setting) -> Result<Outcome, TuneError> {
                 return Ok(Outcome::Refused { reason: reason.to_string() });
             }
         }
+        Kind::HashFields => {
+            let (Some(flow), Ok(raw)) = (s.flow.as_deref(), fields_mask(&s.new)) else {
+                return Ok(Outcome::Refused {
+                    reason: format!("'{}' is not a list of hashed fields", s.new),
+                });
+            };
+            if let Some(reason) = root.set_flow_hash(&s.device, flow, raw)?.reason() {
+                return Ok(Outcome::Refused { reason: reason.to_string() });
+            }
+        }
         _ => {
             let path = s.path.as_deref().expect("file settings have a path");
             if let Err(e) = fs::write(path, format!("{}\n", s.new)) {
@@ -352,6 +396,8 @@ mod tests {
         assert!(same(Kind::Count, "0\n", "0"));
         assert!(!same(Kind::Count, "1000", "1024"));
         assert!(same(Kind::RssKey, "6D5A", "6d5a"));
+        assert!(same(Kind::HashFields, "ip_dst,ip_src", "ip_src,ip_dst"));
+        assert!(!same(Kind::HashFields, "ip_src,ip_dst", "ip_src,ip_dst,l4_src_port,l4_dst_port"));
     }
 
     #[test]
@@ -370,6 +416,7 @@ mod tests {
             path: Some("/x".into()),
             old: Some("00000000".into()),
             new: "00000003".into(),
+            flow: None,
         };
         let unreadable = Setting { old: None, ..s.clone() };
         let f = save_of(&[s, unreadable], 7);

@@ -256,6 +256,8 @@ fn apply_reads_back_check_says_aligned_restore_puts_it_back() {
         "1000",
         "--rps-sock-flow-entries",
         "30000",
+        "--hash-fields",
+        "udp4=4-tuple",
         "--json",
     ]);
     assert!(plan.status.success(), "{}", text(&plan.stderr));
@@ -264,7 +266,7 @@ fn apply_reads_back_check_says_aligned_restore_puts_it_back() {
     let out = t.rsskit(&["apply", "plan.json", "--save", "saved.json"]);
     assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
     let s = text(&out.stdout);
-    assert!(s.contains("All 15 settings applied and read back."), "{s}");
+    assert!(s.contains("All 16 settings applied and read back."), "{s}");
 
     // Every value is where the plan says.
     for q in 0..4 {
@@ -286,6 +288,8 @@ fn apply_reads_back_check_says_aligned_restore_puts_it_back() {
     assert_eq!(drv["rss"]["table"], p["devices"][0]["table"]);
     assert_eq!(drv["rss"]["key"], p["devices"][0]["key"]);
     assert_ne!(drv["rss"]["key"], before.1["rss"]["key"]);
+    assert_eq!(drv["hash"]["udp4"], 0xf0, "udp4 now hashes ports too (ETHTOOL_SRXFH)");
+    assert_eq!(drv["hash"]["udp6"], 0x30, "udp6 not asked for: unchanged");
 
     let out = t.rsskit(&["check", "--iface", "eth0"]);
     let s = text(&out.stdout);
@@ -298,7 +302,7 @@ fn apply_reads_back_check_says_aligned_restore_puts_it_back() {
 
     let out = t.rsskit(&["apply", "--restore", "saved.json"]);
     assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
-    assert!(text(&out.stdout).contains("All 15 settings applied"), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).contains("All 16 settings applied"), "{}", text(&out.stdout));
     let after = t.snapshot();
     assert_eq!(after.0, before.0, "sysfs/procfs byte for byte");
     assert_eq!(after.1, before.1, "key and table as before");

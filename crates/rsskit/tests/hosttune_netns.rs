@@ -166,19 +166,25 @@ fn veth_refuses_srssh_per_setting() {
     let mut plan: Value = serde_json::from_slice(&out.stdout).unwrap();
     plan["devices"][0]["table"] = json!((0..128).map(|i| i % QUEUES).collect::<Vec<_>>());
     plan["devices"][0]["key"] = json!("6d5a".repeat(20));
+    plan["devices"][0]["hash_fields"] =
+        json!([{"flow": "udp4", "fields": ["ip_src", "ip_dst", "l4_src_port", "l4_dst_port"]}]);
     std::fs::write(v.dir.join("plan.json"), serde_json::to_string(&plan).unwrap()).unwrap();
 
     let out = v.run(&["apply", "plan.json", "--save", "saved.json"]);
     let s = String::from_utf8_lossy(&out.stdout).to_string();
     assert_eq!(out.status.code(), Some(2), "{}", out_text(&out));
     let refused: Vec<&str> = s.lines().filter(|l| l.contains("REFUSED")).collect();
-    assert_eq!(refused.len(), 2, "{s}");
+    assert_eq!(refused.len(), 3, "{s}");
     assert!(
         refused[0].contains("RSS indirection table: ETHTOOL_SRSSH: operation not supported by the driver"),
         "{s}"
     );
     assert!(refused[1].contains("RSS key: ETHTOOL_SRSSH: operation not supported by the driver"), "{s}");
-    assert!(s.contains("settings applied, 2 not: the device is partly tuned"), "{s}");
+    assert!(
+        refused[2].contains("udp4 hashed fields: ETHTOOL_SRXFH: operation not supported by the driver"),
+        "{s}"
+    );
+    assert!(s.contains("settings applied, 3 not: the device is partly tuned"), "{s}");
     // The sysfs settings went in regardless.
     assert!(s.lines().any(|l| l.contains("ok") && l.contains("tx-0 xps_cpus")), "{s}");
 

@@ -14,6 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 const AFTER_HELP: &str = "\
 Writes, per device: the RSS indirection table and key (ethtool ETHTOOL_SRSSH),
+the hashed fields per flow type when asked (ETHTOOL_SRXFH),
 IRQ affinities (/proc/irq/N/smp_affinity_list), rps_cpus, rps_flow_cnt and
 xps_cpus (/sys/class/net/IF/queues/*), and net.core.rps_sock_flow_entries.
 Before writing it saves the values it replaces (--save FILE, else

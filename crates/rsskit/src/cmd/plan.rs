@@ -27,6 +27,7 @@ two, as the kernel does).
 Examples:
   rsskit plan --iface eth0
   rsskit plan --iface eth0 --iface eth1 --key random --json > plan.json
+  rsskit plan --iface eth0 --hash-fields udp4=4-tuple --hash-fields udp6=4-tuple
   rsskit apply plan.json --dry-run";
 
 /// The flags `plan` and `apply` share.
@@ -50,9 +51,33 @@ pub struct PlanArgs {
     /// RFS: global socket flow table entries (net.core.rps_sock_flow_entries).
     #[arg(long, value_name = "N")]
     pub rps_sock_flow_entries: Option<u64>,
+    /// Hashed fields for a flow type, set with ETHTOOL_SRXFH: FLOW=4-tuple|2-tuple
+    /// (FLOW: tcp4 udp4 sctp4 tcp6 udp6 sctp6; ip4 ip6 take 2-tuple); repeat for several.
+    #[arg(long = "hash-fields", value_name = "FLOW=TUPLE", value_parser = hash_fields_arg)]
+    pub hash_fields: Vec<(String, u64)>,
     /// Read and write a tree shaped like /sys and /proc under DIR instead (tests).
     #[arg(long, value_name = "DIR", hide = true)]
     pub sysroot: Option<PathBuf>,
+}
+
+/// `FLOW=4-tuple|2-tuple` -> (flow, RXH_* mask).
+fn hash_fields_arg(s: &str) -> Result<(String, u64), String> {
+    use rsskit_linux::ethtool::{rxh, FLOW_TYPES};
+    let (flow, tuple) =
+        s.split_once('=').ok_or_else(|| format!("'{s}' is not FLOW=4-tuple or FLOW=2-tuple"))?;
+    if !FLOW_TYPES.iter().any(|f| f.name == flow) {
+        let names: Vec<&str> = FLOW_TYPES.iter().map(|f| f.name).collect();
+        return Err(format!("unknown flow type '{flow}' (one of {})", names.join(", ")));
+    }
+    let raw = match tuple {
+        "4-tuple" if flow.starts_with("ip") => {
+            return Err(format!("{flow} has no ports: only 2-tuple"));
+        }
+        "4-tuple" => rxh::IP_SRC | rxh::IP_DST | rxh::L4_B_0_1 | rxh::L4_B_2_3,
+        "2-tuple" => rxh::IP_SRC | rxh::IP_DST,
+        t => return Err(format!("'{t}' is not 4-tuple or 2-tuple")),
+    };
+    Ok((flow.to_string(), raw))
 }
 
 impl PlanArgs {
@@ -64,6 +89,7 @@ impl PlanArgs {
             || self.key != "keep"
             || self.rps_flow_cnt.is_some()
             || self.rps_sock_flow_entries.is_some()
+            || !self.hash_fields.is_empty()
     }
 }
 
@@ -164,6 +190,7 @@ pub fn make_plan(p: &PlanArgs) -> Result<(Sysroot, Plan)> {
         key: key_choice(&p.key)?,
         rps_flow_cnt: p.rps_flow_cnt,
         rps_sock_flow_entries: p.rps_sock_flow_entries,
+        hash_fields: p.hash_fields.clone(),
     };
     let devs = devices(&root, &p.ifaces)?;
     let plan = plan::plan(&topo, &devs, &opts).map_err(|e| anyhow!("{e}"))?;
@@ -271,6 +298,9 @@ fn device_text(s: &mut String, d: &DevicePlan) {
         None => {
             let _ = writeln!(s, "  key: keep the NIC's");
         }
+    }
+    for h in &d.hash_fields {
+        let _ = writeln!(s, "  hashed fields {}: {}", h.flow, h.fields.join(", "));
     }
     let st = &d.steering;
     let _ = writeln!(s, "  steering for rsskit servers: {} on CPUs {}", st.mode, cpulist::format(&st.cpus));
