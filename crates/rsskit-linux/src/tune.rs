@@ -401,6 +401,26 @@ mod tests {
     }
 
     #[test]
+    fn refusal_reasons() {
+        let s = Setting {
+            device: "eth0".into(),
+            what: "IRQ 41 (eth0-TxRx-1) affinity".into(),
+            kind: Kind::CpuList,
+            path: Some("/proc/irq/41/smp_affinity_list".into()),
+            old: Some("0-5".into()),
+            new: "3".into(),
+            flow: None,
+        };
+        let r = write_reason(&s, &io::Error::from_raw_os_error(libc::EIO));
+        assert!(r.contains("managed interrupt"), "{r}");
+        let x = Setting { kind: Kind::CpuMask, ..s };
+        let r = write_reason(&x, &io::Error::from_raw_os_error(libc::EINVAL));
+        assert!(r.contains("refuses this mask"), "{r}");
+        let r = write_reason(&x, &io::Error::from_raw_os_error(libc::ENOENT));
+        assert!(r.contains("no such setting"), "{r}");
+    }
+
+    #[test]
     fn stamps() {
         assert_eq!(utc_stamp(0), "19700101T000000Z");
         assert_eq!(utc_stamp(951_782_400 + 3661), "20000229T010101Z");

@@ -342,6 +342,27 @@ fn a_driver_refusing_srssh_is_reported_per_setting() {
     assert_eq!(t.driver()["rss"]["table"], d["rss"]["table"]);
 }
 
+#[test]
+fn a_write_the_kernel_refuses_is_reported_and_the_rest_applies() {
+    let t = Tree::new();
+    // An affinity file that cannot be written (here: a directory in its place).
+    fs::remove_file(t.path("proc/irq/42/smp_affinity_list")).unwrap();
+    fs::create_dir(t.path("proc/irq/42/smp_affinity_list")).unwrap();
+    let out = t.rsskit(&["apply", "--iface", "eth0", "--save", "s.json"]);
+    let s = text(&out.stdout);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{s}\n{err}");
+    assert!(s.contains("REFUSED eth0 IRQ 42 (eth0-TxRx-2) affinity: write failed:"), "{s}");
+    assert!(s.contains("ok eth0 IRQ 43 (eth0-TxRx-3) affinity = 5"), "{s}");
+    assert!(s.contains("eth0: 8 of 9 settings applied, 1 not: the device is partly tuned"), "{s}");
+    assert!(
+        err.contains("IRQ 42 (eth0-TxRx-2) affinity: current value unreadable, cannot be saved"),
+        "{err}"
+    );
+    assert!(err.contains("1 of 9 settings not applied"), "{err}");
+    assert_eq!(t.get("proc/irq/43/smp_affinity_list"), "5");
+}
+
 /// Applies the default plan, then breaks one thing; `check` must name it.
 #[test]
 fn check_names_each_misalignment() {
