@@ -363,6 +363,28 @@ fn a_write_the_kernel_refuses_is_reported_and_the_rest_applies() {
     assert_eq!(t.get("proc/irq/43/smp_affinity_list"), "5");
 }
 
+#[test]
+fn apply_warns_about_irqbalance_and_stale_plans() {
+    let t = Tree::new();
+    t.put("proc/4242/comm", "irqbalance\n");
+    t.put("proc/4242/cmdline", "/usr/sbin/irqbalance\0--foreground\0--banirq=40\0");
+    let out = t.rsskit(&["apply", "--iface", "eth0", "--dry-run"]);
+    assert!(out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains("irqbalance is running (pid 4242)"), "{err}");
+    assert!(err.contains("`--banirq=41 --banirq=42 --banirq=43` to IRQBALANCE_ARGS"), "{err}");
+    // A plan made for another queue count is refused before anything is written.
+    let plan = t.rsskit(&["plan", "--iface", "eth0", "--json"]);
+    let mut p: Value = serde_json::from_slice(&plan.stdout).unwrap();
+    p["devices"][0]["rx"].as_array_mut().unwrap().pop();
+    fs::write(t.0.join("stale.json"), serde_json::to_string(&p).unwrap()).unwrap();
+    let before = t.snapshot();
+    let out = t.rsskit(&["apply", "stale.json"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("the plan was made for 3 / 4: plan again"), "{}", text(&out.stderr));
+    assert_eq!(t.snapshot(), before);
+}
+
 /// Applies the default plan, then breaks one thing; `check` must name it.
 #[test]
 fn check_names_each_misalignment() {
