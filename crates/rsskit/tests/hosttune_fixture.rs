@@ -237,6 +237,19 @@ fn dry_run_writes_nothing() {
     assert!(s.contains("64 entries change"), "{s}");
     assert!(s.contains("dry run: nothing written"), "{s}");
     assert_eq!(t.snapshot(), before);
+    // The plan may come on stdin.
+    let plan = t.rsskit(&["plan", "--iface", "eth0", "--json"]);
+    let out = Command::cargo_bin("rsskit")
+        .unwrap()
+        .timeout(Duration::from_secs(60))
+        .current_dir(&t.0)
+        .args(["apply", "-", "--dry-run", "--sysroot", &t.root()])
+        .write_stdin(plan.stdout)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("IRQ 43 (eth0-TxRx-3) affinity 0-5 -> 5"), "{}", text(&out.stdout));
+    assert_eq!(t.snapshot(), before);
     assert!(fs::read_dir(&t.0).unwrap().count() == 1, "no save file on a dry run");
 }
 

@@ -29,12 +29,13 @@ Examples:
   rsskit plan --iface eth0 --json > plan.json
   rsskit apply plan.json --dry-run
   rsskit apply plan.json --save before.json
+  rsskit plan --iface eth0 --key random --json | rsskit apply - --dry-run
   rsskit apply --restore before.json";
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = AFTER_HELP)]
 pub struct Args {
-    /// A plan from `rsskit plan --json` (default: plan now from the flags below).
+    /// A plan from `rsskit plan --json`, `-` for stdin (default: plan now from the flags below).
     #[arg(value_name = "PLAN.json")]
     plan: Option<PathBuf>,
     #[command(flatten)]
@@ -79,8 +80,11 @@ fn now() -> u64 {
 }
 
 fn load_plan(path: &PathBuf) -> Result<Plan> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading the plan {}", path.display()))?;
+    let text = if path.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin()).context("reading the plan from stdin")?
+    } else {
+        std::fs::read_to_string(path).with_context(|| format!("reading the plan {}", path.display()))?
+    };
     let plan: Plan = serde_json::from_str(&text)
         .with_context(|| format!("{} is not a plan from `rsskit plan --json`", path.display()))?;
     if plan.version != PLAN_VERSION {

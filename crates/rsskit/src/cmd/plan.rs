@@ -225,7 +225,8 @@ pub fn plan_text(p: &Plan) -> String {
     if let Some(n) = p.rps_sock_flow_entries {
         let _ = writeln!(s, "host: net.core.rps_sock_flow_entries = {n}");
     }
-    s
+    // The padded columns leave trailing blanks.
+    s.lines().map(|l| format!("{}\n", l.trim_end())).collect()
 }
 
 fn device_text(s: &mut String, d: &DevicePlan) {
