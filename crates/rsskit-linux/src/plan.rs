@@ -349,12 +349,16 @@ pub fn plan_device(
     let flow_cnt = opts.rps_flow_cnt.map(pow2_up);
     let rx: Vec<RxPlan> =
         d.rx.iter()
-            .map(|q| RxPlan {
-                queue: q.queue,
-                cpu: rx_cpu(q.queue),
-                irq: crate::netdev::rx_irq(&d.irqs, q.queue).map(|x| x.irq),
-                rps_cpus: if rps_on { sorted(&cpus) } else { Vec::new() },
-                rps_flow_cnt: flow_cnt,
+            .map(|q| {
+                let irq = crate::netdev::rx_irq(&d.irqs, q.queue).map(|x| x.irq);
+                RxPlan {
+                    queue: q.queue,
+                    // Without hardware RSS or an IRQ nothing binds the queue to a CPU.
+                    cpu: if hw || irq.is_some() { rx_cpu(q.queue) } else { None },
+                    irq,
+                    rps_cpus: if rps_on { sorted(&cpus) } else { Vec::new() },
+                    rps_flow_cnt: flow_cnt,
+                }
             })
             .collect();
     // XPS: CPU index i sends on the TX ring bound to it, else ring i % count.
@@ -643,6 +647,7 @@ pub(crate) mod tests {
         let p = plan_device(&t, &d, &PlanOptions::default(), 0).unwrap();
         assert!(!p.hardware_rss);
         assert_eq!(p.rx[0].rps_cpus, vec![0, 1, 2, 3]);
+        assert_eq!(p.rx[0].cpu, None, "no IRQ, no RSS: RPS picks the CPU");
         assert_eq!(p.tx[0].xps_cpus, None, "no XPS on a single TX queue");
         assert_eq!(p.steering.mode, "cpu");
         assert!(p.table.is_none());
