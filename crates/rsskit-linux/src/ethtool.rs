@@ -20,9 +20,14 @@ use std::os::fd::AsRawFd;
 const SIOCETHTOOL: libc::c_ulong = 0x8946;
 const ETHTOOL_GDRVINFO: u32 = 0x03;
 const ETHTOOL_GRXFH: u32 = 0x29;
+const ETHTOOL_SRXFH: u32 = 0x2a;
 const ETHTOOL_GRXFHINDIR: u32 = 0x38;
 const ETHTOOL_GCHANNELS: u32 = 0x3c;
 const ETHTOOL_GRSSH: u32 = 0x46;
+const ETHTOOL_SRSSH: u32 = 0x47;
+/// `indir_size` of an `ETHTOOL_SRSSH` request that leaves the table alone
+/// (0 would reset it to the driver's default).
+pub const ETH_RXFH_INDIR_NO_CHANGE: u32 = 0xffff_ffff;
 
 /// `RXH_*` bits of `ethtool_rxnfc.data` for `ETHTOOL_GRXFH`.
 pub mod rxh {
@@ -469,6 +474,161 @@ impl Ethtool {
     }
 }
 
+impl Ethtool {
+    /// Writes the indirection table and/or the key (`ETHTOOL_SRSSH`);
+    /// `None` leaves that part as it is. The sizes must be the device's
+    /// (as [`Ethtool::rss`] reports them): the kernel refuses others.
+    /// A driver without `set_rxfh` (veth, lo) gives
+    /// [`Reported::Unsupported`] with the reason.
+    pub fn set_rss(&self, indir: Option<&[u32]>, key: Option<&[u8]>) -> Result<Reported<()>, EthtoolError> {
+        let mut buf = rssh_set_request(indir, key);
+        match self.ioctl_slice(&mut buf) {
+            Ok(()) => Ok(Reported::Supported(())),
+            Err(e) if self.nodev(&e) => Err(EthtoolError::NoSuchInterface(self.iface.clone())),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(Reported::Unsupported {
+                reason: format!(
+                    "{} (the driver refused the table or key: a ring it does not have, or a size \
+                     other than the device's)",
+                    describe("ETHTOOL_SRSSH", &e)
+                ),
+            }),
+            Err(e) => Ok(Reported::Unsupported { reason: describe("ETHTOOL_SRSSH", &e) }),
+        }
+    }
+}
+
+impl Ethtool {
+    /// Sets the fields hashed for one flow type (`ETHTOOL_SRXFH`; `flow` as
+    /// in [`FLOW_TYPES`], `raw` an `RXH_*` mask). A driver that cannot gives
+    /// [`Reported::Unsupported`] with the reason.
+    pub fn set_flow_hash(&self, flow: &str, raw: u64) -> Result<Reported<()>, EthtoolError> {
+        let Some(ft) = FLOW_TYPES.iter().find(|f| f.name == flow) else {
+            return Ok(Reported::Unsupported {
+                reason: format!("ETHTOOL_SRXFH: unknown flow type '{flow}'"),
+            });
+        };
+        let mut nfc = EthtoolRxnfc { cmd: ETHTOOL_SRXFH, flow_type: ft.code, data: raw, rest: [0; 176] };
+        match self.ioctl(&mut nfc) {
+            Ok(()) => Ok(Reported::Supported(())),
+            Err(e) if self.nodev(&e) => Err(EthtoolError::NoSuchInterface(self.iface.clone())),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(Reported::Unsupported {
+                reason: format!(
+                    "{} (the driver cannot hash these fields for {flow})",
+                    describe("ETHTOOL_SRXFH", &e)
+                ),
+            }),
+            Err(e) => Ok(Reported::Unsupported { reason: describe("ETHTOOL_SRXFH", &e) }),
+        }
+    }
+}
+
+/// The `ETHTOOL_SRXFH` request as bytes (`struct ethtool_rxnfc`, 192
+/// bytes: `cmd`, `flow_type`, `data` at offset 8, the rest zero).
+pub fn srxfh_request(flow_code: u32, raw: u64) -> Vec<u8> {
+    let mut b = vec![0u8; std::mem::size_of::<EthtoolRxnfc>()];
+    b[0..4].copy_from_slice(&ETHTOOL_SRXFH.to_ne_bytes());
+    b[4..8].copy_from_slice(&flow_code.to_ne_bytes());
+    b[8..16].copy_from_slice(&raw.to_ne_bytes());
+    b
+}
+
+/// An `ETHTOOL_SRXFH` request as the kernel reads it: (flow name, mask).
+pub fn parse_srxfh_request(b: &[u8]) -> Result<(&'static str, u64), String> {
+    if b.len() != std::mem::size_of::<EthtoolRxnfc>() {
+        return Err(format!("ETHTOOL_SRXFH request of {} bytes (want 192)", b.len()));
+    }
+    let word = |i: usize| u32::from_ne_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    if word(0) != ETHTOOL_SRXFH {
+        return Err(format!("command 0x{:x} is not ETHTOOL_SRXFH", word(0)));
+    }
+    let code = word(4);
+    let flow = FLOW_TYPES
+        .iter()
+        .find(|f| f.code == code)
+        .map(|f| f.name)
+        .ok_or_else(|| format!("ETHTOOL_SRXFH: unknown flow type {code}"))?;
+    let raw = u64::from_ne_bytes(b[8..16].try_into().expect("8 bytes"));
+    Ok((flow, raw))
+}
+
+/// Encodes field names (as [`rxh_fields`] gives them) back into an `RXH_*` mask.
+pub fn rxh_from_names(names: &[&str]) -> Result<u64, String> {
+    names.iter().try_fold(0u64, |acc, n| {
+        let bit = match *n {
+            "l2da" => rxh::L2DA,
+            "vlan" => rxh::VLAN,
+            "l3_proto" => rxh::L3_PROTO,
+            "ip_src" => rxh::IP_SRC,
+            "ip_dst" => rxh::IP_DST,
+            "l4_src_port" => rxh::L4_B_0_1,
+            "l4_dst_port" => rxh::L4_B_2_3,
+            "discard" => rxh::DISCARD,
+            other => return Err(format!("'{other}' is not a hashed field")),
+        };
+        Ok(acc | bit)
+    })
+}
+
+/// The `ETHTOOL_SRSSH` request: header, then the table (when given), then
+/// the key bytes (when given), in a u32-aligned buffer. Without a table,
+/// `indir_size` is [`ETH_RXFH_INDIR_NO_CHANGE`] and the key follows the
+/// header directly, as the kernel reads it; `hfunc` 0 keeps the function.
+pub fn rssh_set_request(indir: Option<&[u32]>, key: Option<&[u8]>) -> Vec<u32> {
+    let n_indir = indir.map_or(0, <[u32]>::len);
+    let n_key = key.map_or(0, <[u8]>::len);
+    let mut buf = vec![0u32; RXFH_HDR_WORDS + n_indir + n_key.div_ceil(4)];
+    let req = EthtoolRxfh {
+        cmd: ETHTOOL_SRSSH,
+        indir_size: if indir.is_some() { n_indir as u32 } else { ETH_RXFH_INDIR_NO_CHANGE },
+        key_size: n_key as u32,
+        ..EthtoolRxfh::default()
+    };
+    write_header(&mut buf, &req);
+    if let Some(t) = indir {
+        buf[RXFH_HDR_WORDS..RXFH_HDR_WORDS + n_indir].copy_from_slice(t);
+    }
+    if let Some(k) = key {
+        let mut bytes: Vec<u8> = k.to_vec();
+        bytes.resize(n_key.div_ceil(4) * 4, 0);
+        for (w, c) in buf[RXFH_HDR_WORDS + n_indir..].iter_mut().zip(bytes.chunks(4)) {
+            *w = u32::from_ne_bytes([c[0], c[1], c[2], c[3]]);
+        }
+    }
+    buf
+}
+
+/// A parsed `ETHTOOL_SRSSH` request: (table, key), `None` = unchanged.
+pub type SetRequest = (Option<Vec<u32>>, Option<Vec<u8>>);
+
+/// An `ETHTOOL_SRSSH` request as the kernel parses it: (table, key), each
+/// `None` when the request leaves it unchanged. Used by the fake driver of
+/// test trees ([`crate::sysroot`]) and to check [`rssh_set_request`].
+pub fn parse_set_request(buf: &[u32]) -> Result<SetRequest, String> {
+    if buf.len() < RXFH_HDR_WORDS {
+        return Err(format!("ETHTOOL_SRSSH request of {} bytes is shorter than its header", buf.len() * 4));
+    }
+    let h = read_header(buf);
+    if h.cmd != ETHTOOL_SRSSH {
+        return Err(format!("command 0x{:x} is not ETHTOOL_SRSSH", h.cmd));
+    }
+    if h.rss_context != 0 || h.rsvd32 != 0 {
+        return Err("ETHTOOL_SRSSH: reserved fields or an RSS context are set".into());
+    }
+    let n_indir = if h.indir_size == ETH_RXFH_INDIR_NO_CHANGE { 0 } else { h.indir_size as usize };
+    let n_key = h.key_size as usize;
+    if buf.len() < RXFH_HDR_WORDS + n_indir + n_key.div_ceil(4) {
+        return Err("ETHTOOL_SRSSH request shorter than its table and key".into());
+    }
+    if h.indir_size == ETH_RXFH_INDIR_NO_CHANGE && n_key == 0 && h.hfunc == 0 {
+        return Err("ETHTOOL_SRSSH request changes nothing (EINVAL)".into());
+    }
+    let indir = (h.indir_size != ETH_RXFH_INDIR_NO_CHANGE && n_indir > 0)
+        .then(|| buf[RXFH_HDR_WORDS..RXFH_HDR_WORDS + n_indir].to_vec());
+    let key = (n_key > 0)
+        .then(|| buf[RXFH_HDR_WORDS + n_indir..].iter().flat_map(|w| w.to_ne_bytes()).take(n_key).collect());
+    Ok((indir, key))
+}
+
 const RXFH_HDR_WORDS: usize = std::mem::size_of::<EthtoolRxfh>() / 4;
 
 /// The `ETHTOOL_GRSSH` request for the whole table and key: header,
@@ -618,6 +778,64 @@ mod tests {
         let reason = rss.reason().expect("lo must not report RSS");
         assert!(reason.contains("not supported"), "{reason}");
         assert!(e.flow_hashes().unwrap().reason().is_some());
+    }
+
+    #[test]
+    fn srssh_request_bytes() {
+        let table: Vec<u32> = (0..128u32).map(|i| i % 4).collect();
+        let key: Vec<u8> = (0..52u8).collect();
+        // Table and key: header, 128 words, 13 words of key.
+        let buf = rssh_set_request(Some(&table), Some(&key));
+        assert_eq!(buf.len(), 6 + 128 + 13);
+        let bytes: Vec<u8> = buf.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        assert_eq!(u32::from_ne_bytes(bytes[0..4].try_into().unwrap()), 0x47);
+        assert_eq!(u32::from_ne_bytes(bytes[8..12].try_into().unwrap()), 128);
+        assert_eq!(u32::from_ne_bytes(bytes[12..16].try_into().unwrap()), 52);
+        assert_eq!(bytes[16], 0, "hfunc 0 = no change");
+        assert_eq!(u32::from_ne_bytes(bytes[24 + 4 * 5..28 + 4 * 5].try_into().unwrap()), 1);
+        assert_eq!(&bytes[24 + 512..24 + 512 + 52], &key[..]);
+        assert_eq!(parse_set_request(&buf).unwrap(), (Some(table.clone()), Some(key.clone())));
+        // Key only: the table is left alone (not reset), the key follows the header.
+        let buf = rssh_set_request(None, Some(&key[..40]));
+        assert_eq!(buf[2], ETH_RXFH_INDIR_NO_CHANGE);
+        let bytes: Vec<u8> = buf.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        assert_eq!(&bytes[24..64], &key[..40]);
+        assert_eq!(parse_set_request(&buf).unwrap(), (None, Some(key[..40].to_vec())));
+        // Table only.
+        let buf = rssh_set_request(Some(&table), None);
+        assert_eq!((buf[2], buf[3]), (128, 0));
+        assert_eq!(parse_set_request(&buf).unwrap(), (Some(table), None));
+        // Nothing: refused as the kernel does.
+        assert!(parse_set_request(&rssh_set_request(None, None)).unwrap_err().contains("changes nothing"));
+        assert!(parse_set_request(&[0x46, 0, 0, 0, 0, 0]).is_err());
+    }
+
+    #[test]
+    fn loopback_refuses_srssh() {
+        let e = Ethtool::open("lo").unwrap();
+        let key = [0x6du8; 40];
+        let r = e.set_rss(None, Some(&key)).unwrap();
+        let reason = r.reason().expect("lo has no set_rxfh");
+        assert!(reason.contains("ETHTOOL_SRSSH") && reason.contains("not supported"), "{reason}");
+    }
+
+    #[test]
+    fn srxfh_request_bytes() {
+        let four = rxh::IP_SRC | rxh::IP_DST | rxh::L4_B_0_1 | rxh::L4_B_2_3;
+        let b = srxfh_request(0x02, four);
+        assert_eq!(b.len(), 192);
+        assert_eq!(u32::from_ne_bytes(b[0..4].try_into().unwrap()), 0x2a);
+        assert_eq!(u32::from_ne_bytes(b[4..8].try_into().unwrap()), 0x02);
+        assert_eq!(u64::from_ne_bytes(b[8..16].try_into().unwrap()), 0xf0);
+        assert!(b[16..].iter().all(|&x| x == 0));
+        assert_eq!(parse_srxfh_request(&b).unwrap(), ("udp4", four));
+        assert!(parse_srxfh_request(&b[..100]).is_err());
+        assert!(parse_srxfh_request(&srxfh_request(0x99, 0)).unwrap_err().contains("unknown flow type"));
+        assert_eq!(rxh_from_names(&rxh_fields(four)).unwrap(), four);
+        assert!(rxh_from_names(&["ip_src", "nope"]).is_err());
+        let e = Ethtool::open("lo").unwrap();
+        let r = e.set_flow_hash("udp4", four).unwrap();
+        assert!(r.reason().unwrap().contains("ETHTOOL_SRXFH"), "{r:?}");
     }
 
     #[test]

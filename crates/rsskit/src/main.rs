@@ -28,6 +28,12 @@ enum Command {
     Find(cmd::find::Args),
     /// The host's RSS setup: CPUs, NUMA, per-interface queues, keys, tables, IRQs, RPS.
     Info(cmd::info::Args),
+    /// Tuning plan per device: CPUs, queue -> CPU (ringmap), table, key, IRQ affinity, XPS, RPS, steering.
+    Plan(cmd::plan::Args),
+    /// Apply a plan (diff, --dry-run, save, read back) or --restore a saved state.
+    Apply(cmd::apply::Args),
+    /// Does this host keep every flow on one CPU? Verdict and reasons per device (exit 1 if not).
+    Check(cmd::check::Args),
     /// Per-CPU UDP echo/sink server: pinned workers, steered reuseport sockets, per-worker counters.
     UdpEcho(cmd::udp_echo::Args),
     /// UDP load generator: N streams spread over the server's buckets, RTT, per-stream steering check.
@@ -60,6 +66,9 @@ fn main() -> ExitCode {
         Command::Table(a) => cmd::table::run(a),
         Command::Find(a) => cmd::find::run(a),
         Command::Info(a) => cmd::info::run(a),
+        Command::Plan(a) => cmd::plan::run(a),
+        Command::Apply(a) => cmd::apply::run(a),
+        Command::Check(a) => cmd::check::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Pipeline(a) => cmd::pipeline::run(a),
         Command::Firewall(a) => cmd::firewall::run(a),

@@ -1,8 +1,10 @@
 //! One module per subcommand; shared argument parsing in [`common`].
 
+pub mod apply;
 pub mod bench;
 pub mod bench_classify;
 pub mod bench_firewall;
+pub mod check;
 pub mod classify_experiment;
 pub mod common;
 pub mod demo;
@@ -13,6 +15,7 @@ pub mod http_load;
 pub mod http_serve;
 pub mod info;
 pub mod pipeline;
+pub mod plan;
 pub mod table;
 pub mod udp_echo;
 pub mod udp_load;

@@ -1,0 +1,329 @@
+//! `rsskit check`: does this host keep every flow on one CPU? Per device,
+//! the problems that break it (each makes the verdict "not aligned") and
+//! notes that do not. No I/O: it judges what [`crate::sysroot`] read.
+
+use crate::cpulist;
+use crate::netdev::{self, IrqKind};
+use crate::sysroot::{DeviceState, IrqBalance};
+use crate::topology::Topology;
+use rsskit_core::keycheck;
+use rsskit_core::ringmap::{host_cpu, HOST_TABLE_LEN};
+use rsskit_core::RssKey;
+use serde::Serialize;
+
+/// The verdict on one device.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeviceVerdict {
+    pub name: String,
+    pub aligned: bool,
+    /// Why not (empty when aligned).
+    pub problems: Vec<String>,
+    /// Worth knowing, not misaligned.
+    pub notes: Vec<String>,
+}
+
+/// A 2-byte pattern repeated (as DragonFly's 0x6d5a), not all zeros or ones.
+fn key_is_symmetric(key: &[u8]) -> bool {
+    key.len() >= 4
+        && key.iter().enumerate().all(|(i, b)| *b == key[i % 2])
+        && ![[0, 0], [0xff, 0xff]].contains(&[key[0], key[1]])
+}
+
+/// Judges one device.
+pub fn check_device(topo: &Topology, d: &DeviceState, irqbalance: Option<&IrqBalance>) -> DeviceVerdict {
+    let mut problems = Vec::new();
+    let mut notes = Vec::new();
+    let hw = d.hardware_rss();
+    let (nrx, ntx) = (d.rx.len(), d.tx.len());
+
+    // Key quality: the check random keys get.
+    if let Some(r) = d.rss.ok().filter(|r| !r.key.is_empty()) {
+        if key_is_symmetric(&r.key) {
+            notes.push(
+                "symmetric key (a 2-byte pattern): both directions of a flow hash alike; it uses only 16 \
+                 independent hash bits, by design"
+                    .into(),
+            );
+        } else {
+            match RssKey::from_bytes(&r.key) {
+                Ok(k) => {
+                    let rep = keycheck::check_default(&k);
+                    if !rep.passed() {
+                        let why: Vec<String> = rep.problems.iter().take(3).map(|p| p.to_string()).collect();
+                        problems.push(format!(
+                            "the RSS key fails the key check ({} problem(s): {}): flows pile into few \
+                             buckets; plan with --key random",
+                            rep.problems.len(),
+                            why.join("; ")
+                        ));
+                    }
+                }
+                Err(_) => {
+                    notes.push(format!("the {}-byte key is too short to check (40 needed)", r.key.len()))
+                }
+            }
+        }
+    }
+
+    // Queue -> CPU from the IRQs.
+    let mut queue_cpu: Vec<Option<usize>> = vec![None; nrx];
+    let queue_irqs = d.irqs.iter().any(|x| x.kind != IrqKind::Other && x.queue.is_some());
+    if hw && queue_irqs {
+        for (q, slot) in queue_cpu.iter_mut().enumerate() {
+            match netdev::rx_irq(&d.irqs, q) {
+                None => problems.push(format!("rx-{q} has no IRQ of its own: its flows land wherever")),
+                Some(x) => match &x.cpus {
+                    Some(c) if c.len() == 1 => *slot = Some(c[0]),
+                    Some(c) => problems.push(format!(
+                        "rx-{q}: IRQ {} ({}) may run on CPUs {}: one queue's flows move between CPUs{}",
+                        x.irq,
+                        x.name,
+                        cpulist::format(c),
+                        if irqbalance.is_some() { "" } else { "; pin it to one CPU (rsskit apply)" }
+                    )),
+                    None => notes.push(format!("rx-{q}: IRQ {} affinity unreadable", x.irq)),
+                },
+            }
+        }
+        let mut seen: Vec<usize> = queue_cpu.iter().flatten().copied().collect();
+        seen.sort_unstable();
+        let dup: Vec<usize> = seen.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]).collect();
+        if !dup.is_empty() {
+            notes.push(format!("CPU(s) {} serve several RX queues", cpulist::format(&dup)));
+        }
+        let idle: Vec<usize> = topo.online.iter().copied().filter(|c| !seen.contains(c)).collect();
+        if !idle.is_empty() && !seen.is_empty() {
+            notes.push(format!(
+                "CPU(s) {} have no RX queue: with steering cpu they get no flows of this device",
+                cpulist::format(&idle)
+            ));
+        }
+    } else if hw {
+        notes.push("no per-queue IRQs found: cannot tell which CPU each queue runs on".into());
+    }
+
+    // The table.
+    if let Some(r) = d.rss.ok().filter(|r| !r.indir.is_empty()) {
+        let nrings = match d.channels.ok() {
+            Some(c) if c.rx_count + c.combined_count > 0 => (c.rx_count + c.combined_count) as usize,
+            _ => nrx,
+        };
+        let bad: Vec<usize> = r.indir.iter().map(|&x| x as usize).filter(|&x| x >= nrings).collect();
+        if !bad.is_empty() {
+            problems.push(format!(
+                "the indirection table names ring(s) {} but the device has {nrings} RX queue(s)",
+                cpulist::format(&bad)
+            ));
+        }
+        let unused: Vec<usize> = (0..nrings.min(nrx)).filter(|q| !r.indir.contains(&(*q as u32))).collect();
+        if !unused.is_empty() {
+            notes.push(format!(
+                "RX queue(s) {} get no RSS traffic: the table never names them",
+                cpulist::format(&unused)
+            ));
+        }
+        // Against the host-side pick (hash & 127) % N over the queue CPUs.
+        let mut qcpus: Vec<usize> = queue_cpu.iter().flatten().copied().collect();
+        qcpus.sort_unstable();
+        qcpus.dedup();
+        if hw && !qcpus.is_empty() && queue_cpu.iter().all(Option::is_some) {
+            let n = qcpus.len();
+            let mism = r
+                .indir
+                .iter()
+                .enumerate()
+                .filter(|&(i, &ring)| {
+                    queue_cpu.get(ring as usize).copied().flatten() != Some(qcpus[host_cpu(i as u32, n)])
+                })
+                .count();
+            if mism > 0 {
+                notes.push(format!(
+                    "{mism} of {} table entries send a hash to another CPU than (hash & {}) % {n} picks over \
+                     CPUs {}: only steering toeplitz cares",
+                    r.indir.len(),
+                    HOST_TABLE_LEN - 1,
+                    cpulist::format(&qcpus)
+                ));
+            }
+        }
+        // NUMA: queue CPUs off the device's node.
+        if let Some(node) = d.facts.numa_node.filter(|_| topo.nodes.len() > 1) {
+            let local: Vec<usize> =
+                topo.nodes.iter().find(|n| n.node == node).map(|n| n.cpus.clone()).unwrap_or_default();
+            let far: Vec<usize> = qcpus.iter().copied().filter(|c| !local.contains(c)).collect();
+            if !far.is_empty() {
+                let text = format!(
+                    "table entries go to queues on CPU(s) {} off the device's NUMA node {node} (CPUs {})",
+                    cpulist::format(&far),
+                    cpulist::format(&local)
+                );
+                if local.len() >= nrx {
+                    problems.push(format!("{text}, which has a CPU for every queue"));
+                } else {
+                    notes.push(format!("{text}: node {node} has fewer CPUs than queues"));
+                }
+            }
+        }
+    }
+
+    // Hashed fields: UDP on addresses only puts every flow between two hosts on one queue.
+    if let Some(flows) = d.hash.ok().filter(|_| hw) {
+        for f in flows.iter().filter(|f| f.flow.starts_with("udp") && f.tuple() == "2-tuple") {
+            notes.push(format!(
+                "{} hashes addresses only: all {} flows between two hosts share one queue (rsskit plan \
+                 --hash-fields {}=4-tuple)",
+                f.flow, f.flow, f.flow
+            ));
+        }
+    }
+
+    // RPS.
+    let rps: Vec<usize> =
+        d.rx.iter().filter(|q| q.rps_cpus.as_ref().is_some_and(|c| !c.is_empty())).map(|q| q.queue).collect();
+    if hw && !rps.is_empty() {
+        problems.push(format!(
+            "RPS is on for rx-{} although the NIC spreads flows itself: double steering moves every packet \
+             to another CPU",
+            cpulist::format(&rps)
+        ));
+    }
+    if !hw && topo.online.len() > 1 && rps.is_empty() {
+        notes.push("no hardware RSS and RPS off: each RX queue's packets are processed on one CPU".into());
+    }
+
+    // XPS.
+    if ntx > 1 {
+        let off: Vec<usize> =
+            d.tx.iter()
+                .filter(|q| q.xps_cpus.as_ref().is_none_or(|c| c.is_empty()))
+                .map(|q| q.queue)
+                .collect();
+        let any_on = off.len() < ntx;
+        if !any_on {
+            problems.push(
+                "XPS is off on every TX queue: a sender's packets go out on a queue picked by hash, whose \
+                 completions run on another CPU"
+                    .into(),
+            );
+        }
+        let mut owner: Vec<(usize, usize)> = Vec::new();
+        for q in &d.tx {
+            for &c in q.xps_cpus.iter().flatten() {
+                owner.push((c, q.queue));
+            }
+        }
+        owner.sort_unstable();
+        let multi: Vec<usize> = owner.windows(2).filter(|w| w[0].0 == w[1].0).map(|w| w[0].0).collect();
+        if !multi.is_empty() {
+            problems.push(format!("XPS maps CPU(s) {} to several TX queues", cpulist::format(&multi)));
+        }
+        if any_on {
+            let uncovered: Vec<usize> =
+                topo.online.iter().copied().filter(|c| !owner.iter().any(|(o, _)| o == c)).collect();
+            if !uncovered.is_empty() {
+                notes.push(format!("XPS maps no TX queue for CPU(s) {}", cpulist::format(&uncovered)));
+            }
+        }
+        // Crossing: a TX queue whose IRQ runs on CPU c while c sends on another queue.
+        for q in &d.tx {
+            let Some(x) = netdev::tx_irq(&d.irqs, q.queue) else { continue };
+            let Some(c) = x.cpus.as_ref().filter(|c| c.len() == 1).map(|c| c[0]) else { continue };
+            if let Some((_, other)) = owner.iter().find(|(o, t)| *o == c && *t != q.queue) {
+                problems.push(format!(
+                    "XPS crosses: CPU {c} sends on tx-{other} but tx-{}'s IRQ {} runs on CPU {c}",
+                    q.queue, x.irq
+                ));
+            }
+        }
+    }
+
+    // irqbalance.
+    if let Some(ib) = irqbalance {
+        let owned: Vec<u32> = d
+            .irqs
+            .iter()
+            .filter(|x| x.kind != IrqKind::Other && !ib.banned_irqs.contains(&x.irq))
+            .map(|x| x.irq)
+            .collect();
+        if !owned.is_empty() {
+            problems.push(format!(
+                "irqbalance (pid {}) owns the affinity of IRQ(s) {}: it will move them; add {} to its \
+                 arguments (IRQBALANCE_ARGS in /etc/default/irqbalance or /etc/sysconfig/irqbalance) and \
+                 restart it, or stop it",
+                ib.pid,
+                owned.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
+                owned.iter().map(|i| format!("--banirq={i}")).collect::<Vec<_>>().join(" ")
+            ));
+        }
+    }
+
+    DeviceVerdict { name: d.name.clone(), aligned: problems.is_empty(), problems, notes }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::tests::{nic, topo};
+
+    fn pin(d: &mut DeviceState, cpus: &[usize]) {
+        for (x, &c) in d.irqs.iter_mut().zip(cpus) {
+            x.cpus = Some(vec![c]);
+        }
+        for (q, &c) in d.tx.iter_mut().zip(cpus) {
+            q.xps_cpus = Some(vec![c]);
+        }
+    }
+
+    #[test]
+    fn aligned_nic() {
+        let t = topo(4);
+        let mut d = nic("eth0", 2, Some(1), 128);
+        pin(&mut d, &[2, 3]);
+        let v = check_device(&t, &d, None);
+        assert!(v.aligned, "{v:?}");
+        assert!(v.notes.iter().any(|n| n.contains("CPU(s) 0-1 have no RX queue")), "{v:?}");
+    }
+
+    #[test]
+    fn off_node_when_the_node_has_room() {
+        let t = topo(4);
+        let mut d = nic("eth0", 2, Some(1), 128);
+        pin(&mut d, &[0, 3]);
+        let v = check_device(&t, &d, None);
+        assert!(!v.aligned);
+        assert!(
+            v.problems.iter().any(|p| p.contains(
+                "CPU(s) 0 off the device's NUMA node 1 (CPUs 2-3), which has a CPU for every queue"
+            )),
+            "{v:?}"
+        );
+        // A node too small for the queues: a note only.
+        let mut d = nic("eth0", 4, Some(1), 128);
+        pin(&mut d, &[0, 1, 2, 3]);
+        let v = check_device(&t, &d, None);
+        assert!(v.aligned, "{v:?}");
+        assert!(v.notes.iter().any(|n| n.contains("fewer CPUs than queues")), "{v:?}");
+    }
+
+    #[test]
+    fn keys() {
+        assert!(key_is_symmetric(&[0x6d, 0x5a].repeat(20)));
+        assert!(!key_is_symmetric(&[0; 40]));
+        let t = topo(4);
+        let mut d = nic("eth0", 2, None, 128);
+        pin(&mut d, &[0, 1]);
+        if let crate::ethtool::Reported::Supported(r) = &mut d.rss {
+            r.key = vec![0; 40];
+        }
+        let v = check_device(&t, &d, None);
+        assert!(v.problems.iter().any(|p| p.contains("fails the key check")), "{v:?}");
+        let ib = IrqBalance { pid: 9, banned_irqs: vec![100, 101] };
+        if let crate::ethtool::Reported::Supported(r) = &mut d.rss {
+            r.key = rsskit_core::key::MICROSOFT_KEY.to_vec();
+        }
+        assert!(check_device(&t, &d, Some(&ib)).aligned, "banned IRQs are not irqbalance's");
+        let ib = IrqBalance { pid: 9, banned_irqs: vec![100] };
+        let v = check_device(&t, &d, Some(&ib));
+        assert!(v.problems.iter().any(|p| p.contains("IRQ(s) 101") && p.contains("--banirq=101")), "{v:?}");
+    }
+}

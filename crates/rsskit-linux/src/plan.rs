@@ -1,0 +1,679 @@
+//! The tuning plan: from what [`crate::sysroot`] reads (queues, IRQs, the
+//! device's NUMA node, online CPUs and their nodes, key and table), the
+//! layout that keeps each flow on one CPU. No I/O: `rsskit plan` prints
+//! it, `rsskit apply` writes it.
+//!
+//! - CPUs: `--cpus`, else those of the device's NUMA node, topped up with
+//!   others when it has fewer CPUs than queues ([`default_cpus`]); at most
+//!   128 (the host picks `(hash & 127) % N`), ascending.
+//! - Queue -> CPU: DragonFly's ringmap ([`rsskit_core::ringmap`]) over those
+//!   CPUs, device unit `unit` (several NICs start on different CPU sets);
+//!   RX and TX aligned when the IRQs serve both (combined channels),
+//!   matched otherwise.
+//! - Table: the ringmap's redirect table of the device's size: the fewest
+//!   entries whose ring sits on another CPU than `(hash & 127) % N`.
+//! - Key: kept, or the one asked for (random keys are checked by the caller).
+//! - IRQ affinity: each queue IRQ on its queue's CPU. XPS: every CPU sends
+//!   on the TX queue bound to it (round robin for CPUs without one).
+//! - RPS over the CPUs for devices without hardware RSS (veth, single-queue
+//!   virtio); off where hardware RSS spreads (no double steering).
+//! - RFS sizes (`rps_flow_cnt`, `rps_sock_flow_entries`) only when asked,
+//!   rounded up to a power of two as the kernel does.
+//! - Steering for rsskit's servers: `cpu` when each flow arrives on one CPU
+//!   (aligned per-queue IRQs, or RPS), `toeplitz` with the NIC's key
+//!   otherwise.
+
+use crate::cpulist;
+use crate::netdev::IrqKind;
+use crate::sysroot::DeviceState;
+use crate::topology::Topology;
+use rsskit_core::ringmap::{Ringmap, HOST_TABLE_LEN, MAX_CPUS};
+use serde::{Deserialize, Serialize};
+
+/// Why no plan was made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("no CPUs to use")]
+    NoCpus,
+    #[error("CPU {cpu} is not online (online CPUs: {online})")]
+    OfflineCpu { cpu: usize, online: String },
+    #[error("{device}: the key is {given} bytes but the device's key is {device_len} bytes")]
+    KeyLength { device: String, given: usize, device_len: usize },
+    #[error("{device}: has no RX queues in sysfs")]
+    NoQueues { device: String },
+    #[error("{device}: {msg}")]
+    Ringmap { device: String, msg: String },
+}
+
+/// The key to plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyChoice {
+    /// Keep the NIC's key.
+    Keep,
+    /// Set this key. `fit`: a pattern or random bytes that may be cut to
+    /// the device's key length (symmetric, random); otherwise the length
+    /// must be the device's.
+    Set { bytes: Vec<u8>, source: String, fit: bool },
+}
+
+/// What the user asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanOptions {
+    /// CPUs to use, in this order; `None` = NUMA-local first.
+    pub cpus: Option<Vec<usize>>,
+    /// Device unit of the first device with hardware RSS; the next ones
+    /// take the following units.
+    pub unit: usize,
+    pub key: KeyChoice,
+    /// RFS flow table size per RX queue.
+    pub rps_flow_cnt: Option<u64>,
+    /// Global RFS socket flow table size.
+    pub rps_sock_flow_entries: Option<u64>,
+    /// Hashed fields to set (`ETHTOOL_SRXFH`): flow type name and `RXH_*` mask.
+    pub hash_fields: Vec<(String, u64)>,
+}
+
+impl Default for PlanOptions {
+    fn default() -> Self {
+        PlanOptions {
+            cpus: None,
+            unit: 0,
+            key: KeyChoice::Keep,
+            rps_flow_cnt: None,
+            rps_sock_flow_entries: None,
+            hash_fields: Vec::new(),
+        }
+    }
+}
+
+/// The whole plan (`rsskit plan --json`, the input of `rsskit apply`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    pub version: u32,
+    pub online_cpus: Vec<usize>,
+    /// `net.core.rps_sock_flow_entries` to set, if asked.
+    pub rps_sock_flow_entries: Option<u64>,
+    pub devices: Vec<DevicePlan>,
+}
+
+pub const PLAN_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DevicePlan {
+    pub name: String,
+    pub driver: Option<String>,
+    pub numa_node: Option<usize>,
+    /// The CPUs used, in ringmap order (ringmap CPU index i = `cpus[i]`).
+    pub cpus: Vec<usize>,
+    pub unit: usize,
+    /// Hardware RSS (a table and more than one RX queue).
+    pub hardware_rss: bool,
+    /// Ringmap grid of the RX rings.
+    pub grid: usize,
+    pub rx: Vec<RxPlan>,
+    pub tx: Vec<TxPlan>,
+    pub irqs: Vec<IrqPlan>,
+    /// The redirect table to write; `None` = no table (no hardware RSS).
+    pub table: Option<Vec<u32>>,
+    /// Entries of `table` (and of the current table) whose ring runs on
+    /// another CPU than `(hash & 127) % N` picks, and the fewest possible.
+    pub table_mismatches: Option<usize>,
+    pub current_table_mismatches: Option<usize>,
+    pub min_mismatches: Option<usize>,
+    /// The key to write (hex); `None` = keep the NIC's.
+    pub key: Option<String>,
+    /// `keep`, `random`, `symmetric` or `given`.
+    pub key_source: String,
+    /// Hashed fields to set per flow type (`ETHTOOL_SRXFH`), when asked.
+    #[serde(default)]
+    pub hash_fields: Vec<HashFieldPlan>,
+    pub steering: Steering,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RxPlan {
+    pub queue: usize,
+    /// The CPU the queue is bound to (`None`: more queues than CPUs, the
+    /// table never names it).
+    pub cpu: Option<usize>,
+    pub irq: Option<u32>,
+    /// `rps_cpus` to write ([] = off).
+    pub rps_cpus: Vec<usize>,
+    pub rps_flow_cnt: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TxPlan {
+    pub queue: usize,
+    pub cpu: Option<usize>,
+    pub irq: Option<u32>,
+    /// `xps_cpus` to write; `None` on single-queue devices (the kernel
+    /// refuses XPS there).
+    pub xps_cpus: Option<Vec<usize>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HashFieldPlan {
+    /// Flow type: `tcp4`, `udp4`, `tcp6`, `udp6`...
+    pub flow: String,
+    /// Field names as `rsskit info` shows them (`ip_src`, `l4_dst_port`...).
+    pub fields: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IrqPlan {
+    pub irq: u32,
+    pub name: String,
+    pub cpus: Vec<usize>,
+}
+
+/// What rsskit's servers should use on this host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Steering {
+    /// `cpu` or `toeplitz`.
+    pub mode: String,
+    /// The CPUs to run the workers on.
+    pub cpus: Vec<usize>,
+    /// For `toeplitz`: the key (hex) to hash with, if the NIC reports one.
+    pub key: Option<String>,
+    pub reason: String,
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The default CPUs of a device, ascending (ringmap index i = the i-th;
+/// rsskit's workers take CPUs in ascending order too, so the host's pick
+/// `(hash & 127) % N` indexes the same list): the CPUs of its NUMA node;
+/// when the node has fewer CPUs than the device has RX queues (hardware
+/// RSS), as many other CPUs as needed, lowest first; every online CPU when
+/// the node is unknown.
+pub fn default_cpus(
+    topo: &Topology,
+    node: Option<usize>,
+    rx_queues: usize,
+    hardware_rss: bool,
+) -> Vec<usize> {
+    let mut local: Vec<usize> = node
+        .and_then(|n| topo.nodes.iter().find(|x| x.node == n))
+        .map(|n| n.cpus.iter().copied().filter(|c| topo.online.contains(c)).collect())
+        .unwrap_or_default();
+    if local.is_empty() {
+        return topo.online.clone();
+    }
+    if hardware_rss && local.len() < rx_queues {
+        let need = rx_queues - local.len();
+        let others: Vec<usize> =
+            topo.online.iter().copied().filter(|c| !local.contains(c)).take(need).collect();
+        local.extend(others);
+    }
+    sorted(&local)
+}
+
+/// Rounds up to a power of two, as the kernel does for RFS sizes.
+pub fn pow2_up(n: u64) -> u64 {
+    n.max(1).checked_next_power_of_two().unwrap_or(1 << 63)
+}
+
+/// Plans every device in `devices` (in order; units count up over the
+/// devices with hardware RSS).
+pub fn plan(topo: &Topology, devices: &[DeviceState], opts: &PlanOptions) -> Result<Plan, PlanError> {
+    if let Some(cpus) = &opts.cpus {
+        if cpus.is_empty() {
+            return Err(PlanError::NoCpus);
+        }
+        if let Some(&cpu) = cpus.iter().find(|c| !topo.online.contains(c)) {
+            return Err(PlanError::OfflineCpu { cpu, online: cpulist::format(&topo.online) });
+        }
+    }
+    let mut unit = opts.unit;
+    let mut out = Vec::new();
+    for d in devices {
+        let p = plan_device(topo, d, opts, unit)?;
+        if p.hardware_rss {
+            unit += 1;
+        }
+        out.push(p);
+    }
+    Ok(Plan {
+        version: PLAN_VERSION,
+        online_cpus: topo.online.clone(),
+        rps_sock_flow_entries: opts.rps_sock_flow_entries.map(pow2_up),
+        devices: out,
+    })
+}
+
+/// Plans one device as unit `unit`.
+pub fn plan_device(
+    topo: &Topology,
+    d: &DeviceState,
+    opts: &PlanOptions,
+    unit: usize,
+) -> Result<DevicePlan, PlanError> {
+    let mut notes = Vec::new();
+    let hw = d.hardware_rss();
+    let mut cpus = match &opts.cpus {
+        Some(c) => sorted(c),
+        None => default_cpus(topo, d.facts.numa_node, d.rx.len(), hw),
+    };
+    if cpus.is_empty() {
+        return Err(PlanError::NoCpus);
+    }
+    if cpus.len() > MAX_CPUS {
+        notes.push(format!(
+            "only the first {MAX_CPUS} of {} CPUs take part: the host picks (hash & 127) % N",
+            cpus.len()
+        ));
+        cpus.truncate(MAX_CPUS);
+    }
+    let n = cpus.len();
+    let (nrx, ntx) = (d.rx.len(), d.tx.len());
+    if nrx == 0 {
+        return Err(PlanError::NoQueues { device: d.name.clone() });
+    }
+    let rm_err = |e: rsskit_core::ringmap::RingmapError| PlanError::Ringmap {
+        device: d.name.clone(),
+        msg: e.to_string(),
+    };
+    let queue_irqs = d.irqs.iter().any(|x| x.kind != IrqKind::Other && x.queue.is_some());
+    let combined = d.irqs.iter().any(|x| x.kind == IrqKind::RxTx)
+        || (!queue_irqs && d.channels.ok().is_some_and(|c| c.combined_count > 0));
+    let dev_unit = if hw { unit } else { 0 };
+    let mut rxm = Ringmap::alloc(n, nrx, dev_unit).map_err(rm_err)?;
+    let mut txm = Ringmap::alloc(n, ntx.max(1), dev_unit).map_err(rm_err)?;
+    if combined {
+        Ringmap::align(&mut rxm, &mut txm).map_err(rm_err)?;
+    } else {
+        Ringmap::match_rings(&mut rxm, &mut txm).map_err(rm_err)?;
+    }
+    if nrx > rxm.count() {
+        let what = if hw {
+            "get no table entries (one queue per CPU is enough)"
+        } else {
+            "have no CPU of their own"
+        };
+        notes.push(format!("{nrx} RX queues on {n} CPUs: queues {}-{} {what}", rxm.count(), nrx - 1));
+    }
+
+    // Table.
+    let (mut table, mut table_mismatches, mut current_mismatches, mut min_mismatches) =
+        (None, None, None, None);
+    if let Some(r) = d.rss.ok().filter(|_| hw) {
+        let len = r.indir.len();
+        if len.is_multiple_of(HOST_TABLE_LEN) {
+            let t = rxm.rdrtable(len).map_err(rm_err)?;
+            table_mismatches = Some(rxm.mismatches(&t));
+            min_mismatches = Some(rxm.min_mismatches(len));
+            let cur: Vec<usize> = r.indir.iter().map(|&x| x as usize).collect();
+            current_mismatches = Some(rxm.mismatches(&cur));
+            table = Some(t.iter().map(|&x| x as u32).collect());
+        } else {
+            notes.push(format!(
+                "the device's table has {len} entries, not a multiple of {HOST_TABLE_LEN}: it cannot line up \
+                 with (hash & 127) % N; the rings are spread evenly instead"
+            ));
+            table = Some((0..len).map(|i| (i % rxm.count()) as u32).collect());
+        }
+    }
+
+    // Key.
+    let dev_key = d.rss.ok().map(|r| r.key.clone()).unwrap_or_default();
+    let (key, key_source) = match &opts.key {
+        KeyChoice::Keep => (None, "keep".to_string()),
+        KeyChoice::Set { .. } if dev_key.is_empty() => {
+            notes.push("no RSS key to replace: the driver reports none".into());
+            (None, "keep".to_string())
+        }
+        KeyChoice::Set { bytes, source, fit } => {
+            let k: Vec<u8> = if *fit {
+                bytes.iter().copied().cycle().take(dev_key.len()).collect()
+            } else if bytes.len() == dev_key.len() {
+                bytes.clone()
+            } else {
+                return Err(PlanError::KeyLength {
+                    device: d.name.clone(),
+                    given: bytes.len(),
+                    device_len: dev_key.len(),
+                });
+            };
+            (Some(hex(&k)), source.clone())
+        }
+    };
+
+    // Queue -> CPU.
+    let rx_cpu = |q: usize| rxm.cpu(q).map(|i| cpus[i]);
+    let tx_cpu = |q: usize| txm.cpu(q).map(|i| cpus[i]);
+    let rps_on = !hw && n > 1;
+    let flow_cnt = opts.rps_flow_cnt.map(pow2_up);
+    let rx: Vec<RxPlan> =
+        d.rx.iter()
+            .map(|q| {
+                let irq = crate::netdev::rx_irq(&d.irqs, q.queue).map(|x| x.irq);
+                RxPlan {
+                    queue: q.queue,
+                    // Without hardware RSS or an IRQ nothing binds the queue to a CPU.
+                    cpu: if hw || irq.is_some() { rx_cpu(q.queue) } else { None },
+                    irq,
+                    rps_cpus: if rps_on { sorted(&cpus) } else { Vec::new() },
+                    rps_flow_cnt: flow_cnt,
+                }
+            })
+            .collect();
+    // XPS: CPU index i sends on the TX ring bound to it, else ring i % count.
+    let mut xps: Vec<Vec<usize>> = vec![Vec::new(); ntx];
+    for (i, &cpu) in cpus.iter().enumerate() {
+        let ring = txm.cpus().iter().position(|&c| c == i).unwrap_or(i % txm.count());
+        if ring < ntx {
+            xps[ring].push(cpu);
+        }
+    }
+    // Online CPUs outside the set still send: spread them too.
+    for (j, &cpu) in topo.online.iter().filter(|c| !cpus.contains(c)).enumerate() {
+        let ring = j % txm.count();
+        if ring < ntx {
+            xps[ring].push(cpu);
+        }
+    }
+    let tx: Vec<TxPlan> =
+        d.tx.iter()
+            .map(|q| TxPlan {
+                queue: q.queue,
+                cpu: tx_cpu(q.queue),
+                irq: crate::netdev::tx_irq(&d.irqs, q.queue).map(|x| x.irq),
+                xps_cpus: (ntx > 1).then(|| sorted(xps.get(q.queue).map_or(&[][..], |v| v))),
+            })
+            .collect();
+
+    // IRQs: each queue IRQ on its queue's CPU; queues past the ringmap on
+    // the CPUs round robin.
+    let mut irqs = Vec::new();
+    for x in d.irqs.iter().filter(|x| x.kind != IrqKind::Other) {
+        let Some(q) = x.queue else { continue };
+        let cpu = if x.kind.serves_rx() && q < nrx {
+            rx_cpu(q)
+        } else if x.kind.serves_tx() && q < ntx {
+            tx_cpu(q)
+        } else {
+            None
+        }
+        .unwrap_or(cpus[q % n]);
+        irqs.push(IrqPlan { irq: x.irq, name: x.name.clone(), cpus: vec![cpu] });
+    }
+    if hw && !queue_irqs {
+        notes.push("no per-queue IRQs found (named after the device or in its msi_irqs): their affinity is not planned".into());
+    }
+
+    // Steering for rsskit's servers.
+    let queue_cpus: Vec<usize> = sorted(&rx.iter().filter_map(|q| q.cpu).collect::<Vec<_>>());
+    let nic_key = (!dev_key.is_empty()).then(|| key.clone().unwrap_or_else(|| hex(&dev_key)));
+    let steering = if hw && queue_irqs {
+        Steering {
+            mode: "cpu".into(),
+            cpus: queue_cpus,
+            key: None,
+            reason: "hardware RSS with one IRQ per queue on one CPU: each flow arrives on the CPU of its \
+                     queue; run a worker on each of those CPUs"
+                .into(),
+        }
+    } else if rps_on {
+        Steering {
+            mode: "cpu".into(),
+            cpus: sorted(&cpus),
+            key: None,
+            reason: "RPS picks one CPU per flow and the stack runs the socket lookup there".into(),
+        }
+    } else if n == 1 || (nrx == 1 && !hw) {
+        Steering {
+            mode: "cpu".into(),
+            cpus: sorted(&cpus),
+            key: None,
+            reason: "one CPU: every flow is on it".into(),
+        }
+    } else {
+        Steering {
+            mode: "toeplitz".into(),
+            cpus: sorted(&cpus),
+            key: nic_key,
+            reason: "the IRQs cannot be aligned per queue: compute the NIC's hash with its own key and \
+                     table in the workers"
+                .into(),
+        }
+    };
+    let hash_fields: Vec<HashFieldPlan> = if hw {
+        opts.hash_fields
+            .iter()
+            .map(|(flow, raw)| HashFieldPlan {
+                flow: flow.clone(),
+                fields: crate::ethtool::rxh_fields(*raw).iter().map(|s| s.to_string()).collect(),
+            })
+            .collect()
+    } else {
+        if !opts.hash_fields.is_empty() {
+            notes.push("hashed fields not planned: the device has no hardware RSS".into());
+        }
+        Vec::new()
+    };
+    if !hw && d.rss.ok().is_some() && nrx <= 1 {
+        notes.push("one RX queue: RPS spreads its flows instead of the NIC".into());
+    }
+
+    Ok(DevicePlan {
+        name: d.name.clone(),
+        driver: d.driver.clone(),
+        numa_node: d.facts.numa_node,
+        cpus,
+        unit: dev_unit,
+        hardware_rss: hw,
+        grid: rxm.grid(),
+        rx,
+        tx,
+        irqs,
+        table,
+        table_mismatches,
+        current_table_mismatches: current_mismatches,
+        min_mismatches,
+        key,
+        key_source,
+        hash_fields,
+        steering,
+        notes,
+    })
+}
+
+fn sorted(v: &[usize]) -> Vec<usize> {
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::ethtool::{Channels, Reported, Rss};
+    use crate::netdev::{IfaceFacts, IfaceIrq, RxQueue, TxQueue};
+    use crate::topology::{CpuPlace, NumaNode};
+    use rsskit_core::key::MICROSOFT_KEY;
+    use rsskit_core::ringmap::{PlanSpec, RingmapPlan};
+
+    /// `ncpus` CPUs in two equal NUMA nodes.
+    pub(crate) fn topo(ncpus: usize) -> Topology {
+        let half = ncpus / 2;
+        Topology {
+            online: (0..ncpus).collect(),
+            nodes: vec![
+                NumaNode { node: 0, cpus: (0..half).collect() },
+                NumaNode { node: 1, cpus: (half..ncpus).collect() },
+            ],
+            cpus: (0..ncpus)
+                .map(|c| CpuPlace {
+                    cpu: c,
+                    core_id: Some(c),
+                    package_id: Some(c / half),
+                    node: Some(c / half),
+                })
+                .collect(),
+        }
+    }
+
+    /// A NIC with `q` combined queues named `NAME-TxRx-N` on IRQs 100+, RSS
+    /// with a 40-byte key and a `table_len` table.
+    pub(crate) fn nic(name: &str, q: usize, node: Option<usize>, table_len: usize) -> DeviceState {
+        DeviceState {
+            name: name.into(),
+            driver: Some("ixgbe".into()),
+            facts: IfaceFacts {
+                operstate: Some("up".into()),
+                mtu: Some(1500),
+                numa_node: node,
+                has_device: true,
+            },
+            channels: Reported::Supported(Channels { combined_count: q as u32, ..Channels::default() }),
+            rss: Reported::Supported(Rss {
+                key: MICROSOFT_KEY.to_vec(),
+                indir: (0..table_len as u32).map(|i| i % q as u32).collect(),
+                hfunc: vec!["toeplitz".into()],
+                input_xfrm: vec![],
+                source: "ETHTOOL_GRSSH",
+            }),
+            hash: Reported::Unsupported { reason: "not asked".into() },
+            rx: (0..q)
+                .map(|i| RxQueue {
+                    queue: i,
+                    rps_mask: Some("0".into()),
+                    rps_cpus: Some(vec![]),
+                    rps_flow_cnt: Some(0),
+                })
+                .collect(),
+            tx: (0..q)
+                .map(|i| TxQueue { queue: i, xps_mask: Some("0".into()), xps_cpus: Some(vec![]) })
+                .collect(),
+            irqs: (0..q)
+                .map(|i| IfaceIrq {
+                    irq: 100 + i as u32,
+                    name: format!("{name}-TxRx-{i}"),
+                    kind: IrqKind::RxTx,
+                    queue: Some(i),
+                    cpus: Some(vec![0]),
+                    effective_cpus: Some(vec![0]),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn units_spread_several_nics() {
+        let t = topo(8);
+        let opts = PlanOptions { cpus: Some((0..8).collect()), ..PlanOptions::default() };
+        let p = plan(&t, &[nic("eth0", 2, None, 128), nic("eth1", 2, None, 128)], &opts).unwrap();
+        assert_eq!((p.devices[0].unit, p.devices[1].unit), (0, 1));
+        let cpus = |d: &DevicePlan| d.rx.iter().map(|q| q.cpu.unwrap()).collect::<Vec<_>>();
+        assert_eq!(cpus(&p.devices[0]), vec![0, 1]);
+        assert_eq!(cpus(&p.devices[1]), vec![2, 3], "unit 1 starts on the next CPU set");
+        for (u, d) in p.devices.iter().enumerate() {
+            let rp = RingmapPlan::new(PlanSpec {
+                ncpus: 8,
+                rings: 2,
+                unit: u,
+                pow2: false,
+                tx_rings: None,
+                table_len: 128,
+            })
+            .unwrap();
+            assert_eq!(d.table.as_ref().unwrap().iter().map(|&x| x as usize).collect::<Vec<_>>(), rp.table);
+            assert_eq!(d.irqs.iter().map(|x| x.cpus[0]).collect::<Vec<_>>(), rp.rx.cpus());
+        }
+        // --unit shifts the first NIC.
+        let p = plan(&t, &[nic("eth0", 2, None, 128)], &PlanOptions { unit: 2, ..opts }).unwrap();
+        assert_eq!(cpus(&p.devices[0]), vec![4, 5]);
+    }
+
+    #[test]
+    fn numa_local_cpus_by_default() {
+        let t = topo(8);
+        let p = plan_device(&t, &nic("eth0", 4, Some(1), 128), &PlanOptions::default(), 0).unwrap();
+        assert_eq!(p.cpus, vec![4, 5, 6, 7]);
+        assert_eq!(p.irqs.iter().map(|x| x.cpus[0]).collect::<Vec<_>>(), vec![4, 5, 6, 7]);
+        assert_eq!(p.table_mismatches, Some(0));
+        // Fewer local CPUs than queues: topped up with the lowest others.
+        let p = plan_device(&t, &nic("eth0", 6, Some(1), 128), &PlanOptions::default(), 0).unwrap();
+        assert_eq!(p.cpus, vec![0, 1, 4, 5, 6, 7]);
+        // No node: every CPU.
+        let p = plan_device(&t, &nic("eth0", 2, None, 128), &PlanOptions::default(), 0).unwrap();
+        assert_eq!(p.cpus, (0..8).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn keys_and_sizes() {
+        let t = topo(4);
+        let mut d = nic("eth0", 4, None, 512);
+        let sym = KeyChoice::Set { bytes: vec![0x6d, 0x5a], source: "symmetric".into(), fit: true };
+        let p = plan_device(&t, &d, &PlanOptions { key: sym, ..PlanOptions::default() }, 0).unwrap();
+        assert_eq!(p.key.as_deref(), Some("6d5a".repeat(20).as_str()));
+        assert_eq!(p.table.as_ref().unwrap().len(), 512);
+        assert_eq!(p.table.as_ref().unwrap()[128..256], p.table.as_ref().unwrap()[..128]);
+        let given = KeyChoice::Set { bytes: vec![1; 52], source: "given".into(), fit: false };
+        let e = plan_device(&t, &d, &PlanOptions { key: given, ..PlanOptions::default() }, 0).unwrap_err();
+        assert_eq!(e, PlanError::KeyLength { device: "eth0".into(), given: 52, device_len: 40 });
+        // A table size that is not a multiple of 128: rings spread evenly, with a note.
+        if let Reported::Supported(r) = &mut d.rss {
+            r.indir.truncate(64);
+        }
+        let p = plan_device(&t, &d, &PlanOptions::default(), 0).unwrap();
+        assert_eq!(p.table.as_ref().unwrap().len(), 64);
+        assert!(p.notes.iter().any(|n| n.contains("not a multiple of 128")), "{:?}", p.notes);
+        // RFS sizes rounded up as the kernel does.
+        let opts = PlanOptions {
+            rps_flow_cnt: Some(1000),
+            rps_sock_flow_entries: Some(5000),
+            ..PlanOptions::default()
+        };
+        let p = plan(&t, &[nic("eth0", 2, None, 128)], &opts).unwrap();
+        assert_eq!(p.rps_sock_flow_entries, Some(8192));
+        assert!(p.devices[0].rx.iter().all(|q| q.rps_flow_cnt == Some(1024)));
+        assert_eq!(pow2_up(0), 1);
+        assert_eq!(pow2_up(4096), 4096);
+    }
+
+    #[test]
+    fn without_hardware_rss_rps_spreads() {
+        let t = topo(4);
+        let mut d = nic("veth0", 1, None, 128);
+        d.rss = Reported::Unsupported { reason: "no".into() };
+        d.irqs.clear();
+        d.facts.has_device = false;
+        let p = plan_device(&t, &d, &PlanOptions::default(), 0).unwrap();
+        assert!(!p.hardware_rss);
+        assert_eq!(p.rx[0].rps_cpus, vec![0, 1, 2, 3]);
+        assert_eq!(p.rx[0].cpu, None, "no IRQ, no RSS: RPS picks the CPU");
+        assert_eq!(p.tx[0].xps_cpus, None, "no XPS on a single TX queue");
+        assert_eq!(p.steering.mode, "cpu");
+        assert!(p.table.is_none());
+        // Hardware RSS but no per-queue IRQs: toeplitz with the NIC's key.
+        let mut d = nic("eth0", 4, None, 128);
+        d.irqs.clear();
+        let p = plan_device(&t, &d, &PlanOptions::default(), 0).unwrap();
+        assert_eq!(p.steering.mode, "toeplitz");
+        assert_eq!(p.steering.key.as_deref(), Some(hex(&MICROSOFT_KEY).as_str()));
+        assert!(p.rx.iter().all(|q| q.rps_cpus.is_empty()), "no RPS over hardware RSS");
+    }
+
+    #[test]
+    fn bad_cpus() {
+        let t = topo(4);
+        let e = plan(
+            &t,
+            &[nic("eth0", 2, None, 128)],
+            &PlanOptions { cpus: Some(vec![9]), ..PlanOptions::default() },
+        );
+        assert_eq!(e.unwrap_err(), PlanError::OfflineCpu { cpu: 9, online: "0-3".into() });
+        let e = plan(
+            &t,
+            &[nic("eth0", 2, None, 128)],
+            &PlanOptions { cpus: Some(vec![]), ..PlanOptions::default() },
+        );
+        assert_eq!(e.unwrap_err(), PlanError::NoCpus);
+    }
+}

@@ -1,0 +1,241 @@
+//! `rsskit apply`: writes a plan (from `rsskit plan --json`, or made from
+//! the same flags): shows the diff, saves what it replaces, writes every
+//! setting, reads each back and reports what the kernel or driver refused.
+//! `--restore FILE` writes a save file back.
+
+use super::plan::{make_plan, sysroot, PlanArgs};
+use anyhow::{bail, Context, Result};
+use rsskit_linux::plan::{Plan, PLAN_VERSION};
+use rsskit_linux::sysroot::Sysroot;
+use rsskit_linux::tune::{self, Kind, Outcome, Setting};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+const AFTER_HELP: &str = "\
+Writes, per device: the RSS indirection table and key (ethtool ETHTOOL_SRSSH),
+the hashed fields per flow type when asked (ETHTOOL_SRXFH),
+IRQ affinities (/proc/irq/N/smp_affinity_list), rps_cpus, rps_flow_cnt and
+xps_cpus (/sys/class/net/IF/queues/*), and net.core.rps_sock_flow_entries.
+Before writing it saves the values it replaces (--save FILE, else
+rsskit-saved-<UTC time>.json in the current directory); every value is read
+back, and a setting the kernel or driver refused (a managed IRQ, a driver
+without SRSSH) is reported with the reason while the others still apply.
+
+Exit status: 0 all applied; 1 error (nothing written); 2 some settings not
+applied (listed; `rsskit apply --restore FILE` puts back what was written).
+
+Examples:
+  rsskit plan --iface eth0 --json > plan.json
+  rsskit apply plan.json --dry-run
+  rsskit apply plan.json --save before.json
+  rsskit plan --iface eth0 --key random --json | rsskit apply - --dry-run
+  rsskit apply --restore before.json";
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = AFTER_HELP)]
+pub struct Args {
+    /// A plan from `rsskit plan --json`, `-` for stdin (default: plan now from the flags below).
+    #[arg(value_name = "PLAN.json")]
+    plan: Option<PathBuf>,
+    #[command(flatten)]
+    p: PlanArgs,
+    /// Show the changes and stop.
+    #[arg(long)]
+    dry_run: bool,
+    /// Save the values replaced to FILE (default: rsskit-saved-<time>.json).
+    #[arg(long, value_name = "FILE")]
+    save: Option<PathBuf>,
+    /// Put back the values saved in FILE by an earlier apply.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["plan", "save"])]
+    restore: Option<PathBuf>,
+}
+
+fn short(kind: Kind, v: &str) -> String {
+    match kind {
+        Kind::RssKey if v.len() > 16 => format!("{}..({} bytes)", &v[..16], v.len() / 2),
+        Kind::RssTable => {
+            let n = v.split(',').count();
+            let head: Vec<&str> = v.split(',').take(8).collect();
+            format!("[{}{}] ({n} entries)", head.join(","), if n > 8 { ",.." } else { "" })
+        }
+        _ => v.to_string(),
+    }
+}
+
+fn diff_line(s: &Setting) -> String {
+    let old = s.old.as_deref().map_or("(unreadable)".to_string(), |o| short(s.kind, o));
+    let mut line = format!("  {:<8} {:<40} {old} -> {}", s.device, s.what, short(s.kind, &s.new));
+    if s.kind == Kind::RssTable {
+        if let Some(o) = &s.old {
+            let changed = o.split(',').zip(s.new.split(',')).filter(|(a, b)| a != b).count();
+            line.push_str(&format!("; {changed} entries change"));
+        }
+    }
+    line
+}
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+fn load_plan(path: &PathBuf) -> Result<Plan> {
+    let text = if path.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin()).context("reading the plan from stdin")?
+    } else {
+        std::fs::read_to_string(path).with_context(|| format!("reading the plan {}", path.display()))?
+    };
+    let plan: Plan = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a plan from `rsskit plan --json`", path.display()))?;
+    if plan.version != PLAN_VERSION {
+        bail!("{}: plan version {} (this rsskit reads version {PLAN_VERSION})", path.display(), plan.version);
+    }
+    Ok(plan)
+}
+
+pub fn run(a: Args) -> Result<()> {
+    if let Some(file) = &a.restore {
+        if a.p.any_set() {
+            bail!("--restore takes no planning flags: it writes back what FILE holds");
+        }
+        return restore(&sysroot(a.p.sysroot.as_ref())?, file, a.dry_run);
+    }
+    let (root, plan) = match &a.plan {
+        Some(path) => {
+            if a.p.any_set() {
+                bail!("give a plan file or planning flags (--iface, --cpus, --key, ...), not both");
+            }
+            (sysroot(a.p.sysroot.as_ref())?, load_plan(path)?)
+        }
+        None => make_plan(&a.p)?,
+    };
+    let all = tune::settings(&root, &plan)?;
+    let changes: Vec<Setting> = all.iter().filter(|s| !s.unchanged()).cloned().collect();
+    println!("Changes ({} of {} settings; the others are already as planned):", changes.len(), all.len());
+    for s in &changes {
+        println!("{}", diff_line(s));
+    }
+    if plan.devices.iter().any(|d| !d.irqs.is_empty()) {
+        if let Some(ib) = root.irqbalance() {
+            let irqs: Vec<u32> = plan.devices.iter().flat_map(|d| d.irqs.iter().map(|x| x.irq)).collect();
+            let missing: Vec<String> = irqs
+                .iter()
+                .filter(|i| !ib.banned_irqs.contains(i))
+                .map(|i| format!("--banirq={i}"))
+                .collect();
+            if !missing.is_empty() {
+                eprintln!(
+                    "rsskit: warning: irqbalance is running (pid {}): it will move the IRQ affinities set here. \
+                     Exclude the IRQs by adding `{}` to IRQBALANCE_ARGS (/etc/default/irqbalance or \
+                     /etc/sysconfig/irqbalance) and restarting it, or stop it (systemctl stop irqbalance).",
+                    ib.pid,
+                    missing.join(" ")
+                );
+            }
+        }
+    }
+    if a.dry_run {
+        println!("dry run: nothing written");
+        return Ok(());
+    }
+    if changes.is_empty() {
+        println!("nothing to do");
+        return Ok(());
+    }
+    let t = now();
+    let save_path =
+        a.save.clone().unwrap_or_else(|| PathBuf::from(format!("rsskit-saved-{}.json", tune::utc_stamp(t))));
+    let save = tune::save_of(&changes, t);
+    tune::write_save(&save_path, &save)?;
+    println!(
+        "Saved the {} current values to {} (rsskit apply --restore {} puts them back)",
+        save.settings.len(),
+        save_path.display(),
+        save_path.display()
+    );
+    for s in changes.iter().filter(|s| s.old.is_none()) {
+        eprintln!("rsskit: warning: {} {}: current value unreadable, cannot be saved", s.device, s.what);
+    }
+    let failed = write_all(&root, &changes)?;
+    if failed > 0 {
+        let _ = std::io::stdout().flush();
+        eprintln!(
+            "rsskit: {failed} of {} settings not applied (listed above); the others are in place. \
+             `rsskit apply --restore {}` puts back everything written.",
+            changes.len(),
+            save_path.display()
+        );
+        std::process::exit(2);
+    }
+    Ok(())
+}
+
+/// Writes every setting, prints one line each; returns how many failed.
+fn write_all(root: &Sysroot, changes: &[Setting]) -> Result<usize> {
+    println!("Writing:");
+    let mut failed = 0;
+    let mut per_dev: Vec<(String, usize, usize)> = Vec::new();
+    for s in changes {
+        let o = tune::write_one(root, s)?;
+        let ok = o == Outcome::Applied;
+        match &o {
+            Outcome::Applied => println!("  ok       {:<8} {} = {}", s.device, s.what, short(s.kind, &s.new)),
+            Outcome::Refused { reason } => println!("  REFUSED  {:<8} {}: {reason}", s.device, s.what),
+            Outcome::Changed { read_back, reason } => println!(
+                "  CHANGED  {:<8} {}: asked {}, reads back {} ({reason})",
+                s.device,
+                s.what,
+                short(s.kind, &s.new),
+                short(s.kind, read_back)
+            ),
+        }
+        match per_dev.iter_mut().find(|(d, _, _)| *d == s.device) {
+            Some(e) => {
+                e.1 += 1;
+                e.2 += usize::from(!ok);
+            }
+            None => per_dev.push((s.device.clone(), 1, usize::from(!ok))),
+        }
+        failed += usize::from(!ok);
+    }
+    for (d, n, bad) in per_dev.iter().filter(|(_, _, bad)| *bad > 0) {
+        println!("{d}: {} of {n} settings applied, {bad} not: the device is partly tuned", n - bad);
+    }
+    if failed == 0 {
+        println!("All {} settings applied and read back.", changes.len());
+    }
+    Ok(failed)
+}
+
+fn restore(root: &Sysroot, file: &Path, dry_run: bool) -> Result<()> {
+    let save = tune::read_save(file)?;
+    let mut changes = Vec::new();
+    for mut s in save.settings {
+        s.old = tune::current(root, &s)?;
+        if !s.unchanged() {
+            changes.push(s);
+        }
+    }
+    println!("Restoring from {} ({} settings differ from the saved values):", file.display(), changes.len());
+    for s in &changes {
+        println!("{}", diff_line(s));
+    }
+    if dry_run {
+        println!("dry run: nothing written");
+        return Ok(());
+    }
+    if changes.is_empty() {
+        println!("nothing to do");
+        return Ok(());
+    }
+    let failed = write_all(root, &changes)?;
+    if failed > 0 {
+        let _ = std::io::stdout().flush();
+        eprintln!(
+            "rsskit: {failed} of {} saved settings could not be put back (listed above)",
+            changes.len()
+        );
+        std::process::exit(2);
+    }
+    Ok(())
+}

@@ -1,0 +1,479 @@
+//! `rsskit plan`, `apply` and `check` against a directory tree shaped like
+//! `/sys` and `/proc` of a 6-CPU, 2-node machine with a 4-queue NIC
+//! (tests/fixtures/host6cpu, copied to a temp dir per test; the ethtool
+//! answers come from its ethtool/eth0.json, written through the SRSSH
+//! request bytes). This is also the only place `net.core.rps_sock_flow_entries`
+//! is written: it is global, never written on the real host by tests.
+
+use assert_cmd::Command;
+use rsskit_core::ringmap::{PlanSpec, RingmapPlan};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/host6cpu");
+
+/// A copy of the fixture, removed on drop.
+struct Tree(PathBuf);
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for e in fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dst);
+        } else {
+            fs::copy(e.path(), dst).unwrap();
+        }
+    }
+}
+
+fn files(dir: &Path, base: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+    for e in fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            files(&e.path(), base, out);
+        } else {
+            out.insert(
+                e.path().strip_prefix(base).unwrap().display().to_string(),
+                fs::read(e.path()).unwrap(),
+            );
+        }
+    }
+}
+
+impl Tree {
+    fn new() -> Tree {
+        let p = std::env::temp_dir().join(format!(
+            "rsskit-hosttune-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&p);
+        copy_dir(Path::new(FIXTURE), &p.join("root"));
+        Tree(p)
+    }
+    fn root(&self) -> String {
+        self.0.join("root").display().to_string()
+    }
+    fn path(&self, rel: &str) -> PathBuf {
+        self.0.join("root").join(rel)
+    }
+    fn put(&self, rel: &str, text: &str) {
+        let p = self.path(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    }
+    fn get(&self, rel: &str) -> String {
+        fs::read_to_string(self.path(rel)).unwrap().trim().to_string()
+    }
+    /// sysfs/procfs files byte for byte (the fake driver file is compared
+    /// by value: rsskit rewrites it).
+    fn snapshot(&self) -> (BTreeMap<String, Vec<u8>>, Value) {
+        let mut m = BTreeMap::new();
+        files(&self.0.join("root"), &self.0.join("root"), &mut m);
+        let eth = m.remove("ethtool/eth0.json").unwrap();
+        (m, serde_json::from_slice(&eth).unwrap())
+    }
+    fn driver(&self) -> Value {
+        serde_json::from_str(&fs::read_to_string(self.path("ethtool/eth0.json")).unwrap()).unwrap()
+    }
+    fn set_driver(&self, v: &Value) {
+        fs::write(self.path("ethtool/eth0.json"), serde_json::to_string_pretty(v).unwrap()).unwrap();
+    }
+    fn rsskit(&self, args: &[&str]) -> std::process::Output {
+        let mut c = Command::cargo_bin("rsskit").unwrap();
+        c.timeout(Duration::from_secs(60)).current_dir(&self.0).args(args).args(["--sysroot", &self.root()]);
+        c.output().unwrap()
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The output with runs of spaces squashed to one (the tables pad columns).
+fn text(b: &[u8]) -> String {
+    let s = String::from_utf8_lossy(b);
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if !(c == ' ' && out.ends_with(' ')) {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn json_of(out: &std::process::Output) -> Value {
+    assert!(out.status.success() || out.status.code() == Some(1), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(&out.stdout)))
+}
+
+fn nums(v: &Value) -> Vec<usize> {
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as usize).collect()
+}
+
+#[test]
+fn default_plan_uses_the_nic_node_topped_up_and_matches_the_ringmap() {
+    let t = Tree::new();
+    let v = json_of(&t.rsskit(&["plan", "--iface", "eth0", "--json"]));
+    let d = &v["devices"][0];
+    // Node 1 holds CPUs 3-5, the NIC has 4 queues: node 1 plus CPU 0.
+    assert_eq!(nums(&d["cpus"]), vec![0, 3, 4, 5], "{d}");
+    assert_eq!(d["hardware_rss"], true);
+    let rp = RingmapPlan::new(PlanSpec {
+        ncpus: 4,
+        rings: 4,
+        unit: 0,
+        pow2: false,
+        tx_rings: None,
+        table_len: 128,
+    })
+    .unwrap();
+    assert_eq!(nums(&d["table"]), rp.table);
+    assert_eq!(d["table_mismatches"], rp.mismatches);
+    assert_eq!(d["table_mismatches"], 0);
+    // The fixture's table names rings 0 and 1 only: half its entries are off.
+    assert_eq!(d["current_table_mismatches"], 64);
+    let cpus = [0, 3, 4, 5];
+    for q in 0..4 {
+        assert_eq!(d["rx"][q]["cpu"], cpus[rp.rx.cpus()[q]]);
+        assert_eq!(d["rx"][q]["irq"], 40 + q);
+        assert_eq!(d["rx"][q]["rps_cpus"], json!([]), "hardware RSS: RPS off");
+        assert_eq!(d["tx"][q]["cpu"], d["rx"][q]["cpu"], "combined channels: TX with RX");
+        assert_eq!(d["irqs"][q]["irq"], 40 + q);
+        assert_eq!(d["irqs"][q]["cpus"], json!([cpus[q]]));
+    }
+    assert_eq!(d["irqs"].as_array().unwrap().len(), 4, "the link IRQ 44 is left alone");
+    // XPS: each queue CPU on its own queue; CPUs 1 and 2 (outside the set) spread.
+    let mut all: Vec<usize> = (0..4).flat_map(|q| nums(&d["tx"][q]["xps_cpus"])).collect();
+    all.sort_unstable();
+    assert_eq!(all, vec![0, 1, 2, 3, 4, 5]);
+    for (q, c) in cpus.iter().enumerate() {
+        assert!(nums(&d["tx"][q]["xps_cpus"]).contains(c));
+    }
+    assert_eq!(d["steering"]["mode"], "cpu");
+    assert_eq!(nums(&d["steering"]["cpus"]), vec![0, 3, 4, 5]);
+    assert_eq!(d["key"], Value::Null);
+
+    let out = t.rsskit(&["plan", "--iface", "eth0"]);
+    assert!(out.status.success());
+    let s = text(&out.stdout);
+    assert!(s.contains("eth0 (ixgbe, NUMA node 1): hardware RSS, 4 RX / 4 TX queues, unit 0"), "{s}");
+    assert!(s.contains("rx-1 3 41 eth0-TxRx-1"), "{s}");
+    assert!(s.contains("mismatches 0 (now 64, fewest possible 0)"), "{s}");
+    assert!(s.contains("--steer cpu --cpus 0,3-5"), "{s}");
+}
+
+#[test]
+fn six_cpu_plan_is_the_ringmap_of_six_cpus() {
+    let t = Tree::new();
+    let v = json_of(&t.rsskit(&["plan", "--iface", "eth0", "--cpus", "0-5", "--json"]));
+    let d = &v["devices"][0];
+    let rp = RingmapPlan::new(PlanSpec {
+        ncpus: 6,
+        rings: 4,
+        unit: 0,
+        pow2: false,
+        tx_rings: None,
+        table_len: 128,
+    })
+    .unwrap();
+    assert_eq!(d["grid"], rp.rx.grid());
+    assert_eq!(d["grid"], 6);
+    assert_eq!(nums(&d["table"]), rp.table);
+    assert_eq!(d["table_mismatches"], rp.mismatches);
+    assert_eq!(d["min_mismatches"], rp.min_mismatches);
+    assert!(rp.mismatches < rp.replicate_mismatches, "the ringmap beats the replicated table");
+    for q in 0..4 {
+        assert_eq!(d["rx"][q]["cpu"], rp.rx.cpus()[q]);
+    }
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let t = Tree::new();
+    let cases: [(&[&str], &str); 6] = [
+        (&["plan", "--iface", "nope0"], "interface 'nope0' does not exist"),
+        (&["plan", "--iface", "eth0", "--cpus", "0-9"], "CPU 6 is not online"),
+        (&["plan", "--iface", "eth0", "--cpus", "5-1"], "--cpus"),
+        (&["plan", "--iface", "eth0", "--key", "abcd"], "--key"),
+        (&["plan", "--iface", "eth0", "--key", &"00".repeat(40)], "fails the key check"),
+        (&["apply", "--restore", "/nonexistent/save.json"], "/nonexistent/save.json"),
+    ];
+    for (args, want) in cases {
+        let out = t.rsskit(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", text(&out.stdout));
+        let err = text(&out.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    fs::write(t.0.join("notaplan.json"), "{\"hello\": 1}").unwrap();
+    let out = t.rsskit(&["apply", "notaplan.json"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("is not a plan"), "{}", text(&out.stderr));
+    let out = t.rsskit(&["apply", "notaplan.json", "--iface", "eth0"]);
+    assert!(text(&out.stderr).contains("not both"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn dry_run_writes_nothing() {
+    let t = Tree::new();
+    let before = t.snapshot();
+    let out = t.rsskit(&["apply", "--iface", "eth0", "--key", "symmetric", "--dry-run"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(s.contains("IRQ 41 (eth0-TxRx-1) affinity 0-5 -> 3"), "{s}");
+    assert!(s.contains("RSS key 6d5a56da255b0ec2..(40 bytes) -> 6d5a6d5a6d5a6d5a"), "{s}");
+    assert!(s.contains("RSS indirection table"), "{s}");
+    assert!(s.contains("64 entries change"), "{s}");
+    assert!(s.contains("dry run: nothing written"), "{s}");
+    assert_eq!(t.snapshot(), before);
+    // The plan may come on stdin.
+    let plan = t.rsskit(&["plan", "--iface", "eth0", "--json"]);
+    let out = Command::cargo_bin("rsskit")
+        .unwrap()
+        .timeout(Duration::from_secs(60))
+        .current_dir(&t.0)
+        .args(["apply", "-", "--dry-run", "--sysroot", &t.root()])
+        .write_stdin(plan.stdout)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("IRQ 43 (eth0-TxRx-3) affinity 0-5 -> 5"), "{}", text(&out.stdout));
+    assert_eq!(t.snapshot(), before);
+    assert!(fs::read_dir(&t.0).unwrap().count() == 1, "no save file on a dry run");
+}
+
+#[test]
+fn apply_reads_back_check_says_aligned_restore_puts_it_back() {
+    let t = Tree::new();
+    let before = t.snapshot();
+    let out = t.rsskit(&["check", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "the fixture starts misaligned");
+    let plan = t.rsskit(&[
+        "plan",
+        "--iface",
+        "eth0",
+        "--key",
+        "random",
+        "--rps-flow-cnt",
+        "1000",
+        "--rps-sock-flow-entries",
+        "30000",
+        "--hash-fields",
+        "udp4=4-tuple",
+        "--json",
+    ]);
+    assert!(plan.status.success(), "{}", text(&plan.stderr));
+    fs::write(t.0.join("plan.json"), &plan.stdout).unwrap();
+    let p: Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let out = t.rsskit(&["apply", "plan.json", "--save", "saved.json"]);
+    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(s.contains("All 16 settings applied and read back."), "{s}");
+
+    // Every value is where the plan says.
+    for q in 0..4 {
+        assert_eq!(
+            t.get(&format!("proc/irq/{}/smp_affinity_list", 40 + q)),
+            p["devices"][0]["rx"][q]["cpu"].to_string()
+        );
+        assert_eq!(t.get(&format!("sys/class/net/eth0/queues/rx-{q}/rps_flow_cnt")), "1024", "rounded up");
+        assert_eq!(t.get(&format!("sys/class/net/eth0/queues/rx-{q}/rps_cpus")), "00000000");
+        let xps = rsskit_linux::netdev::parse_hex_mask(
+            &t.get(&format!("sys/class/net/eth0/queues/tx-{q}/xps_cpus")),
+        )
+        .unwrap();
+        assert_eq!(xps, nums(&p["devices"][0]["tx"][q]["xps_cpus"]));
+    }
+    assert_eq!(t.get("proc/irq/44/smp_affinity_list"), "0-5", "the link IRQ is untouched");
+    assert_eq!(t.get("proc/sys/net/core/rps_sock_flow_entries"), "32768");
+    let drv = t.driver();
+    assert_eq!(drv["rss"]["table"], p["devices"][0]["table"]);
+    assert_eq!(drv["rss"]["key"], p["devices"][0]["key"]);
+    assert_ne!(drv["rss"]["key"], before.1["rss"]["key"]);
+    assert_eq!(drv["hash"]["udp4"], 0xf0, "udp4 now hashes ports too (ETHTOOL_SRXFH)");
+    assert_eq!(drv["hash"]["udp6"], 0x30, "udp6 not asked for: unchanged");
+
+    let out = t.rsskit(&["check", "--iface", "eth0"]);
+    let s = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{s}");
+    assert!(s.contains("eth0: aligned") && s.contains("verdict: aligned"), "{s}");
+
+    // Applying again changes nothing.
+    let out = t.rsskit(&["apply", "plan.json", "--save", "again.json"]);
+    assert!(text(&out.stdout).contains("nothing to do"), "{}", text(&out.stdout));
+
+    let out = t.rsskit(&["apply", "--restore", "saved.json"]);
+    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    assert!(text(&out.stdout).contains("All 16 settings applied"), "{}", text(&out.stdout));
+    let after = t.snapshot();
+    assert_eq!(after.0, before.0, "sysfs/procfs byte for byte");
+    assert_eq!(after.1, before.1, "key and table as before");
+}
+
+#[test]
+fn default_save_file_is_named_and_timestamped() {
+    let t = Tree::new();
+    let out = t.rsskit(&["apply", "--iface", "eth0"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let saved: Vec<String> = fs::read_dir(&t.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("rsskit-saved-"))
+        .collect();
+    assert_eq!(saved.len(), 1, "{saved:?}");
+    let name = &saved[0];
+    assert!(name.ends_with("Z.json") && name.len() == "rsskit-saved-20260101T000000Z.json".len(), "{name}");
+    assert!(text(&out.stdout).contains(&format!("rsskit apply --restore {name}")), "{}", text(&out.stdout));
+}
+
+#[test]
+fn a_driver_refusing_srssh_is_reported_per_setting() {
+    let t = Tree::new();
+    let mut d = t.driver();
+    d["refuse_set"] = json!("operation not supported by the driver");
+    t.set_driver(&d);
+    let out = t.rsskit(&["apply", "--iface", "eth0", "--key", "symmetric", "--save", "s.json"]);
+    let s = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{s}\n{}", text(&out.stderr));
+    assert!(s.contains("REFUSED eth0 RSS indirection table: ETHTOOL_SRSSH: operation not supported"), "{s}");
+    assert!(s.contains("REFUSED eth0 RSS key: ETHTOOL_SRSSH"), "{s}");
+    assert!(s.contains("ok eth0 IRQ 40 (eth0-TxRx-0) affinity = 0"), "{s}");
+    assert!(s.contains("eth0: 8 of 10 settings applied, 2 not: the device is partly tuned"), "{s}");
+    assert!(text(&out.stderr).contains("2 of 10 settings not applied"), "{}", text(&out.stderr));
+    assert_eq!(t.get("proc/irq/43/smp_affinity_list"), "5", "the other settings are in place");
+    assert_eq!(t.driver()["rss"]["table"], d["rss"]["table"]);
+}
+
+#[test]
+fn a_write_the_kernel_refuses_is_reported_and_the_rest_applies() {
+    let t = Tree::new();
+    // An affinity file that cannot be written (here: a directory in its place).
+    fs::remove_file(t.path("proc/irq/42/smp_affinity_list")).unwrap();
+    fs::create_dir(t.path("proc/irq/42/smp_affinity_list")).unwrap();
+    let out = t.rsskit(&["apply", "--iface", "eth0", "--save", "s.json"]);
+    let s = text(&out.stdout);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{s}\n{err}");
+    assert!(s.contains("REFUSED eth0 IRQ 42 (eth0-TxRx-2) affinity: write failed:"), "{s}");
+    assert!(s.contains("ok eth0 IRQ 43 (eth0-TxRx-3) affinity = 5"), "{s}");
+    assert!(s.contains("eth0: 8 of 9 settings applied, 1 not: the device is partly tuned"), "{s}");
+    assert!(
+        err.contains("IRQ 42 (eth0-TxRx-2) affinity: current value unreadable, cannot be saved"),
+        "{err}"
+    );
+    assert!(err.contains("1 of 9 settings not applied"), "{err}");
+    assert_eq!(t.get("proc/irq/43/smp_affinity_list"), "5");
+}
+
+#[test]
+fn apply_warns_about_irqbalance_and_stale_plans() {
+    let t = Tree::new();
+    t.put("proc/4242/comm", "irqbalance\n");
+    t.put("proc/4242/cmdline", "/usr/sbin/irqbalance\0--foreground\0--banirq=40\0");
+    let out = t.rsskit(&["apply", "--iface", "eth0", "--dry-run"]);
+    assert!(out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains("irqbalance is running (pid 4242)"), "{err}");
+    assert!(err.contains("`--banirq=41 --banirq=42 --banirq=43` to IRQBALANCE_ARGS"), "{err}");
+    // A plan made for another queue count is refused before anything is written.
+    let plan = t.rsskit(&["plan", "--iface", "eth0", "--json"]);
+    let mut p: Value = serde_json::from_slice(&plan.stdout).unwrap();
+    p["devices"][0]["rx"].as_array_mut().unwrap().pop();
+    fs::write(t.0.join("stale.json"), serde_json::to_string(&p).unwrap()).unwrap();
+    let before = t.snapshot();
+    let out = t.rsskit(&["apply", "stale.json"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("the plan was made for 3 / 4: plan again"), "{}", text(&out.stderr));
+    assert_eq!(t.snapshot(), before);
+}
+
+/// Applies the default plan, then breaks one thing; `check` must name it.
+#[test]
+fn check_names_each_misalignment() {
+    type Break = fn(&Tree);
+    let cases: Vec<(&str, Break, &str)> = vec![
+        (
+            "irq spans CPUs",
+            |t| t.put("proc/irq/41/smp_affinity_list", "3-4\n"),
+            "rx-1: IRQ 41 (eth0-TxRx-1) may run on CPUs 3-4",
+        ),
+        (
+            "rps on hw",
+            |t| t.put("sys/class/net/eth0/queues/rx-2/rps_cpus", "00000030\n"),
+            "RPS is on for rx-2 although the NIC spreads flows itself",
+        ),
+        (
+            "xps off",
+            |t| {
+                for q in 0..4 {
+                    t.put(&format!("sys/class/net/eth0/queues/tx-{q}/xps_cpus"), "00000000\n");
+                }
+            },
+            "XPS is off on every TX queue",
+        ),
+        (
+            "xps crossing",
+            |t| t.put("sys/class/net/eth0/queues/tx-0/xps_cpus", "0000000b\n"),
+            "XPS crosses: CPU 3 sends on tx-0 but tx-1's IRQ 41 runs on CPU 3",
+        ),
+        (
+            "table ring missing",
+            |t| {
+                let mut d = t.driver();
+                d["rss"]["table"][5] = json!(7);
+                t.set_driver(&d);
+            },
+            "the indirection table names ring(s) 7 but the device has 4 RX queue(s)",
+        ),
+        (
+            "bad key",
+            |t| {
+                let mut d = t.driver();
+                d["rss"]["key"] = json!("00".repeat(40));
+                t.set_driver(&d);
+            },
+            "the RSS key fails the key check",
+        ),
+        (
+            "irqbalance",
+            |t| {
+                t.put("proc/4242/comm", "irqbalance\n");
+                t.put("proc/4242/cmdline", "/usr/sbin/irqbalance\0--foreground\0--banirq=40\0");
+            },
+            "irqbalance (pid 4242) owns the affinity of IRQ(s) 41,42,43",
+        ),
+    ];
+    for (name, brk, want) in cases {
+        let t = Tree::new();
+        let out = t.rsskit(&["apply", "--iface", "eth0", "--save", "s.json"]);
+        assert!(out.status.success(), "{name}: {}", text(&out.stderr));
+        assert_eq!(t.rsskit(&["check"]).status.code(), Some(0), "{name}: aligned after apply");
+        brk(&t);
+        let out = t.rsskit(&["check", "--iface", "eth0"]);
+        let s = text(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{name}: {s}");
+        assert!(s.contains("eth0: NOT aligned"), "{name}: {s}");
+        assert!(s.contains(want), "{name}: want '{want}' in\n{s}");
+        let v = json_of(&t.rsskit(&["check", "--json"]));
+        assert_eq!(v["aligned"], false);
+        assert!(
+            v["devices"][0]["problems"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p.as_str().unwrap().contains(want)),
+            "{name}: {v}"
+        );
+    }
+}
