@@ -12,7 +12,7 @@
 
 use crate::wire::{IpLayer, Packet};
 use core::net::IpAddr;
-use rsskit_core::{FlowTuple, HashConfig, HashType, L4Proto, RssKey, Toeplitz};
+use rsskit_core::{FlowTuple, HashConfig, HashType, L4Proto, RssKey, RssPolicy, WorkerId};
 
 /// A packet's RSS hash, the type it was computed with, and the tuple.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,22 +24,41 @@ pub struct RssHash {
     pub tuple: FlowTuple,
 }
 
-/// Hashes packets with one key and hash configuration.
+/// Hashes packets with the key and hash types of an [`RssPolicy`], and
+/// answers which worker owns them.
 #[derive(Clone)]
 pub struct PacketHasher {
-    toeplitz: Toeplitz,
-    config: HashConfig,
+    policy: RssPolicy,
 }
 
 impl PacketHasher {
-    /// A hasher for `key` and `config`.
+    /// A hasher for `key` and `config` (one worker: for hashing only).
     pub fn new(key: &RssKey, config: HashConfig) -> Self {
-        PacketHasher { toeplitz: Toeplitz::new(key), config }
+        // One worker and the default bits always make a valid policy.
+        let policy =
+            RssPolicy::with_workers(key.clone(), config, 1, None).expect("one worker is a valid policy");
+        PacketHasher { policy }
+    }
+
+    /// A hasher for `policy`'s key and hash types that also knows its owners.
+    pub fn from_policy(policy: RssPolicy) -> Self {
+        PacketHasher { policy }
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &RssPolicy {
+        &self.policy
     }
 
     /// The hash configuration.
     pub fn config(&self) -> HashConfig {
-        self.config
+        self.policy.hash_config()
+    }
+
+    /// The worker owning a packet: its NIC hash through the bucket table.
+    #[inline]
+    pub fn owner(&self, p: &Packet<'_>) -> WorkerId {
+        self.policy.worker_of_hash(self.nic(p).hash)
     }
 
     /// The NIC's hash: outer IP header, ports only if the outer header
@@ -61,7 +80,7 @@ impl PacketHasher {
     #[inline(always)]
     pub fn ip(&self, ip: &IpLayer<'_>, ports: Option<(u16, u16)>) -> RssHash {
         let proto = L4Proto::from_number(ip.proto);
-        let ht = self.config.pick(ip.is_ipv6(), proto, ip.is_fragment());
+        let ht = self.policy.hash_type(ip.is_ipv6(), proto, ip.is_fragment());
         let (sp, dp) = if ip.is_fragment() { (0, 0) } else { ports.unwrap_or((0, 0)) };
         let tuple = FlowTuple::new(ip.src, sp, ip.dst, dp, proto);
         // The hash input (Microsoft layout, as `FlowTuple::input` builds it)
@@ -75,10 +94,10 @@ impl PacketHasher {
                 if ht.has_ports() {
                     let (p, q) = (sp.to_be_bytes(), dp.to_be_bytes());
                     let b = [s[0], s[1], s[2], s[3], d[0], d[1], d[2], d[3], p[0], p[1], q[0], q[1]];
-                    self.toeplitz.hash_array::<12>(&b)
+                    self.policy.toeplitz().hash_array::<12>(&b)
                 } else {
                     let b = [s[0], s[1], s[2], s[3], d[0], d[1], d[2], d[3]];
-                    self.toeplitz.hash_array::<8>(&b)
+                    self.policy.toeplitz().hash_array::<8>(&b)
                 }
             }
             (IpAddr::V6(s), IpAddr::V6(d)) => {
@@ -88,15 +107,87 @@ impl PacketHasher {
                 if ht.has_ports() {
                     buf[32..34].copy_from_slice(&sp.to_be_bytes());
                     buf[34..36].copy_from_slice(&dp.to_be_bytes());
-                    self.toeplitz.hash_array::<36>(&buf)
+                    self.policy.toeplitz().hash_array::<36>(&buf)
                 } else {
-                    self.toeplitz.hash_array::<32>(first::<32>(&buf))
+                    self.policy.toeplitz().hash_array::<32>(first::<32>(&buf))
                 }
             }
             // One IP header cannot mix families.
             _ => 0,
         };
         RssHash { hash, hash_type: ht, tuple }
+    }
+
+    /// The NIC's hash for the common case, read straight from fixed offsets
+    /// the way a NIC's parser does: untagged Ethernet, IPv4 without options and
+    /// not a fragment, or IPv6 whose next header is TCP, UDP or ICMPv6. Returns
+    /// `None` for everything else (VLANs, options, extension headers,
+    /// fragments, anything short), which takes the full parser. The result
+    /// equals [`PacketHasher::nic`] of the parsed packet for every frame the
+    /// full parser accepts (tested below); like a NIC, it does not validate
+    /// checksums, so a corrupt packet is dropped by the owning worker's parse.
+    #[inline]
+    pub fn nic_frame(&self, f: &[u8]) -> Option<u32> {
+        let (t, cfg) = (self.policy.toeplitz(), self.policy.hash_config());
+        if f.len() < 14 {
+            return None;
+        }
+        let et = u16::from_be_bytes([f[12], f[13]]);
+        // (offset of the addresses, address bytes, protocol, L4 offset, end of the IP packet, IPv6?)
+        let (addr_at, alen, proto, l4, l4_end, v6) = match et {
+            0x0800 => {
+                if f.len() < 34 || f[14] != 0x45 || u16::from_be_bytes([f[20], f[21]]) & 0x3fff != 0 {
+                    return None;
+                }
+                let total = usize::from(u16::from_be_bytes([f[16], f[17]]));
+                if total < 20 || 14 + total > f.len() {
+                    return None;
+                }
+                (26, 4, f[23], 34, 14 + total, false)
+            }
+            0x86dd => {
+                if f.len() < 54 || f[14] >> 4 != 6 || !matches!(f[20], 6 | 17 | 58) {
+                    return None;
+                }
+                let plen = usize::from(u16::from_be_bytes([f[18], f[19]]));
+                if 54 + plen > f.len() {
+                    return None;
+                }
+                (22, 16, f[20], 54, 54 + plen, true)
+            }
+            _ => return None,
+        };
+        let ports = matches!(proto, 6 | 17);
+        if ports && l4 + 4 > l4_end {
+            return None;
+        }
+        // Tunnels (IPIP, IPv6-in-IP, GRE) and other protocols: the NIC hashes
+        // them on addresses, no ports; TCP/UDP per the configuration.
+        let ht = cfg.pick(v6, L4Proto::from_number(proto), false);
+        let with_ports = ports && ht.has_ports();
+        // The Microsoft input layout: addresses, then ports, straight from the frame.
+        let a = &f[addr_at..addr_at + 2 * alen];
+        Some(if !v6 {
+            let a: &[u8; 8] = a.try_into().ok()?;
+            if with_ports {
+                let mut b = [0u8; 12];
+                b[..8].copy_from_slice(a);
+                b[8..].copy_from_slice(&f[l4..l4 + 4]);
+                t.hash_array::<12>(&b)
+            } else {
+                t.hash_array::<8>(a)
+            }
+        } else {
+            let a: &[u8; 32] = a.try_into().ok()?;
+            if with_ports {
+                let mut b = [0u8; 36];
+                b[..32].copy_from_slice(a);
+                b[32..].copy_from_slice(&f[l4..l4 + 4]);
+                t.hash_array::<36>(&b)
+            } else {
+                t.hash_array::<32>(a)
+            }
+        })
     }
 
     /// Hash of a tuple with an explicit type (through the core's
@@ -106,7 +197,7 @@ impl PacketHasher {
     pub fn tuple(&self, tuple: &FlowTuple, ht: HashType) -> RssHash {
         // Mixed families cannot come from one IP header; 0 rather than panic.
         let hash = match tuple.input(ht) {
-            Ok(input) => self.toeplitz.hash_table(input.as_bytes()),
+            Ok(input) => self.policy.toeplitz().hash_table(input.as_bytes()),
             Err(_) => 0,
         };
         RssHash { hash, hash_type: ht, tuple: *tuple }
@@ -209,5 +300,70 @@ mod tests {
         assert_eq!(r.hash_type, HashType::UdpIpv4);
         // UDP 4-tuple uses the same input layout as TCP: same hash.
         assert_eq!(r.hash, 0x51cc_c178);
+    }
+
+    // The frame fast path against the full parser.
+
+    use crate::build::*;
+    use crate::wire::ethertype;
+    use crate::wire::ip::proto;
+    use core::net::{Ipv4Addr, Ipv6Addr};
+    use rsskit_core::Toeplitz;
+
+    fn frames_for_fast_path() -> Vec<Vec<u8>> {
+        let a = Ipv4Addr::new(66, 9, 149, 187);
+        let b = Ipv4Addr::new(161, 142, 100, 80);
+        let a6: Ipv6Addr = "3ffe:2501:200:1fff::7".parse().unwrap();
+        let b6: Ipv6Addr = "3ffe:2501:200:3::1".parse().unwrap();
+        let mut v = vec![
+            udp4_frame(a, 2794, b, 1766, 64),
+            udp4_frame(a, 2794, b, 1766, 1514),
+            eth(ethertype::IPV4, &[], &ipv4(&V4::new(a, b, proto::TCP), &tcp(1, 2, b"x"))),
+            eth(ethertype::IPV4, &[], &ipv4(&V4::new(a, b, proto::ICMP), &[8, 0, 0, 0, 0, 0, 0, 0])),
+            eth(
+                ethertype::IPV4,
+                &[],
+                &ipv4(&V4::new(a, b, proto::IPIP), &ipv4(&V4::new(b, a, 17), &udp(5, 6, b"yy"))),
+            ),
+            eth(ethertype::IPV4, &[(0x8100, 5)], &ipv4(&V4::new(a, b, proto::UDP), &udp(1, 2, b"v"))),
+            eth(ethertype::IPV6, &[], &ipv6(a6, b6, proto::UDP, &udp(7, 8, b"six"))),
+            eth(ethertype::IPV6, &[], &ipv6(a6, b6, proto::TCP, &tcp(7, 8, b"six"))),
+            eth(ethertype::IPV6, &[], &ipv6(a6, b6, proto::ICMPV6, &[128, 0, 0, 0, 0, 0, 0, 0])),
+            eth(
+                ethertype::IPV6,
+                &[],
+                &ipv6(a6, b6, proto::DSTOPTS, &[&ext_header(17, &[])[..], &udp(1, 2, b"e")[..]].concat()),
+            ),
+        ];
+        let mut h = V4::new(a, b, proto::UDP);
+        h.options = vec![1, 1, 1, 0];
+        v.push(eth(ethertype::IPV4, &[], &ipv4(&h, &udp(3, 4, b"opt"))));
+        for f in fragment_v4(&V4::new(a, b, proto::UDP), &udp(9, 9, &[0u8; 64]), &[24]) {
+            v.push(eth(ethertype::IPV4, &[], &f));
+        }
+        // Link padding after a short IPv4 packet.
+        let mut pad = eth(ethertype::IPV4, &[], &ipv4(&V4::new(a, b, proto::UDP), &udp(1, 1, b"")));
+        pad.resize(60, 0);
+        v.push(pad);
+        v
+    }
+
+    #[test]
+    fn fast_hash_equals_the_parsed_nic_hash() {
+        for cfg in [HashConfig::default(), HashConfig::all(), HashConfig::empty()] {
+            let h = PacketHasher::new(&RssKey::microsoft(), cfg);
+            let mut fast = 0;
+            for f in frames_for_fast_path() {
+                let p = parse_ethernet(&f, &ParseConfig::default()).expect("test frames are valid");
+                if let Some(x) = h.nic_frame(&f) {
+                    fast += 1;
+                    assert_eq!(x, h.nic(&p).hash, "frame {f:02x?}");
+                }
+            }
+            assert!(fast >= 8, "the common cases take the fast path ({fast})");
+        }
+        let h = PacketHasher::new(&RssKey::microsoft(), HashConfig::default());
+        assert_eq!(h.nic_frame(&[0u8; 10]), None);
+        assert_eq!(h.nic_frame(&udp4_frame(Ipv4Addr::LOCALHOST, 1, Ipv4Addr::LOCALHOST, 2, 64)[..40]), None);
     }
 }

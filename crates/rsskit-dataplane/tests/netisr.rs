@@ -2,8 +2,8 @@
 //! owns its bucket, in order per flow; counters exact; queue-full drops
 //! counted.
 
-use rsskit_core::rss::RssConfig;
 use rsskit_core::RssKey;
+use rsskit_core::RssPolicy;
 use rsskit_dataplane::build::{eth, ipv4, udp, udp4_frame, V4};
 use rsskit_dataplane::hash::PacketHasher;
 use rsskit_dataplane::io::{MemSource, Recv, Source};
@@ -56,10 +56,10 @@ impl Sink for CountSink {
     }
 }
 
-fn owner(cfg: &NetisrConfig, rss: &RssConfig, f: &[u8]) -> usize {
+fn owner(cfg: &NetisrConfig, rss: &RssPolicy, f: &[u8]) -> usize {
     let h = PacketHasher::new(&cfg.key, cfg.hash_config);
     let p = parse_ethernet(f, &ParseConfig::default()).unwrap();
-    rss.cpu(h.nic(&p).hash)
+    rss.worker_of_hash(h.nic(&p).hash).index()
 }
 
 fn run(
@@ -85,7 +85,7 @@ fn every_packet_once_on_its_owner_in_order() {
     for workers in [1usize, 2, 3] {
         for (batch, prefetch) in [(1, Prefetch::None), (4, Prefetch::Both), (256, Prefetch::Header)] {
             let cfg = NetisrConfig { workers, batch, prefetch, ring_capacity: 4096, ..Default::default() };
-            let rss = cfg.rss().unwrap();
+            let rss = cfg.policy().unwrap();
             let frames = traffic(64, 50);
             // One input on worker 0, another on the last worker (same frames
             // with other flow ids so the two inputs' flows are distinct).
@@ -106,7 +106,7 @@ fn every_packet_once_on_its_owner_in_order() {
             for (w, h) in report.handlers.iter().enumerate() {
                 let mut last: std::collections::HashMap<u16, u32> = Default::default();
                 for &(flow, seq, hash) in &h.seen {
-                    assert_eq!(rss.cpu(hash), w, "flow {flow} handled on worker {w}");
+                    assert_eq!(rss.worker_of_hash(hash).index(), w, "flow {flow} handled on worker {w}");
                     if let Some(&prev) = last.get(&flow) {
                         assert_eq!(seq, prev + 1, "flow {flow} out of order on worker {w}");
                     } else {
@@ -139,7 +139,7 @@ fn direct_dispatch_counts_exact() {
     // Two workers, one input on worker 0: packets worker 0 owns are
     // dispatched directly, the others queued to worker 1.
     let cfg = NetisrConfig { workers: 2, batch: 8, ..Default::default() };
-    let rss = cfg.rss().unwrap();
+    let rss = cfg.policy().unwrap();
     let frames = traffic(32, 10);
     let own0 = frames.iter().filter(|f| owner(&cfg, &rss, f) == 0).count() as u64;
     assert!(own0 > 0 && own0 < 320);
@@ -158,7 +158,7 @@ fn direct_dispatch_counts_exact() {
 #[test]
 fn queue_full_drops_are_counted() {
     let cfg = NetisrConfig { workers: 2, batch: 4, ring_capacity: 8, ..Default::default() };
-    let rss = cfg.rss().unwrap();
+    let rss = cfg.policy().unwrap();
     // Only flows owned by worker 1, fed from worker 0.
     let mut frames = Vec::new();
     let mut f = 0u16;
@@ -274,7 +274,7 @@ fn pool_backpressure_loses_nothing() {
     // worker 0 (reading ~100x faster) runs out whatever the scheduling.
     let cfg =
         NetisrConfig { workers: 2, batch: 8, ring_capacity: 1024, pool_buffers: 64, ..Default::default() };
-    let rss = cfg.rss().unwrap();
+    let rss = cfg.policy().unwrap();
     let frames: Vec<Vec<u8>> = traffic(128, 40).into_iter().filter(|f| owner(&cfg, &rss, f) == 1).collect();
     let n = frames.len() as u64;
     assert!(n > 1000, "{n} frames for worker 1");
@@ -305,7 +305,7 @@ fn backpressure_holds_instead_of_dropping() {
     // dropped, every packet arrives, in order per flow.
     let cfg =
         NetisrConfig { workers: 2, batch: 4, ring_capacity: 8, backpressure: true, ..Default::default() };
-    let rss = cfg.rss().unwrap();
+    let rss = cfg.policy().unwrap();
     let mut frames = Vec::new();
     let mut f = 0u16;
     while frames.len() < 3000 {

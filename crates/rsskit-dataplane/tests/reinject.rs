@@ -3,8 +3,8 @@
 //! packet, while the NIC hash (addresses only for fragments, outer header for
 //! tunnels) put its pieces elsewhere.
 
-use rsskit_core::rss::RssConfig;
 use rsskit_core::HashConfig;
+use rsskit_core::RssPolicy;
 use rsskit_dataplane::build::{eth, fragment_v4, fragment_v6, gre, ipv4, ipv6, udp, V4};
 use rsskit_dataplane::hash::PacketHasher;
 use rsskit_dataplane::io::{MemSource, Source};
@@ -43,17 +43,17 @@ fn payload(id: u32, len: usize) -> Vec<u8> {
 
 /// The worker that owns the whole (unfragmented, untunnelled) datagram,
 /// computed independently from the dispatcher.
-fn inner_owner(c: &NetisrConfig, rss: &RssConfig, whole_frame: &[u8]) -> (usize, u32) {
+fn inner_owner(c: &NetisrConfig, rss: &RssPolicy, whole_frame: &[u8]) -> (usize, u32) {
     let h = PacketHasher::new(&c.key, c.hash_config);
     let p = parse_ethernet(whole_frame, &ParseConfig::default()).unwrap();
     assert!(p.inner.is_none() && !p.outer.is_fragment());
     let r = h.nic(&p);
-    (rss.cpu(r.hash), r.hash)
+    (rss.worker_of_hash(r.hash).index(), r.hash)
 }
 
-fn nic_owner(c: &NetisrConfig, rss: &RssConfig, frame: &[u8]) -> usize {
+fn nic_owner(c: &NetisrConfig, rss: &RssPolicy, frame: &[u8]) -> usize {
     let h = PacketHasher::new(&c.key, c.hash_config);
-    rss.cpu(h.nic(&parse_ethernet(frame, &ParseConfig::default()).unwrap()).hash)
+    rss.worker_of_hash(h.nic(&parse_ethernet(frame, &ParseConfig::default()).unwrap()).hash).index()
 }
 
 struct Case {
@@ -162,7 +162,7 @@ fn run_case(
         (0..workers).map(|_| Box::new(NullSink::default()) as Box<dyn Sink>).collect();
     let handlers = (0..workers).map(|_| Rec::default()).collect();
     let r = Netisr::start(c.clone(), srcs, sinks, handlers).unwrap().join().unwrap();
-    let rss = c.rss().unwrap();
+    let rss = c.policy().unwrap();
     // Per packet: handled exactly once, on the owner of its inner flow, with the full hash.
     let mut seen: HashMap<u32, usize> = HashMap::new();
     for h in &r.handlers {
@@ -185,7 +185,7 @@ fn reassembled_ipv4_goes_to_inner_flow_owner() {
     for workers in [2usize, 4] {
         let case = v4_fragments(60);
         let c = cfg(workers);
-        let rss = c.rss().unwrap();
+        let rss = c.policy().unwrap();
         // All fragments share one address pair: the NIC sends them all to one worker.
         let frag_w = nic_owner(&c, &rss, &case.frames[0]);
         assert!(case.frames.iter().all(|f| nic_owner(&c, &rss, f) == frag_w));
@@ -216,7 +216,7 @@ fn reassembled_ipv6_goes_to_inner_flow_owner() {
 fn decapsulated_goes_to_inner_flow_owner() {
     let case = tunnels(64, 20_000);
     let c = cfg(2);
-    let rss = c.rss().unwrap();
+    let rss = c.policy().unwrap();
     let outer_w = nic_owner(&c, &rss, &case.frames[0]);
     let (_, _, reports) = run_case(2, case, &[1]);
     assert_eq!(reports[outer_w].counters.decapsulated, 64);

@@ -68,8 +68,7 @@ use crate::reass::{ReassConfig, ReassCounters};
 use crate::wire::{DropCounters, Packet, ParseConfig};
 use anyhow::{bail, Result};
 use ring::RingMonitor;
-use rsskit_core::rss::RssConfig;
-use rsskit_core::{HashConfig, RssKey};
+use rsskit_core::{HashConfig, RssKey, RssPolicy};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -393,9 +392,17 @@ impl NetisrConfig {
         Ok(())
     }
 
-    /// The bucket layout over worker indices 0..workers.
-    pub fn rss(&self) -> Result<RssConfig> {
-        RssConfig::with_ncpus(self.workers, self.bucket_bits).map_err(|e| anyhow::anyhow!("{e}"))
+    /// The RSS policy: this key and hash types, buckets round-robin over
+    /// workers `0..workers` (each worker's CPU is not part of the policy's
+    /// answer here: netisr workers are addressed by index).
+    pub fn policy(&self) -> Result<RssPolicy> {
+        RssPolicy::with_workers(self.key.clone(), self.hash_config, self.workers, self.bucket_bits)
+            .map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
+    /// The frame hasher of [`NetisrConfig::policy`] (owners included).
+    pub fn hasher(&self) -> Result<PacketHasher> {
+        Ok(PacketHasher::from_policy(self.policy()?))
     }
 }
 
@@ -706,8 +713,7 @@ impl<H: Handler> Netisr<H> {
         if let Some((w, _, _)) = inputs.iter().find(|(w, _, _)| *w >= n) {
             bail!("input homed on worker {w}, but there are only {n} workers");
         }
-        let rss = cfg.rss()?;
-        let hasher = PacketHasher::new(&cfg.key, cfg.hash_config);
+        let hasher = cfg.hasher()?;
         let ctl = Arc::new(Control {
             inputs_active: AtomicUsize::new(inputs.len()),
             stop_inputs: AtomicBool::new(false),
@@ -724,7 +730,7 @@ impl<H: Handler> Netisr<H> {
                 .collect(),
             failures: Mutex::new(Vec::new()),
         });
-        let parts = worker::build(&cfg, n, rss, hasher, inputs, sinks, handlers, &ctl)?;
+        let parts = worker::build(&cfg, n, hasher, inputs, sinks, handlers, &ctl)?;
         let monitors = parts.monitors;
         let msg_monitors = parts.msg_monitors;
         let mut threads = Vec::with_capacity(n);

@@ -12,8 +12,6 @@ use crate::pool::{Pool, PoolMem};
 use crate::reass::{ReassOutcome, Reassembler};
 use crate::wire::{parse_ethernet, DropReason, ParseConfig};
 use anyhow::Result;
-use rsskit_core::rss::RssConfig;
-use rsskit_core::{HashConfig, Toeplitz};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,11 +34,8 @@ struct Input {
 
 pub(super) struct Worker<H: Handler> {
     id: usize,
-    rss: RssConfig,
+    /// The RSS policy (key, hash types, bucket -> worker) and the frame hash.
     hasher: PacketHasher,
-    /// The same key and configuration for the input stage's fast path.
-    toeplitz: Toeplitz,
-    hash_config: HashConfig,
     parse: ParseConfig,
     batch: usize,
     prefetch_header: bool,
@@ -91,7 +86,6 @@ pub(super) struct Worker<H: Handler> {
 pub(super) fn build<H: Handler>(
     cfg: &NetisrConfig,
     n: usize,
-    rss: RssConfig,
     hasher: PacketHasher,
     inputs: Vec<(usize, u8, Box<dyn Source>)>,
     sinks: Vec<Box<dyn Sink>>,
@@ -161,10 +155,7 @@ pub(super) fn build<H: Handler>(
             it.next().expect("one per worker");
         workers.push(Worker {
             id,
-            rss: rss.clone(),
             hasher: hasher.clone(),
-            toeplitz: Toeplitz::new(&cfg.key),
-            hash_config: cfg.hash_config,
             parse: cfg.parse,
             batch: cfg.batch,
             prefetch_header: cfg.prefetch.header(),
@@ -417,7 +408,7 @@ impl<H: Handler> Worker<H> {
     /// or queue.
     #[inline]
     fn dispatch_input(&mut self, mut m: Mbuf, local: &mut Vec<Mbuf>) {
-        let hash = match nic_hash_fast(&self.toeplitz, self.hash_config, m.data()) {
+        let hash = match self.hasher.nic_frame(m.data()) {
             Some(h) => h,
             None => match parse_ethernet(m.data(), &self.parse) {
                 Ok(p) => self.hasher.nic(&p).hash,
@@ -439,7 +430,7 @@ impl<H: Handler> Worker<H> {
             },
         };
         m.hash = hash;
-        let owner = self.rss.cpu(hash);
+        let owner = self.hasher.policy().worker_of_hash(hash).index();
         if owner == self.id {
             self.c.dispatched += 1;
             local.push(m);
@@ -743,7 +734,7 @@ impl<H: Handler> Worker<H> {
         self.c.reinjected += 1;
         let mut m = Mbuf::heap(frame, hash, ts_ns, flags | mbuf_flags::REINJECTED);
         m.frames = frames;
-        let owner = self.rss.cpu(hash);
+        let owner = self.hasher.policy().worker_of_hash(hash).index();
         if owner == self.id {
             self.c.reinjected_direct += 1;
             self.process(m);
@@ -782,148 +773,4 @@ fn with_link(macs: &[u8], ip: &[u8]) -> Vec<u8> {
 /// CPU time of the calling thread, ns.
 fn thread_cpu_ns() -> u64 {
     rsskit_linux::affinity::thread_cpu_time().as_nanos() as u64
-}
-
-/// The NIC's hash for the common case, read straight from fixed offsets
-/// the way a NIC's parser does: untagged Ethernet, IPv4 without options and
-/// not a fragment, or IPv6 whose next header is TCP, UDP or ICMPv6. Returns
-/// `None` for everything else (VLANs, options, extension headers,
-/// fragments, anything short), which takes the full parser. The result
-/// equals [`PacketHasher::nic`] of the parsed packet for every frame the
-/// full parser accepts (tested below); like a NIC, it does not validate
-/// checksums, so a corrupt packet is dropped by the owning worker's parse.
-#[inline]
-pub(crate) fn nic_hash_fast(t: &Toeplitz, cfg: HashConfig, f: &[u8]) -> Option<u32> {
-    use rsskit_core::L4Proto;
-    if f.len() < 14 {
-        return None;
-    }
-    let et = u16::from_be_bytes([f[12], f[13]]);
-    // (offset of the addresses, address bytes, protocol, L4 offset, end of the IP packet, IPv6?)
-    let (addr_at, alen, proto, l4, l4_end, v6) = match et {
-        0x0800 => {
-            if f.len() < 34 || f[14] != 0x45 || u16::from_be_bytes([f[20], f[21]]) & 0x3fff != 0 {
-                return None;
-            }
-            let total = usize::from(u16::from_be_bytes([f[16], f[17]]));
-            if total < 20 || 14 + total > f.len() {
-                return None;
-            }
-            (26, 4, f[23], 34, 14 + total, false)
-        }
-        0x86dd => {
-            if f.len() < 54 || f[14] >> 4 != 6 || !matches!(f[20], 6 | 17 | 58) {
-                return None;
-            }
-            let plen = usize::from(u16::from_be_bytes([f[18], f[19]]));
-            if 54 + plen > f.len() {
-                return None;
-            }
-            (22, 16, f[20], 54, 54 + plen, true)
-        }
-        _ => return None,
-    };
-    let ports = matches!(proto, 6 | 17);
-    if ports && l4 + 4 > l4_end {
-        return None;
-    }
-    // Tunnels (IPIP, IPv6-in-IP, GRE) and other protocols: the NIC hashes
-    // them on addresses, no ports; TCP/UDP per the configuration.
-    let ht = cfg.pick(v6, L4Proto::from_number(proto), false);
-    let with_ports = ports && ht.has_ports();
-    // The Microsoft input layout: addresses, then ports, straight from the frame.
-    let a = &f[addr_at..addr_at + 2 * alen];
-    Some(if !v6 {
-        let a: &[u8; 8] = a.try_into().ok()?;
-        if with_ports {
-            let mut b = [0u8; 12];
-            b[..8].copy_from_slice(a);
-            b[8..].copy_from_slice(&f[l4..l4 + 4]);
-            t.hash_array::<12>(&b)
-        } else {
-            t.hash_array::<8>(a)
-        }
-    } else {
-        let a: &[u8; 32] = a.try_into().ok()?;
-        if with_ports {
-            let mut b = [0u8; 36];
-            b[..32].copy_from_slice(a);
-            b[32..].copy_from_slice(&f[l4..l4 + 4]);
-            t.hash_array::<36>(&b)
-        } else {
-            t.hash_array::<32>(a)
-        }
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::build::*;
-    use crate::wire::ethertype;
-    use crate::wire::ip::proto;
-    use core::net::{Ipv4Addr, Ipv6Addr};
-    use rsskit_core::RssKey;
-
-    fn frames() -> Vec<Vec<u8>> {
-        let a = Ipv4Addr::new(66, 9, 149, 187);
-        let b = Ipv4Addr::new(161, 142, 100, 80);
-        let a6: Ipv6Addr = "3ffe:2501:200:1fff::7".parse().unwrap();
-        let b6: Ipv6Addr = "3ffe:2501:200:3::1".parse().unwrap();
-        let mut v = vec![
-            udp4_frame(a, 2794, b, 1766, 64),
-            udp4_frame(a, 2794, b, 1766, 1514),
-            eth(ethertype::IPV4, &[], &ipv4(&V4::new(a, b, proto::TCP), &tcp(1, 2, b"x"))),
-            eth(ethertype::IPV4, &[], &ipv4(&V4::new(a, b, proto::ICMP), &[8, 0, 0, 0, 0, 0, 0, 0])),
-            eth(
-                ethertype::IPV4,
-                &[],
-                &ipv4(&V4::new(a, b, proto::IPIP), &ipv4(&V4::new(b, a, 17), &udp(5, 6, b"yy"))),
-            ),
-            eth(ethertype::IPV4, &[(0x8100, 5)], &ipv4(&V4::new(a, b, proto::UDP), &udp(1, 2, b"v"))),
-            eth(ethertype::IPV6, &[], &ipv6(a6, b6, proto::UDP, &udp(7, 8, b"six"))),
-            eth(ethertype::IPV6, &[], &ipv6(a6, b6, proto::TCP, &tcp(7, 8, b"six"))),
-            eth(ethertype::IPV6, &[], &ipv6(a6, b6, proto::ICMPV6, &[128, 0, 0, 0, 0, 0, 0, 0])),
-            eth(
-                ethertype::IPV6,
-                &[],
-                &ipv6(a6, b6, proto::DSTOPTS, &[&ext_header(17, &[])[..], &udp(1, 2, b"e")[..]].concat()),
-            ),
-        ];
-        let mut h = V4::new(a, b, proto::UDP);
-        h.options = vec![1, 1, 1, 0];
-        v.push(eth(ethertype::IPV4, &[], &ipv4(&h, &udp(3, 4, b"opt"))));
-        for f in fragment_v4(&V4::new(a, b, proto::UDP), &udp(9, 9, &[0u8; 64]), &[24]) {
-            v.push(eth(ethertype::IPV4, &[], &f));
-        }
-        // Link padding after a short IPv4 packet.
-        let mut pad = eth(ethertype::IPV4, &[], &ipv4(&V4::new(a, b, proto::UDP), &udp(1, 1, b"")));
-        pad.resize(60, 0);
-        v.push(pad);
-        v
-    }
-
-    #[test]
-    fn fast_hash_equals_the_parsed_nic_hash() {
-        for cfg in [HashConfig::default(), HashConfig::all(), HashConfig::empty()] {
-            let h = PacketHasher::new(&RssKey::microsoft(), cfg);
-            let t = Toeplitz::new(&RssKey::microsoft());
-            let mut fast = 0;
-            for f in frames() {
-                let p = parse_ethernet(&f, &ParseConfig::default()).expect("test frames are valid");
-                if let Some(x) = nic_hash_fast(&t, cfg, &f) {
-                    fast += 1;
-                    assert_eq!(x, h.nic(&p).hash, "frame {f:02x?}");
-                }
-            }
-            assert!(fast >= 8, "the common cases take the fast path ({fast})");
-        }
-        let t = Toeplitz::new(&RssKey::microsoft());
-        let c = HashConfig::default();
-        assert_eq!(nic_hash_fast(&t, c, &[0u8; 10]), None);
-        assert_eq!(
-            nic_hash_fast(&t, c, &udp4_frame(Ipv4Addr::LOCALHOST, 1, Ipv4Addr::LOCALHOST, 2, 64)[..40]),
-            None
-        );
-    }
 }

@@ -204,8 +204,8 @@ fn gen_fragmented(flows: u32, ip_len: usize, seed: u32) -> Vec<Vec<u8>> {
 }
 
 /// The worker that owns a generated frame.
-fn owner(h: &PacketHasher, rss: &rsskit_core::rss::RssConfig, f: &[u8]) -> usize {
-    parse_ethernet(f, &ParseConfig::default()).map(|p| rss.cpu(h.nic(&p).hash)).unwrap_or(0)
+fn owner(h: &PacketHasher, f: &[u8]) -> usize {
+    parse_ethernet(f, &ParseConfig::default()).map(|p| h.owner(&p).index()).unwrap_or(0)
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -264,8 +264,7 @@ pub fn run(a: Args) -> Result<()> {
             }
         }
         InSpec::Gen(size) => {
-            let rss = cfg.rss()?;
-            let hasher = PacketHasher::new(&cfg.key, cfg.hash_config);
+            let hasher = cfg.hasher()?;
             for w in 0..n {
                 if let Some(len) = a.gen_frag {
                     let frames = gen_fragmented(a.flows, len as usize, w as u32);
@@ -276,11 +275,11 @@ pub fn run(a: Args) -> Result<()> {
                 let mut frames = gen_frames(a.flows, *size, w as u32);
                 if a.gen_owned {
                     let mut seed = 1000 + w as u32;
-                    frames.retain(|f| owner(&hasher, &rss, f) == w);
+                    frames.retain(|f| owner(&hasher, f) == w);
                     while frames.len() < a.flows as usize {
                         let more = gen_frames(a.flows, *size, seed);
                         seed += 1000;
-                        frames.extend(more.into_iter().filter(|f| owner(&hasher, &rss, f) == w));
+                        frames.extend(more.into_iter().filter(|f| owner(&hasher, f) == w));
                     }
                     frames.truncate(a.flows as usize);
                 }
