@@ -86,8 +86,7 @@ use limit::{GlobalLimit, LooseCounter, Padded, TrackId, TrackRegistry};
 use locked::{Store, Tables};
 pub use redirect::{Control, Resume};
 use redirect::{Offsets, Role, Xlat};
-use rsskit_core::rss::RssConfig;
-use rsskit_core::{FlowTuple, HashConfig, L4Proto, RssKey};
+use rsskit_core::{FlowTuple, HashConfig, L4Proto, RssKey, RssPolicy};
 pub use rules::{parse, Dir, ParseError, Rules};
 use ruleset::{RuleSet, RuleSetHandle, RuleTotals};
 use state::{FlowKey, NewState, Removed, Timeouts};
@@ -151,34 +150,32 @@ impl FwPacket {
 }
 
 /// Which worker owns a flow: the RSS hash of its tuple, as the NIC (or the
-/// software dispatcher) computes it, mapped through the bucket table.
+/// software dispatcher) computes it, through the policy's bucket table.
 #[derive(Clone)]
 pub struct Steering {
     hasher: PacketHasher,
-    rss: RssConfig,
 }
 
 impl Steering {
-    /// Steering over `workers` workers with `key` and `config`.
+    /// Steering over `workers` workers (at least one) with `key` and `config`.
     pub fn new(key: &RssKey, config: HashConfig, workers: usize) -> Self {
-        let rss = RssConfig::with_ncpus(workers.max(1), None)
-            .unwrap_or_else(|_| RssConfig::with_ncpus(1, None).expect("one worker"));
-        Steering { hasher: PacketHasher::new(key, config), rss }
+        // At least one worker and the default bits: always a valid policy.
+        let policy = RssPolicy::with_workers(key.clone(), config, workers.max(1), None)
+            .expect("one or more workers make a valid policy");
+        Steering { hasher: PacketHasher::from_policy(policy) }
     }
 
     /// The worker of a flow `src:sp -> dst:dp`.
     pub fn worker_of(&self, src: IpAddr, sp: u16, dst: IpAddr, dp: u16, proto: u8) -> usize {
-        let l4 = L4Proto::from_number(proto);
-        let t = FlowTuple::new(src, sp, dst, dp, l4);
-        let ht = self.hasher.config().pick(src.is_ipv6(), l4, false);
-        self.rss.cpu(self.hasher.tuple(&t, ht).hash)
+        let t = FlowTuple::new(src, sp, dst, dp, L4Proto::from_number(proto));
+        self.hasher.policy().worker_of(&t).index()
     }
 
     /// The worker of a frame (its outer header, as a NIC hashes it); 0 for
     /// frames that do not parse.
     pub fn worker_of_frame(&self, frame: &[u8], cfg: &ParseConfig) -> usize {
         match wire::parse_ethernet(frame, cfg) {
-            Ok(p) => self.rss.cpu(self.hasher.nic(&p).hash),
+            Ok(p) => self.hasher.owner(&p).index(),
             Err(_) => 0,
         }
     }
