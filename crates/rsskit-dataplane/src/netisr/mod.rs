@@ -5,7 +5,7 @@
 //! one worker, which polls it: for each frame the input stage parses the
 //! outer headers and computes the RSS hash exactly as the NIC would
 //! ([`PacketHasher::nic`]), looks up the owning worker
-//! (`RssConfig::cpu(hash)`, buckets spread over the workers), and either
+//! (`RssPolicy::worker_of_hash`, buckets spread over the workers), and either
 //! processes the packet in place (*direct dispatch*, when the input runs on
 //! the owner) or pushes it on the single-producer single-consumer ring from
 //! this worker to the owner. There is one ring per ordered (worker, worker)
