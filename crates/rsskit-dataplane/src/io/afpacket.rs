@@ -1,394 +1,58 @@
-//! AF_PACKET: a TPACKET_V3 receive ring (mmap, block-based: the kernel
-//! fills whole blocks of frames and hands each block over once, so the
-//! per-frame cost is a few loads) and a `sendmmsg` transmitter.
-//!
-//! With several workers, each opens its own socket on the interface and they
-//! join one `PACKET_FANOUT` group (`PACKET_FANOUT_HASH`: the kernel spreads
-//! flows over the sockets on its own flow hash, which is not our Toeplitz
-//! hash, so the netisr input stage then moves each packet to its owner;
-//! without fanout every socket would see every frame).
+//! AF_PACKET input and output for the data plane: the kernel side (the
+//! TPACKET_V3 ring, the `sendmmsg` socket) is `rsskit_linux::packet`; this
+//! module adapts it to [`Source`] and [`Sink`].
 
 use super::{Recv, Source};
 use crate::output::Sink;
 use crate::pool::Mbuf;
-use anyhow::{bail, Result};
+use anyhow::Result;
+use rsskit_linux::packet::{RxRing, TxSocket};
 use std::cell::Cell;
-use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{fence, Ordering};
 
-const TPACKET_V3: libc::c_int = 2;
-const TP_STATUS_KERNEL: u32 = 0;
-const TP_STATUS_USER: u32 = 1;
-const PACKET_OUTGOING: u8 = 4;
-
-/// Ring geometry.
-#[derive(Debug, Clone, Copy)]
-pub struct RingConfig {
-    /// Bytes per block (a multiple of the page size).
-    pub block_size: u32,
-    pub block_count: u32,
-    /// Frame slot size hint for the kernel (V3 packs frames, this bounds snaplen).
-    pub frame_size: u32,
-    /// Milliseconds after which the kernel hands over a partly filled block.
-    pub block_timeout_ms: u32,
-}
-
-impl Default for RingConfig {
-    fn default() -> Self {
-        RingConfig { block_size: 1 << 18, block_count: 16, frame_size: 2048, block_timeout_ms: 2 }
-    }
-}
-
-/// The index of interface `name`, or a clear error.
-pub fn ifindex(name: &str) -> Result<u32> {
-    if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains(['/', ' ', '\0']) {
-        bail!("bad interface name {name:?}");
-    }
-    let c = CString::new(name)?;
-    // SAFETY: c is a valid NUL-terminated string.
-    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if idx == 0 {
-        bail!("no such interface: {name}");
-    }
-    Ok(idx)
-}
-
-fn packet_socket(proto: u16) -> Result<OwnedFd> {
-    // SAFETY: plain socket(2) call.
-    let fd = unsafe {
-        libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, i32::from(proto.to_be()))
-    };
-    if fd < 0 {
-        let e = io::Error::last_os_error();
-        if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) {
-            bail!("AF_PACKET sockets need CAP_NET_RAW (run as root): {e}");
-        }
-        bail!("cannot open an AF_PACKET socket: {e}");
-    }
-    // SAFETY: fd is a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn setsockopt<T>(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, v: &T, what: &str) -> Result<()> {
-    // SAFETY: v points to a T of the size passed.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            v as *const T as *const libc::c_void,
-            std::mem::size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        bail!("{what}: {}", io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-fn bind(fd: &OwnedFd, ifindex: u32, proto: u16) -> Result<()> {
-    // SAFETY: sockaddr_ll is plain data.
-    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-    sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = proto.to_be();
-    sll.sll_ifindex = ifindex as i32;
-    // SAFETY: sll is a valid sockaddr_ll of the size passed.
-    let rc = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
-            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        bail!("binding the AF_PACKET socket: {}", io::Error::last_os_error());
-    }
-    Ok(())
-}
+pub use rsskit_linux::packet::{ifindex, RingConfig};
 
 /// A TPACKET_V3 receive ring on one interface.
 pub struct AfPacketSource {
-    fd: OwnedFd,
-    map: *mut u8,
-    map_len: usize,
-    cfg: RingConfig,
-    /// Current block, and position in it.
-    block: u32,
-    pkt_left: u32,
-    pkt_off: usize,
-    /// The frame returned last is inside the current block; the block is
-    /// released on the call after its last frame.
-    release_pending: bool,
+    ring: RxRing,
     drops: Cell<u64>,
-}
-
-// SAFETY: the mapping is owned by this value alone (no aliasing handles);
-// moving it to another thread moves sole access with it.
-unsafe impl Send for AfPacketSource {}
-
-impl Drop for AfPacketSource {
-    fn drop(&mut self) {
-        // SAFETY: map/map_len come from our successful mmap.
-        unsafe { libc::munmap(self.map as *mut libc::c_void, self.map_len) };
-    }
 }
 
 impl AfPacketSource {
     /// Opens a ring on `ifname`; joins fanout group `fanout` (hash mode) if given.
     pub fn open(ifname: &str, cfg: RingConfig, fanout: Option<u16>) -> Result<Self> {
-        let idx = ifindex(ifname)?;
-        let proto = libc::ETH_P_ALL as u16;
-        let fd = packet_socket(proto)?;
-        setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_VERSION, &TPACKET_V3, "PACKET_VERSION TPACKET_V3")?;
-        let req = libc::tpacket_req3 {
-            tp_block_size: cfg.block_size,
-            tp_block_nr: cfg.block_count,
-            tp_frame_size: cfg.frame_size,
-            tp_frame_nr: cfg.block_size / cfg.frame_size * cfg.block_count,
-            tp_retire_blk_tov: cfg.block_timeout_ms,
-            tp_sizeof_priv: 0,
-            tp_feature_req_word: 0,
-        };
-        setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req, "PACKET_RX_RING")?;
-        let map_len = cfg.block_size as usize * cfg.block_count as usize;
-        // SAFETY: mapping the ring the kernel just created for this fd.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_LOCKED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        let map = if map == libc::MAP_FAILED {
-            // MAP_LOCKED can fail on RLIMIT_MEMLOCK: retry without it.
-            // SAFETY: as above.
-            let m = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    map_len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED,
-                    fd.as_raw_fd(),
-                    0,
-                )
-            };
-            if m == libc::MAP_FAILED {
-                bail!("mmap of the AF_PACKET ring: {}", io::Error::last_os_error());
-            }
-            m
-        } else {
-            map
-        };
-        let s = AfPacketSource {
-            fd,
-            map: map as *mut u8,
-            map_len,
-            cfg,
-            block: 0,
-            pkt_left: 0,
-            pkt_off: 0,
-            release_pending: false,
-            drops: Cell::new(0),
-        };
-        // Our own transmissions (when in and out are the same interface) are not input.
-        let one: libc::c_int = 1;
-        let _ =
-            setsockopt(&s.fd, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, &one, "PACKET_IGNORE_OUTGOING");
-        bind(&s.fd, idx, proto)?;
-        if let Some(group) = fanout {
-            let arg: libc::c_int = i32::from(group) | ((libc::PACKET_FANOUT_HASH as i32) << 16);
-            setsockopt(&s.fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg, "PACKET_FANOUT")?;
-        }
-        Ok(s)
-    }
-
-    fn block_ptr(&self, b: u32) -> *mut u8 {
-        // SAFETY: b < block_count, so the offset is inside the mapping.
-        unsafe { self.map.add(b as usize * self.cfg.block_size as usize) }
-    }
-
-    fn read_u32(p: *const u8, off: usize) -> u32 {
-        // SAFETY: callers pass offsets inside the block header / frame
-        // header the kernel wrote; volatile because the kernel writes the
-        // ring concurrently.
-        unsafe { core::ptr::read_volatile(p.add(off) as *const u32) }
-    }
-
-    fn release_block(&mut self) {
-        let bp = self.block_ptr(self.block);
-        fence(Ordering::Release);
-        // SAFETY: block_status is at offset 8 of tpacket_block_desc; handing
-        // the block back to the kernel is a store of TP_STATUS_KERNEL.
-        unsafe { core::ptr::write_volatile(bp.add(8) as *mut u32, TP_STATUS_KERNEL) };
-        self.block = (self.block + 1) % self.cfg.block_count;
-        self.release_pending = false;
-    }
-
-    /// Kernel counters (reset on read): adds the drops.
-    fn poll_stats(&self) {
-        let mut st = libc::tpacket_stats_v3 { tp_packets: 0, tp_drops: 0, tp_freeze_q_cnt: 0 };
-        let mut len = std::mem::size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
-        // SAFETY: st is a writable tpacket_stats_v3 of `len` bytes.
-        let rc = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_PACKET,
-                libc::PACKET_STATISTICS,
-                &mut st as *mut _ as *mut libc::c_void,
-                &mut len,
-            )
-        };
-        if rc == 0 {
-            self.drops.set(self.drops.get() + u64::from(st.tp_drops));
-        }
+        Ok(AfPacketSource { ring: RxRing::open(ifname, cfg, fanout)?, drops: Cell::new(0) })
     }
 }
 
 impl Source for AfPacketSource {
     fn recv(&mut self) -> Recv<'_> {
-        loop {
-            if self.pkt_left == 0 {
-                if self.release_pending {
-                    self.release_block();
-                }
-                let bp = self.block_ptr(self.block);
-                let status = Self::read_u32(bp, 8);
-                if status & TP_STATUS_USER == 0 {
-                    return Recv::Idle;
-                }
-                fence(Ordering::Acquire);
-                self.pkt_left = Self::read_u32(bp, 12);
-                self.pkt_off = Self::read_u32(bp, 16) as usize;
-                self.release_pending = true;
-                if self.pkt_left == 0 {
-                    continue;
-                }
-            }
-            let bp = self.block_ptr(self.block);
-            let bs = self.cfg.block_size as usize;
-            if self.pkt_off + 32 > bs {
-                // Corrupt offsets: give the block back.
-                self.pkt_left = 0;
-                continue;
-            }
-            // SAFETY: pkt_off < block_size (checked), inside the mapping.
-            let hp = unsafe { bp.add(self.pkt_off) };
-            let next = Self::read_u32(hp, 0) as usize;
-            let sec = Self::read_u32(hp, 4);
-            let nsec = Self::read_u32(hp, 8);
-            let snaplen = Self::read_u32(hp, 12) as usize;
-            // SAFETY: tp_mac (u16 at 24) and sll_pkttype (sockaddr_ll after
-            // the 48-byte aligned header, +10) are inside the frame header.
-            let (mac, pkttype) = unsafe {
-                (
-                    core::ptr::read_volatile(hp.add(24) as *const u16) as usize,
-                    core::ptr::read_volatile(hp.add(48 + 10)),
-                )
-            };
-            self.pkt_left -= 1;
-            self.pkt_off += next;
-            if self.pkt_off.saturating_sub(next) + mac + snaplen > bs || pkttype == PACKET_OUTGOING {
-                continue;
-            }
-            // SAFETY: the frame bytes lie inside the block (checked above);
-            // the kernel does not touch the block until we release it, which
-            // happens only on a later call (after this borrow ends).
-            let data = unsafe { core::slice::from_raw_parts(hp.add(mac), snaplen) };
-            let ts_ns = u64::from(sec) * 1_000_000_000 + u64::from(nsec);
-            return Recv::Frame { data, ts_ns };
+        match self.ring.next_frame() {
+            Some((data, ts_ns)) => Recv::Frame { data, ts_ns },
+            None => Recv::Idle,
         }
     }
 
     fn drops(&self) -> u64 {
-        self.poll_stats();
+        self.drops.set(self.drops.get() + self.ring.take_drops());
         self.drops.get()
     }
 }
 
 /// Sends frames on one interface with `sendmmsg` (one syscall per flushed group).
 pub struct AfPacketSink {
-    fd: OwnedFd,
-    iovs: Vec<libc::iovec>,
-    hdrs: Vec<libc::mmsghdr>,
+    tx: TxSocket,
 }
-
-// SAFETY: iovs/hdrs hold raw pointers only during send(); between calls they
-// are dead scratch space.
-unsafe impl Send for AfPacketSink {}
 
 impl AfPacketSink {
     /// A transmit socket bound to `ifname`.
     pub fn open(ifname: &str) -> Result<Self> {
-        let idx = ifindex(ifname)?;
-        // Protocol 0: transmit only, receives nothing.
-        let fd = packet_socket(0)?;
-        bind(&fd, idx, 0)?;
-        Ok(AfPacketSink { fd, iovs: Vec::new(), hdrs: Vec::new() })
+        Ok(AfPacketSink { tx: TxSocket::open(ifname)? })
     }
 }
 
 impl Sink for AfPacketSink {
     fn send(&mut self, frames: &[Mbuf]) -> io::Result<usize> {
-        if frames.is_empty() {
-            return Ok(0);
-        }
-        self.iovs.clear();
-        self.hdrs.clear();
-        for f in frames {
-            self.iovs
-                .push(libc::iovec { iov_base: f.data().as_ptr() as *mut libc::c_void, iov_len: f.len() });
-        }
-        for i in 0..frames.len() {
-            // SAFETY: msghdr is plain data; zero is a valid empty header.
-            let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
-            h.msg_hdr.msg_iov = &mut self.iovs[i];
-            h.msg_hdr.msg_iovlen = 1;
-            self.hdrs.push(h);
-        }
-        let mut sent = 0usize;
-        while sent < frames.len() {
-            // SAFETY: hdrs[sent..] point at iovecs over frames that live for this call.
-            let n = unsafe {
-                libc::sendmmsg(
-                    self.fd.as_raw_fd(),
-                    self.hdrs.as_mut_ptr().add(sent),
-                    (frames.len() - sent) as libc::c_uint,
-                    0,
-                )
-            };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                if sent == 0 {
-                    return Err(e);
-                }
-                break;
-            }
-            if n == 0 {
-                break;
-            }
-            sent += n as usize;
-        }
-        Ok(sent)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bad_names() {
-        assert!(ifindex("").unwrap_err().to_string().contains("bad interface name"));
-        assert!(ifindex("a/b").unwrap_err().to_string().contains("bad interface name"));
-        assert!(ifindex("nosuchif0xyz").unwrap_err().to_string().contains("no such interface: nosuchif0xyz"));
-        assert!(ifindex("lo").unwrap() > 0);
+        self.tx.send(frames.iter().map(|f| f.data()))
     }
 }
