@@ -673,4 +673,86 @@ pub(crate) mod tests {
         c.close = true;
         assert!(String::from_utf8(c.request()).unwrap().ends_with("\r\nConnection: close\r\n\r\n"));
     }
+
+    /// A loopback server that answers in three pieces (the shell reads
+    /// partial answers) and closes every third exchange with
+    /// `Connection: close` (the shell reconnects); it counts what it served.
+    fn piecemeal_server(stop: Arc<AtomicBool>) -> (SocketAddr, std::thread::JoinHandle<u64>) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let addr = l.local_addr().unwrap();
+        let h = std::thread::spawn(move || {
+            let served = Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let mut conns = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let Ok((mut c, _)) = l.accept() else {
+                    std::thread::sleep(Duration::from_millis(2));
+                    continue;
+                };
+                let served = served.clone();
+                conns.push(std::thread::spawn(move || {
+                    c.set_nonblocking(false).unwrap();
+                    c.set_nodelay(true).unwrap();
+                    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                    let mut buf = Vec::new();
+                    for k in 1.. {
+                        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                            let mut b = [0u8; 1024];
+                            match c.read(&mut b) {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&b[..n]),
+                            }
+                        }
+                        buf.clear();
+                        let close = if k % 3 == 0 { "Connection: close\r\n" } else { "" };
+                        let resp = format!("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n{close}\r\n0123456789");
+                        let b = resp.as_bytes();
+                        for part in [&b[..7], &b[7..b.len() - 4], &b[b.len() - 4..]] {
+                            if c.write_all(part).is_err() {
+                                return;
+                            }
+                            std::thread::sleep(Duration::from_micros(300));
+                        }
+                        served.fetch_add(1, Ordering::Relaxed);
+                        if k % 3 == 0 {
+                            return;
+                        }
+                    }
+                }));
+            }
+            for c in conns {
+                let _ = c.join();
+            }
+            served.load(Ordering::Relaxed)
+        });
+        (addr, h)
+    }
+
+    #[test]
+    fn the_shell_reads_partial_answers_and_reconnects_after_close() {
+        let stop_srv = Arc::new(AtomicBool::new(false));
+        let (addr, srv) = piecemeal_server(stop_srv.clone());
+        let mut cfg = config();
+        cfg.url = parse_url(&format!("http://{addr}/")).unwrap();
+        cfg.duration = Duration::from_millis(600);
+        let stop = Arc::new(AtomicBool::new(false));
+        let r = run(&cfg, &stop, |_, _, _, _| {}).unwrap();
+        stop_srv.store(true, Ordering::Relaxed);
+        let served = srv.join().unwrap();
+        assert_eq!(r.errors, Errors::default(), "{r:?}");
+        assert!(r.responses >= 30, "{r:?}");
+        // Every request sent was answered (the run drains in-flight ones).
+        assert_eq!(r.sent, r.responses);
+        assert_eq!(served, r.responses);
+        // A new connection after every third answer.
+        assert!(r.connects >= r.responses / 3, "{} connects for {} answers", r.connects, r.responses);
+        assert!(r.connects <= r.responses / 3 + cfg.connections as u64, "{r:?}");
+        // 49 bytes an answer, 19 more with the close header.
+        let closes = r.connects.min(r.responses);
+        assert!(
+            r.bytes_in >= r.responses * 49 + (closes.saturating_sub(cfg.connections as u64)) * 19,
+            "{r:?}"
+        );
+        assert!(r.bytes_in <= r.responses * 49 + closes * 19, "{r:?}");
+    }
 }
