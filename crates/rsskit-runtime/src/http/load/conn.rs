@@ -221,6 +221,12 @@ impl Conn {
         Step::Write
     }
 
+    /// The socket took nothing more for now: the rest goes out on a later
+    /// writable event, after which the answer may already be waiting.
+    pub fn on_write_blocked(&mut self) {
+        self.one_write = false;
+    }
+
     /// Bytes of the answer arrived (never empty: the end of the stream is
     /// [`Conn::on_eof`]).
     pub fn on_read(&mut self, p: &Params, data: &[u8], now: u64) -> Step {
@@ -603,6 +609,12 @@ mod tests {
         // After a partial write the answer may be in already: read at once.
         assert_eq!(c.on_written(&p, REQ.len() - 13), Step::Sent { read_now: true });
         assert!(c.pending(&p).is_empty());
+        // A write that would block, then the whole request on the writable event.
+        let mut c = Conn::default();
+        c.begin(0, 0, true);
+        c.on_write_blocked();
+        assert_eq!(c.pending(&p), REQ);
+        assert_eq!(c.on_written(&p, REQ.len()), Step::Sent { read_now: true });
         // The same after a connect.
         let mut c = Conn::default();
         assert_eq!(c.begin(0, 100, false), Step::Connect);

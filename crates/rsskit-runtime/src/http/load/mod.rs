@@ -306,7 +306,7 @@ impl Worker {
                     Step::Write => {}
                     step => return self.step(i, step, now),
                 },
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return s.conn.on_write_blocked(),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     let d = s.conn.on_write_error(&self.p, e.kind(), now);
