@@ -71,6 +71,7 @@
 pub mod limit;
 pub mod locked;
 pub mod netisr_handler;
+pub mod order;
 pub mod redirect;
 pub mod rules;
 pub mod ruleset;
