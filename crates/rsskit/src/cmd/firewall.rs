@@ -419,6 +419,13 @@ fn summary(
             );
         }
         println!(
+            "order {}: {} barriers ({} timed out), {:.3} ms held",
+            if order == Order::Causal { "causal" } else { "none" },
+            ostats.barriers,
+            ostats.timeouts,
+            ostats.wait_ns as f64 / 1e6
+        );
+        println!(
             "{} frames in {:.3} s; states {} (resyncs {}, gc broadcasts {}); sent {} ({} errors)",
             inputs,
             elapsed.as_secs_f64(),
@@ -427,13 +434,6 @@ fn summary(
             s.gc_broadcasts,
             sent,
             errors
-        );
-        println!(
-            "order {}: {} barriers ({} timed out), {:.3} ms held",
-            if order == Order::Causal { "causal" } else { "none" },
-            ostats.barriers,
-            ostats.timeouts,
-            ostats.wait_ns as f64 / 1e6
         );
     }
     Ok(())
