@@ -197,6 +197,8 @@ pub fn run(
         drop(out_tx);
         let mut pending: Vec<Vec<Item>> = (0..n).map(|_| Vec::with_capacity(batch)).collect();
         let mut last_status = Instant::now();
+        // The latest frame time handed to each worker.
+        let mut sent_ms = vec![0u64; n];
         for inp in inputs {
             count += 1;
             let wk = steer.worker_of_frame(&inp.frame, &fw.config.parse);
@@ -212,15 +214,22 @@ pub fn run(
                     }
                 }
                 let mut ok = wait_drained(&inflight, since);
-                inflight.fetch_add(n as i64, Ordering::AcqRel);
-                for tx in &txs {
-                    let _ = tx.send(vec![Item::Tick(inp.ts_ms)]);
+                // A worker that was sent a frame of this time (and is
+                // drained) is there already.
+                let behind: Vec<usize> = (0..n).filter(|&k| sent_ms[k] < inp.ts_ms).collect();
+                if !behind.is_empty() {
+                    inflight.fetch_add(behind.len() as i64, Ordering::AcqRel);
+                    for &k in &behind {
+                        let _ = txs[k].send(vec![Item::Tick(inp.ts_ms)]);
+                        sent_ms[k] = inp.ts_ms;
+                    }
+                    ok &= wait_drained(&inflight, since);
                 }
-                ok &= wait_drained(&inflight, since);
                 ostats.barriers += 1;
                 ostats.timeouts += u64::from(!ok);
                 ostats.wait_ns += since.elapsed().as_nanos() as u64;
             }
+            sent_ms[wk] = sent_ms[wk].max(inp.ts_ms);
             pending[wk].push(Item::Wire(inp));
             if pending[wk].len() >= batch {
                 let b = std::mem::replace(&mut pending[wk], Vec::with_capacity(batch));
