@@ -24,8 +24,13 @@
 //! clock has been advanced to the frame's capture time (states due by then
 //! expire, their tracks are released, their slaves' deletions delivered).
 //! Frames that touch only their own worker's state never wait: a file
-//! without `redirect` and `limit` rules is replayed without any barrier,
-//! and with them only the frames that can touch cross-worker state pay.
+//! without `redirect` and `limit` rules, or any file on one worker, is
+//! replayed without any barrier ([`needed`]), and otherwise only the
+//! frames that can touch cross-worker state pay. A barrier costs a drain
+//! of the pipeline (a round trip to every busy worker): a few µs on the
+//! netisr engine's polled rings, tens of µs on the own driver's channels
+//! (a blocked worker thread must be woken); `rsskit bench firewall`
+//! measures both against the unordered replay.
 //! The result is the single-threaded [`super::sim`] order for every
 //! per-rule counter. [`Order::None`] dispatches as frames come (live input:
 //! there is no recorded order to keep, as on a NIC).
@@ -132,6 +137,13 @@ impl Classifier {
         }
         false
     }
+}
+
+/// Whether a causal replay of `fw` needs barriers at all: not with one
+/// worker (its FIFO is the file's order, a redirect's hops stay on it),
+/// not when no rule creates cross-worker state.
+pub fn needed(fw: &Firewall) -> bool {
+    fw.config.workers > 1 && !Classifier::new(fw).trivial()
 }
 
 fn padded(n: usize) -> Box<[Padded<AtomicU64>]> {

@@ -15,7 +15,7 @@
 //!   per worker delivers), no dispatcher, no channels.
 
 pub use super::order::Order;
-use super::order::{Classifier, OrderStats, BARRIER_TIMEOUT};
+use super::order::{needed, Classifier, OrderStats, BARRIER_TIMEOUT};
 use super::{Control, Dir, Firewall, Resume, Snapshot, Steering, Verdict};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::mpsc;
@@ -99,7 +99,7 @@ pub fn run(
     let done = AtomicBool::new(false);
     let (txs, rxs): (Vec<_>, Vec<_>) = (0..n).map(|_| mpsc::channel::<Vec<Item>>()).unzip();
     let (out_tx, out_rx) = mpsc::channel::<(Vec<u8>, Dir)>();
-    let cls = (order == Order::Causal).then(|| Classifier::new(fw)).filter(|c| !c.trivial());
+    let cls = (order == Order::Causal && needed(fw)).then(|| Classifier::new(fw));
     let mut ostats = OrderStats::default();
     let start = Instant::now();
     let mut count = 0u64;

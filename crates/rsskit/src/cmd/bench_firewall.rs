@@ -27,7 +27,7 @@ use anyhow::{anyhow, bail, Result};
 use rsskit_core::RssKey;
 use rsskit_dataplane::build;
 use rsskit_dataplane::firewall::netisr_handler::FwHandler;
-use rsskit_dataplane::firewall::order::{Classifier, Gate, Order, OrderedSource};
+use rsskit_dataplane::firewall::order::{self, Gate, Order, OrderedSource};
 use rsskit_dataplane::firewall::run::{self, replay_partitioned, Input};
 use rsskit_dataplane::firewall::{parse, Config, Dir, Firewall, Steering};
 use rsskit_dataplane::io::{Recv, Source};
@@ -126,7 +126,7 @@ fn replay_once(
         let r = run::run(&fw, inputs, batch, None, order, |_, _| passed += 1, None, |_| {});
         return Ok((r.elapsed, passed, r.order.barriers, r.order.wait_ns));
     }
-    let gate = (order == Order::Causal && !Classifier::new(&fw).trivial()).then(|| Gate::new(workers));
+    let gate = (order == Order::Causal && order::needed(&fw)).then(|| Gate::new(workers));
     let ncfg = NetisrConfig {
         workers,
         batch: batch.min(256),

@@ -35,7 +35,7 @@ use super::common::{key_arg, print_json};
 use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::RssKey;
 use rsskit_dataplane::firewall::netisr_handler::FwHandler;
-use rsskit_dataplane::firewall::order::{Classifier, Gate, Order, OrderStats, OrderedSource};
+use rsskit_dataplane::firewall::order::{self, Gate, Order, OrderStats, OrderedSource};
 use rsskit_dataplane::firewall::run::{self, direction, Input};
 use rsskit_dataplane::firewall::{self, Config, Dir, Firewall, Snapshot};
 use rsskit_dataplane::io::afpacket::{AfPacketSink, AfPacketSource, RingConfig};
@@ -470,8 +470,8 @@ impl Sink for BridgeSink {
 /// `--engine netisr`: the firewall workers as netisr protocol handlers.
 fn run_netisr(a: &Args, fw: &Arc<Firewall>, out: Out, interrupted: &AtomicBool, order: Order) -> Result<()> {
     let n = a.workers;
-    // Without rules that create cross-worker state no frame waits: no gate.
-    let gate = (order == Order::Causal && !Classifier::new(fw).trivial()).then(|| Gate::new(n));
+    // One worker, or no rule that creates cross-worker state: no frame waits.
+    let gate = (order == Order::Causal && order::needed(fw)).then(|| Gate::new(n));
     let bridge = match (&a.input, &a.output) {
         (InSpec::AfPacket(_), OutSpec::AfPacket(o)) => Some(o.clone()),
         _ => None,
