@@ -164,6 +164,8 @@ fn bench_firewall_shape() {
             "1",
             "--workers",
             "1,2",
+            "--replay-flows",
+            "200",
             "--json",
         ])
         .output()
@@ -177,6 +179,17 @@ fn bench_firewall_shape() {
         assert!(r["cpu_ns_per_frame"].as_f64().unwrap() > 0.0, "{r}");
     }
     assert!(v["per_worker_vs_locked_at_max_workers"].as_f64().is_some());
+    // Ordered vs unordered replay: rules x engines x workers x orders.
+    let replay = v["replay"].as_array().unwrap();
+    assert_eq!(replay.len(), 16);
+    for r in replay {
+        assert!(r["mpps"].as_f64().unwrap() > 0.0, "{r}");
+        let barriers = r["barriers"].as_u64().unwrap();
+        // Only the limit rules at 2 workers in causal order hold frames: every SYN.
+        let held = r["rules"] == "limit" && r["workers"] == 2 && r["order"] == "causal";
+        assert_eq!(barriers, if held { 200 } else { 0 }, "{r}");
+        assert!(r["causal_vs_none"].as_f64().unwrap() > 0.0, "{r}");
+    }
 }
 
 #[test]
