@@ -160,7 +160,7 @@ fn flood(locked: bool) {
         ts_ms: ts / 1_000_000,
     });
     let mut passed = 0u64;
-    let r = run::run(&fw, inputs, 32, None, |_, _| passed += 1, None, |_| {});
+    let r = run::run(&fw, inputs, 32, None, run::Order::None, |_, _| passed += 1, None, |_| {});
     let snap = r.snapshot;
     assert_eq!(r.inputs, syns);
     assert!(snap.states <= max + max / 20, "{} states over the {max} limit by more than 5%", snap.states);

@@ -260,7 +260,7 @@ fn limit_hit_resyncs_collects_own_then_asks_the_others_once_per_second() {
 
 #[test]
 fn rule_swap_while_threaded_workers_run() {
-    use rsskit_dataplane::firewall::run::{run, Input};
+    use rsskit_dataplane::firewall::run::{run, Input, Order};
     use rsskit_dataplane::firewall::Firewall;
     use std::collections::HashMap;
     let me = v4([10, 0, 0, 1]);
@@ -282,8 +282,16 @@ fn rule_swap_while_threaded_workers_run() {
         Some(Input { frame: f, dir: Dir::In, ts_ms: u64::from(i) })
     });
     let mut passed = Vec::new();
-    let r =
-        run(&fw, inputs, 32, None, |f, _| passed.push(index[&[f[26], f[27], f[28], f[29]]]), None, |_| {});
+    let r = run(
+        &fw,
+        inputs,
+        32,
+        None,
+        Order::None,
+        |f, _| passed.push(index[&[f[26], f[27], f[28], f[29]]]),
+        None,
+        |_| {},
+    );
     let s = r.snapshot;
     assert_eq!(r.inputs, 1000);
     assert_eq!(s.total.packets, 1000, "no frame lost across the swap");

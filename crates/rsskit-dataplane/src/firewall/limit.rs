@@ -218,6 +218,11 @@ impl TrackRegistry {
         if Arc::strong_count(&c) == 2 {
             m.remove(id);
         }
+        // Dropped under the lock too: two workers dropping their last
+        // states at once would otherwise both see 3 and leave the counter
+        // in the map forever.
+        drop(c);
+        drop(m);
     }
 }
 

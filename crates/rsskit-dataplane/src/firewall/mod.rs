@@ -39,7 +39,8 @@
 //! - [`state`]: the per-worker state table (TCP tracking, O(expired) expiry);
 //! - [`locked`]: per-worker tables or the locked global baseline;
 //! - [`limit`]: the loose global counter and `limit` tracks;
-//! - [`redirect`]: master/slave states and frame rewriting.
+//! - [`redirect`]: master/slave states and frame rewriting;
+//! - [`order`]: the causal order of a capture replay across workers.
 //!
 //! # Rule evaluation
 //! Rules are walked in order. `check-state` (or, without one, the first
@@ -67,10 +68,25 @@
 //! dispatch as protocol handlers, all rules included: redirected frames and
 //! control messages go to their worker as netisr handler messages (SPSC
 //! rings, FIFO per sender).
+//!
+//! # Replaying a capture across workers
+//! Each worker judges its frames in file order, each at its own capture
+//! time, but workers run concurrently: a reply whose redirect slave is
+//! being installed by another worker, or a SYN whose `limit` slot another
+//! worker's state frees when it expires, could overtake its cause. A
+//! replay is therefore ordered by default ([`order::Order::Causal`]): a
+//! frame that may touch cross-worker state waits at an epoch barrier
+//! (every earlier frame done, every worker's clock at its time); the other
+//! frames never wait. The per-rule counters of a replay then equal the
+//! single-threaded [`sim`]'s for any worker count, on either engine. A
+//! `limit` track's admission is a compare-and-swap on its shared counter,
+//! so exactly N states are admitted per track however the workers
+//! interleave (ordered or not); which N depends on the order.
 
 pub mod limit;
 pub mod locked;
 pub mod netisr_handler;
+pub mod order;
 pub mod redirect;
 pub mod rules;
 pub mod ruleset;

@@ -14,9 +14,10 @@
 //! ([`Verdict::Replace`]). Non-IP frames (ARP...) go through the firewall,
 //! which passes them, as a bridge does.
 
+use super::order::Gate;
 use super::redirect::{Control, Resume};
 use super::{Dir, Firewall, Verdict as FwVerdict, Worker};
-use crate::netisr::{Delivery, Handler, Msg, PacketCtx, Verdict, FLAG_PORT_B};
+use crate::netisr::{mbuf_flags, Delivery, Handler, Msg, PacketCtx, Verdict, FLAG_PORT_B};
 use crate::wire::Packet;
 use core::net::IpAddr;
 use std::sync::Arc;
@@ -59,6 +60,10 @@ pub struct FwHandler {
     frames: u32,
     /// Live input: the clock also advances with wall time while idle.
     live: bool,
+    /// Ordered replay ([`super::order`]): completions and clock ticks.
+    gate: Option<Arc<Gate>>,
+    /// The last barrier clock reported to the gate.
+    reached: u64,
 }
 
 impl FwHandler {
@@ -76,6 +81,8 @@ impl FwHandler {
             flags: 0,
             frames: 1,
             live: false,
+            gate: None,
+            reached: 0,
         })
     }
 
@@ -90,6 +97,14 @@ impl FwHandler {
     /// [`FLAG_PORT_B`] are `out`, the others `in` (as the own driver does).
     pub fn bridged(mut self) -> Self {
         self.bridge = true;
+        self
+    }
+
+    /// Ordered replay: report completions to `gate` and advance the clock
+    /// when a barrier asks (the input is an [`super::order::OrderedSource`]
+    /// sharing it).
+    pub fn ordered(mut self, gate: Arc<Gate>) -> Self {
+        self.gate = Some(gate);
         self
     }
 
@@ -122,8 +137,26 @@ impl FwHandler {
                 Verdict::Handoff
             }
         };
+        self.drain_controls();
+        v
+    }
+
+    /// Moves the worker's control messages to the outbox (counted first
+    /// when the replay is ordered).
+    fn drain_controls(&mut self) {
+        let before = self.pending.len();
         for (to, c) in self.w.drain_outbox() {
             self.pending.push((to, Box::new(FwMsg::Control(c))));
+        }
+        if let Some(g) = &self.gate {
+            g.controls_sent(self.w.id(), (self.pending.len() - before) as u64);
+        }
+    }
+
+    /// A frame the ordered input counted got its final verdict.
+    fn complete(&self, v: Verdict, counted: bool) -> Verdict {
+        if let (Some(g), true) = (&self.gate, counted) {
+            g.frame_done(self.w.id());
         }
         v
     }
@@ -146,6 +179,8 @@ impl FwHandler {
 impl Handler for FwHandler {
     const NON_IP: bool = true;
     const DROP_REASON: &'static str = "firewall_deny";
+    // Barriers wait for idle workers' clocks: poll every idle loop.
+    const POLL_IDLE: bool = true;
 
     fn handle(&mut self, ctx: &PacketCtx, pkt: &Packet<'_>) -> Verdict {
         self.clock(ctx.ts_ns);
@@ -155,7 +190,10 @@ impl Handler for FwHandler {
         self.scratch.extend_from_slice(pkt.data);
         let dir = self.dir(pkt.outer.src);
         let v = self.w.process(&mut self.scratch, dir, self.now);
-        self.verdict(v, dir, Some(pkt.data))
+        let forwarded = matches!(v, FwVerdict::Forward { .. });
+        let v = self.verdict(v, dir, Some(pkt.data));
+        // Re-injected (reassembled) packets were not counted by the input.
+        self.complete(v, !forwarded && ctx.flags & mbuf_flags::REINJECTED == 0)
     }
 
     fn handle_other(&mut self, ctx: &PacketCtx, frame: &[u8]) -> Verdict {
@@ -166,7 +204,8 @@ impl Handler for FwHandler {
         self.scratch.extend_from_slice(frame);
         let dir = if self.bridge && ctx.flags & FLAG_PORT_B != 0 { Dir::Out } else { Dir::In };
         let v = self.w.process(&mut self.scratch, dir, self.now);
-        self.verdict(v, dir, Some(frame))
+        let v = self.verdict(v, dir, Some(frame));
+        self.complete(v, true)
     }
 
     fn take_frame(&mut self) -> Vec<u8> {
@@ -186,8 +225,10 @@ impl Handler for FwHandler {
                 self.now = self.now.max(now);
                 self.since_batch += 1; // publish at the batch's end
                 let v = self.w.resume(&mut frame, dir, msg, self.now);
+                let forwarded = matches!(v, FwVerdict::Forward { .. });
                 self.scratch = frame;
-                match self.verdict(v, dir, None) {
+                let v = self.verdict(v, dir, None);
+                match self.complete(v, !forwarded) {
                     Verdict::Forward | Verdict::Replace => {
                         Delivery::Send { frame: self.take_frame(), flags, frames }
                     }
@@ -198,6 +239,9 @@ impl Handler for FwHandler {
             FwMsg::Control(c) => {
                 self.since_batch += 1;
                 self.w.control(c);
+                if let Some(g) = &self.gate {
+                    g.control_done(self.w.id());
+                }
                 Delivery::None
             }
         }
@@ -215,12 +259,21 @@ impl Handler for FwHandler {
                 self.since_batch += 1;
             }
         }
+        // An ordered replay's barrier: every earlier frame is done, advance
+        // to the held frame's time (expiry, track releases, slave deletions).
+        let tick = self.gate.as_ref().map_or(0, |g| g.tick_request());
+        if tick > self.now {
+            self.now = tick;
+            self.since_batch += 1;
+        }
         if self.since_batch > 0 {
             self.w.begin_batch(self.now);
             self.since_batch = 0;
         }
-        for (to, c) in self.w.drain_outbox() {
-            self.pending.push((to, Box::new(FwMsg::Control(c))));
+        self.drain_controls();
+        if let (Some(g), true) = (&self.gate, tick > self.reached) {
+            g.reached(self.w.id(), tick);
+            self.reached = tick;
         }
     }
 }

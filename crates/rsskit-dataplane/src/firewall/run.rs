@@ -5,11 +5,17 @@
 //!   one thread per worker filters; frames a redirection hands over and
 //!   control messages go to the target worker's channel (FIFO per sender,
 //!   as [`super::redirect`] requires); passed frames go to one output
-//!   callback. Used by `rsskit firewall` for pcap input.
+//!   callback. Used by `rsskit firewall` for pcap input. Each frame is
+//!   judged at its own time (the worker's clock advances frame by frame,
+//!   not to the batch's latest). With [`Order::Causal`] the dispatcher
+//!   holds frames that may touch cross-worker state at an epoch barrier
+//!   ([`super::order`]).
 //! - [`replay_partitioned`]: the benchmark loop: each worker thread replays
 //!   its own pre-steered frames from memory (what a NIC with one RX queue
 //!   per worker delivers), no dispatcher, no channels.
 
+pub use super::order::Order;
+use super::order::{needed, Classifier, OrderStats, BARRIER_TIMEOUT};
 use super::{Control, Dir, Firewall, Resume, Snapshot, Steering, Verdict};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::mpsc;
@@ -38,6 +44,8 @@ enum Item {
     Wire(Input),
     Resume(Input, Resume),
     Control(Control),
+    /// Advance the clock to this time (ms): an ordered replay's barrier.
+    Tick(u64),
 }
 
 /// Totals of a [`run`].
@@ -46,6 +54,25 @@ pub struct RunReport {
     pub elapsed: Duration,
     pub inputs: u64,
     pub snapshot: Snapshot,
+    /// What the ordering did (all zero with [`Order::None`]).
+    pub order: OrderStats,
+}
+
+/// Waits until nothing is in flight; false if that took [`BARRIER_TIMEOUT`].
+fn wait_drained(inflight: &AtomicI64, since: Instant) -> bool {
+    let mut spins = 0u32;
+    while inflight.load(Ordering::Acquire) != 0 {
+        if since.elapsed() >= BARRIER_TIMEOUT {
+            return false;
+        }
+        spins += 1;
+        if spins < 64 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+    true
 }
 
 /// Filters `inputs` on one thread per worker. `output` gets every passed
@@ -53,13 +80,14 @@ pub struct RunReport {
 ///
 /// `live`: the clock's origin for live input; idle workers then keep
 /// expiring states as wall time passes (with `None` the clock is the
-/// frames' timestamps only).
+/// frames' timestamps only). `order`: [`Order::Causal`] for a replay.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     fw: &Arc<Firewall>,
     inputs: impl Iterator<Item = Input>,
     batch: usize,
     live: Option<Instant>,
+    order: Order,
     mut output: impl FnMut(Vec<u8>, Dir) + Send,
     status_every: Option<Duration>,
     mut status: impl FnMut(&Snapshot),
@@ -71,6 +99,8 @@ pub fn run(
     let done = AtomicBool::new(false);
     let (txs, rxs): (Vec<_>, Vec<_>) = (0..n).map(|_| mpsc::channel::<Vec<Item>>()).unzip();
     let (out_tx, out_rx) = mpsc::channel::<(Vec<u8>, Dir)>();
+    let cls = (order == Order::Causal && needed(fw)).then(|| Classifier::new(fw));
+    let mut ostats = OrderStats::default();
     let start = Instant::now();
     let mut count = 0u64;
     std::thread::scope(|s| {
@@ -90,18 +120,19 @@ pub fn run(
                 loop {
                     match rx.recv_timeout(Duration::from_millis(1)) {
                         Ok(items) => {
-                            if let Some(ts) = items
-                                .iter()
-                                .map(|i| match i {
-                                    Item::Wire(x) | Item::Resume(x, _) => x.ts_ms,
-                                    Item::Control(_) => 0,
-                                })
-                                .max()
-                            {
-                                now = now.max(ts);
-                            }
                             w.begin_batch(now);
                             for item in items {
+                                // Each frame at its own time: housekeeping
+                                // (expiry) runs again whenever the clock moves.
+                                let ts = match &item {
+                                    Item::Wire(x) | Item::Resume(x, _) => x.ts_ms,
+                                    Item::Tick(t) => *t,
+                                    Item::Control(_) => 0,
+                                };
+                                if ts > now {
+                                    now = ts;
+                                    w.begin_batch(now);
+                                }
                                 let (mut inp, v) = match item {
                                     Item::Wire(mut x) => {
                                         let v = w.process(&mut x.frame, x.dir, now);
@@ -113,6 +144,14 @@ pub fn run(
                                     }
                                     Item::Control(c) => {
                                         w.control(c);
+                                        inflight.fetch_sub(1, Ordering::AcqRel);
+                                        continue;
+                                    }
+                                    Item::Tick(_) => {
+                                        for (to, c) in w.drain_outbox() {
+                                            inflight.fetch_add(1, Ordering::AcqRel);
+                                            let _ = peers[to].send(vec![Item::Control(c)]);
+                                        }
                                         inflight.fetch_sub(1, Ordering::AcqRel);
                                         continue;
                                     }
@@ -158,9 +197,39 @@ pub fn run(
         drop(out_tx);
         let mut pending: Vec<Vec<Item>> = (0..n).map(|_| Vec::with_capacity(batch)).collect();
         let mut last_status = Instant::now();
+        // The latest frame time handed to each worker.
+        let mut sent_ms = vec![0u64; n];
         for inp in inputs {
             count += 1;
             let wk = steer.worker_of_frame(&inp.frame, &fw.config.parse);
+            if cls.as_ref().is_some_and(|c| c.needs_barrier(&inp.frame)) {
+                // Epoch barrier: everything dispatched so far completes,
+                // then every worker's clock reaches this frame's time.
+                let since = Instant::now();
+                for (k, b) in pending.iter_mut().enumerate() {
+                    if !b.is_empty() {
+                        let b = std::mem::replace(b, Vec::with_capacity(batch));
+                        inflight.fetch_add(b.len() as i64, Ordering::AcqRel);
+                        let _ = txs[k].send(b);
+                    }
+                }
+                let mut ok = wait_drained(&inflight, since);
+                // A worker that was sent a frame of this time (and is
+                // drained) is there already.
+                let behind: Vec<usize> = (0..n).filter(|&k| sent_ms[k] < inp.ts_ms).collect();
+                if !behind.is_empty() {
+                    inflight.fetch_add(behind.len() as i64, Ordering::AcqRel);
+                    for &k in &behind {
+                        let _ = txs[k].send(vec![Item::Tick(inp.ts_ms)]);
+                        sent_ms[k] = inp.ts_ms;
+                    }
+                    ok &= wait_drained(&inflight, since);
+                }
+                ostats.barriers += 1;
+                ostats.timeouts += u64::from(!ok);
+                ostats.wait_ns += since.elapsed().as_nanos() as u64;
+            }
+            sent_ms[wk] = sent_ms[wk].max(inp.ts_ms);
             pending[wk].push(Item::Wire(inp));
             if pending[wk].len() >= batch {
                 let b = std::mem::replace(&mut pending[wk], Vec::with_capacity(batch));
@@ -191,7 +260,7 @@ pub fn run(
         }
         done.store(true, Ordering::Release);
     });
-    RunReport { elapsed: start.elapsed(), inputs: count, snapshot: fw.snapshot() }
+    RunReport { elapsed: start.elapsed(), inputs: count, snapshot: fw.snapshot(), order: ostats }
 }
 
 /// CPU time consumed by the calling thread.

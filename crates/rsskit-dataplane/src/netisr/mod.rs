@@ -182,6 +182,9 @@ pub trait Handler: Send + 'static {
     /// (`now_ns`: the worker's monotonic clock): housekeeping, expiry.
     #[inline]
     fn on_batch_end(&mut self, _now_ns: u64) {}
+    /// With `true`, [`Handler::on_batch_end`] also runs on every idle loop
+    /// (a handler that waits for other workers, e.g. an ordered replay).
+    const POLL_IDLE: bool = false;
 }
 
 /// [`Mbuf::flags`] bit of the frames read from an input started as the

@@ -237,7 +237,7 @@ impl<H: Handler> Worker<H> {
                 // Ran out of input for now: DragonFly's rollup.
                 self.flush(FlushReason::Idle);
             }
-            if did || idle_loops.is_multiple_of(256) {
+            if did || H::POLL_IDLE || idle_loops.is_multiple_of(256) {
                 self.handler.on_batch_end(self.epoch.elapsed().as_nanos() as u64);
                 self.take_outbox();
             }

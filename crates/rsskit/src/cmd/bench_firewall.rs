@@ -11,16 +11,35 @@
 //! tracking, expiry (a shared clock advances 1 ms per batch of 32 per
 //! worker, so each closed state expires 1 s later, during the same round).
 //! Frames should all pass; a run dropping more than 0.1% is an error.
+//!
+//! Then the cost of an ordered capture replay (`rsskit firewall --order`,
+//! `firewall::order`): `--replay-flows` flows replayed in file order
+//! through each engine's dispatcher (the own driver: a dispatcher thread
+//! and channels; netisr: the capture read by worker 0, software RSS over
+//! the rings), with `--order none` and `--order causal`, under two rule
+//! sets: the keep-state rules above (no rule creates cross-worker state:
+//! causal holds nothing) and the same with `limit src-addr 1000` instead
+//! of `keep-state` (every SYN, 1 frame in 8, may touch a shared track:
+//! an epoch barrier each).
 
 use super::common::{median, print_json, SplitMix};
-use anyhow::{bail, Result};
+use anyhow::{anyhow, bail, Result};
 use rsskit_core::RssKey;
 use rsskit_dataplane::build;
-use rsskit_dataplane::firewall::run::replay_partitioned;
-use rsskit_dataplane::firewall::{parse, Config, Firewall, Steering};
+use rsskit_dataplane::firewall::netisr_handler::FwHandler;
+use rsskit_dataplane::firewall::order::{self, Gate, Order, OrderedSource};
+use rsskit_dataplane::firewall::run::{self, replay_partitioned, Input};
+use rsskit_dataplane::firewall::{parse, Config, Dir, Firewall, Steering};
+use rsskit_dataplane::io::{Recv, Source};
+use rsskit_dataplane::netisr::{Netisr, NetisrConfig};
+use rsskit_dataplane::output::{NullSink, Sink};
 use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::time::Duration;
 
 pub const RULES: &str = "check-state\nallow tcp from any to me 80 setup keep-state\n";
+/// The replay comparison's rules whose SYNs need a barrier.
+pub const LIMIT_RULES: &str = "check-state\nallow tcp from any to me 80 setup limit src-addr 1000\n";
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -42,9 +61,143 @@ pub struct Args {
     /// Seed of the flow generator.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Flows of the ordered vs unordered replay comparison (0: skip it).
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(0..=2_000_000))]
+    replay_flows: u32,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+struct ReplayRow {
+    rules: &'static str,
+    engine: &'static str,
+    workers: usize,
+    order: Order,
+    /// Median frames per second (wall time of the whole replay).
+    mpps: f64,
+    runs_mpps: Vec<f64>,
+    /// Frames held at a barrier per run.
+    barriers: u64,
+    /// Median time the dispatcher held a frame, per barrier (µs).
+    us_per_barrier: f64,
+}
+
+/// Frames with capture timestamps, from memory.
+struct Stamped {
+    frames: Arc<Vec<Vec<u8>>>,
+    pos: usize,
+}
+
+impl Source for Stamped {
+    fn recv(&mut self) -> Recv<'_> {
+        let Some(f) = self.frames.get(self.pos) else { return Recv::Done };
+        let ts_ns = stamp_ms(self.pos) * 1_000_000;
+        self.pos += 1;
+        Recv::Frame { data: f, ts_ns }
+    }
+}
+
+/// The capture time of frame `i`: 100 frames per ms.
+fn stamp_ms(i: usize) -> u64 {
+    1_000 + i as u64 / 100
+}
+
+/// One replay of `frames`; (elapsed, passed, barriers, held ns).
+fn replay_once(
+    frames: &Arc<Vec<Vec<u8>>>,
+    rules: &str,
+    engine: &str,
+    workers: usize,
+    order: Order,
+    batch: usize,
+) -> Result<(Duration, u64, u64, u64)> {
+    let me = vec![IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1))];
+    let cfg = Config { workers, me, states_max: 0, ..Config::default() };
+    let fw = Firewall::new(cfg, parse(rules)?);
+    if engine == "own" {
+        let inputs = frames.iter().enumerate().map(|(i, f)| Input {
+            frame: f.clone(),
+            dir: Dir::In,
+            ts_ms: stamp_ms(i),
+        });
+        let mut passed = 0u64;
+        let r = run::run(&fw, inputs, batch, None, order, |_, _| passed += 1, None, |_| {});
+        return Ok((r.elapsed, passed, r.order.barriers, r.order.wait_ns));
+    }
+    let gate = (order == Order::Causal && order::needed(&fw)).then(|| Gate::new(workers));
+    let ncfg = NetisrConfig {
+        workers,
+        batch: batch.min(256),
+        key: fw.config.key.clone(),
+        hash_config: fw.config.hash,
+        decap: false,
+        backpressure: true,
+        ..Default::default()
+    };
+    let handlers = (0..workers)
+        .map(|i| {
+            FwHandler::new(&fw, i).map(|h| match &gate {
+                Some(g) => h.ordered(g.clone()),
+                None => h,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow!(e))?;
+    let sinks = (0..workers).map(|_| Box::new(NullSink::default()) as Box<dyn Sink>).collect();
+    let src: Box<dyn Source> = Box::new(Stamped { frames: frames.clone(), pos: 0 });
+    let src = match &gate {
+        Some(g) => Box::new(OrderedSource::new(src, &fw, g.clone(), ncfg.parse)),
+        None => src,
+    };
+    let report = Netisr::start(ncfg, vec![(0, src)], sinks, handlers)?.join()?;
+    for h in &report.handlers {
+        h.worker().publish();
+    }
+    let st = gate.map(|g| g.stats()).unwrap_or_default();
+    Ok((report.elapsed, fw.snapshot().total.passed, st.barriers, st.wait_ns))
+}
+
+/// Ordered vs unordered replay, every rule set, engine, worker count.
+fn replay_rows(a: &Args) -> Result<Vec<ReplayRow>> {
+    let frames = Arc::new(flows(a.replay_flows, a.seed));
+    let mut rows = Vec::new();
+    for (rules_name, rules) in [("keep-state", RULES), ("limit", LIMIT_RULES)] {
+        for engine in ["own", "netisr"] {
+            for &n in &a.workers {
+                for order in [Order::None, Order::Causal] {
+                    let mut mpps = Vec::new();
+                    let mut per_barrier = Vec::new();
+                    let mut barriers = 0;
+                    for _ in 0..a.runs {
+                        let (elapsed, passed, b, held_ns) =
+                            replay_once(&frames, rules, engine, n, order, a.batch)?;
+                        if passed != frames.len() as u64 {
+                            bail!(
+                                "replay {rules_name} {engine} x{n} {order:?}: {passed} of {} frames passed",
+                                frames.len()
+                            );
+                        }
+                        barriers = b;
+                        mpps.push(frames.len() as f64 / elapsed.as_secs_f64() / 1e6);
+                        per_barrier.push(if b > 0 { held_ns as f64 / b as f64 / 1e3 } else { 0.0 });
+                    }
+                    rows.push(ReplayRow {
+                        rules: rules_name,
+                        engine,
+                        workers: n,
+                        order,
+                        mpps: median(mpps.clone()),
+                        runs_mpps: mpps,
+                        barriers,
+                        us_per_barrier: median(per_barrier),
+                    });
+                }
+            }
+        }
+    }
+    Ok(rows)
 }
 
 fn tcp(src: Ipv4Addr, sp: u16, dst: Ipv4Addr, dp: u16, flags: u8, payload: usize) -> Vec<u8> {
@@ -161,6 +314,15 @@ pub fn run(a: Args) -> Result<()> {
     let ratio_tables = find("per-worker", max_w).zip(find("locked", max_w)).map(|(p, l)| p / l);
     let ratio_scaling = find("per-worker", max_w).zip(find("per-worker", min_w)).map(|(x, y)| x / y);
     let ratio_scaling_locked = find("locked", max_w).zip(find("locked", min_w)).map(|(x, y)| x / y);
+    let replay = if a.replay_flows > 0 { replay_rows(&a)? } else { Vec::new() };
+    let causal_vs_none = |r: &ReplayRow| {
+        replay
+            .iter()
+            .find(|x| {
+                x.rules == r.rules && x.engine == r.engine && x.workers == r.workers && x.order == Order::None
+            })
+            .map(|x| r.mpps / x.mpps)
+    };
     if a.json {
         print_json(&serde_json::json!({
             "flows": a.flows, "rounds": a.rounds, "runs": a.runs, "batch": a.batch,
@@ -169,6 +331,13 @@ pub fn run(a: Args) -> Result<()> {
             "per_worker_vs_locked_at_max_workers": ratio_tables,
             "per_worker_scaling": ratio_scaling,
             "locked_scaling": ratio_scaling_locked,
+            "replay_flows": a.replay_flows,
+            "replay_limit_rules": LIMIT_RULES,
+            "replay": replay.iter().map(|r| {
+                let mut v = serde_json::to_value(r).unwrap_or_default();
+                v["causal_vs_none"] = serde_json::json!(causal_vs_none(r));
+                v
+            }).collect::<Vec<_>>(),
         }))?;
     } else {
         println!(
@@ -189,6 +358,26 @@ pub fn run(a: Args) -> Result<()> {
         }
         if let Some(x) = ratio_scaling_locked {
             println!("locked {max_w} / {min_w} workers: {x:.2}x");
+        }
+        if !replay.is_empty() {
+            println!(
+                "\nreplay of {} flows ({} frames) in file order, median of {} runs:",
+                a.replay_flows,
+                a.replay_flows as u64 * 8,
+                a.runs
+            );
+            println!(
+                "{:>10} {:>7} {:>7} {:>7} {:>8} {:>9} {:>10} {:>9}",
+                "rules", "engine", "workers", "order", "Mpps", "barriers", "us/barrier", "vs none"
+            );
+            for r in &replay {
+                let order = if r.order == Order::Causal { "causal" } else { "none" };
+                let vs = causal_vs_none(r).map_or(String::new(), |x| format!("{x:.2}x"));
+                println!(
+                    "{:>10} {:>7} {:>7} {:>7} {:>8.3} {:>9} {:>10.1} {:>9}",
+                    r.rules, r.engine, r.workers, order, r.mpps, r.barriers, r.us_per_barrier, vs
+                );
+            }
         }
     }
     Ok(())

@@ -21,11 +21,21 @@
 //! slave-deletion messages), send aggregation on output. `--engine own`
 //! selects the firewall's own threaded driver (`firewall::run`: a
 //! dispatcher thread and channels), the same rules and counters.
+//!
+//! A capture replay keeps the capture's causal order across workers by
+//! default (`--order causal`, `firewall::order`): a frame that may touch
+//! another worker's state (a redirected flow, a `limit` track) waits at an
+//! epoch barrier until every earlier frame is done and every worker's
+//! clock reached its time; the other frames never wait. The per-rule
+//! counters then equal the single-threaded simulation's for any worker
+//! count and either engine. `--order none` dispatches as frames come (the
+//! only mode for live input).
 
 use super::common::{key_arg, print_json};
 use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::RssKey;
 use rsskit_dataplane::firewall::netisr_handler::FwHandler;
+use rsskit_dataplane::firewall::order::{self, Gate, Order, OrderStats, OrderedSource};
 use rsskit_dataplane::firewall::run::{self, direction, Input};
 use rsskit_dataplane::firewall::{self, Config, Dir, Firewall, Snapshot};
 use rsskit_dataplane::io::afpacket::{AfPacketSink, AfPacketSource, RingConfig};
@@ -139,6 +149,33 @@ pub struct Args {
     /// instead of with an error naming the record.
     #[arg(long)]
     pub stop_at_bad_record: bool,
+    /// Cross-worker order of a capture replay: `causal` (default for
+    /// pcap input) holds a frame that may touch another worker's state (a
+    /// redirected flow, a `limit` track) until every earlier frame is done
+    /// and every worker's clock reached its capture time; other frames
+    /// never wait. `none` dispatches as frames come (live input: always).
+    #[arg(long, value_enum)]
+    pub order: Option<OrderArg>,
+}
+
+/// `--order`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OrderArg {
+    Causal,
+    None,
+}
+
+impl Args {
+    /// The replay order: causal by default for a capture, none live.
+    fn order(&self) -> Result<Order> {
+        match (self.order, &self.input) {
+            (Some(OrderArg::Causal), InSpec::AfPacket(_)) => {
+                bail!("--order causal needs a capture input (pcap:FILE): live traffic has no recorded order")
+            }
+            (Some(OrderArg::None), _) | (None, InSpec::AfPacket(_)) => Ok(Order::None),
+            (Some(OrderArg::Causal), InSpec::Pcap(_)) | (None, InSpec::Pcap(_)) => Ok(Order::Causal),
+        }
+    }
 }
 
 /// Which dispatcher runs the workers.
@@ -203,6 +240,7 @@ pub fn run(a: Args) -> Result<()> {
     if a.batch == 0 || a.batch > 4096 {
         bail!("--batch must be 1..=4096");
     }
+    let order = a.order()?;
     let cfg = Config {
         workers: a.workers,
         states_max: a.states_max,
@@ -233,7 +271,7 @@ pub fn run(a: Args) -> Result<()> {
     }
     let fw = Firewall::new(cfg, rules);
     if a.engine == Engine::Netisr {
-        return run_netisr(&a, &fw, out, &interrupted);
+        return run_netisr(&a, &fw, out, &interrupted, order);
     }
     let start = Instant::now();
     let done = Arc::new(AtomicBool::new(false));
@@ -287,7 +325,7 @@ pub fn run(a: Args) -> Result<()> {
                     }
                 }
             });
-            run::run(&fw, inputs, a.batch, None, |f, d| out.send(f, d), None, |_| {})
+            run::run(&fw, inputs, a.batch, None, order, |f, d| out.send(f, d), None, |_| {})
         }
         InSpec::AfPacket(ifname) => {
             let mut sources: Vec<(Box<dyn Source>, Dir)> = vec![(
@@ -345,7 +383,7 @@ pub fn run(a: Args) -> Result<()> {
                 }
             });
             // Live: small batches so a lone packet is not held back.
-            run::run(&fw, inputs, 1, Some(start), |f, d| out.send(f, d), None, |_| {})
+            run::run(&fw, inputs, 1, Some(start), Order::None, |f, d| out.send(f, d), None, |_| {})
         }
     };
     done.store(true, Ordering::Relaxed);
@@ -368,7 +406,16 @@ pub fn run(a: Args) -> Result<()> {
     acct.add_drop("output_error", out.errors);
     let failure = src_failure.lock().unwrap_or_else(|e| e.into_inner()).take();
     let failures: Vec<String> = failure.into_iter().collect();
-    summary(&a, &report.snapshot, report.inputs, report.elapsed, out.sent, out.errors, &acct)?;
+    summary(
+        &a,
+        &report.snapshot,
+        report.inputs,
+        report.elapsed,
+        out.sent,
+        out.errors,
+        &acct,
+        (order, report.order),
+    )?;
     super::pipeline::input_errors(&failures)
 }
 
@@ -381,7 +428,14 @@ fn summary(
     sent: u64,
     errors: u64,
     acct: &Accounting,
+    (order, ostats): (Order, OrderStats),
 ) -> Result<()> {
+    if ostats.timeouts > 0 {
+        eprintln!(
+            "rsskit: warning: {} ordering barrier(s) gave up waiting; the replay order is not guaranteed",
+            ostats.timeouts
+        );
+    }
     if a.json {
         print_json(&serde_json::json!({
             "engine": if a.engine == Engine::Netisr { "netisr" } else { "own" },
@@ -400,6 +454,8 @@ fn summary(
             "sent": sent,
             "send_errors": errors,
             "accounting": acct,
+            "order": { "mode": order, "barriers": ostats.barriers, "timeouts": ostats.timeouts,
+                       "wait_ms": ostats.wait_ns as f64 / 1e6 },
         }))?;
     } else {
         println!("{:>6} {:>12} {:>14}  rule", "number", "packets", "bytes");
@@ -414,6 +470,13 @@ fn summary(
         }
         // Before the last line, which scripts read for the states.
         println!("accounting (frames): {}", acct.line());
+        println!(
+            "order {}: {} barriers ({} timed out), {:.3} ms held",
+            if order == Order::Causal { "causal" } else { "none" },
+            ostats.barriers,
+            ostats.timeouts,
+            ostats.wait_ns as f64 / 1e6
+        );
         println!(
             "{} frames in {:.3} s; states {} (resyncs {}, gc broadcasts {}); sent {} ({} errors)",
             inputs,
@@ -457,8 +520,10 @@ impl Sink for BridgeSink {
 }
 
 /// `--engine netisr`: the firewall workers as netisr protocol handlers.
-fn run_netisr(a: &Args, fw: &Arc<Firewall>, out: Out, interrupted: &AtomicBool) -> Result<()> {
+fn run_netisr(a: &Args, fw: &Arc<Firewall>, out: Out, interrupted: &AtomicBool, order: Order) -> Result<()> {
     let n = a.workers;
+    // One worker, or no rule that creates cross-worker state: no frame waits.
+    let gate = (order == Order::Causal && order::needed(fw)).then(|| Gate::new(n));
     let bridge = match (&a.input, &a.output) {
         (InSpec::AfPacket(_), OutSpec::AfPacket(o)) => Some(o.clone()),
         _ => None,
@@ -467,6 +532,10 @@ fn run_netisr(a: &Args, fw: &Arc<Firewall>, out: Out, interrupted: &AtomicBool) 
         .map(|i| {
             FwHandler::new(fw, i).map(|h| {
                 let h = if matches!(a.input, InSpec::AfPacket(_)) { h.live() } else { h };
+                let h = match &gate {
+                    Some(g) => h.ordered(g.clone()),
+                    None => h,
+                };
                 if bridge.is_some() {
                     h.bridged()
                 } else {
@@ -483,9 +552,10 @@ fn run_netisr(a: &Args, fw: &Arc<Firewall>, out: Out, interrupted: &AtomicBool) 
         hash_config: fw.config.hash,
         // The rules see the outer header (as with the own engine).
         decap: false,
-        // A capture waits for the workers (nothing lost to a full queue);
-        // live input cannot wait, its full queues drop (counted).
-        backpressure: matches!(a.input, InSpec::Pcap(_)),
+        // A capture waits for the workers (nothing lost to a full queue;
+        // an ordered replay counts every frame to its completion); live
+        // input cannot wait, its full queues drop (counted).
+        backpressure: matches!(a.input, InSpec::Pcap(_)) || gate.is_some(),
         ..Default::default()
     };
     let mut inputs: Vec<(usize, u8, Box<dyn Source>)> = Vec::new();
@@ -495,8 +565,12 @@ fn run_netisr(a: &Args, fw: &Arc<Firewall>, out: Out, interrupted: &AtomicBool) 
                 bail!("input capture {} does not exist", p.display());
             }
             let src = PcapSource::open(p, 1, false)?;
-            let src = if a.stop_at_bad_record { src.lenient() } else { src };
-            inputs.push((0, 0, Box::new(src)));
+            let src: Box<dyn Source> = Box::new(if a.stop_at_bad_record { src.lenient() } else { src });
+            let src = match &gate {
+                Some(g) => Box::new(OrderedSource::new(src, fw, g.clone(), ncfg.parse)),
+                None => src,
+            };
+            inputs.push((0, 0, src));
         }
         InSpec::AfPacket(i) => {
             // A bridge also reads the other interface (its frames are
@@ -566,6 +640,7 @@ fn run_netisr(a: &Args, fw: &Arc<Firewall>, out: Out, interrupted: &AtomicBool) 
         t.counters.output.packets,
         t.counters.output.errors,
         &report.accounting(),
+        (order, gate.map(|g| g.stats()).unwrap_or_default()),
     )?;
     super::pipeline::input_errors(&report.input_errors)
 }
