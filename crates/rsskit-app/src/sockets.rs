@@ -105,6 +105,11 @@ impl RssUdpSocket {
         self.worker
     }
 
+    /// The plain socket (for an event loop of the caller's own).
+    pub fn into_socket(self) -> UdpSocket {
+        self.sock
+    }
+
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddr {
         self.local
@@ -226,6 +231,11 @@ impl RssTcpListener {
     /// The worker this listener belongs to.
     pub fn worker(&self) -> WorkerId {
         self.worker
+    }
+
+    /// The plain listener.
+    pub fn into_listener(self) -> TcpListener {
+        self.listener
     }
 
     /// Accepts a connection (blocking) with its RSS metadata.
