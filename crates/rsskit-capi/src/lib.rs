@@ -702,3 +702,21 @@ pub extern "C" fn rss_strerror(code: c_int) -> *const c_char {
 pub extern "C" fn rss_last_error() -> *const c_char {
     LAST.with(|l| l.borrow().as_ptr())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    /// A panic inside a call is caught at the boundary: an error code and a
+    /// message, never an unwind into C.
+    #[test]
+    fn panics_become_error_codes() {
+        let code = ffi_int(|| panic!("boom"));
+        assert_eq!(code, RSS_E_INTERNAL);
+        // SAFETY: rss_last_error returns a valid C string.
+        let msg = unsafe { CStr::from_ptr(rss_last_error()) }.to_string_lossy().into_owned();
+        assert!(msg.contains("panic caught"), "{msg}");
+        assert_eq!(ffi_int(|| Ok(())), RSS_OK);
+    }
+}
