@@ -9,19 +9,22 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// Builds the examples (a no-op when up to date) and returns one's path.
+/// Builds the examples with this test's profile (a no-op when up to date)
+/// and returns one's path.
 fn example(name: &str) -> PathBuf {
+    let mut dir = std::env::current_exe().unwrap();
+    dir.pop(); // the test binary
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let profile = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let profile = if profile == "debug" { "dev".to_string() } else { profile };
     let st = Command::new(env!("CARGO"))
-        .args(["build", "-q", "-p", "rsskit-app", "--examples"])
+        .args(["build", "-q", "-p", "rsskit-app", "--examples", "--profile", &profile])
         .status()
         .expect("running cargo");
     assert!(st.success(), "building the examples failed");
-    let mut p = std::env::current_exe().unwrap();
-    p.pop(); // the test binary
-    if p.ends_with("deps") {
-        p.pop();
-    }
-    p.join("examples").join(name)
+    dir.join("examples").join(name)
 }
 
 /// A running example, killed on drop.
