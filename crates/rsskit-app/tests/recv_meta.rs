@@ -1,0 +1,56 @@
+//! Per-datagram metadata: the destination from `IP_PKTINFO` on a wildcard
+//! bind, misdirected datagrams, truncation, and the group errors.
+
+use rsskit_app::{per_cpu_policy, Error, FlowTuple, L4Proto, Steer, UdpGroup, WorkerId};
+use std::net::{SocketAddr, UdpSocket};
+use std::time::Duration;
+
+#[test]
+fn shared_socket_sees_misdirected_flows_with_their_owner() {
+    // Two workers, one shared socket: worker 0 reads everything, so the
+    // flows worker 1 owns are reported misdirected.
+    let cpu = rsskit_app::online_cpus()[0];
+    let policy = per_cpu_policy(&[cpu, cpu]).unwrap();
+    let group = UdpGroup::bind(&policy, Steer::Shared, "0.0.0.0:0".parse().unwrap()).unwrap();
+    let port = group.local_addr().port();
+    let mut socks = group.into_sockets();
+    let s0 = &mut socks[0];
+    s0.socket().set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let (mut own, mut other) = (0, 0);
+    for i in 0..16 {
+        let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to: SocketAddr = format!("127.0.0.{}:{port}", 1 + i % 2).parse().unwrap();
+        c.send_to(b"0123456789", to).unwrap();
+        let mut buf = [0u8; 4];
+        let (n, m) = s0.recv_meta(&mut buf).unwrap();
+        assert_eq!((n, &buf, m.truncated), (4, b"0123", true));
+        // The wildcard socket still knows where the datagram was sent.
+        assert_eq!(m.to, to);
+        assert_eq!(m.from, c.local_addr().unwrap());
+        let owner =
+            policy.worker_of(&FlowTuple::new(m.from.ip(), m.from.port(), to.ip(), port, L4Proto::Udp));
+        assert_eq!((m.owner, m.worker, m.kernel_cpu), (owner, WorkerId(0), None));
+        assert_eq!(m.misdirected, owner != WorkerId(0));
+        if m.misdirected {
+            other += 1
+        } else {
+            own += 1
+        }
+    }
+    // UDP is hashed on the addresses by default: two destinations, and with
+    // the Microsoft key 127.0.0.1 and 127.0.0.2 fall to different workers.
+    assert!(own > 0 && other > 0, "own {own}, misdirected {other}");
+}
+
+#[test]
+fn group_errors_are_matchable() {
+    let policy = per_cpu_policy(&[0]).unwrap();
+    let busy = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let e = UdpGroup::bind(&policy, Steer::Cpu, busy.local_addr().unwrap()).err().unwrap();
+    assert!(matches!(e, Error::PortInUse { .. }), "{e:?}");
+    // An address this host does not have.
+    let e = UdpGroup::bind(&policy, Steer::Kernel, "192.0.2.77:0".parse().unwrap()).err().unwrap();
+    assert!(matches!(e, Error::Group { mode: Steer::Kernel, .. }), "{e:?}");
+    assert!(e.to_string().contains("192.0.2.77"), "{e}");
+    assert!(matches!(per_cpu_policy(&[]), Err(Error::Policy(_))));
+}
