@@ -12,10 +12,15 @@ use std::time::Duration;
 
 const CRATE: &str = env!("CARGO_MANIFEST_DIR");
 
-/// The directory holding `librsskit_capi.a` (built with this test's crate).
+/// The directory holding `librsskit_capi.a` (built with this test's crate):
+/// `target/PROFILE/deps` under `cargo test` (cargo copies it up to
+/// `target/PROFILE` only for `cargo build -p rsskit-capi`).
 fn lib_dir() -> PathBuf {
     let mut p = std::env::current_exe().unwrap();
     p.pop();
+    if p.join("librsskit_capi.a").exists() {
+        return p;
+    }
     if p.ends_with("deps") {
         p.pop();
     }
