@@ -7,6 +7,7 @@ pub mod clock;
 pub mod cpulist;
 pub mod epoll;
 pub mod ethtool;
+pub mod fs;
 pub mod hostcheck;
 pub mod netdev;
 pub mod packet;

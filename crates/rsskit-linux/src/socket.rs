@@ -553,6 +553,26 @@ pub fn wait_readable(s: &impl AsRawFd, timeout: Duration) -> io::Result<bool> {
     Ok(rc > 0)
 }
 
+/// `accept4(listener, SOCK_NONBLOCK | SOCK_CLOEXEC)`: the next pending
+/// connection, non-blocking. `EAGAIN` (`WouldBlock`) when there is none;
+/// other errors as the kernel gave them (`EMFILE`, `ECONNABORTED`, ...).
+pub fn accept4(listener: &impl AsRawFd) -> io::Result<std::net::TcpStream> {
+    // SAFETY: null address pointers are allowed; the result is checked.
+    let fd = unsafe {
+        libc::accept4(
+            listener.as_raw_fd(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh connected socket we now own.
+    Ok(unsafe { <std::net::TcpStream as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -722,5 +742,30 @@ mod tests {
         assert!(!wait_readable(&srv, Duration::from_millis(10)).unwrap());
         cli.send_to(b"x", &at.into()).unwrap();
         assert!(wait_readable(&srv, Duration::from_millis(1000)).unwrap());
+    }
+
+    #[test]
+    fn accept4_nonblocking() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        assert_eq!(accept4(&l).unwrap_err().kind(), io::ErrorKind::WouldBlock);
+        let _c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let mut s = None;
+        for _ in 0..100 {
+            match accept4(&l) {
+                Ok(x) => {
+                    s = Some(x);
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                Err(e) => panic!("accept4: {e}"),
+            }
+        }
+        let s = s.expect("no connection accepted within 1 s");
+        let mut buf = [0u8; 4];
+        use std::io::Read;
+        assert_eq!((&s).read(&mut buf).unwrap_err().kind(), io::ErrorKind::WouldBlock, "non-blocking");
     }
 }

@@ -8,11 +8,15 @@
 //! must not wedge the worker: every open is `O_NONBLOCK` (opening a FIFO
 //! without a writer, or a terminal, then returns at once) and the type is
 //! checked on the descriptor (`fstat`) before anything reads from it.
+//!
+//! The system calls are `rsskit_linux::fs`'s; [`Files`] is how the
+//! connection state machine ([`super::conn`]) asks for a file without doing
+//! I/O itself.
+#![forbid(unsafe_code)]
 
-use std::ffi::CString;
 use std::fs::File;
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::io::{self, Read};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -92,10 +96,10 @@ pub struct Root {
     canon: PathBuf,
 }
 
-/// An opened regular file.
+/// An opened regular file (`B`: its handle, a `File` for a real root).
 #[derive(Debug)]
-pub struct Opened {
-    pub file: File,
+pub struct Opened<B = File> {
+    pub file: B,
     pub size: u64,
     pub content_type: &'static str,
 }
@@ -110,15 +114,8 @@ impl Root {
                 format!("{} is not a directory", path.display()),
             ));
         }
-        let c = CString::new(canon.as_os_str().as_bytes())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in root path"))?;
-        // SAFETY: `c` is a valid C string; the result is checked.
-        let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a fresh descriptor we own.
-        Ok(Root { dir: unsafe { OwnedFd::from_raw_fd(fd) }, canon })
+        let dir = rsskit_linux::fs::open_path_dir(&canon)?;
+        Ok(Root { dir, canon })
     }
 
     /// The canonical root path.
@@ -149,37 +146,18 @@ impl Root {
     }
 
     fn open_beneath(&self, rel: &Path) -> Result<File, FileError> {
-        let rel_c = if rel.as_os_str().is_empty() {
-            CString::new(".")
-        } else {
-            CString::new(rel.as_os_str().as_bytes())
-        }
-        .map_err(|_| FileError::BadPath)?;
         if HAVE_OPENAT2.load(Ordering::Relaxed) {
-            // SAFETY: open_how is plain data; all-zero is valid.
-            let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-            how.flags = OPEN_FLAGS as u64;
-            how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
-            // SAFETY: `rel_c` is a valid C string, `how` a valid open_how of the
-            // size passed; the result is checked.
-            let fd = unsafe {
-                libc::syscall(
-                    libc::SYS_openat2,
-                    self.dir.as_raw_fd(),
-                    rel_c.as_ptr(),
-                    &how as *const libc::open_how,
-                    std::mem::size_of::<libc::open_how>(),
-                )
-            };
-            if fd >= 0 {
-                // SAFETY: a fresh descriptor we own.
-                return Ok(unsafe { File::from_raw_fd(fd as i32) });
+            match rsskit_linux::fs::open_beneath(&self.dir, rel, OPEN_FLAGS) {
+                Ok(f) => return Ok(f),
+                Err(e) if e.kind() == io::ErrorKind::InvalidInput => return Err(FileError::BadPath),
+                Err(e) => {
+                    let e = e.raw_os_error().unwrap_or(0);
+                    if e != libc::ENOSYS && e != libc::EPERM {
+                        return Err(errno_to_file_error(e));
+                    }
+                    HAVE_OPENAT2.store(false, Ordering::Relaxed);
+                }
             }
-            let e = io::Error::last_os_error().raw_os_error().unwrap_or(0);
-            if e != libc::ENOSYS && e != libc::EPERM {
-                return Err(errno_to_file_error(e));
-            }
-            HAVE_OPENAT2.store(false, Ordering::Relaxed);
         }
         // Fallback: resolve every symlink, then check the prefix.
         let full = self.canon.join(rel);
@@ -192,6 +170,31 @@ impl Root {
             .custom_flags(OPEN_FLAGS)
             .open(&canon)
             .map_err(|e| errno_to_file_error(e.raw_os_error().unwrap_or(0)))
+    }
+}
+
+/// Where the connection state machine gets files: [`Root`] in the server,
+/// an in-memory fake in its tests.
+pub trait Files {
+    /// A file's handle (what a `sendfile` action names).
+    type Body;
+    /// The file for a request path (as sent: percent-encoded, no query).
+    fn open_file(&self, path: &str) -> Result<Opened<Self::Body>, FileError>;
+    /// Appends the first `len` bytes of `body` to `out`; false if the file
+    /// no longer has them (then `out` may hold part of them).
+    fn read_body(&self, body: &mut Self::Body, len: usize, out: &mut Vec<u8>) -> bool;
+}
+
+impl Files for Root {
+    type Body = File;
+
+    fn open_file(&self, path: &str) -> Result<Opened, FileError> {
+        self.lookup(path)
+    }
+
+    fn read_body(&self, body: &mut File, len: usize, out: &mut Vec<u8>) -> bool {
+        let at = out.len();
+        Read::take(&mut *body, len as u64).read_to_end(out).is_ok() && out.len() - at == len
     }
 }
 
@@ -237,9 +240,8 @@ mod tests {
     }
 
     fn mkfifo(p: &Path) {
-        let c = CString::new(p.as_os_str().as_bytes()).unwrap();
-        // SAFETY: a valid C string; the result is checked.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo {}", p.display());
+        let st = std::process::Command::new("mkfifo").arg(p).status().expect("running mkfifo(1)");
+        assert!(st.success(), "mkfifo {}", p.display());
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //! everything edge-triggered. The wrapper is small and its unsafe blocks
 //! are annotated.
 
+pub mod conn;
 pub mod files;
 pub mod hist;
 pub mod load;

@@ -1,6 +1,7 @@
 //! HTTP/1.1 request parsing glue over `httparse`, with strict limits: what
 //! the server accepts (GET and HEAD, origin-form targets, HTTP/1.0 and 1.1)
 //! and the status for everything else.
+#![forbid(unsafe_code)]
 
 /// Most header lines in a request.
 pub const MAX_HEADERS: usize = 64;

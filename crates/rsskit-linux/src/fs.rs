@@ -1,0 +1,105 @@
+//! Files for the HTTP server: an `O_PATH` directory handle, opening beneath
+//! it with `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`, and
+//! `sendfile`. Safe wrappers, so the runtime needs no `unsafe`.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+fn c_path(p: &Path) -> io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))
+}
+
+/// `open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)`: a handle to resolve
+/// paths beneath, not to read.
+pub fn open_path_dir(path: &Path) -> io::Result<OwnedFd> {
+    let c = c_path(path)?;
+    // SAFETY: `c` is a valid C string; the result is checked.
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `openat2(dir, rel, flags, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`: no
+/// `..`, absolute path or symlink can lead outside `dir` (`EXDEV`). An empty
+/// `rel` opens `dir` itself. Kernels without `openat2` give `ENOSYS`
+/// (seccomp filters may give `EPERM`); the caller picks a fallback.
+pub fn open_beneath(dir: impl AsFd, rel: &Path, flags: libc::c_int) -> io::Result<File> {
+    let rel_c = if rel.as_os_str().is_empty() { c_path(Path::new("."))? } else { c_path(rel)? };
+    // SAFETY: open_how is plain data; all-zero is valid.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = flags as u64;
+    how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
+    // SAFETY: `rel_c` is a valid C string, `how` a valid open_how of the size
+    // passed; the result is checked.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir.as_fd().as_raw_fd(),
+            rel_c.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor we own.
+    Ok(unsafe { File::from_raw_fd(fd as i32) })
+}
+
+/// `sendfile(out, file, offset, len)`: copies up to `len` bytes of `file`
+/// from `*offset` to `out` and advances `*offset` by what was sent.
+pub fn sendfile(out: impl AsFd, file: impl AsFd, offset: &mut i64, len: usize) -> io::Result<usize> {
+    // SAFETY: both descriptors are live for the call; `offset` is a valid,
+    // writable offset the kernel advances.
+    let n = unsafe { libc::sendfile(out.as_fd().as_raw_fd(), file.as_fd().as_raw_fd(), offset, len) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    #[test]
+    fn beneath_and_sendfile() {
+        let base = std::env::temp_dir().join(format!("rsskit-linux-fs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(base.join("root")).unwrap();
+        std::fs::write(base.join("root/a"), b"hello world").unwrap();
+        std::fs::write(base.join("secret"), b"no").unwrap();
+        let dir = open_path_dir(&base.join("root")).unwrap();
+        assert!(open_path_dir(&base.join("root/a")).is_err(), "not a directory");
+        let flags = libc::O_RDONLY | libc::O_CLOEXEC;
+        match open_beneath(&dir, Path::new("../secret"), flags) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {}
+            Err(e) => assert_eq!(e.raw_os_error(), Some(libc::EXDEV), "{e}"),
+            Ok(_) => panic!("opened a file outside the directory"),
+        }
+        let f = match open_beneath(&dir, Path::new("a"), flags) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => File::open(base.join("root/a")).unwrap(),
+            r => r.unwrap(),
+        };
+        let (tx, mut rx) = std::os::unix::net::UnixStream::pair().unwrap();
+        let mut off = 6;
+        assert_eq!(sendfile(&tx, &f, &mut off, 100).unwrap(), 5);
+        assert_eq!(off, 11);
+        assert_eq!(sendfile(&tx, &f, &mut off, 100).unwrap(), 0, "at the end");
+        drop(tx);
+        let mut got = String::new();
+        rx.read_to_string(&mut got).unwrap();
+        assert_eq!(got, "world");
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+}
