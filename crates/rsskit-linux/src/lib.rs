@@ -9,6 +9,8 @@ pub mod epoll;
 pub mod ethtool;
 pub mod netdev;
 pub mod process;
+pub mod procnet;
+pub mod reuseport;
 pub mod snmp;
 pub mod socket;
 pub mod topology;
