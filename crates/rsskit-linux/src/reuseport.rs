@@ -68,6 +68,25 @@ pub fn detach(s: &impl AsRawFd) -> io::Result<bool> {
     Ok(true)
 }
 
+/// Takes the datagram at the head of the socket's receive queue if it came
+/// from `from` (peeked first: anything else stays for its owner).
+/// `Ok(true)`: one was taken.
+pub fn take_datagram_from(s: &impl std::os::fd::AsFd, from: std::net::SocketAddr) -> io::Result<bool> {
+    use std::mem::MaybeUninit;
+    let sock = socket2::SockRef::from(s);
+    let mut buf = [MaybeUninit::<u8>::uninit(); 2048];
+    let peeked = sock.recv_from_with_flags(&mut buf, libc::MSG_PEEK | libc::MSG_DONTWAIT);
+    match peeked {
+        Ok((_, a)) if a.as_socket() == Some(from) => {
+            sock.recv_from_with_flags(&mut buf, libc::MSG_DONTWAIT)?;
+            Ok(true)
+        }
+        Ok(_) => Ok(false),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,6 +109,10 @@ mod tests {
             std::thread::yield_now();
         }
         assert!(rmem_alloc(&plain).unwrap() > before);
+        let other = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert!(!take_datagram_from(&plain, other.local_addr().unwrap()).unwrap(), "not from there");
+        assert!(take_datagram_from(&plain, tx.local_addr().unwrap()).unwrap());
+        assert!(!take_datagram_from(&plain, tx.local_addr().unwrap()).unwrap(), "queue empty");
         assert!(!detach(&a).unwrap(), "nothing attached yet");
         crate::bpf::attach_reuseport(&cpu_program(&[0]).unwrap(), &a).unwrap();
         assert!(detach(&a).unwrap());
