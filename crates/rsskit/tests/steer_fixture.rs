@@ -198,3 +198,54 @@ fn bad_pid_and_port_are_refused() {
 fn tcp_ipv6_reverse_join_order() {
     cpu_steering("tcp", "::1");
 }
+
+/// `--steer toeplitz` over the reversed group: finder-chosen source ports
+/// of bucket b are answered by the worker of the (b mod n)-th CPU.
+#[test]
+fn tcp_toeplitz_reverse_join_order() {
+    use rsskit_core::{CpuId, FlowTuple, HashConfig, L4Proto, RssKey, RssPolicy};
+    let fx = Fixture::start("tcp", "127.0.0.1");
+    let out = steer(&[
+        "--pid",
+        &fx.pid().to_string(),
+        "--port",
+        &fx.addr.port().to_string(),
+        "--steer",
+        "toeplitz",
+    ]);
+    assert!(out.status.success(), "steer failed: {}", String::from_utf8_lossy(&out.stderr));
+    let cpu_ids: Vec<CpuId> = cpus().iter().map(|&c| CpuId(c as u32)).collect();
+    let policy = RssPolicy::new(RssKey::microsoft(), HashConfig::default(), &cpu_ids, None).unwrap();
+    let ip = fx.addr.ip();
+    let ht = policy.hash_type(false, L4Proto::Tcp, false);
+    let mut checked = 0;
+    for bucket in 0..policy.buckets() {
+        let found = rsskit_core::finder::find_src_ports(
+            policy.key(),
+            ht,
+            ip,
+            ip,
+            fx.addr.port(),
+            20000..=60999,
+            policy.mask(),
+            bucket,
+            3,
+        )
+        .unwrap();
+        for f in found {
+            let t = FlowTuple::new(ip, f.src_port, ip, fx.addr.port(), L4Proto::Tcp);
+            let want = fx.worker_on(policy.cpu_of(policy.worker_of(&t)).unwrap().as_usize());
+            let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+            sock.set_reuse_address(true).unwrap();
+            sock.bind(&SocketAddr::new(ip, f.src_port).into()).unwrap();
+            sock.connect_timeout(&fx.addr.into(), Duration::from_secs(5)).unwrap();
+            let mut s: TcpStream = sock.into();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut reply = String::new();
+            s.read_to_string(&mut reply).unwrap();
+            assert_eq!(reply.trim(), want.to_string(), "source port {} (bucket {bucket})", f.src_port);
+            checked += 1;
+        }
+    }
+    assert!(checked >= 6, "only {checked} flows checked");
+}

@@ -21,7 +21,7 @@
 use super::common::{key_arg, print_json};
 use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::cbpf::{Insn, Program, BPF_K, BPF_RET};
-use rsskit_core::{CpuId, HashConfig, L4Proto, RssKey, RssPolicy};
+use rsskit_core::{CpuId, HashConfig, L4Proto, RssKey, RssPolicy, WorkerId};
 use rsskit_linux::procnet::{self, PidFd, ProcNetError, SockProto, Stopped};
 use rsskit_linux::reuseport;
 use serde_json::json;
@@ -372,11 +372,22 @@ fn measure_order(g: &Group, c: &[OwnedFd]) -> Result<Vec<usize>> {
     Ok(order)
 }
 
-/// The steering policy for a group in join order.
+/// The steering policy for a group in join order: worker i = the owner of
+/// socket i, on its CPU. Buckets go round-robin over the workers in CPU
+/// order (bucket b -> the (b mod n)-th CPU, as `rsskit hash` and `rsskit
+/// find` count), not in socket order, so a flow's bucket names its CPU
+/// whatever order the server's sockets joined in.
 fn policy(g: &Group, o: &SteerOpts) -> Result<RssPolicy> {
     let cpus: Vec<CpuId> = g.members.iter().map(|m| CpuId(m.owner.expect("resolved").1 as u32)).collect();
-    RssPolicy::new(o.key.clone(), HashConfig::default().with_udp_4tuple(o.udp_4tuple), &cpus, o.bits)
-        .map_err(|e| anyhow!("{e}"))
+    let mut p =
+        RssPolicy::new(o.key.clone(), HashConfig::default().with_udp_4tuple(o.udp_4tuple), &cpus, o.bits)
+            .map_err(|e| anyhow!("{e}"))?;
+    let mut by_cpu: Vec<WorkerId> = (0..cpus.len() as u32).map(WorkerId).collect();
+    by_cpu.sort_by_key(|w| (cpus[w.index()], *w));
+    for b in 0..p.buckets() {
+        p.assign(b, by_cpu[b as usize % by_cpu.len()]).map_err(|e| anyhow!("{e}"))?;
+    }
+    Ok(p)
 }
 
 /// What was attached to one group.
