@@ -369,7 +369,7 @@ impl Stopped {
                 threads(p).map_or(true, |ts| {
                     ts.iter().all(|t| {
                         stat_state_ppid(&format!("/proc/{p}/task/{t}/stat"))
-                            .map_or(true, |(s, _)| matches!(s, 'T' | 't' | 'Z' | 'X'))
+                            .is_none_or(|(s, _)| matches!(s, 'T' | 't' | 'Z' | 'X'))
                     })
                 })
             });

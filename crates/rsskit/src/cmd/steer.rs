@@ -451,9 +451,13 @@ pub fn steer(pid: i32, o: &SteerOpts) -> Result<Vec<Steered>> {
     Ok(out)
 }
 
-/// The groups as they would be steered now, without touching them:
-/// (group, [(inode, worker, CPU)]) in inode order. Fails as `steer` would.
-pub fn survey(pid: i32, o: &SteerOpts) -> Result<Vec<(String, Vec<(u64, i32, usize)>)>> {
+/// A group as it would be steered now: its name and (inode, worker, CPU)
+/// per socket, in inode order.
+pub type Survey = (String, Vec<(u64, i32, usize)>);
+
+/// The groups as they would be steered now, without touching them. Fails
+/// as `steer` would.
+pub fn survey(pid: i32, o: &SteerOpts) -> Result<Vec<Survey>> {
     let (tree, groups) = find_groups(pid, o)?;
     let mut out = Vec::new();
     for mut g in groups {
@@ -532,6 +536,13 @@ pub fn run(a: Args) -> Result<()> {
     if a.detach {
         return detach(a.pid, &a.opts);
     }
+    // While the server is stopped for the probes, SIGINT/SIGTERM must not
+    // kill rsskit before it continues the server: they only set a flag.
+    let interrupted = super::common::stop_on_signals()?;
     let s = steer(a.pid, &a.opts)?;
-    report(&s, &a.opts, &mut std::io::stdout())
+    report(&s, &a.opts, &mut std::io::stdout())?;
+    if interrupted.load(std::sync::atomic::Ordering::Relaxed) {
+        bail!("interrupted (the steering above was completed)");
+    }
+    Ok(())
 }
