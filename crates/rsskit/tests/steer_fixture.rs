@@ -249,3 +249,27 @@ fn tcp_toeplitz_reverse_join_order() {
     }
     assert!(checked >= 6, "only {checked} flows checked");
 }
+
+fn run(args: &[&str]) -> std::process::Output {
+    Command::new(rsskit()).arg("run").args(args).output().unwrap()
+}
+
+#[test]
+fn run_refuses_clearly() {
+    let out = run(&["--port", "1", "--", "/nonexistent/server"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("starting \"/nonexistent/server\""));
+    let out = run(&["--port", "1", "--", "false"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("false exited (exit status: 1) before its reuseport group was complete"), "{err}");
+    // A server that never opens the port: given up after --timeout, and stopped.
+    let t = Instant::now();
+    let out = run(&["--port", "1", "--timeout", "1", "--", "sleep", "30"]);
+    assert!(!out.status.success());
+    assert!(t.elapsed() < Duration::from_secs(20), "the server was not stopped");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not ready within 1s, server stopped") && err.contains("on port 1"), "{err}");
+    let out = run(&["--port", "1", "--timeout", "0", "--", "true"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--timeout must be a positive number"));
+}
