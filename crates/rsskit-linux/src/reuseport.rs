@@ -25,6 +25,11 @@ pub fn reuseport_enabled(s: &impl AsRawFd) -> io::Result<bool> {
     Ok(getsockopt::<libc::c_int>(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEPORT, "SO_REUSEPORT")? != 0)
 }
 
+/// Whether an IPv6 socket is `IPV6_V6ONLY` (else it also receives IPv4).
+pub fn v6only(s: &impl AsRawFd) -> io::Result<bool> {
+    Ok(getsockopt::<libc::c_int>(s.as_raw_fd(), libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, "IPV6_V6ONLY")? != 0)
+}
+
 /// The socket's cookie (`SO_COOKIE`): a 64-bit id unique while the kernel runs.
 pub fn cookie(s: &impl AsRawFd) -> io::Result<u64> {
     getsockopt::<u64>(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_COOKIE, "SO_COOKIE")
@@ -100,6 +105,12 @@ mod tests {
         assert!(reuseport_enabled(&a).unwrap());
         let plain = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         assert!(!reuseport_enabled(&plain).unwrap());
+        // Before bind: the kernel refuses to change IPV6_V6ONLY on a bound socket.
+        let v6 = socket2::Socket::new(socket2::Domain::IPV6, socket2::Type::DGRAM, None).unwrap();
+        v6.set_only_v6(true).unwrap();
+        assert!(v6only(&v6).unwrap());
+        v6.set_only_v6(false).unwrap();
+        assert!(!v6only(&v6).unwrap());
         assert_ne!(cookie(&a).unwrap(), cookie(&plain).unwrap());
         let before = rmem_alloc(&plain).unwrap();
         let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();

@@ -436,6 +436,14 @@ pub fn steer(pid: i32, o: &SteerOpts) -> Result<Vec<Steered>> {
                 }
             };
             let prog = prog.map_err(|e| anyhow!("{}: building the program: {e}", g.name()))?;
+            if o.steer == Mode::Toeplitz && g.local.is_ipv6() && !reuseport::v6only(c[0]).unwrap_or(true) {
+                // The IPv6 program reads an IPv6 header; IPv4 packets get the fallback.
+                eprintln!(
+                    "rsskit: warning: {} is dual-stack (not IPV6_V6ONLY): --steer toeplitz steers its IPv6 flows \
+                     only, IPv4 ones are spread by the kernel's hash",
+                    g.name()
+                );
+            }
             rsskit_linux::bpf::attach_reuseport(&prog, c[0]).with_context(|| g.name())?;
             Ok(Steered { program_len: prog.len(), hash_type: ht, group: g })
         })();
