@@ -409,8 +409,8 @@ pub fn steer(pid: i32, o: &SteerOpts) -> Result<Vec<Steered>> {
         let mut stop: Vec<i32> = g.members.iter().flat_map(|m| m.holders.iter().map(|h| h.0)).collect();
         stop.sort_unstable();
         stop.dedup();
+        let stopped = Stopped::new(&stop, Duration::from_secs(5))?;
         let attached = (|| -> Result<Steered> {
-            let _stopped = Stopped::new(&stop, Duration::from_secs(5))?;
             let netns = procnet::other_netns(pid)?;
             // The probes must be sent inside the server's network namespace.
             let order = std::thread::scope(|s| {
@@ -447,14 +447,12 @@ pub fn steer(pid: i32, o: &SteerOpts) -> Result<Vec<Steered>> {
             rsskit_linux::bpf::attach_reuseport(&prog, c[0]).with_context(|| g.name())?;
             Ok(Steered { program_len: prog.len(), hash_type: ht, group: g })
         })();
-        match attached {
-            Ok(s) => out.push(s),
-            Err(e) => {
-                // Never leave a probe program behind.
-                let _ = reuseport::detach(&c[0]);
-                return Err(e.context("the kernel's own reuseport hash is in force again"));
-            }
+        if attached.is_err() {
+            // Never leave a probe program behind (detached before the server continues).
+            let _ = reuseport::detach(&c[0]);
         }
+        drop(stopped);
+        out.push(attached.context("the kernel's own reuseport hash is in force again")?);
     }
     Ok(out)
 }
