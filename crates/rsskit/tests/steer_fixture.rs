@@ -29,6 +29,11 @@ fn cpus() -> Vec<usize> {
 
 impl Fixture {
     fn start(proto: &str, ip: &str) -> Fixture {
+        Fixture::start_in(proto, ip, None)
+    }
+
+    /// In network namespace `ns` (`ip netns exec` keeps the pid).
+    fn start_in(proto: &str, ip: &str, ns: Option<&str>) -> Fixture {
         let port = std::net::TcpListener::bind(format!("{ip}:0").replace("::1:0", "[::1]:0"))
             .unwrap()
             .local_addr()
@@ -37,7 +42,15 @@ impl Fixture {
         let addr = SocketAddr::new(ip.parse().unwrap(), port);
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/reuseport_server.py");
         let cpu_args: Vec<String> = cpus().iter().map(|c| c.to_string()).collect();
-        let mut child = Command::new("python3")
+        let mut cmd = match ns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, "python3"]);
+                c
+            }
+            None => Command::new("python3"),
+        };
+        let mut child = cmd
             .arg(script)
             .args([proto, ip, &port.to_string()])
             .args(&cpu_args)
@@ -95,11 +108,20 @@ fn ask(proto: &str, addr: SocketAddr) -> u32 {
 /// From a thread pinned to each CPU, CONNS flows; (flows, those answered by
 /// the worker pinned to the sending CPU).
 fn locality(fx: &Fixture, proto: &'static str) -> (usize, usize) {
+    locality_in(fx, proto, false)
+}
+
+/// As [`locality`], from the fixture's network namespace if `netns`.
+fn locality_in(fx: &Fixture, proto: &'static str, netns: bool) -> (usize, usize) {
     let mut total = (0, 0);
     for cpu in cpus() {
         let want = fx.worker_on(cpu);
         let addr = fx.addr;
+        let pid = fx.pid() as i32;
         let hits = std::thread::spawn(move || {
+            if netns {
+                rsskit_linux::procnet::enter_netns_of(pid).unwrap();
+            }
             rsskit_linux::affinity::pin_current_thread(cpu).unwrap();
             (0..CONNS).filter(|_| ask(proto, addr) == want).count()
         })
@@ -272,4 +294,19 @@ fn run_refuses_clearly() {
     assert!(err.contains("not ready within 1s, server stopped") && err.contains("on port 1"), "{err}");
     let out = run(&["--port", "1", "--timeout", "0", "--", "true"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("--timeout must be a positive number"));
+}
+
+/// A server in another network namespace: rsskit sends its probes from
+/// inside it (setns on the probe thread).
+#[test]
+fn udp_in_another_netns() {
+    common::netns::require_root_and_ip();
+    let ns = common::netns::Netns::new("rssteer");
+    let fx = Fixture::start_in("udp", "127.0.0.1", Some(&ns.name));
+    let (n, local) = locality_in(&fx, "udp", true);
+    assert!(local < n, "all {n} flows local before steering: the check proves nothing");
+    let out = steer(&["--pid", &fx.pid().to_string(), "--port", &fx.addr.port().to_string()]);
+    assert!(out.status.success(), "steer failed: {}", String::from_utf8_lossy(&out.stderr));
+    let (n, local) = locality_in(&fx, "udp", true);
+    assert_eq!(local, n, "{local}/{n} flows reached the worker of their CPU after steering");
 }
