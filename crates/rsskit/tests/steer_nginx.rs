@@ -328,6 +328,28 @@ fn run_steers_nginx_it_starts() {
         let (n, local) = locality(&ng, v6);
         assert_eq!(local, n, "ipv6={v6}: {local}/{n} local under rsskit run");
     }
+    // A reload (SIGHUP, forwarded to nginx): new workers, steered again.
+    let old = children(ng.master);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(ng.child.id() as i32, libc::SIGHUP) };
+    let from = seen.len();
+    // The report after "steered again" ends with socket 1 of both groups (IPv4, IPv6).
+    while !seen[from..].contains("steered again") || seen[from..].matches("  socket 1 ").count() < 2 {
+        let n = err.read(&mut buf).unwrap();
+        assert!(n > 0 && t.elapsed() < Duration::from_secs(60), "rsskit run said: {seen}");
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    let t2 = Instant::now();
+    loop {
+        let now = children(ng.master);
+        if now.len() == 2 && now.iter().all(|p| !old.contains(p)) {
+            break;
+        }
+        assert!(t2.elapsed() < Duration::from_secs(20), "old workers {old:?} still there: {now:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (n, local) = locality(&ng, false);
+    assert_eq!(local, n, "{local}/{n} local after the reload");
     // SIGTERM to rsskit run reaches nginx; both exit.
     // SAFETY: signalling our own child.
     unsafe { libc::kill(ng.child.id() as i32, libc::SIGTERM) };

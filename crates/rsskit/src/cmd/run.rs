@@ -1,8 +1,9 @@
 //! `rsskit run`: start a server and steer its `SO_REUSEPORT` group as
 //! soon as it is complete (every socket served by a pinned worker, the
 //! same for three looks in a row), then wait for the server, forwarding
-//! SIGINT/SIGTERM/SIGHUP, and exit with its status. Steering happens after
-//! start-up: until then the kernel's hash spreads connections.
+//! SIGINT/SIGTERM/SIGHUP, steer again when its workers change (a reload),
+//! and exit with its status. Steering happens after start-up: until then
+//! the kernel's hash spreads connections.
 
 use super::common::seconds;
 use super::steer::{report, steer, survey, SteerOpts};
@@ -111,6 +112,10 @@ pub fn run(a: Args) -> Result<()> {
             return Err(e.context("steering the server (server stopped)"));
         }
     }
+    // Watch the group: when its workers change (a reload: nginx SIGHUP forks
+    // new workers) and it is complete again, steer again.
+    let mut steered = last.and_then(|l| l.ok());
+    let (mut seen, mut stable, mut looked) = (None, 0, Instant::now());
     let st = loop {
         if let Some(st) = child.try_wait()? {
             break st;
@@ -118,6 +123,26 @@ pub fn run(a: Args) -> Result<()> {
         let sig = got.swap(0, Ordering::Relaxed);
         if sig != 0 {
             signal(&child, sig as i32);
+        }
+        if looked.elapsed() >= Duration::from_millis(200) {
+            looked = Instant::now();
+            let now = survey(pid, &a.opts).ok();
+            stable = if now.is_some() && now == seen { stable + 1 } else { 0 };
+            seen = now;
+            if stable >= 2 && seen != steered {
+                match steer(pid, &a.opts) {
+                    Ok(s) => {
+                        eprintln!("rsskit run: {}'s workers changed: steered again", a.command[0]);
+                        report(&s, &a.opts, &mut std::io::stderr())?;
+                        steered = seen.clone();
+                    }
+                    Err(e) => {
+                        // Not retried until the group changes again.
+                        eprintln!("rsskit run: warning: steering again failed: {e:#}");
+                        steered = seen.clone();
+                    }
+                }
+            }
         }
         std::thread::sleep(Duration::from_millis(50));
     };
