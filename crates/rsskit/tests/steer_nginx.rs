@@ -308,6 +308,14 @@ fn shared_listener_is_not_a_reuseport_group() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not a reuseport group") && err.contains("reuseport;"), "{err}");
+    // Without --port: such listeners are skipped (said so), and nothing is left to steer.
+    let out = steer(&["--pid", &ng.master.to_string()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("rsskit: skipping tcp 127.0.0.1:") && err.contains("have no SO_REUSEPORT group"),
+        "{err}"
+    );
 }
 
 #[test]

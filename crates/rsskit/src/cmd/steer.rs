@@ -217,6 +217,27 @@ pub fn check_reuseport(g: &Group, c: &[OwnedFd]) -> Result<()> {
     Ok(())
 }
 
+/// Whether to steer `g`: a group failing [`check_reuseport`] is an error
+/// when the port was named, and skipped (with a note if `note`) when every
+/// port of the server is looked at (its other listeners need not be reuseport groups).
+fn steerable(g: &Group, c: &[OwnedFd], o: &SteerOpts, note: bool) -> Result<bool> {
+    match check_reuseport(g, c) {
+        Ok(()) => Ok(true),
+        Err(e) if o.port.is_none() => {
+            if note {
+                eprintln!("rsskit: skipping {e:#}");
+            }
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// When no group was steerable.
+fn none_steerable(pid: i32) -> anyhow::Error {
+    anyhow!("process {pid} and its children have no SO_REUSEPORT group of two or more sockets (nginx: `listen ... reuseport;`)")
+}
+
 /// Socket -> serving process -> its CPU, for every member.
 pub fn resolve_owners(tree: &[i32], g: &mut Group, o: &SteerOpts) -> Result<()> {
     let mut watched: BTreeMap<u64, Vec<i32>> = BTreeMap::new();
@@ -404,7 +425,9 @@ pub fn steer(pid: i32, o: &SteerOpts) -> Result<Vec<Steered>> {
     let mut out = Vec::new();
     for mut g in groups {
         let c = copies(&g)?;
-        check_reuseport(&g, &c)?;
+        if !steerable(&g, &c, o, true)? {
+            continue;
+        }
         resolve_owners(&tree, &mut g, o)?;
         let mut stop: Vec<i32> = g.members.iter().flat_map(|m| m.holders.iter().map(|h| h.0)).collect();
         stop.sort_unstable();
@@ -454,6 +477,9 @@ pub fn steer(pid: i32, o: &SteerOpts) -> Result<Vec<Steered>> {
         drop(stopped);
         out.push(attached.context("the kernel's own reuseport hash is in force again")?);
     }
+    if out.is_empty() {
+        return Err(none_steerable(pid));
+    }
     Ok(out)
 }
 
@@ -467,11 +493,16 @@ pub fn survey(pid: i32, o: &SteerOpts) -> Result<Vec<Survey>> {
     let (tree, groups) = find_groups(pid, o)?;
     let mut out = Vec::new();
     for mut g in groups {
-        check_reuseport(&g, &copies(&g)?)?;
+        if !steerable(&g, &copies(&g)?, o, false)? {
+            continue;
+        }
         resolve_owners(&tree, &mut g, o)?;
         let m =
             g.members.iter().map(|m| (m.inode, m.owner.expect("resolved").0, m.owner.expect("resolved").1));
         out.push((g.name(), m.collect()));
+    }
+    if out.is_empty() {
+        return Err(none_steerable(pid));
     }
     Ok(out)
 }
@@ -521,9 +552,13 @@ pub fn report(steered: &[Steered], o: &SteerOpts, w: &mut dyn std::io::Write) ->
 /// Detaches the program of every group of the tree.
 fn detach(pid: i32, o: &SteerOpts) -> Result<()> {
     let (_, groups) = find_groups(pid, o)?;
+    let mut any = false;
     for g in groups {
         let c = copies(&g)?;
-        check_reuseport(&g, &c)?;
+        if !steerable(&g, &c, o, true)? {
+            continue;
+        }
+        any = true;
         let had = reuseport::detach(&c[0]).with_context(|| g.name())?;
         println!(
             "{}: {}",
@@ -534,6 +569,9 @@ fn detach(pid: i32, o: &SteerOpts) -> Result<()> {
                 "no program was attached"
             }
         );
+    }
+    if !any {
+        return Err(none_steerable(pid));
     }
     Ok(())
 }
