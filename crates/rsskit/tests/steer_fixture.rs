@@ -155,6 +155,8 @@ fn cpu_steering(proto: &'static str, ip: &str) {
     let last_cpu = *cpus().last().unwrap();
     assert_eq!(socks[0]["cpu"], last_cpu, "{proto} {ip}: measured order {socks:?}");
     assert_eq!(socks[0]["pid"], fx.worker_on(last_cpu), "{proto} {ip}: {socks:?}");
+    assert!(socks.iter().all(|s| s["cookie"].as_u64().is_some_and(|c| c > 0)), "{socks:?}");
+    assert_ne!(socks[0]["cookie"], socks[1]["cookie"]);
     let (n, local) = locality(&fx, proto);
     assert_eq!(local, n, "{proto} {ip}: {local}/{n} flows reached the worker of their CPU after steering");
     // Detach: the kernel's hash again.

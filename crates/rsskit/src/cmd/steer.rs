@@ -93,6 +93,8 @@ pub struct Args {
 #[derive(Debug)]
 pub struct Member {
     pub inode: u64,
+    /// `SO_COOKIE` (known once a copy was taken).
+    pub cookie: Option<u64>,
     /// (pid, fd) of every descriptor of it in the tree.
     pub holders: Vec<(i32, RawFd)>,
     /// The process serving it and the CPU that process is pinned to.
@@ -160,7 +162,7 @@ pub fn find_groups(pid: i32, o: &SteerOpts) -> Result<(Vec<i32>, Vec<Group>)> {
             }
             let members = inodes
                 .into_iter()
-                .map(|inode| Member { holders: fds[&inode].clone(), inode, owner: None })
+                .map(|inode| Member { holders: fds[&inode].clone(), inode, cookie: None, owner: None })
                 .collect();
             groups.push(Group { proto, local, members });
         }
@@ -428,6 +430,9 @@ pub fn steer(pid: i32, o: &SteerOpts) -> Result<Vec<Steered>> {
         if !steerable(&g, &c, o, true)? {
             continue;
         }
+        for (m, fd) in g.members.iter_mut().zip(&c) {
+            m.cookie = reuseport::cookie(fd).ok();
+        }
         resolve_owners(&tree, &mut g, o)?;
         let mut stop: Vec<i32> = g.members.iter().flat_map(|m| m.holders.iter().map(|h| h.0)).collect();
         stop.sort_unstable();
@@ -525,7 +530,7 @@ pub fn report(steered: &[Steered], o: &SteerOpts, w: &mut dyn std::io::Write) ->
                     "program_insns": s.program_len,
                     "sockets": s.group.members.iter().enumerate().map(|(i, m)| {
                         let (pid, cpu) = m.owner.expect("resolved");
-                        json!({"index": i, "inode": m.inode, "pid": pid, "cpu": cpu})
+                        json!({"index": i, "inode": m.inode, "cookie": m.cookie, "pid": pid, "cpu": cpu})
                     }).collect::<Vec<_>>(),
                 })
             })
@@ -543,7 +548,8 @@ pub fn report(steered: &[Steered], o: &SteerOpts, w: &mut dyn std::io::Write) ->
         )?;
         for (i, m) in s.group.members.iter().enumerate() {
             let (pid, cpu) = m.owner.expect("resolved");
-            writeln!(w, "  socket {i} (inode {}): worker {pid} on CPU {cpu}", m.inode)?;
+            let cookie = m.cookie.map(|c| format!(", cookie {c}")).unwrap_or_default();
+            writeln!(w, "  socket {i} (inode {}{cookie}): worker {pid} on CPU {cpu}", m.inode)?;
         }
     }
     Ok(())
