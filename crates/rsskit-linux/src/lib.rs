@@ -13,6 +13,8 @@ pub mod netdev;
 pub mod packet;
 pub mod plan;
 pub mod process;
+pub mod procnet;
+pub mod reuseport;
 pub mod snmp;
 pub mod socket;
 pub mod sysroot;

@@ -48,6 +48,10 @@ enum Command {
     Firewall(cmd::firewall::Args),
     /// User-space data plane: NIC-style hash, netisr dispatch to per-CPU workers, reassembly, re-injection.
     Pipeline(cmd::pipeline::Args),
+    /// Steer a running server's SO_REUSEPORT group (nginx, ...) to its CPU-pinned workers.
+    Steer(cmd::steer::Args),
+    /// Start a server and steer its SO_REUSEPORT group once its workers are up.
+    Run(cmd::run::Args),
     /// Micro-benchmarks.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
@@ -77,6 +81,8 @@ fn main() -> ExitCode {
         Command::HttpLoad(a) => cmd::http_load::run(a),
         Command::Demo(a) => cmd::demo::run(a),
         Command::UdpEcho(a) => cmd::udp_echo::run(a),
+        Command::Steer(a) => cmd::steer::run(a),
+        Command::Run(a) => cmd::run::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -16,6 +16,8 @@ pub mod http_serve;
 pub mod info;
 pub mod pipeline;
 pub mod plan;
+pub mod run;
+pub mod steer;
 pub mod table;
 pub mod udp_echo;
 pub mod udp_load;
