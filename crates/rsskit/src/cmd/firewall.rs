@@ -22,7 +22,7 @@
 //! selects the firewall's own threaded driver (`firewall::run`: a
 //! dispatcher thread and channels), the same rules and counters.
 
-use super::common::{key_arg, print_json};
+use super::common::{int_in, key_arg, print_json, seconds_arg};
 use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::RssKey;
 use rsskit_dataplane::firewall::netisr_handler::FwHandler;
@@ -80,13 +80,6 @@ fn workers_arg(s: &str) -> Result<usize, String> {
     }
 }
 
-fn seconds(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() && v < 1e9 => Ok(v),
-        _ => Err(format!("'{s}' is not a positive number of seconds")),
-    }
-}
-
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Rules (one per line, '#' comments): check-state | [NUM] allow|deny PROTO from SRC \
 [[port] PORTS] to DST [[port] PORTS] [in|out] [setup] [keep-state] [limit src-addr|dst-addr|src-port|dst-port... N] \
@@ -103,11 +96,12 @@ pub struct Args {
     /// Output of passed frames: pcap:FILE | afpacket:IFNAME | null.
     #[arg(long = "out", value_parser = parse_out, default_value = "null")]
     pub output: OutSpec,
-    /// Worker threads (each with its own state table).
+    /// Worker threads, 1-64 (each with its own state table).
     #[arg(long, default_value_t = 1, value_parser = workers_arg)]
     pub workers: usize,
-    /// Most states over all workers (loose global counter, <= 5% over); 0 = no limit.
-    #[arg(long, default_value_t = 100_000)]
+    /// Most states over all workers (loose global counter, <= 5% over); 0 = no limit,
+    /// else at most 4294967296.
+    #[arg(long, default_value_t = 100_000, value_parser = int_in(0u64, 1 << 32))]
     pub states_max: u64,
     /// One global state table behind a read-write lock (the baseline).
     #[arg(long)]
@@ -118,11 +112,12 @@ pub struct Args {
     /// RSS key steering flows to workers: symmetric (default), microsoft, random or hex.
     #[arg(long, value_parser = key_arg)]
     pub key: Option<RssKey>,
-    /// Stop a live run after this many seconds (default: until SIGINT/SIGTERM).
-    #[arg(long, value_parser = seconds)]
+    /// Stop a live run after this many seconds, above 0 and below 10^7
+    /// (default: until SIGINT/SIGTERM).
+    #[arg(long, value_parser = seconds_arg)]
     pub duration: Option<f64>,
-    /// Frames per batch handed to a worker.
-    #[arg(long, default_value_t = 32)]
+    /// Frames per batch handed to a worker (1-4096).
+    #[arg(long, default_value_t = 32, value_parser = int_in(1usize, 4096))]
     pub batch: usize,
     /// No per-second status lines.
     #[arg(long)]

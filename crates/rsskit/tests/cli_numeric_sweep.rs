@@ -1,0 +1,397 @@
+//! Every flag that takes a value, of every subcommand, with the numbers a
+//! user can type that break naive code: 0, -1, 2^32, 2^64-1 and 1e300.
+//!
+//! The flags are discovered from `rsskit --help` and each `SUB --help`
+//! (nested command groups too), so a new flag is swept without touching this
+//! file. Each subcommand has one or more small baseline invocations that run
+//! quickly (short --duration, tiny counts, loopback only); the swept flag
+//! replaces the baseline's value or is appended. Each run must:
+//! - exit 0, 1 (a runtime error) or 2 (a usage error): never 101 (panic),
+//!   134 (abort: allocation failure) or a signal;
+//! - on failure, say why in one error line (`error: ...` from the argument
+//!   parser, `rsskit: error: ...` from the command), never a panic message;
+//!   a value the parser rejects is rejected with the limit named (a digit
+//!   besides the ones of the value itself);
+//! - finish within RUN_LIMIT, under an address-space limit of 4 GiB (a
+//!   runaway allocation fails there instead of eating the machine).
+//!
+//! A subcommand without a baseline fails the test: add one below.
+
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+const VALUES: [&str; 5] = ["0", "-1", "4294967296", "18446744073709551615", "1e300"];
+/// A run longer than this is a runaway (baselines take well under a second).
+const RUN_LIMIT: Duration = Duration::from_secs(10);
+/// Address-space limit of every run.
+const AS_LIMIT: u64 = 4 << 30;
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_rsskit")
+}
+
+/// `rsskit ARGS --help` (or `help`) output.
+fn help(path: &[String]) -> String {
+    let out = Command::new(bin()).args(path).arg("--help").output().expect("running rsskit --help");
+    assert!(out.status.success(), "rsskit {path:?} --help failed");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The `Commands:` section of a help text.
+fn subcommands(help: &str) -> Vec<String> {
+    let mut in_cmds = false;
+    let mut v = Vec::new();
+    for line in help.lines() {
+        if line.starts_with("Commands:") {
+            in_cmds = true;
+            continue;
+        }
+        if in_cmds {
+            match line.split_whitespace().next() {
+                Some("help") => {}
+                Some(name) if line.starts_with("  ") => v.push(name.to_string()),
+                _ => in_cmds = false,
+            }
+        }
+    }
+    v
+}
+
+/// Long flags taking a value (`--name <VALUE>`), except those with a fixed
+/// set of possible values (the parser rejects any number by name).
+fn value_flags(help: &str) -> Vec<String> {
+    help.lines()
+        .filter(|l| !l.contains("[possible values:"))
+        .filter_map(|l| {
+            let t = l.trim_start();
+            let t = t.strip_prefix("-h, ").unwrap_or(t);
+            let t = t.split_once(", --").map(|(_, r)| r).or_else(|| t.strip_prefix("--"))?;
+            let (name, rest) = t.split_once(' ')?;
+            rest.starts_with('<').then(|| format!("--{name}"))
+        })
+        .collect()
+}
+
+/// Every leaf subcommand path (`["hash"]`, `["bench", "toeplitz"]`, ...).
+fn leaves(path: Vec<String>, out: &mut Vec<(Vec<String>, Vec<String>)>) {
+    let h = help(&path);
+    let subs = subcommands(&h);
+    if subs.is_empty() {
+        let flags = value_flags(&h);
+        out.push((path, flags));
+        return;
+    }
+    for s in subs {
+        let mut p = path.clone();
+        p.push(s);
+        leaves(p, out);
+    }
+}
+
+struct Fixtures {
+    dir: PathBuf,
+}
+
+impl Fixtures {
+    fn new() -> Fixtures {
+        let dir = std::env::temp_dir().join(format!("rsskit-numeric-sweep-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("fw.rules"),
+            "check-state\nallow udp from any to any keep-state\nallow ip from any to any\n",
+        )
+        .unwrap();
+        Fixtures { dir }
+    }
+    fn path(&self, name: &str) -> String {
+        self.dir.join(name).display().to_string()
+    }
+}
+
+impl Drop for Fixtures {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn pcap_in() -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../rsskit-dataplane/testdata/firewall/basic.pcap");
+    format!("pcap:{}", p.display())
+}
+
+/// Quick, harmless invocations of each subcommand (loopback only; servers
+/// and loads with a short --duration; a load's target is a closed local
+/// port so it fails or finishes fast).
+fn baselines(cmd: &str, fx: &Fixtures) -> Option<Vec<Vec<String>>> {
+    let pcap = pcap_in();
+    let rules = fx.path("fw.rules");
+    let out = format!("pcap:{}", fx.path("out.pcap"));
+    let b: Vec<Vec<&str>> = match cmd {
+        "hash" => vec![vec!["--src", "10.0.0.1:1", "--dst", "10.0.0.2:2", "--proto", "tcp", "--cpus", "2"]],
+        "table" => vec![vec!["--cpus", "4", "--rings", "2"]],
+        "find" => vec![
+            vec!["--dst", "127.0.0.1:9000", "--src-ports", "1024-2047", "--bucket", "1", "--proto", "udp"],
+            vec!["--dst", "10.0.0.1:80", "--src-net", "10.0.1.0/24", "--src-port", "4000", "--cpu", "1"],
+            vec![
+                "--dst",
+                "10.0.0.1:80",
+                "--src-ports",
+                "1024-4095",
+                "--ring",
+                "1",
+                "--rings",
+                "2",
+                "--proto",
+                "tcp",
+            ],
+        ],
+        "info" => vec![vec!["--iface", "lo"]],
+        "udp-echo" => vec![vec!["--bind", "127.0.0.1:0", "--cpus", "0", "--duration", "0.3"]],
+        "udp-load" => {
+            vec![vec!["--target", "127.0.0.1:9", "--count", "2", "--drain", "0.2", "--server-cpus", "2"]]
+        }
+        "demo" => vec![vec!["--duration", "0.3", "--cpus", "0", "--streams", "2", "--size", "64"]],
+        "http-serve" => vec![vec!["--bind", "127.0.0.1:0", "--cpus", "0", "--duration", "0.3", "--quiet"]],
+        "http-load" => vec![vec![
+            "--url",
+            "http://127.0.0.1:9/",
+            "--duration",
+            "0.3",
+            "--connections",
+            "2",
+            "--threads",
+            "1",
+            "--quiet",
+        ]],
+        "firewall" => vec![vec!["--rules", &rules, "--in", &pcap, "--quiet"]],
+        "pipeline" => vec![
+            vec!["--in", "gen", "--packets", "500", "--flows", "16", "--duration", "1", "--quiet"],
+            vec!["--in", &pcap, "--out", &out, "--duration", "1", "--quiet"],
+        ],
+        "toeplitz" => vec![vec!["--iters", "1024", "--rounds", "1", "--count", "16"]],
+        "firewall-bench" => vec![vec!["--flows", "100", "--rounds", "1", "--runs", "1", "--workers", "1"]],
+        "classify" => vec![vec![
+            "--entries",
+            "1000",
+            "--buckets",
+            "1024",
+            "--packets",
+            "1000",
+            "--ring",
+            "64",
+            "--rounds",
+            "1",
+            "--batch",
+            "1",
+            "--workers",
+            "1",
+        ]],
+        _ => return None,
+    };
+    Some(b.into_iter().map(|v| v.into_iter().map(String::from).collect()).collect())
+}
+
+/// Baseline with `flag=value` in place of (or after) the baseline's own.
+fn with_flag(base: &[String], flag: &str, value: &str) -> Vec<String> {
+    let mut v = Vec::with_capacity(base.len() + 1);
+    let mut i = 0;
+    let mut replaced = false;
+    while i < base.len() {
+        if base[i] == flag {
+            v.push(format!("{flag}={value}"));
+            replaced = true;
+            i += 2;
+        } else {
+            v.push(base[i].clone());
+            i += 1;
+        }
+    }
+    if !replaced {
+        v.push(format!("{flag}={value}"));
+    }
+    v
+}
+
+struct Outcome {
+    code: Option<i32>,
+    signal: Option<i32>,
+    stderr: String,
+    took: Duration,
+    killed: bool,
+}
+
+fn run(args: &[String]) -> Outcome {
+    let mut cmd = Command::new(bin());
+    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+    // SAFETY: setrlimit is async-signal-safe and touches only the child.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit { rlim_cur: AS_LIMIT, rlim_max: AS_LIMIT };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let t = Instant::now();
+    let mut child = cmd.spawn().expect("spawning rsskit");
+    let mut err = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        // Bounded: a runaway printing without end is cut, not buffered.
+        let _ = err.by_ref().take(1 << 20).read_to_end(&mut s);
+        let _ = std::io::copy(&mut err, &mut std::io::sink());
+        String::from_utf8_lossy(&s).into_owned()
+    });
+    let mut killed = false;
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if t.elapsed() > RUN_LIMIT {
+            killed = true;
+            let _ = child.kill();
+            break child.wait().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let took = t.elapsed();
+    use std::os::unix::process::ExitStatusExt;
+    Outcome { code: status.code(), signal: status.signal(), stderr: reader.join().unwrap(), took, killed }
+}
+
+/// Marks of a rejected number in a parser's message (std's parse errors
+/// and the CLI's own wording).
+const NUMBER_ERRORS: [&str; 8] = [
+    "invalid digit",
+    "too large to fit",
+    "too small to fit",
+    "invalid float",
+    "cannot parse",
+    "whole number",
+    "number of",
+    "not a CPU number",
+];
+
+/// What is wrong with an outcome, if anything.
+fn judge(o: &Outcome, flag: &str, value: &str) -> Option<String> {
+    if o.killed {
+        return Some(format!("still running after {RUN_LIMIT:?} (killed)"));
+    }
+    if let Some(s) = o.signal {
+        return Some(format!("killed by signal {s}"));
+    }
+    if o.stderr.contains("panicked") || o.stderr.contains("memory allocation of") {
+        return Some("panicked or aborted".into());
+    }
+    match o.code {
+        Some(0) => None,
+        Some(1) => {
+            let errs: Vec<&str> = o.stderr.lines().filter(|l| l.starts_with("rsskit: error:")).collect();
+            (errs.len() != 1)
+                .then(|| format!("exit 1 without exactly one 'rsskit: error:' line ({} found)", errs.len()))
+        }
+        Some(2) => {
+            let first = o.stderr.lines().next().unwrap_or("");
+            if !first.starts_with("error: ") {
+                return Some("exit 2 without an 'error: ' first line".into());
+            }
+            // A number the parser rejects: the error must name the limit
+            // (say what is allowed), not only that the number is bad.
+            // Flags of other kinds (addresses, files) say what they expect.
+            if first.starts_with("error: invalid value") && first.contains(&format!("'{flag} ")) {
+                let why = first.rsplit_once("': ").map(|(_, w)| w).unwrap_or("");
+                let numeric = NUMBER_ERRORS.iter().any(|m| why.contains(m));
+                let rest = why.replace(value, "");
+                if numeric && !rest.chars().any(|c| c.is_ascii_digit()) {
+                    return Some(format!("rejected without naming the allowed range: {why:?}"));
+                }
+            }
+            None
+        }
+        Some(c) => Some(format!("exit code {c}")),
+        None => Some("no exit code".into()),
+    }
+}
+
+#[test]
+fn every_value_flag_survives_hostile_numbers() {
+    let fx = Fixtures::new();
+    let mut cmds = Vec::new();
+    leaves(Vec::new(), &mut cmds);
+    assert!(cmds.len() >= 10, "found only {} subcommands: {cmds:?}", cmds.len());
+    let mut jobs: Vec<(String, String, Vec<String>)> = Vec::new();
+    let mut missing = Vec::new();
+    let mut nflags = 0;
+    for (path, flags) in &cmds {
+        let leaf = path.last().unwrap().as_str();
+        // `bench firewall` and `firewall` share a leaf name.
+        let key = if path.len() > 1 && leaf == "firewall" { "firewall-bench" } else { leaf };
+        let Some(bases) = baselines(key, &fx) else {
+            missing.push(path.join(" "));
+            continue;
+        };
+        nflags += flags.len();
+        for flag in flags {
+            for base in &bases {
+                for value in VALUES {
+                    let mut args = path.clone();
+                    args.extend(with_flag(base, flag, value));
+                    jobs.push((flag.clone(), value.to_string(), args));
+                }
+            }
+        }
+    }
+    assert!(missing.is_empty(), "subcommands without a baseline in this test: {missing:?}");
+    assert!(nflags >= 60, "found only {nflags} value flags");
+
+    // Sanity: every baseline itself succeeds, so the sweep exercises the
+    // commands rather than one early error.
+    for (path, _) in &cmds {
+        let leaf = path.last().unwrap().as_str();
+        let key = if path.len() > 1 && leaf == "firewall" { "firewall-bench" } else { leaf };
+        for base in baselines(key, &fx).unwrap() {
+            let mut args = path.clone();
+            args.extend(base);
+            let o = run(&args);
+            // udp-load and http-load aim at a closed port: an error is fine.
+            let ok = o.code == Some(0) || (matches!(key, "udp-load" | "http-load") && o.code == Some(1));
+            assert!(ok, "baseline `rsskit {}` failed ({:?}): {}", args.join(" "), o.code, o.stderr);
+        }
+    }
+
+    let jobs = Mutex::new(jobs.into_iter());
+    let failures = Mutex::new(Vec::new());
+    let slowest = Mutex::new((Duration::ZERO, String::new()));
+    let total = Mutex::new(0usize);
+    std::thread::scope(|s| {
+        for _ in 0..3 {
+            s.spawn(|| loop {
+                let Some((flag, value, args)) = jobs.lock().unwrap().next() else { break };
+                let o = run(&args);
+                *total.lock().unwrap() += 1;
+                {
+                    let mut sl = slowest.lock().unwrap();
+                    if o.took > sl.0 {
+                        *sl = (o.took, args.join(" "));
+                    }
+                }
+                if let Some(why) = judge(&o, &flag, &value) {
+                    let tail: String = o.stderr.lines().take(4).collect::<Vec<_>>().join("\n    ");
+                    failures
+                        .lock()
+                        .unwrap()
+                        .push(format!("rsskit {}\n  -> {why}\n    {tail}", args.join(" ")));
+                }
+            });
+        }
+    });
+    let (t, cmd) = slowest.into_inner().unwrap();
+    eprintln!("{} runs over {nflags} flags; slowest {t:.2?}: rsskit {cmd}", total.into_inner().unwrap());
+    let failures = failures.into_inner().unwrap();
+    assert!(failures.is_empty(), "{} bad outcomes:\n{}", failures.len(), failures.join("\n"));
+}
