@@ -61,23 +61,40 @@ fn subcommands(help: &str) -> Vec<String> {
     v
 }
 
-/// Long flags taking a value (`--name <VALUE>`), except those with a fixed
-/// set of possible values (the parser rejects any number by name).
-fn value_flags(help: &str) -> Vec<String> {
-    help.lines()
-        .filter(|l| !l.contains("[possible values:"))
-        .filter_map(|l| {
-            let t = l.trim_start();
-            let t = t.strip_prefix("-h, ").unwrap_or(t);
-            let t = t.split_once(", --").map(|(_, r)| r).or_else(|| t.strip_prefix("--"))?;
-            let (name, rest) = t.split_once(' ')?;
-            rest.starts_with('<').then(|| format!("--{name}"))
-        })
-        .collect()
+/// Long flags taking a value (`--name <VALUE>`) with their help text
+/// (same line, or the lines below in clap's next-line layout), except
+/// those with a fixed set of possible values (the parser refuses any
+/// number by name).
+fn value_flags(help: &str) -> Vec<(String, String)> {
+    let lines: Vec<&str> = help.lines().collect();
+    let mut v = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let t = l.trim_start();
+        let t = t.strip_prefix("-h, ").unwrap_or(t);
+        let Some(t) = t.split_once(", --").map(|(_, r)| r).or_else(|| t.strip_prefix("--")) else { continue };
+        let Some((name, rest)) = t.split_once(' ') else { continue };
+        if !rest.starts_with('<') {
+            continue;
+        }
+        let mut text = rest.split_once('>').map(|(_, t)| t.trim().to_string()).unwrap_or_default();
+        for next in &lines[i + 1..] {
+            let n = next.trim();
+            if n.is_empty() || n.starts_with('-') {
+                break;
+            }
+            text.push(' ');
+            text.push_str(n);
+        }
+        if !text.contains("[possible values:") {
+            v.push((format!("--{name}"), text));
+        }
+    }
+    v
 }
 
-/// Every leaf subcommand path (`["hash"]`, `["bench", "toeplitz"]`, ...).
-fn leaves(path: Vec<String>, out: &mut Vec<(Vec<String>, Vec<String>)>) {
+type Leaf = (Vec<String>, Vec<(String, String)>);
+
+fn leaves(path: Vec<String>, out: &mut Vec<Leaf>) {
     let h = help(&path);
     let subs = subcommands(&h);
     if subs.is_empty() {
@@ -273,9 +290,18 @@ const NUMBER_ERRORS: [&str; 8] = [
     "invalid float",
     "cannot parse",
     "whole number",
-    "number of",
+    "is not a number of",
     "not a CPU number",
 ];
+
+/// Whether the argument parser refused the value of `flag` as a number.
+fn rejected_number(o: &Outcome, flag: &str) -> bool {
+    let first = o.stderr.lines().next().unwrap_or("");
+    o.code == Some(2)
+        && first.starts_with("error: invalid value")
+        && first.contains(&format!("'{flag} "))
+        && NUMBER_ERRORS.iter().any(|m| first.rsplit_once("': ").is_some_and(|(_, w)| w.contains(m)))
+}
 
 /// What is wrong with an outcome, if anything.
 fn judge(o: &Outcome, flag: &str, value: &str) -> Option<String> {
@@ -324,7 +350,7 @@ fn every_value_flag_survives_hostile_numbers() {
     let mut cmds = Vec::new();
     leaves(Vec::new(), &mut cmds);
     assert!(cmds.len() >= 10, "found only {} subcommands: {cmds:?}", cmds.len());
-    let mut jobs: Vec<(String, String, Vec<String>)> = Vec::new();
+    let mut jobs: Vec<(String, String, String, Vec<String>)> = Vec::new();
     let mut missing = Vec::new();
     let mut nflags = 0;
     for (path, flags) in &cmds {
@@ -336,12 +362,12 @@ fn every_value_flag_survives_hostile_numbers() {
             continue;
         };
         nflags += flags.len();
-        for flag in flags {
+        for (flag, text) in flags {
             for base in &bases {
                 for value in VALUES {
                     let mut args = path.clone();
                     args.extend(with_flag(base, flag, value));
-                    jobs.push((flag.clone(), value.to_string(), args));
+                    jobs.push((flag.clone(), text.clone(), value.to_string(), args));
                 }
             }
         }
@@ -371,7 +397,7 @@ fn every_value_flag_survives_hostile_numbers() {
     std::thread::scope(|s| {
         for _ in 0..3 {
             s.spawn(|| loop {
-                let Some((flag, value, args)) = jobs.lock().unwrap().next() else { break };
+                let Some((flag, text, value, args)) = jobs.lock().unwrap().next() else { break };
                 let o = run(&args);
                 *total.lock().unwrap() += 1;
                 {
@@ -380,7 +406,10 @@ fn every_value_flag_survives_hostile_numbers() {
                         *sl = (o.took, args.join(" "));
                     }
                 }
-                if let Some(why) = judge(&o, &flag, &value) {
+                // A flag that takes a number states its range in --help.
+                let undocumented = (rejected_number(&o, &flag) && !text.chars().any(|c| c.is_ascii_digit()))
+                    .then(|| format!("--help of {flag} states no range: {text:?}"));
+                if let Some(why) = judge(&o, &flag, &value).or(undocumented) {
                     let tail: String = o.stderr.lines().take(4).collect::<Vec<_>>().join("\n    ");
                     failures
                         .lock()

@@ -86,7 +86,11 @@ fn table_bad_input() {
         1,
         "200 rings do not fit a redirect table of 128 entries",
     );
-    fails(&["table", "--cpus", "4", "--rings", "4", "--size", "100"], 2, "not a multiple of 128 from 128 to 65536");
+    fails(
+        &["table", "--cpus", "4", "--rings", "4", "--size", "100"],
+        2,
+        "not a multiple of 128 from 128 to 65536",
+    );
     fails(&["table", "--cpus", "4", "--rings", "4", "--size", "0"], 2, "not a multiple of 128");
     fails(&["table", "--cpus", "4", "--rings", "4", "--size", "1073741824"], 2, "to 65536");
     fails(&["table", "--rings", "4"], 2, "--cpus");

@@ -66,8 +66,8 @@ pub struct Args {
     /// Sender threads (1-1024).
     #[arg(long, default_value_t = 1, value_parser = int_in(1usize, 1024))]
     threads: usize,
-    /// CPUs the sender threads are pinned to, round-robin (default: the last
-    /// online CPU); "none": unpinned; "owner": one sender thread per server
+    /// CPUs the sender threads are pinned to, round-robin (a list, ids
+    /// 0-8191; default: the last online CPU); "none": unpinned; "owner": one sender thread per server
     /// CPU owning some stream's bucket, pinned there (on loopback the kernel
     /// then processes each datagram on its owner's CPU, as NIC RSS would).
     #[arg(long, value_parser = client_cpus_arg)]
