@@ -1,7 +1,7 @@
 //! Rule parser: valid rule sets and every class of error, with positions.
 
 use rsskit_dataplane::firewall::rules::{
-    limit_key, parse, Action, AddrSpec, Dir, ErrorKind, Limit, PortSpec, Proto, Redirect,
+    limit_key, parse, Action, AddrSpec, Dir, ErrorKind, Limit, PortSpec, Proto, Redirect, MAX_RULES,
 };
 use std::net::IpAddr;
 
@@ -151,4 +151,20 @@ fn auto_numbering_overflow() {
     text.push_str("allow ip from any to any\n");
     let (l, c, k, _) = err(&text);
     assert_eq!((l, c, k), (2, 1, ErrorKind::BadNumber));
+}
+
+#[test]
+fn rule_count_is_bounded() {
+    // A million rules with one number: refused at the first rule past the
+    // maximum, without building the rest.
+    let one = "100 allow ip from any to any\n";
+    let r = parse(&one.repeat(MAX_RULES)).unwrap();
+    assert_eq!(r.rules.len(), MAX_RULES);
+    assert!(r.rules.iter().all(|r| r.number == 100));
+    let e = parse(&format!("{}default allow\n", one.repeat(MAX_RULES))).unwrap();
+    assert!(e.default_allow, "the default line is not a rule");
+    let e = parse(&one.repeat(1_000_000)).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::TooManyRules);
+    assert_eq!(e.line, MAX_RULES as u32 + 1);
+    assert!(e.to_string().contains("at most 65536 rules"), "{e}");
 }

@@ -114,8 +114,9 @@ struct Fixtures {
 }
 
 impl Fixtures {
-    fn new() -> Fixtures {
-        let dir = std::env::temp_dir().join(format!("rsskit-numeric-sweep-{}", std::process::id()));
+    /// A temp dir of its own per test (`name`), removed on drop.
+    fn new(name: &str) -> Fixtures {
+        let dir = std::env::temp_dir().join(format!("rsskit-numeric-sweep-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(
             dir.join("fw.rules"),
@@ -346,7 +347,7 @@ fn judge(o: &Outcome, flag: &str, value: &str) -> Option<String> {
 
 #[test]
 fn every_value_flag_survives_hostile_numbers() {
-    let fx = Fixtures::new();
+    let fx = Fixtures::new("sweep");
     let mut cmds = Vec::new();
     leaves(Vec::new(), &mut cmds);
     assert!(cmds.len() >= 10, "found only {} subcommands: {cmds:?}", cmds.len());
@@ -423,4 +424,20 @@ fn every_value_flag_survives_hostile_numbers() {
     eprintln!("{} runs over {nflags} flags; slowest {t:.2?}: rsskit {cmd}", total.into_inner().unwrap());
     let failures = failures.into_inner().unwrap();
     assert!(failures.is_empty(), "{} bad outcomes:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn a_million_rules_with_one_number_is_refused_quickly() {
+    let fx = Fixtures::new("rules");
+    let rules = fx.path("million.rules");
+    std::fs::write(&rules, "100 allow ip from any to any\n".repeat(1_000_000)).unwrap();
+    let args: Vec<String> = ["firewall", "--rules", &rules, "--in", &pcap_in(), "--quiet"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let o = run(&args);
+    assert!(o.took < Duration::from_secs(5), "took {:?}", o.took);
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert_eq!(o.stderr.lines().count(), 1, "{}", o.stderr);
+    assert!(o.stderr.contains("line 65537") && o.stderr.contains("at most 65536 rules"), "{}", o.stderr);
 }

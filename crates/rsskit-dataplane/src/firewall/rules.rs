@@ -41,6 +41,10 @@
 use core::fmt;
 use core::net::IpAddr;
 
+/// Most rules a file may hold (a larger file is refused at the first rule
+/// past it, so memory stays bounded however long the file is).
+pub const MAX_RULES: usize = 65536;
+
 /// Highest number a rule may carry; 65535 is the default rule.
 pub const MAX_RULE_NUMBER: u16 = 65534;
 /// Number of the default rule.
@@ -266,6 +270,8 @@ pub enum ErrorKind {
     DuplicateDefault,
     /// `redirect` to or from a bad endpoint (protocol, families).
     BadRedirect,
+    /// More than [`MAX_RULES`] rules.
+    TooManyRules,
 }
 
 /// A parse error at `line:column` (1-based).
@@ -372,6 +378,9 @@ pub fn parse(text: &str) -> Result<Rules, ParseError> {
         let body = raw.split('#').next().unwrap_or("");
         let mut l = Line::new(no, body);
         let Some(first) = l.peek() else { continue };
+        if rules.len() == MAX_RULES && !first.s.eq_ignore_ascii_case("default") {
+            return Err(l.err_at(Some(first), ErrorKind::TooManyRules, "at most 65536 rules in a file"));
+        }
         if first.s.eq_ignore_ascii_case("default") {
             l.next();
             let t = l.next();

@@ -87,7 +87,7 @@ fn workers_arg(s: &str) -> Result<usize, String> {
 'check-state' and 'allow tcp from any to me 80 setup keep-state', default deny. A status line per second \
 goes to stderr; the final per-rule counters and per-worker states to stdout.")]
 pub struct Args {
-    /// Rule file.
+    /// Rule file (at most 65536 rules, 64 MiB).
     #[arg(long)]
     pub rules: PathBuf,
     /// Input: pcap:FILE | afpacket:IFNAME.
@@ -181,9 +181,25 @@ impl Out {
     }
 }
 
+/// Largest rule file read (65536 rules of a long line each fit).
+const MAX_RULE_FILE: u64 = 64 << 20;
+
+/// The rule file, read at most [`MAX_RULE_FILE`] bytes (a FIFO or a huge
+/// file cannot make the read unbounded).
+fn read_rules(path: &std::path::Path) -> Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_RULE_FILE + 1).read_to_string(&mut text))
+        .with_context(|| format!("cannot read rule file {}", path.display()))?;
+    if text.len() as u64 > MAX_RULE_FILE {
+        bail!("rule file {} is larger than {} MiB", path.display(), MAX_RULE_FILE >> 20);
+    }
+    Ok(text)
+}
+
 pub fn run(a: Args) -> Result<()> {
-    let text = std::fs::read_to_string(&a.rules)
-        .with_context(|| format!("cannot read rule file {}", a.rules.display()))?;
+    let text = read_rules(&a.rules)?;
     let rules = firewall::parse(&text).with_context(|| format!("{}", a.rules.display()))?;
     if a.batch == 0 || a.batch > 4096 {
         bail!("--batch must be 1..=4096");
