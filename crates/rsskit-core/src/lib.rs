@@ -11,7 +11,8 @@
 //! - [`hashtype`]: hash types, hash input layout, the per-packet hash-type rule;
 //! - [`rss`]: buckets, bucket -> CPU, the NIC indirection table;
 //! - [`ringmap`]: DragonFly's ring -> CPU grid and redirect table;
-//! - [`finder`]: solving for tuples that land in a chosen bucket.
+//! - [`finder`]: solving for tuples that land in a chosen bucket;
+//! - [`netparse`]: the command line's networks and port ranges.
 #![cfg_attr(not(feature = "std"), no_std)]
 
 extern crate alloc;
@@ -20,6 +21,7 @@ pub mod finder;
 pub mod hashtype;
 pub mod key;
 pub mod keycheck;
+pub mod netparse;
 pub mod ringmap;
 pub mod rss;
 pub mod toeplitz;

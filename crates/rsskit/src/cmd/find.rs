@@ -68,42 +68,14 @@ pub struct Args {
 /// this many in memory).
 const MAX_COUNT: usize = 1_000_000;
 
-/// `A-B` or `A`, ports 0-65535, A <= B.
+/// `A-B` or `A` (see [`rsskit_core::netparse`]).
 fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
-    let port = |p: &str| {
-        p.trim().parse::<u16>().map_err(|_| format!("'{p}' in '{s}' is not a port (0-65535); expected A-B"))
-    };
-    let (a, b) = match s.split_once('-') {
-        Some((a, b)) => (port(a)?, port(b)?),
-        None => {
-            let p = port(s)?;
-            (p, p)
-        }
-    };
-    if a > b {
-        return Err(format!("port range '{s}' is empty: {a} > {b}"));
-    }
-    Ok((a, b))
+    rsskit_core::netparse::parse_port_range(s).map_err(|e| e.to_string())
 }
 
-/// `ADDR/LEN` (or a bare address: one host).
+/// `ADDR/LEN` or a bare address (see [`rsskit_core::netparse`]).
 fn parse_cidr(s: &str) -> Result<(IpAddr, u8), String> {
-    let (addr, len) = match s.split_once('/') {
-        Some((a, l)) => (a, Some(l)),
-        None => (s, None),
-    };
-    let addr: IpAddr =
-        addr.parse().map_err(|_| format!("'{addr}' in '{s}' is not an IP address; expected ADDR/LEN"))?;
-    let max = if addr.is_ipv6() { 128 } else { 32 };
-    let len = match len {
-        None => max,
-        Some(l) => l
-            .parse::<u8>()
-            .ok()
-            .filter(|&l| l <= max)
-            .ok_or_else(|| format!("prefix length '/{l}' in '{s}' is not 0-{max}"))?,
-    };
-    Ok((addr, len))
+    rsskit_core::netparse::parse_cidr(s).map_err(|e| e.to_string())
 }
 
 fn hash_type(v6: bool, proto: Option<Proto>) -> HashType {
