@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# Builds the cargo-fuzz targets of rsskit-dataplane (fuzz/) and runs each
-# briefly. Used by CI; exits non-zero on a build failure or a crash.
+# Builds the cargo-fuzz targets (fuzz/) and runs each briefly. Used by CI;
+# exits non-zero on a build failure or a crash.
 #
 #   scripts/fuzz-smoke.sh [SECONDS_PER_TARGET]   (default 20)
+#
+# Targets: parse (wire parser + hash), reassemble, rules (firewall rule
+# parser), http (request head, path normalisation against a root), pcap
+# (pcap/pcapng reader), netparse (CPU lists, CIDRs, port ranges). CI runs
+# `scripts/fuzz-smoke.sh 12`: 6 x 12 s of fuzzing, the stage under ~3
+# minutes with the build.
 #
 # Preferred: nightly + cargo-fuzz (coverage-guided, AddressSanitizer).
 # Fallback when nightly or cargo-fuzz cannot be had: the same targets built
@@ -11,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-20}"
-targets=(parse reassemble)
+targets=(parse reassemble rules http pcap netparse)
 
 have_nightly() { rustup toolchain list 2>/dev/null | grep -q '^nightly'; }
 
@@ -30,7 +36,11 @@ if have_nightly && command -v cargo-fuzz >/dev/null 2>&1; then
   (cd fuzz && cargo +nightly fuzz build -O)
   for t in "${targets[@]}"; do
     echo "-- fuzz target $t"
-    (cd fuzz && cargo +nightly fuzz run -O "$t" -- -max_total_time="$secs" -rss_limit_mb=2048 2>&1 | tail -n 3)
+    mkdir -p "fuzz/corpus/$t"
+    # Corpus: fuzz/corpus/T (kept between runs, not committed) and the
+    # committed seeds in fuzz/seeds/T, if any.
+    seeds=(); [ -d "fuzz/seeds/$t" ] && seeds=("seeds/$t")
+    (cd fuzz && cargo +nightly fuzz run -O "$t" "corpus/$t" "${seeds[@]}" -- -max_total_time="$secs" -rss_limit_mb=2048 2>&1 | tail -n 3)
     # `set -o pipefail` makes a crash (non-zero from cargo fuzz) fail here.
   done
 else
@@ -39,7 +49,9 @@ else
   cargo build --release --manifest-path fuzz/Cargo.toml
   for t in "${targets[@]}"; do
     echo "-- fuzz target $t"
-    "$CARGO_TARGET_DIR/release/$t" -max_total_time="$secs" -runs=5000000 2>&1 | tail -n 2
+    mkdir -p "fuzz/corpus/$t"
+    seeds=(); [ -d "fuzz/seeds/$t" ] && seeds=("fuzz/seeds/$t")
+    "$CARGO_TARGET_DIR/release/$t" -max_total_time="$secs" -runs=5000000 -rss_limit_mb=2048 "fuzz/corpus/$t" "${seeds[@]}" 2>&1 | tail -n 2
   done
 fi
 echo "== fuzz: all targets ran without a crash"

@@ -15,7 +15,8 @@
 //! - [`ringmap`]: DragonFly's ring -> CPU grid and redirect table;
 //! - [`finder`]: solving for tuples that land in a chosen bucket;
 //! - [`cbpf`]: classic BPF steering programs (cpu, Toeplitz bucket) and an
-//!   interpreter that runs them as the kernel does.
+//!   interpreter that runs them as the kernel does;
+//! - [`netparse`]: the command line's networks and port ranges.
 #![cfg_attr(not(feature = "std"), no_std)]
 
 extern crate alloc;
@@ -25,6 +26,7 @@ pub mod finder;
 pub mod hashtype;
 pub mod key;
 pub mod keycheck;
+pub mod netparse;
 pub mod policy;
 pub mod ringmap;
 pub mod rss;

@@ -2,7 +2,7 @@
 
 use rsskit_dataplane::firewall::rules::{
     limit_key, parse, parse_bytes, parse_with, Action, AddrSpec, Dir, ErrorKind, Limit, ParseError,
-    ParseOptions, PortSpec, Proto, Redirect,
+    ParseOptions, PortSpec, Proto, Redirect, MAX_RULES,
 };
 use std::net::IpAddr;
 
@@ -203,4 +203,20 @@ fn non_utf8_file_names_the_byte() {
     let (l, c, _, _) = err_of(parse_bytes(&bytes, opts).unwrap_err());
     assert_eq!((l, c), (1, 29));
     assert_eq!(parse_bytes(b"allow ip from any to any\n", opts).unwrap().rules.len(), 1);
+}
+
+#[test]
+fn rule_count_is_bounded() {
+    // A million rules with one number: refused at the first rule past the
+    // maximum, without building the rest.
+    let one = "100 allow ip from any to any\n";
+    let r = parse(&one.repeat(MAX_RULES)).unwrap();
+    assert_eq!(r.rules.len(), MAX_RULES);
+    assert!(r.rules.iter().all(|r| r.number == 100));
+    let e = parse(&format!("{}default allow\n", one.repeat(MAX_RULES))).unwrap();
+    assert!(e.default_allow, "the default line is not a rule");
+    let e = parse(&one.repeat(1_000_000)).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::TooManyRules);
+    assert_eq!(e.line, MAX_RULES as u32 + 1);
+    assert!(e.to_string().contains("at most 65536 rules"), "{e}");
 }

@@ -15,16 +15,20 @@ impl fmt::Display for CpuListError {
 
 impl std::error::Error for CpuListError {}
 
-/// Parses `0-3,5,7-8` into sorted, de-duplicated CPU ids.
+/// CPU ids are below this: Linux's largest NR_CPUS (CONFIG_MAXSMP). A
+/// list can thus name at most this many CPUs.
+pub const MAX_CPUS: usize = 8192;
+
+/// Parses `0-3,5,7-8` into sorted, de-duplicated CPU ids, each below
+/// [`MAX_CPUS`].
 pub fn parse(s: &str) -> Result<Vec<usize>, CpuListError> {
     let s = s.trim();
     if s.is_empty() {
         return Err(CpuListError("empty CPU list".into()));
     }
-    let num = |t: &str| {
-        t.trim()
-            .parse::<usize>()
-            .map_err(|_| CpuListError(format!("'{t}' in CPU list '{s}' is not a CPU number")))
+    let num = |t: &str| match t.trim().parse::<usize>() {
+        Ok(n) if n < MAX_CPUS => Ok(n),
+        _ => Err(CpuListError(format!("'{t}' in CPU list '{s}' is not a CPU number (0-{})", MAX_CPUS - 1))),
     };
     let mut cpus = Vec::new();
     for part in s.split(',') {
@@ -105,6 +109,9 @@ mod tests {
         assert!(parse("").is_err());
         assert!(parse("3-1").is_err());
         assert!(parse("a").is_err());
-        assert!(parse_online("99999").unwrap_err().0.contains("does not exist"));
+        assert!(parse("8192").unwrap_err().0.contains("0-8191"));
+        assert!(parse("0-18446744073709551615").is_err());
+        assert_eq!(parse("8191").unwrap(), vec![8191]);
+        assert!(parse_online("8191").unwrap_err().0.contains("does not exist"));
     }
 }

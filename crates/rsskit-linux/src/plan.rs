@@ -233,7 +233,7 @@ pub fn plan(topo: &Topology, devices: &[DeviceState], opts: &PlanOptions) -> Res
     for d in devices {
         let p = plan_device(topo, d, opts, unit)?;
         if p.hardware_rss {
-            unit += 1;
+            unit = unit.saturating_add(1);
         }
         out.push(p);
     }

@@ -86,8 +86,13 @@ fn table_bad_input() {
         1,
         "200 rings do not fit a redirect table of 128 entries",
     );
-    fails(&["table", "--cpus", "4", "--rings", "4", "--size", "100"], 1, "not a positive multiple of 128");
-    fails(&["table", "--cpus", "4", "--rings", "4", "--size", "0"], 1, "not a positive multiple of 128");
+    fails(
+        &["table", "--cpus", "4", "--rings", "4", "--size", "100"],
+        2,
+        "not a multiple of 128 from 128 to 65536",
+    );
+    fails(&["table", "--cpus", "4", "--rings", "4", "--size", "0"], 2, "not a multiple of 128");
+    fails(&["table", "--cpus", "4", "--rings", "4", "--size", "1073741824"], 2, "to 65536");
     fails(&["table", "--rings", "4"], 2, "--cpus");
 }
 
@@ -262,7 +267,7 @@ fn find_bad_input() {
     let base = ["find", "--dst", "127.0.0.1:80", "--proto", "tcp", "--cpus", "4"];
     let with = |extra: &[&'static str]| -> Vec<&'static str> { base.iter().chain(extra).copied().collect() };
     fails(&with(&["--src-ports", "1-100", "--bucket", "8"]), 1, "bucket 8 does not exist");
-    fails(&with(&["--src-ports", "1-100", "--bucket", "1", "--bits", "9"]), 1, "bucket bits must be");
+    fails(&with(&["--src-ports", "1-100", "--bucket", "1", "--bits", "9"]), 2, "at most 7 (range 1-7)");
     fails(&with(&["--src-ports", "1-100", "--cpu", "4"]), 1, "--cpu 4 does not exist");
     fails(
         &[

@@ -46,6 +46,10 @@
 use core::fmt;
 use core::net::IpAddr;
 
+/// Most rules a file may hold (a larger file is refused at the first rule
+/// past it, so memory stays bounded however long the file is).
+pub const MAX_RULES: usize = 65536;
+
 /// Highest number a rule may carry; 65535 is the default rule.
 pub const MAX_RULE_NUMBER: u16 = 65534;
 /// Number of the default rule.
@@ -279,6 +283,8 @@ pub enum ErrorKind {
     MeUndefined,
     /// The file is not UTF-8 text.
     NotUtf8,
+    /// More than [`MAX_RULES`] rules.
+    TooManyRules,
 }
 
 /// What a rule file may rely on besides its own text.
@@ -428,6 +434,9 @@ pub fn parse_with(text: &str, opts: ParseOptions) -> Result<Rules, ParseError> {
         let mut l = Line::new(no, body);
         l.me_defined = opts.me_defined;
         let Some(first) = l.peek() else { continue };
+        if rules.len() == MAX_RULES && !first.s.eq_ignore_ascii_case("default") {
+            return Err(l.err_at(Some(first), ErrorKind::TooManyRules, "at most 65536 rules in a file"));
+        }
         if first.s.eq_ignore_ascii_case("default") {
             l.next();
             let t = l.next();

@@ -7,7 +7,7 @@
 //! `bench/dpdk/thash_bench.c` reproduces, so the DPDK harness hashes exactly
 //! the same bytes with the same key.
 
-use super::common::{key_arg, median, print_json, SplitMix};
+use super::common::{int_in, key_arg, median, print_json, SplitMix};
 use anyhow::{bail, Context, Result};
 use rsskit_core::{toeplitz::reference, FlowTuple, HashType, L4Proto, RssKey, Toeplitz};
 use serde_json::json;
@@ -30,17 +30,17 @@ pub enum BenchCommand {
 ITERS/64 hashes per round (it is ~100x slower). Each figure is the median of ROUNDS rounds; the \
 rounds of all implementations are interleaved.")]
 pub struct ToeplitzArgs {
-    /// Hashes per round for the fast and batch paths.
-    #[arg(long, default_value_t = 1 << 22, value_parser = clap::value_parser!(u64).range(1024..))]
+    /// Hashes per round for the fast and batch paths (1024-1073741824).
+    #[arg(long, default_value_t = 1 << 22, value_parser = int_in(1024u64, 1 << 30))]
     iters: u64,
-    /// Rounds; the median is reported.
-    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    /// Rounds (1-1000); the median is reported.
+    #[arg(long, default_value_t = 7, value_parser = int_in(1u32, 1000))]
     rounds: u32,
-    /// Distinct pre-generated inputs cycled through (a power of two).
-    #[arg(long, default_value_t = 1024)]
+    /// Distinct pre-generated inputs cycled through (a power of two, 16-1048576).
+    #[arg(long, default_value_t = 1024, value_parser = pow2_count)]
     count: usize,
-    /// Seed of the input generator.
-    #[arg(long, default_value_t = 1)]
+    /// Seed of the input generator (0-18446744073709551615).
+    #[arg(long, default_value_t = 1, value_parser = int_in(0u64, u64::MAX))]
     seed: u64,
     /// RSS key: default (Microsoft), symmetric, random, or 40+ bytes of hex.
     #[arg(long, default_value = "default", value_parser = key_arg)]
@@ -52,6 +52,14 @@ pub struct ToeplitzArgs {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+}
+
+/// `--count`: a power of two from 16 to 2^20.
+fn pow2_count(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n.is_power_of_two() && (16..=1 << 20).contains(&n) => Ok(n),
+        _ => Err(format!("'{s}' is not a power of two from 16 to 1048576")),
+    }
 }
 
 pub fn run(c: BenchCommand) -> Result<()> {

@@ -5,7 +5,7 @@
 //! printed as a matrix in Mpps.
 
 use super::classify_experiment::{run_matrix, Cell, ClassifyParams, TableMode, BUCKET_KEYS};
-use super::common::print_json;
+use super::common::{int_in, print_json};
 use anyhow::{bail, Result};
 use rsskit_dataplane::netisr::Prefetch;
 use serde_json::json;
@@ -19,29 +19,30 @@ is the median of ROUNDS runs of PACKETS packets per worker. 'total' is all worke
 each worker's own rate."
 )]
 pub struct Args {
-    /// Addresses in the table.
-    #[arg(long, default_value_t = 6_000_000)]
+    /// Addresses in the table (1-60000000; at most 90% of the buckets' room).
+    #[arg(long, default_value_t = 6_000_000, value_parser = int_in(1usize, 60_000_000))]
     entries: usize,
-    /// Buckets (a power of two; rounded up).
-    #[arg(long, default_value_t = 524_288)]
+    /// Buckets (a power of two; rounded up), 1-4194304 (64 bytes each).
+    #[arg(long, default_value_t = 524_288, value_parser = int_in(1usize, 1 << 22))]
     buckets: usize,
-    /// Packets per worker per measurement.
-    #[arg(long, default_value_t = 2_000_000)]
+    /// Packets per worker per measurement (1-1000000000).
+    #[arg(long, default_value_t = 2_000_000, value_parser = int_in(1u64, 1_000_000_000))]
     packets: u64,
-    /// Packet buffers per worker (the "RX ring").
-    #[arg(long, default_value_t = 8192)]
+    /// Packet buffers per worker (the "RX ring"), 1-65536; --ring x --stride
+    /// at most 256 MiB.
+    #[arg(long, default_value_t = 8192, value_parser = int_in(1usize, 1 << 16))]
     ring: usize,
-    /// Buffer stride in bytes.
-    #[arg(long, default_value_t = 1920)]
+    /// Buffer stride in bytes (128-65536).
+    #[arg(long, default_value_t = 1920, value_parser = int_in(128usize, 1 << 16))]
     stride: usize,
-    /// Rounds per cell (median reported).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    /// Rounds per cell, 1-100 (median reported).
+    #[arg(long, default_value_t = 3, value_parser = int_in(1u32, 100))]
     rounds: u32,
-    /// Batch sizes, comma separated (1..=256).
-    #[arg(long, default_value = "1,2,4,16", value_delimiter = ',')]
+    /// Batch sizes, comma separated (each 1-256).
+    #[arg(long, default_value = "1,2,4,16", value_delimiter = ',', value_parser = int_in(1usize, 256))]
     batch: Vec<usize>,
-    /// Worker counts, comma separated.
-    #[arg(long, default_value = "1,2", value_delimiter = ',')]
+    /// Worker counts, comma separated (each 1-64).
+    #[arg(long, default_value = "1,2", value_delimiter = ',', value_parser = int_in(1usize, 64))]
     workers: Vec<usize>,
     /// Print one JSON object.
     #[arg(long)]
@@ -68,6 +69,9 @@ pub fn run(a: Args) -> Result<()> {
     }
     if a.stride < 128 {
         bail!("--stride must be at least 128");
+    }
+    if a.ring * a.stride > 256 << 20 {
+        bail!("--ring {} x --stride {} is over 256 MiB of buffers per worker", a.ring, a.stride);
     }
     let cpus = rsskit_linux::cpulist::online();
     let p = ClassifyParams {

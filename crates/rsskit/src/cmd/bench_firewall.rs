@@ -22,7 +22,7 @@
 //! of `keep-state` (every SYN, 1 frame in 8, may touch a shared track:
 //! an epoch barrier each).
 
-use super::common::{median, print_json, SplitMix};
+use super::common::{int_in, median, print_json, SplitMix};
 use anyhow::{anyhow, bail, Result};
 use rsskit_core::RssKey;
 use rsskit_dataplane::build;
@@ -43,26 +43,26 @@ pub const LIMIT_RULES: &str = "check-state\nallow tcp from any to me 80 setup li
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Distinct flows (8 frames each) per round.
-    #[arg(long, default_value_t = 50_000, value_parser = clap::value_parser!(u32).range(1..=2_000_000))]
+    /// Distinct flows (8 frames each) per round (1-2000000).
+    #[arg(long, default_value_t = 50_000, value_parser = int_in(1u32, 2_000_000))]
     flows: u32,
-    /// Times every worker replays its frames per run.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    /// Times every worker replays its frames per run (1-1000).
+    #[arg(long, default_value_t = 4, value_parser = int_in(1u32, 1000))]
     rounds: u32,
-    /// Runs per configuration; the median is reported.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=101))]
+    /// Runs per configuration (1-101); the median is reported.
+    #[arg(long, default_value_t = 5, value_parser = int_in(1u32, 101))]
     runs: u32,
-    /// Worker counts to measure, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    /// Worker counts to measure, comma-separated (each 1-64).
+    #[arg(long, value_delimiter = ',', default_value = "1,2", value_parser = int_in(1usize, 64))]
     workers: Vec<usize>,
-    /// Frames per batch.
-    #[arg(long, default_value_t = 32)]
+    /// Frames per batch (1-4096).
+    #[arg(long, default_value_t = 32, value_parser = int_in(1usize, 4096))]
     batch: usize,
-    /// Seed of the flow generator.
-    #[arg(long, default_value_t = 1)]
+    /// Seed of the flow generator (0-18446744073709551615).
+    #[arg(long, default_value_t = 1, value_parser = int_in(0u64, u64::MAX))]
     seed: u64,
-    /// Flows of the ordered vs unordered replay comparison (0: skip it).
-    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(0..=2_000_000))]
+    /// Flows of the ordered vs unordered replay comparison, 0-2000000 (0: skip it).
+    #[arg(long, default_value_t = 20_000, value_parser = int_in(0u32, 2_000_000))]
     replay_flows: u32,
     /// Print one JSON object.
     #[arg(long)]

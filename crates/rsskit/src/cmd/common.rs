@@ -91,13 +91,72 @@ pub fn online_cpus() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
-/// A positive count (CPUs, rings...).
+/// A positive count (CPUs, rings...). Unbounded: prefer [`int_in`].
+#[allow(dead_code)]
 pub fn positive(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(0) => Err("must be at least 1".into()),
         Ok(n) => Ok(n),
-        Err(_) => Err(format!("'{s}' is not a whole number")),
+        Err(_) => Err(format!("'{s}' is not a whole number from 1 up")),
     }
+}
+
+/// Most CPUs a count may name, and the bound of CPU ids: Linux's largest
+/// NR_CPUS (CONFIG_MAXSMP).
+pub const MAX_CPUS: usize = rsskit_linux::cpulist::MAX_CPUS;
+
+/// Most seconds a duration or timeout flag takes (about 116 days).
+pub const MAX_SECONDS: f64 = 1e7;
+
+/// Clap value parser: a whole number in `lo..=hi`; the error names the
+/// range (also for `-1` and for numbers too large for the type).
+pub fn int_in<T>(lo: T, hi: T) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static
+where
+    T: std::str::FromStr + PartialOrd + Copy + std::fmt::Display + Send + Sync + 'static,
+{
+    move |s: &str| match s.trim().parse::<T>() {
+        Ok(n) if n < lo => Err(format!("must be at least {lo} (range {lo}-{hi})")),
+        Ok(n) if n > hi => Err(format!("must be at most {hi} (range {lo}-{hi})")),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("'{s}' is not a whole number in the range {lo}-{hi}")),
+    }
+}
+
+/// Clap value parser: a finite number above `lo` and at most `hi`, of
+/// `unit` (named in the error).
+pub fn float_in(
+    lo: f64,
+    hi: f64,
+    unit: &'static str,
+) -> impl Fn(&str) -> Result<f64, String> + Clone + Send + Sync + 'static {
+    move |s: &str| match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > lo && v <= hi => Ok(v),
+        _ => Err(format!("'{s}' is not a number of {unit} above {lo} and at most {hi}")),
+    }
+}
+
+/// Clap value parser for durations and timeouts: seconds in
+/// (0, [`MAX_SECONDS`]).
+pub fn seconds_arg(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v < MAX_SECONDS => Ok(v),
+        _ => Err(format!("'{s}' is not a number of seconds above 0 and below {MAX_SECONDS}")),
+    }
+}
+
+/// Clap value parser: a CPU list (`0-3,6`, ids below [`MAX_CPUS`]),
+/// checked for syntax and kept as written (online-ness is checked later).
+pub fn cpu_list_arg(s: &str) -> Result<String, String> {
+    rsskit_linux::cpulist::parse(s).map(|_| s.to_string()).map_err(|e| e.to_string())
+}
+
+/// Clap value parser: a CPU count 1..=[`MAX_CPUS`] or a CPU list, kept as
+/// written.
+pub fn cpu_count_or_list_arg(s: &str) -> Result<String, String> {
+    if s.trim().bytes().all(|b| b.is_ascii_digit()) && !s.trim().is_empty() {
+        return int_in(1usize, MAX_CPUS)(s).map(|_| s.to_string());
+    }
+    cpu_list_arg(s)
 }
 
 /// Prints one JSON object on stdout.
@@ -141,10 +200,10 @@ pub struct BucketArgs {
     #[arg(long, default_value = "default", value_parser = key_arg)]
     pub key: RssKey,
     /// Bucket bits (1-7); default FreeBSD's fls(ncpus-1)+1.
-    #[arg(long)]
+    #[arg(long, value_parser = int_in(1u32, 7))]
     pub bits: Option<u32>,
-    /// CPUs the buckets are spread over (default: online CPUs).
-    #[arg(long, value_parser = positive)]
+    /// CPUs the buckets are spread over, 1-8192 (default: online CPUs).
+    #[arg(long, value_parser = int_in(1usize, MAX_CPUS))]
     pub cpus: Option<usize>,
 }
 
@@ -168,7 +227,7 @@ pub struct UdpHashArgs {
     pub key: RssKey,
     /// Bucket bits of the server's table (1-7); default FreeBSD's
     /// fls(workers-1)+1.
-    #[arg(long)]
+    #[arg(long, value_parser = int_in(1u32, 7))]
     pub bits: Option<u32>,
 }
 
@@ -245,6 +304,34 @@ mod tests {
         for k in ["default", "microsoft", "symmetric", "random"] {
             assert!(parse_key(k).is_ok(), "{k}");
         }
+    }
+
+    #[test]
+    fn ranged_parsers_name_the_range() {
+        let p = int_in(1usize, 8192);
+        assert_eq!(p("8192"), Ok(8192));
+        assert_eq!(p(" 1 "), Ok(1));
+        assert_eq!(p("0").unwrap_err(), "must be at least 1 (range 1-8192)");
+        assert_eq!(p("8193").unwrap_err(), "must be at most 8192 (range 1-8192)");
+        for bad in ["-1", "4294967296000000000000", "1e300", "", "x"] {
+            assert!(p(bad).unwrap_err().contains("range 1-8192"), "{bad}");
+        }
+        assert_eq!(int_in(0u64, u64::MAX)("18446744073709551615"), Ok(u64::MAX));
+        let f = float_in(0.0, 3600.0, "seconds");
+        assert_eq!(f("3600"), Ok(3600.0));
+        for bad in ["0", "-1", "3600.5", "NaN", "inf", "1e300"] {
+            assert!(f(bad).unwrap_err().contains("at most 3600"), "{bad}");
+        }
+        assert_eq!(seconds_arg("0.5"), Ok(0.5));
+        for bad in ["0", "-0.1", "1e7", "nan", "1e300"] {
+            assert!(seconds_arg(bad).unwrap_err().contains("below 10000000"), "{bad}");
+        }
+        assert_eq!(cpu_list_arg("0-3,6"), Ok("0-3,6".to_string()));
+        assert!(cpu_list_arg("0-18446744073709551615").unwrap_err().contains("0-8191"));
+        assert_eq!(cpu_count_or_list_arg("8192"), Ok("8192".to_string()));
+        assert!(cpu_count_or_list_arg("8193").unwrap_err().contains("range 1-8192"));
+        assert!(cpu_count_or_list_arg("0").is_err());
+        assert_eq!(cpu_count_or_list_arg("0-1"), Ok("0-1".to_string()));
     }
 
     #[test]

@@ -2,9 +2,10 @@
 //! steering) + the load generator with its streams spread over the buckets;
 //! shows that every stream is served by the worker owning its bucket.
 
-use super::common::{print_json, stop_on_signals};
+use super::common::{cpu_list_arg, float_in, int_in, print_json, stop_on_signals};
 use anyhow::{anyhow, bail, Result};
 use rsskit_runtime::demo::{self, DemoConfig};
+use rsskit_runtime::udp_load;
 use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
@@ -12,20 +13,20 @@ use std::time::Duration;
     after_help = "No setup, no root: everything runs on 127.0.0.1.\n\nExample:\n  rsskit demo --duration 3"
 )]
 pub struct Args {
-    /// Seconds of load.
-    #[arg(long, default_value_t = 3.0)]
+    /// Seconds of load, above 0 and at most 3600.
+    #[arg(long, default_value_t = 3.0, value_parser = float_in(0.0, 3600.0, "seconds"))]
     duration: f64,
-    /// Streams (default: twice the workers, so every bucket gets one).
-    #[arg(long)]
+    /// Streams, 1-65536 (default: twice the workers, so every bucket gets one).
+    #[arg(long, value_parser = int_in(1usize, 1 << 16))]
     streams: Option<usize>,
-    /// Worker CPUs (default: every online CPU), e.g. 0-3.
-    #[arg(long)]
+    /// Worker CPUs (default: every online CPU), e.g. 0-3 (ids 0-8191).
+    #[arg(long, value_parser = cpu_list_arg)]
     cpus: Option<String>,
-    /// Server port on 127.0.0.1 (default: an ephemeral one).
-    #[arg(long, default_value_t = 0)]
+    /// Server port on 127.0.0.1, 0-65535 (default 0: an ephemeral one).
+    #[arg(long, default_value_t = 0, value_parser = int_in(0u16, u16::MAX))]
     port: u16,
-    /// Datagram size in bytes.
-    #[arg(long, default_value_t = 510)]
+    /// Datagram size in bytes (40-65507).
+    #[arg(long, default_value_t = 510, value_parser = int_in(udp_load::MIN_SIZE, udp_load::MAX_SIZE))]
     size: usize,
     /// Hash UDP on the 4-tuple (streams spread by source port) instead of
     /// addresses only (spread by source address in 127.0.0.0/8).

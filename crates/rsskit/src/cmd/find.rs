@@ -2,12 +2,13 @@
 //! destination lands in a chosen bucket or on a chosen CPU, solved over
 //! GF(2) (see `rsskit_core::finder`).
 
-use super::common::{positive, print_json, same_family, BucketArgs, Endpoint, Proto};
-use anyhow::{anyhow, bail, Result};
+use super::common::{int_in, same_family, BucketArgs, Endpoint, Proto, MAX_CPUS};
+use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::finder::{find_src_addrs_any, find_src_ports_any, Found};
 use rsskit_core::ringmap::{PlanSpec, RingmapPlan, HOST_TABLE_LEN};
 use rsskit_core::{rss::RssConfig, HashType};
 use serde_json::json;
+use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 #[derive(clap::Args, Debug)]
@@ -32,20 +33,20 @@ pub struct Args {
     /// Source network ADDR/LEN; the source port is --src-port.
     #[arg(long, value_parser = parse_cidr)]
     src_net: Option<(IpAddr, u8)>,
-    /// Wanted bucket (hash & (buckets - 1)).
-    #[arg(long)]
+    /// Wanted bucket (hash & (buckets - 1)): 0-127.
+    #[arg(long, value_parser = int_in(0u32, 127))]
     bucket: Option<u32>,
-    /// Wanted CPU: any bucket that CPU owns.
-    #[arg(long)]
+    /// Wanted CPU (0-8191): any bucket that CPU owns.
+    #[arg(long, value_parser = int_in(0usize, MAX_CPUS - 1))]
     cpu: Option<usize>,
-    /// Wanted NIC ring: any redirect table entry of that ring (needs --rings).
-    #[arg(long, requires = "rings")]
+    /// Wanted NIC ring (0-8191): any redirect table entry of that ring (needs --rings).
+    #[arg(long, requires = "rings", value_parser = int_in(0usize, MAX_CPUS - 1))]
     ring: Option<usize>,
-    /// RX rings of the NIC, for --ring (DragonFly ringmap, 128-entry table).
-    #[arg(long, value_parser = positive, requires = "ring")]
+    /// RX rings of the NIC (1-8192), for --ring (DragonFly ringmap, 128-entry table).
+    #[arg(long, value_parser = int_in(1usize, MAX_CPUS), requires = "ring")]
     rings: Option<usize>,
-    /// How many tuples to print (the lowest ports or addresses).
-    #[arg(long, default_value = "8", value_parser = positive)]
+    /// How many tuples to print, 1-1000000 (the lowest ports or addresses).
+    #[arg(long, default_value = "8", value_parser = int_in(1usize, MAX_COUNT))]
     count: usize,
     /// Transport protocol: hash its 4-tuple.
     #[arg(long, value_enum)]
@@ -55,50 +56,26 @@ pub struct Args {
     /// Fixed source address with --src-ports (default 127.0.0.1, or ::1 for an IPv6 --dst).
     #[arg(long, conflicts_with = "src_net")]
     src: Option<IpAddr>,
-    /// Fixed source port with --src-net (needed with --proto).
-    #[arg(long, conflicts_with = "src_ports")]
+    /// Fixed source port (0-65535) with --src-net (needed with --proto).
+    #[arg(long, conflicts_with = "src_ports", value_parser = int_in(0u16, u16::MAX))]
     src_port: Option<u16>,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
 }
 
-/// `A-B` or `A`, ports 0-65535, A <= B.
+/// Most tuples `--count` asks for (the output is streamed; the finder keeps
+/// this many in memory).
+const MAX_COUNT: usize = 1_000_000;
+
+/// `A-B` or `A` (see [`rsskit_core::netparse`]).
 fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
-    let port = |p: &str| {
-        p.trim().parse::<u16>().map_err(|_| format!("'{p}' in '{s}' is not a port (0-65535); expected A-B"))
-    };
-    let (a, b) = match s.split_once('-') {
-        Some((a, b)) => (port(a)?, port(b)?),
-        None => {
-            let p = port(s)?;
-            (p, p)
-        }
-    };
-    if a > b {
-        return Err(format!("port range '{s}' is empty: {a} > {b}"));
-    }
-    Ok((a, b))
+    rsskit_core::netparse::parse_port_range(s).map_err(|e| e.to_string())
 }
 
-/// `ADDR/LEN` (or a bare address: one host).
+/// `ADDR/LEN` or a bare address (see [`rsskit_core::netparse`]).
 fn parse_cidr(s: &str) -> Result<(IpAddr, u8), String> {
-    let (addr, len) = match s.split_once('/') {
-        Some((a, l)) => (a, Some(l)),
-        None => (s, None),
-    };
-    let addr: IpAddr =
-        addr.parse().map_err(|_| format!("'{addr}' in '{s}' is not an IP address; expected ADDR/LEN"))?;
-    let max = if addr.is_ipv6() { 128 } else { 32 };
-    let len = match len {
-        None => max,
-        Some(l) => l
-            .parse::<u8>()
-            .ok()
-            .filter(|&l| l <= max)
-            .ok_or_else(|| format!("prefix length '/{l}' in '{s}' is not 0-{max}"))?,
-    };
-    Ok((addr, len))
+    rsskit_core::netparse::parse_cidr(s).map_err(|e| e.to_string())
 }
 
 fn hash_type(v6: bool, proto: Option<Proto>) -> HashType {
@@ -152,47 +129,83 @@ pub fn run(a: Args) -> Result<()> {
         }
         (None, None) => bail!("give --src-ports or --src-net"),
     };
-    let tuples: Vec<serde_json::Value> = found
-        .iter()
-        .map(|f| {
-            let (bucket, cpu, ring) = model.place(f.hash);
-            let mut t = json!({
-                "src": SocketAddr::new(f.src, f.src_port).to_string(),
-                "hash": f.hash,
-                "bucket": bucket,
-                "cpu": cpu,
-            });
-            if let Some(r) = ring {
-                t["ring"] = json!(r);
-            }
-            t
-        })
-        .collect();
+    // Streamed: one tuple at a time, never the whole answer as JSON values.
+    let tuple = |f: &Found| {
+        let (bucket, cpu, ring) = model.place(f.hash);
+        let mut t = json!({
+            "src": SocketAddr::new(f.src, f.src_port).to_string(),
+            "hash": f.hash,
+            "bucket": bucket,
+            "cpu": cpu,
+        });
+        if let Some(r) = ring {
+            t["ring"] = json!(r);
+        }
+        t
+    };
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if a.json {
         let mut v = json!({
             "dst": SocketAddr::new(dst, dst_port).to_string(),
             "hash_type": ht.name(),
             "cpus": ncpus,
             "target_buckets": buckets,
-            "tuples": tuples,
         });
         for (k, val) in target.into_iter().chain(model.describe()) {
             v[k] = val;
         }
-        return print_json(&v);
+        let serde_json::Value::Object(head) = v else { unreachable!("json! of an object") };
+        serde_json::to_writer_pretty(&mut out, &Answer { head, found: &found, tuple: &tuple })
+            .context("encoding JSON")?;
+        writeln!(out)?;
+        return out.flush().context("writing stdout");
     }
-    println!("{ht} hash to {}; {}; want {want}", SocketAddr::new(dst, dst_port), model.summary(ncpus));
-    for t in &tuples {
-        let ring = t.get("ring").map(|r| format!("  ring {r}")).unwrap_or_default();
-        println!(
-            "{:<24} hash 0x{:08x}  bucket {:<3} cpu {}{ring}",
-            t["src"].as_str().unwrap_or_default(),
-            t["hash"].as_u64().unwrap_or_default(),
-            t["bucket"].as_u64().unwrap_or_default(),
-            t["cpu"].as_u64().unwrap_or_default(),
-        );
+    writeln!(out, "{ht} hash to {}; {}; want {want}", SocketAddr::new(dst, dst_port), model.summary(ncpus))?;
+    for f in &found {
+        let (bucket, cpu, ring) = model.place(f.hash);
+        let ring = ring.map(|r| format!("  ring {r}")).unwrap_or_default();
+        writeln!(
+            out,
+            "{:<24} hash 0x{:08x}  bucket {:<3} cpu {cpu}{ring}",
+            SocketAddr::new(f.src, f.src_port).to_string(),
+            f.hash,
+            bucket,
+        )?;
     }
-    Ok(())
+    out.flush().context("writing stdout")
+}
+
+/// The JSON answer: `head`'s fields and `tuples`, each tuple made and
+/// written one at a time (keys in order, as a `serde_json::Value` prints).
+struct Answer<'a, F: Fn(&Found) -> serde_json::Value> {
+    head: serde_json::Map<String, serde_json::Value>,
+    found: &'a [Found],
+    tuple: &'a F,
+}
+
+impl<F: Fn(&Found) -> serde_json::Value> serde::Serialize for Answer<'_, F> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        struct Tuples<'a, F>(&'a [Found], &'a F);
+        impl<F: Fn(&Found) -> serde_json::Value> serde::Serialize for Tuples<'_, F> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_seq(self.0.iter().map(self.1))
+            }
+        }
+        let mut m = s.serialize_map(Some(self.head.len() + 1))?;
+        let mut pending = true;
+        for (k, v) in &self.head {
+            if pending && k.as_str() > "tuples" {
+                m.serialize_entry("tuples", &Tuples(self.found, self.tuple))?;
+                pending = false;
+            }
+            m.serialize_entry(k, v)?;
+        }
+        if pending {
+            m.serialize_entry("tuples", &Tuples(self.found, self.tuple))?;
+        }
+        m.end()
+    }
 }
 
 /// Where a hash lands: FreeBSD's buckets, or a DragonFly ringmap's table.

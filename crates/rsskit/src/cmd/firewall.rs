@@ -31,7 +31,7 @@
 //! count and either engine. `--order none` dispatches as frames come (the
 //! only mode for live input).
 
-use super::common::{key_arg, print_json};
+use super::common::{int_in, key_arg, print_json, seconds_arg};
 use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::RssKey;
 use rsskit_dataplane::firewall::netisr_handler::FwHandler;
@@ -90,13 +90,6 @@ fn workers_arg(s: &str) -> Result<usize, String> {
     }
 }
 
-fn seconds(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() && v < 1e9 => Ok(v),
-        _ => Err(format!("'{s}' is not a positive number of seconds")),
-    }
-}
-
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Rules (one per line, '#' comments): check-state | [NUM] allow|deny PROTO from SRC \
 [[port] PORTS] to DST [[port] PORTS] [in|out] [setup] [keep-state] [limit src-addr|dst-addr|src-port|dst-port... N] \
@@ -104,7 +97,7 @@ fn seconds(s: &str) -> Result<f64, String> {
 'check-state' and 'allow tcp from any to me 80 setup keep-state', default deny. A status line per second \
 goes to stderr; the final per-rule counters and per-worker states to stdout.")]
 pub struct Args {
-    /// Rule file.
+    /// Rule file (at most 65536 rules, 64 MiB).
     #[arg(long)]
     pub rules: PathBuf,
     /// Input: pcap:FILE | afpacket:IFNAME.
@@ -113,11 +106,12 @@ pub struct Args {
     /// Output of passed frames: pcap:FILE | afpacket:IFNAME | null.
     #[arg(long = "out", value_parser = parse_out, default_value = "null")]
     pub output: OutSpec,
-    /// Worker threads (each with its own state table).
+    /// Worker threads, 1-64 (each with its own state table).
     #[arg(long, default_value_t = 1, value_parser = workers_arg)]
     pub workers: usize,
-    /// Most states over all workers (loose global counter, <= 5% over); 0 = no limit.
-    #[arg(long, default_value_t = 100_000)]
+    /// Most states over all workers (loose global counter, <= 5% over); 0 = no limit,
+    /// else at most 4294967296.
+    #[arg(long, default_value_t = 100_000, value_parser = int_in(0u64, 1 << 32))]
     pub states_max: u64,
     /// One global state table behind a read-write lock (the baseline).
     #[arg(long)]
@@ -128,11 +122,12 @@ pub struct Args {
     /// RSS key steering flows to workers: symmetric (default), microsoft, random or hex.
     #[arg(long, value_parser = key_arg)]
     pub key: Option<RssKey>,
-    /// Stop a live run after this many seconds (default: until SIGINT/SIGTERM).
-    #[arg(long, value_parser = seconds)]
+    /// Stop a live run after this many seconds, above 0 and below 10^7
+    /// (default: until SIGINT/SIGTERM).
+    #[arg(long, value_parser = seconds_arg)]
     pub duration: Option<f64>,
-    /// Frames per batch handed to a worker.
-    #[arg(long, default_value_t = 32)]
+    /// Frames per batch handed to a worker (1-4096).
+    #[arg(long, default_value_t = 32, value_parser = int_in(1usize, 4096))]
     pub batch: usize,
     /// No per-second status lines.
     #[arg(long)]
@@ -231,9 +226,26 @@ impl Out {
     }
 }
 
+/// Largest rule file read (65536 rules of a long line each fit).
+const MAX_RULE_FILE: u64 = 64 << 20;
+
+/// The rule file, read at most [`MAX_RULE_FILE`] bytes (a FIFO or a huge
+/// file cannot make the read unbounded).
+fn read_rules(path: &std::path::Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    // Bytes: the parser names a non-UTF-8 byte by line and column.
+    let mut text = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_RULE_FILE + 1).read_to_end(&mut text))
+        .with_context(|| format!("cannot read rule file {}", path.display()))?;
+    if text.len() as u64 > MAX_RULE_FILE {
+        bail!("rule file {} is larger than {} MiB", path.display(), MAX_RULE_FILE >> 20);
+    }
+    Ok(text)
+}
+
 pub fn run(a: Args) -> Result<()> {
-    let text =
-        std::fs::read(&a.rules).with_context(|| format!("cannot read rule file {}", a.rules.display()))?;
+    let text = read_rules(&a.rules)?;
     let opts = firewall::rules::ParseOptions { me_defined: !a.me.is_empty() };
     let rules =
         firewall::rules::parse_bytes(&text, opts).with_context(|| format!("{}", a.rules.display()))?;

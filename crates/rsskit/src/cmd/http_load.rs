@@ -1,7 +1,9 @@
 //! `rsskit http-load`: HTTP/1.1 load tester (pinned worker per CPU, tens of
 //! thousands of connections, scheduled-start latency with `--rate`).
 
-use super::common::{key_arg, print_json, seconds, stop_on_signals, worker_cpus};
+use super::common::{
+    cpu_list_arg, float_in, int_in, key_arg, print_json, seconds, seconds_arg, stop_on_signals, worker_cpus,
+};
 use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::RssKey;
 use rsskit_runtime::http::load::{self, LoadConfig, LoadReport, SrcPorts};
@@ -17,15 +19,16 @@ pub struct Args {
     /// Target: http://HOST[:PORT]/PATH.
     #[arg(long)]
     url: String,
-    /// Concurrent connections, spread over the workers.
-    #[arg(long, default_value_t = 100)]
+    /// Concurrent connections, spread over the workers (1-10000000).
+    #[arg(long, default_value_t = 100, value_parser = int_in(1usize, 10_000_000))]
     connections: usize,
-    /// Seconds to run.
-    #[arg(long, default_value_t = 10.0)]
+    /// Seconds to run (above 0, below 10^7).
+    #[arg(long, default_value_t = 10.0, value_parser = seconds_arg)]
     duration: f64,
     /// Requests per second over all connections, on a fixed schedule;
     /// latency counts from the scheduled start (coordinated omission corrected).
-    #[arg(long)]
+    /// Above 0, at most 10^9.
+    #[arg(long, value_parser = float_in(0.0, 1e9, "requests per second"))]
     rate: Option<f64>,
     /// One request per connection (Connection: close).
     #[arg(long, conflicts_with = "keep_alive")]
@@ -33,11 +36,11 @@ pub struct Args {
     /// Reuse connections (the default).
     #[arg(long)]
     keep_alive: bool,
-    /// Worker threads (default: one per CPU of --cpus, or per online CPU).
-    #[arg(long)]
+    /// Worker threads, 1-4096 (default: one per CPU of --cpus, or per online CPU).
+    #[arg(long, value_parser = int_in(1usize, 4096))]
     threads: Option<usize>,
-    /// CPUs the workers are pinned to (round-robin; default: online CPUs).
-    #[arg(long)]
+    /// CPUs the workers are pinned to (round-robin; ids 0-8191; default: online CPUs).
+    #[arg(long, value_parser = cpu_list_arg)]
     cpus: Option<String>,
     /// Leave the workers unpinned.
     #[arg(long)]
@@ -51,8 +54,8 @@ pub struct Args {
     /// up to 256 of its addresses).
     #[arg(long)]
     sources: Option<IpNet>,
-    /// Seconds before a request counts as timed out.
-    #[arg(long, default_value_t = 5.0)]
+    /// Seconds before a request counts as timed out (above 0, below 10^7).
+    #[arg(long, default_value_t = 5.0, value_parser = seconds_arg)]
     timeout: f64,
     /// Source ports: kernel (ephemeral), server (tuple finder: the request's
     /// Toeplitz hash lands on the paired server worker's bucket; for a server
@@ -63,8 +66,8 @@ pub struct Args {
     /// RSS key for the tuple finder: default (Microsoft), symmetric, or hex.
     #[arg(long, default_value = "default", value_parser = key_arg)]
     key: RssKey,
-    /// The server's worker CPUs (--src-ports server), default: ours.
-    #[arg(long)]
+    /// The server's worker CPUs (--src-ports server; ids 0-8191), default: ours.
+    #[arg(long, value_parser = cpu_list_arg)]
     server_cpus: Option<String>,
     /// No per-second lines.
     #[arg(long)]

@@ -1,10 +1,12 @@
 //! `rsskit http-serve`: the CPU-local HTTP/1.1 server (one pinned worker per
 //! CPU, per-worker listener steered inside a SO_REUSEPORT group, accept cap).
 
-use super::common::{key_arg, print_json, seconds, stop_on_signals, worker_cpus};
+use super::common::{
+    cpu_list_arg, int_in, key_arg, print_json, seconds, seconds_arg, stop_on_signals, worker_cpus,
+};
 use anyhow::{bail, Result};
 use rsskit_core::RssKey;
-use rsskit_runtime::http::server::{ServeConfig, ServeCounters, Server};
+use rsskit_runtime::http::server::{ServeConfig, ServeCounters, Server, MAX_GENERATED};
 use rsskit_runtime::steer::Steer;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -23,36 +25,37 @@ pub struct Args {
     /// Address to listen on: ADDR:PORT ([IPV6]:PORT); port 0 picks one.
     #[arg(long)]
     bind: SocketAddr,
-    /// Worker CPUs, one pinned worker each (default: every online CPU).
-    #[arg(long)]
+    /// Worker CPUs, one pinned worker each, e.g. 0-3 (ids 0-8191; default: every online CPU).
+    #[arg(long, value_parser = cpu_list_arg)]
     cpus: Option<String>,
     /// How connections reach the workers: cpu (BPF: the CPU that processed
     /// the SYN), toeplitz (BPF: Toeplitz hash of the 4-tuple -> bucket ->
     /// worker), kernel (reuseport hash), shared (one listener for all).
     #[arg(long, default_value = "cpu")]
     steer: Steer,
-    /// Most connections accepted per wake-up before serving ready ones.
-    #[arg(long, default_value_t = 32)]
+    /// Most connections accepted per wake-up before serving ready ones (1-65536).
+    #[arg(long, default_value_t = 32, value_parser = int_in(1usize, 1 << 16))]
     accept_batch: usize,
-    /// Size in bytes of the object served at /.
-    #[arg(long, default_value_t = 1024)]
+    /// Size in bytes of the object served at / (0-1073741824).
+    #[arg(long, default_value_t = 1024, value_parser = int_in(0usize, MAX_GENERATED))]
     object_size: usize,
     /// Serve regular files under this directory (nothing outside it, no
     /// symlink escapes; FIFOs, devices and sockets get 403).
     #[arg(long)]
     root: Option<PathBuf>,
-    /// Seconds a connection may sit idle.
-    #[arg(long, default_value_t = 60.0)]
+    /// Seconds a connection may sit idle (above 0, below 10^7).
+    #[arg(long, default_value_t = 60.0, value_parser = seconds_arg)]
     idle_timeout: f64,
-    /// Seconds a client has to send a complete request head (from accept
-    /// for the first request: a silent connection is closed then).
-    #[arg(long, default_value_t = 10.0)]
+    /// Seconds a client has to send a complete request head, above 0 and
+    /// below 10^7 (from accept for the first request: a silent connection
+    /// is closed then).
+    #[arg(long, default_value_t = 10.0, value_parser = seconds_arg)]
     header_timeout: f64,
-    /// Stop after this many seconds (default: until SIGINT/SIGTERM).
-    #[arg(long)]
+    /// Stop after this many seconds, above 0 and below 10^7 (default: until SIGINT/SIGTERM).
+    #[arg(long, value_parser = seconds_arg)]
     duration: Option<f64>,
-    /// listen(2) backlog (capped by net.core.somaxconn).
-    #[arg(long, default_value_t = 4096)]
+    /// listen(2) backlog, 1-1048576 (capped by net.core.somaxconn).
+    #[arg(long, default_value_t = 4096, value_parser = int_in(1i32, 1 << 20))]
     backlog: i32,
     /// RSS key of the toeplitz program: default (Microsoft), symmetric, or hex.
     #[arg(long, default_value = "default", value_parser = key_arg)]

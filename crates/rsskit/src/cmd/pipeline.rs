@@ -4,7 +4,7 @@
 //! and re-injected where needed, counted in a per-worker flow table, and
 //! sent on with aggregated flushes.
 
-use super::common::print_json;
+use super::common::{int_in, print_json, seconds_arg};
 use anyhow::{bail, Context, Result};
 use rsskit_core::HashConfig;
 use rsskit_dataplane::build::udp4_frame;
@@ -74,13 +74,6 @@ fn parse_cpus(s: &str) -> Result<CpuList, String> {
     rsskit_linux::cpulist::parse(s).map(CpuList).map_err(|e| format!("{e}"))
 }
 
-fn seconds(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() && v < 1e9 => Ok(v),
-        _ => Err(format!("'{s}' is not a positive number of seconds")),
-    }
-}
-
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "Inputs: pcap:FILE (pcap or pcapng; Ethernet or raw IP), afpacket:IFNAME (TPACKET_V3 \
@@ -97,32 +90,33 @@ pub struct Args {
     /// Output: pcap:FILE | pcapng:FILE | afpacket:IFNAME | null.
     #[arg(long = "out", value_parser = parse_out, default_value = "null")]
     output: OutSpec,
-    /// Worker threads.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    /// Worker threads (1-64).
+    #[arg(long, default_value_t = 1, value_parser = int_in(1u32, 64))]
     workers: u32,
     /// Pin worker i to the i-th CPU of this list (e.g. 0-3 or 0,2).
     #[arg(long, value_parser = parse_cpus)]
     cpus: Option<CpuList>,
-    /// Packets per batch (1..=256).
-    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=256))]
+    /// Packets per batch (1-256).
+    #[arg(long, default_value_t = 32, value_parser = int_in(1u32, 256))]
     batch: u32,
     /// Prefetch: none, header, bucket or both.
     #[arg(long, default_value = "none")]
     prefetch: Prefetch,
-    /// Packet buffer stride in bytes (1920 avoids 2048-byte cache aliasing).
-    #[arg(long, default_value_t = 1920, value_parser = clap::value_parser!(u32).range(128..=65536))]
+    /// Packet buffer stride in bytes, 128-65536 (1920 avoids 2048-byte cache aliasing).
+    #[arg(long, default_value_t = 1920, value_parser = int_in(128u32, 65536))]
     stride: u32,
-    /// Slots in each worker-to-worker queue (netisr queue limit).
-    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(2..=1 << 20))]
+    /// Slots in each worker-to-worker queue, 2-1048576 (netisr queue limit).
+    #[arg(long, default_value_t = 1024, value_parser = int_in(2u32, 1 << 20))]
     queue: u32,
-    /// Fragment reassembly timeout in seconds (IPv4 and IPv6; default 30 and 60).
-    #[arg(long, value_parser = seconds)]
+    /// Fragment reassembly timeout in seconds, above 0 and below 10^7 (IPv4
+    /// and IPv6; default 30 and 60).
+    #[arg(long, value_parser = seconds_arg)]
     frag_timeout: Option<f64>,
-    /// Flush output after this many packets (1 = no aggregation).
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    /// Flush output after this many packets, 1-1024 (1 = no aggregation).
+    #[arg(long, default_value_t = 16, value_parser = int_in(1u32, 1024))]
     flush_packets: u32,
-    /// Flush output after this many bytes.
-    #[arg(long, default_value_t = 1500, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Flush output after this many bytes (1-4294967295).
+    #[arg(long, default_value_t = 1500, value_parser = int_in(1u32, u32::MAX))]
     flush_bytes: u32,
     /// When a queue to another worker is full, hold the packet and pause the
     /// input (a NIC sending pause frames) instead of dropping it (QDrops).
@@ -140,20 +134,20 @@ pub struct Args {
     /// Hash UDP on the 4-tuple (FreeBSD's default is addresses only).
     #[arg(long)]
     udp_4tuple: bool,
-    /// Play a capture this many times.
-    #[arg(long = "loop", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Play a capture this many times (1-18446744073709551615).
+    #[arg(long = "loop", default_value_t = 1, value_parser = int_in(1u64, u64::MAX))]
     loops: u64,
     /// Replay a capture with its timing (default: as fast as possible).
     #[arg(long)]
     timing: bool,
-    /// Stop after this many seconds.
-    #[arg(long, value_parser = seconds)]
+    /// Stop after this many seconds (above 0, below 10^7).
+    #[arg(long, value_parser = seconds_arg)]
     duration: Option<f64>,
-    /// gen: frames per worker (with --gen-frag: rounded up to whole datagrams).
-    #[arg(long, default_value_t = 10_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    /// gen: frames per worker, 1-18446744073709551615 (with --gen-frag: rounded up to whole datagrams).
+    #[arg(long, default_value_t = 10_000_000, value_parser = int_in(1u64, u64::MAX))]
     packets: u64,
-    /// gen: distinct flows.
-    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..=1 << 24))]
+    /// gen: distinct flows (1-16777216).
+    #[arg(long, default_value_t = 4096, value_parser = int_in(1u32, 1 << 24))]
     flows: u32,
     /// gen: each worker's generator makes only flows that worker owns (as
     /// if a NIC had already steered them: all direct dispatch). Default:
@@ -162,8 +156,8 @@ pub struct Args {
     #[arg(long)]
     gen_owned: bool,
     /// gen: send UDP datagrams of this many IP bytes cut into fragments of
-    /// at most 1500 bytes (the reassembly benchmark: 9000 gives 7 fragments).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1501..=65535))]
+    /// at most 1500 bytes, 1501-65535 (the reassembly benchmark: 9000 gives 7 fragments).
+    #[arg(long, value_parser = int_in(1501u32, 65535))]
     gen_frag: Option<u32>,
     /// Print the summary as one JSON object.
     #[arg(long)]

@@ -39,17 +39,17 @@ pub struct PlanArgs {
     /// CPUs to use (e.g. 0-7,16-23); default: the device's NUMA node (topped up if it has fewer CPUs than queues).
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
-    /// Device unit of the first NIC: each NIC starts its queues on its own CPU set.
-    #[arg(long, default_value_t = 0)]
+    /// Device unit of the first NIC: each NIC starts its queues on its own CPU set (0-8191).
+    #[arg(long, default_value_t = 0, value_parser = super::common::int_in(0usize, 8191))]
     pub unit: usize,
     /// RSS key: keep (the NIC's), random (checked), symmetric, microsoft, or hex of the device's key length.
     #[arg(long, default_value = "keep", value_name = "KEY")]
     pub key: String,
-    /// RFS: flow table entries per RX queue (rps_flow_cnt).
-    #[arg(long, value_name = "N")]
+    /// RFS: flow table entries per RX queue (rps_flow_cnt), 0-1073741824.
+    #[arg(long, value_name = "N", value_parser = super::common::int_in(0u64, 1 << 30))]
     pub rps_flow_cnt: Option<u64>,
-    /// RFS: global socket flow table entries (net.core.rps_sock_flow_entries).
-    #[arg(long, value_name = "N")]
+    /// RFS: global socket flow table entries (net.core.rps_sock_flow_entries), 0-1073741824.
+    #[arg(long, value_name = "N", value_parser = super::common::int_in(0u64, 1 << 30))]
     pub rps_sock_flow_entries: Option<u64>,
     /// Hashed fields for a flow type, set with ETHTOOL_SRXFH: FLOW=4-tuple|2-tuple
     /// (FLOW: tcp4 udp4 sctp4 tcp6 udp6 sctp6; ip4 ip6 take 2-tuple); repeat for several.

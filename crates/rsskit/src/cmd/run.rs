@@ -22,8 +22,9 @@ Example:\n  rsskit run --port 8080 --steer cpu -- nginx -c /etc/nginx/steered.co
 pub struct Args {
     #[command(flatten)]
     pub opts: SteerOpts,
-    /// Give up (and stop the server) if its group is not complete after this many seconds.
-    #[arg(long, default_value_t = 30.0)]
+    /// Give up (and stop the server) if its group is not complete after this
+    /// many seconds (above 0, below 10^7).
+    #[arg(long, default_value_t = 30.0, value_parser = super::common::seconds_arg)]
     pub timeout: f64,
     /// The server command and its arguments (after `--`). It must stay in
     /// the foreground (nginx: `daemon off;`).

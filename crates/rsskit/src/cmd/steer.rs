@@ -50,8 +50,8 @@ pub enum Mode {
 /// What to steer and how (shared with `rsskit run`).
 #[derive(clap::Args, Debug, Clone)]
 pub struct SteerOpts {
-    /// Only sockets on this local port (default: every reuseport group of the process tree).
-    #[arg(long)]
+    /// Only sockets on this local port, 1-65535 (default: every reuseport group of the process tree).
+    #[arg(long, value_parser = super::common::int_in(1u16, u16::MAX))]
     pub port: Option<u16>,
     /// Only this transport (default: both).
     #[arg(long, value_enum)]
@@ -59,14 +59,14 @@ pub struct SteerOpts {
     /// Steering program.
     #[arg(long, value_enum, default_value = "cpu")]
     pub steer: Mode,
-    /// The number of workers expected per group (refuse otherwise).
-    #[arg(long, value_parser = super::common::positive)]
+    /// The number of workers expected per group, 1-8192 (refuse otherwise).
+    #[arg(long, value_parser = super::common::int_in(1usize, 8192))]
     pub workers: Option<usize>,
     /// RSS key for --steer toeplitz: default (Microsoft), symmetric, random, or 40+ bytes of hex.
     #[arg(long, default_value = "default", value_parser = key_arg)]
     pub key: RssKey,
     /// Bucket bits for --steer toeplitz (1-7); default FreeBSD's fls(workers-1)+1.
-    #[arg(long)]
+    #[arg(long, value_parser = super::common::int_in(1u32, 7))]
     pub bits: Option<u32>,
     /// Hash UDP on addresses and ports (--steer toeplitz); default addresses only.
     #[arg(long)]
@@ -79,8 +79,8 @@ pub struct SteerOpts {
 #[derive(clap::Args, Debug)]
 #[command(about = ABOUT, long_about = ABOUT)]
 pub struct Args {
-    /// The server's process id (nginx: the master); its children are searched too.
-    #[arg(long)]
+    /// The server's process id (nginx: the master), 1-4194304; its children are searched too.
+    #[arg(long, value_parser = super::common::int_in(1i32, 1 << 22))]
     pub pid: i32,
     #[command(flatten)]
     pub opts: SteerOpts,

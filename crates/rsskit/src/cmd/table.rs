@@ -2,7 +2,7 @@
 //! binding, the redirect table, and its mismatches beside the plain
 //! replicated table's.
 
-use super::common::{positive, print_json};
+use super::common::{int_in, print_json, MAX_CPUS};
 use anyhow::{anyhow, Result};
 use rsskit_core::ringmap::{host_cpu, PlanSpec, RingmapPlan, HOST_TABLE_LEN};
 use serde_json::json;
@@ -12,27 +12,38 @@ use serde_json::json;
 picks for that hash, (hash & 127) % CPUS: each costs an IPI.\n\nExample (the DragonFly paper's \
 Figure 4):\n  rsskit table --cpus 24 --rings 16")]
 pub struct Args {
-    /// CPUs the host spreads flows over.
-    #[arg(long, value_parser = positive)]
+    /// CPUs the host spreads flows over (1-8192).
+    #[arg(long, value_parser = int_in(1usize, MAX_CPUS))]
     cpus: usize,
-    /// RX rings of the NIC (capped at the CPU count).
-    #[arg(long, value_parser = positive)]
+    /// RX rings of the NIC, 1-8192 (capped at the CPU count).
+    #[arg(long, value_parser = int_in(1usize, MAX_CPUS))]
     rings: usize,
-    /// Device unit: NIC number; each unit starts on its own CPU set.
-    #[arg(long, default_value_t = 0)]
+    /// Device unit: NIC number (0-65535); each unit starts on its own CPU set.
+    #[arg(long, default_value_t = 0, value_parser = int_in(0usize, 65535))]
     unit: usize,
     /// The NIC needs a power-of-two ring count (if_ringmap_alloc2).
     #[arg(long)]
     pow2: bool,
-    /// Separate TX ring count, spread to match the RX rings (if_ringmap_match).
-    #[arg(long, value_parser = positive)]
+    /// Separate TX ring count (1-8192), spread to match the RX rings (if_ringmap_match).
+    #[arg(long, value_parser = int_in(1usize, MAX_CPUS))]
     tx_rings: Option<usize>,
-    /// Redirect table entries: a multiple of 128.
-    #[arg(long, default_value_t = HOST_TABLE_LEN)]
+    /// Redirect table entries: a multiple of 128, at most 65536.
+    #[arg(long, default_value_t = HOST_TABLE_LEN, value_parser = table_size)]
     size: usize,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+}
+
+/// Most redirect table entries `--size` takes (real NICs have 64-2048).
+const MAX_TABLE: usize = 1 << 16;
+
+/// `--size`: a multiple of 128 from 128 to [`MAX_TABLE`].
+fn table_size(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n % HOST_TABLE_LEN == 0 && (HOST_TABLE_LEN..=MAX_TABLE).contains(&n) => Ok(n),
+        _ => Err(format!("'{s}' is not a multiple of {HOST_TABLE_LEN} from {HOST_TABLE_LEN} to {MAX_TABLE}")),
+    }
 }
 
 pub fn run(a: Args) -> Result<()> {

@@ -1,10 +1,14 @@
 //! `rsskit udp-echo`: the per-CPU UDP echo (or sink) server.
 
-use super::common::{print_json, seconds, stop_on_signals, worker_cpus, UdpHashArgs};
+use super::common::{
+    cpu_list_arg, int_in, print_json, seconds, seconds_arg, stop_on_signals, worker_cpus, UdpHashArgs,
+};
 use anyhow::{anyhow, bail, Result};
 use rsskit_runtime::stats::Counters;
 use rsskit_runtime::steer::Steer;
-use rsskit_runtime::udp_echo::{EchoConfig, EchoReport, EchoServer, RcvBuf, DEFAULT_RCVBUF};
+use rsskit_runtime::udp_echo::{
+    EchoConfig, EchoReport, EchoServer, RcvBuf, DEFAULT_RCVBUF, MAX_BATCH, MAX_RCVBUF,
+};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -23,8 +27,8 @@ pub struct Args {
     /// Address and port to serve: ADDR:PORT or [IPV6]:PORT (port 0: any free port).
     #[arg(long)]
     bind: String,
-    /// CPUs to run one worker each on, e.g. 0-3,6 (default: every online CPU).
-    #[arg(long)]
+    /// CPUs to run one worker each on, e.g. 0-3,6 (ids 0-8191; default: every online CPU).
+    #[arg(long, value_parser = cpu_list_arg)]
     cpus: Option<String>,
     /// How datagrams reach the workers: cpu, toeplitz, kernel or shared.
     #[arg(long, default_value = "toeplitz")]
@@ -32,24 +36,24 @@ pub struct Args {
     /// Count only, never reply.
     #[arg(long)]
     sink: bool,
-    /// Datagrams per recvmmsg call.
-    #[arg(long, default_value_t = 32)]
+    /// Datagrams per recvmmsg call (1-1024).
+    #[arg(long, default_value_t = 32, value_parser = int_in(1usize, MAX_BATCH))]
     batch: usize,
-    /// Flush queued replies once this many are pending.
-    #[arg(long, default_value_t = 16)]
+    /// Flush queued replies once this many are pending (1-1024).
+    #[arg(long, default_value_t = 16, value_parser = int_in(1usize, MAX_BATCH))]
     flush_packets: usize,
-    /// Flush queued replies once this many bytes are pending.
-    #[arg(long, default_value_t = 1500)]
+    /// Flush queued replies once this many bytes are pending (1-16777216).
+    #[arg(long, default_value_t = 1500, value_parser = int_in(1usize, 1 << 24))]
     flush_bytes: usize,
     #[command(flatten)]
     hash: UdpHashArgs,
     /// SO_RCVBUF per socket, bytes (0: the kernel default,
     /// net.core.rmem_default); the kernel caps it at net.core.rmem_max. The
-    /// size granted is printed at start and in the summary.
-    #[arg(long, default_value_t = DEFAULT_RCVBUF)]
+    /// size granted is printed at start and in the summary. At most 1073741823.
+    #[arg(long, default_value_t = DEFAULT_RCVBUF, value_parser = int_in(0usize, MAX_RCVBUF))]
     rcvbuf: usize,
-    /// Stop after this many seconds (default: run until SIGINT/SIGTERM).
-    #[arg(long)]
+    /// Stop after this many seconds, above 0 and below 10^7 (default: run until SIGINT/SIGTERM).
+    #[arg(long, value_parser = seconds_arg)]
     duration: Option<f64>,
     /// Print one JSON summary on stdout at exit (per-second lines go to stderr).
     #[arg(long)]

@@ -1,9 +1,12 @@
 //! `rsskit udp-load`: the UDP load generator (FreeBSD's `udp-clt`, with the
 //! sources solved by the tuple finder instead of trial and error).
 
-use super::common::{print_json, seconds, stop_on_signals, UdpHashArgs};
+use super::common::{
+    cpu_count_or_list_arg, cpu_list_arg, int_in, print_json, seconds, seconds_arg, stop_on_signals,
+    UdpHashArgs,
+};
 use anyhow::{anyhow, bail, Context, Result};
-use rsskit_runtime::udp_load::{self, IpNet, LoadConfig, LoadReport, ServerTable};
+use rsskit_runtime::udp_load::{self, IpNet, LoadConfig, LoadReport, ServerTable, MAX_SIZE, MIN_SIZE};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::AtomicBool;
 
@@ -18,30 +21,31 @@ pub struct Args {
     /// Echo server: ADDR:PORT ([IPV6]:PORT).
     #[arg(long)]
     target: String,
-    /// Streams: each its own socket and source.
-    #[arg(long, default_value_t = 1)]
+    /// Streams: each its own socket and source (1-65536).
+    #[arg(long, default_value_t = 1, value_parser = int_in(1usize, MAX_STREAMS))]
     streams: usize,
-    /// Datagram size in bytes (40..=65507).
-    #[arg(long, default_value_t = 510)]
+    /// Datagram size in bytes (40-65507).
+    #[arg(long, default_value_t = 510, value_parser = int_in(MIN_SIZE, MAX_SIZE))]
     size: usize,
-    /// Total datagrams per second over all streams.
-    #[arg(long, conflicts_with = "max")]
+    /// Total datagrams per second over all streams (1-1000000000).
+    #[arg(long, conflicts_with = "max", value_parser = int_in(1u64, 1_000_000_000))]
     rate: Option<u64>,
     /// Send as fast as possible (the default when --rate is not given).
     #[arg(long)]
     max: bool,
-    /// Seconds to send for (default 5 unless --count is given).
-    #[arg(long)]
+    /// Seconds to send for, above 0 and below 10^7 (default 5 unless --count is given).
+    #[arg(long, value_parser = seconds_arg)]
     duration: Option<f64>,
-    /// Datagrams per stream; every one is accounted for (echoed or lost).
-    #[arg(long)]
+    /// Datagrams per stream (1-2^40); every one is accounted for (echoed or lost).
+    #[arg(long, value_parser = int_in(1u64, 1 << 40))]
     count: Option<u64>,
-    /// Most datagrams outstanding per stream (closed loop).
-    #[arg(long)]
+    /// Most datagrams outstanding per stream, 1-1048576 (closed loop).
+    #[arg(long, value_parser = int_in(1u32, 1 << 20))]
     window: Option<u32>,
     /// With --rate: send in bursts of N datagrams (round-robin over the
     /// streams) instead of evenly paced, like a NIC coalescing interrupts.
-    #[arg(long, default_value_t = 1)]
+    /// 1-4096.
+    #[arg(long, default_value_t = 1, value_parser = int_in(1u32, 4096))]
     burst: u32,
     /// Pick the sources with the tuple finder so that the streams land in
     /// distinct buckets of the server's table.
@@ -51,8 +55,8 @@ pub struct Args {
     #[command(flatten)]
     hash: UdpHashArgs,
     /// The server's worker CPUs: a count N (CPUs 0..N-1) or a LIST like 0-3,6
-    /// (default: this machine's online CPUs).
-    #[arg(long)]
+    /// (N 1-8192, ids 0-8191; default: this machine's online CPUs).
+    #[arg(long, value_parser = cpu_count_or_list_arg)]
     server_cpus: Option<String>,
     /// Network to pick source addresses from (address-only hashing); default
     /// 127.0.0.0/8 for an IPv4 loopback target, else this host's addresses.
@@ -60,21 +64,32 @@ pub struct Args {
     /// made bindable with `ip route add local NET dev lo`.
     #[arg(long)]
     src_net: Option<IpNet>,
-    /// Sender threads.
-    #[arg(long, default_value_t = 1)]
+    /// Sender threads (1-1024).
+    #[arg(long, default_value_t = 1, value_parser = int_in(1usize, 1024))]
     threads: usize,
-    /// CPUs the sender threads are pinned to, round-robin (default: the last
-    /// online CPU); "none": unpinned; "owner": one sender thread per server
+    /// CPUs the sender threads are pinned to, round-robin (a list, ids
+    /// 0-8191; default: the last online CPU); "none": unpinned; "owner": one sender thread per server
     /// CPU owning some stream's bucket, pinned there (on loopback the kernel
     /// then processes each datagram on its owner's CPU, as NIC RSS would).
-    #[arg(long)]
+    #[arg(long, value_parser = client_cpus_arg)]
     client_cpus: Option<String>,
-    /// Seconds to wait for the last echoes once sending stops.
-    #[arg(long, default_value_t = 1.0)]
+    /// Seconds to wait for the last echoes once sending stops (above 0, below 10^7).
+    #[arg(long, default_value_t = 1.0, value_parser = seconds_arg)]
     drain: f64,
     /// Print one JSON object (the summary) on stdout.
     #[arg(long)]
     json: bool,
+}
+
+/// Most `--streams` (each is a socket).
+const MAX_STREAMS: usize = 1 << 16;
+
+/// `--client-cpus`: none, owner or a CPU list.
+fn client_cpus_arg(s: &str) -> Result<String, String> {
+    match s {
+        "none" | "owner" => Ok(s.to_string()),
+        _ => cpu_list_arg(s).map_err(|e| format!("{e}; or none, owner")),
+    }
 }
 
 /// `N` (CPUs 0..N-1) or a CPU list.

@@ -1,0 +1,107 @@
+//! The command line's network arguments, parsed here (sans I/O) so they can
+//! be fuzzed: `ADDR/LEN` networks (a bare address is one host) and `A-B`
+//! port ranges.
+
+use alloc::string::{String, ToString};
+use core::fmt;
+use core::net::IpAddr;
+
+/// Why a network or port range was refused; the text names what is allowed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NetParseError {
+    /// `addr` (in `input`) is not an IP address.
+    NotAnAddress { addr: String, input: String },
+    /// The prefix length is not a number up to `max`.
+    BadPrefix { len: String, input: String, max: u8 },
+    /// `port` (in `input`) is not 0-65535.
+    NotAPort { port: String, input: String },
+    /// `A-B` with A > B.
+    EmptyRange { input: String, lo: u16, hi: u16 },
+}
+
+impl fmt::Display for NetParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NetParseError::NotAnAddress { addr, input } => {
+                write!(f, "'{addr}' in '{input}' is not an IP address; expected ADDR/LEN")
+            }
+            NetParseError::BadPrefix { len, input, max } => {
+                write!(f, "prefix length '/{len}' in '{input}' is not 0-{max}")
+            }
+            NetParseError::NotAPort { port, input } => {
+                write!(f, "'{port}' in '{input}' is not a port (0-65535); expected A-B")
+            }
+            NetParseError::EmptyRange { input, lo, hi } => {
+                write!(f, "port range '{input}' is empty: {lo} > {hi}")
+            }
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for NetParseError {}
+
+/// `ADDR/LEN` (or a bare address: one host, /32 or /128).
+pub fn parse_cidr(s: &str) -> Result<(IpAddr, u8), NetParseError> {
+    let (addr, len) = match s.split_once('/') {
+        Some((a, l)) => (a, Some(l)),
+        None => (s, None),
+    };
+    let addr: IpAddr = addr
+        .parse()
+        .map_err(|_| NetParseError::NotAnAddress { addr: addr.to_string(), input: s.to_string() })?;
+    let max = if addr.is_ipv6() { 128 } else { 32 };
+    let len = match len {
+        None => max,
+        Some(l) => l.parse::<u8>().ok().filter(|&l| l <= max).ok_or_else(|| NetParseError::BadPrefix {
+            len: l.to_string(),
+            input: s.to_string(),
+            max,
+        })?,
+    };
+    Ok((addr, len))
+}
+
+/// `A-B` or `A`, ports 0-65535, A <= B.
+pub fn parse_port_range(s: &str) -> Result<(u16, u16), NetParseError> {
+    let port = |p: &str| {
+        p.trim()
+            .parse::<u16>()
+            .map_err(|_| NetParseError::NotAPort { port: p.to_string(), input: s.to_string() })
+    };
+    let (a, b) = match s.split_once('-') {
+        Some((a, b)) => (port(a)?, port(b)?),
+        None => {
+            let p = port(s)?;
+            (p, p)
+        }
+    };
+    if a > b {
+        return Err(NetParseError::EmptyRange { input: s.to_string(), lo: a, hi: b });
+    }
+    Ok((a, b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_ranges() {
+        assert_eq!(parse_port_range("1024-2048"), Ok((1024, 2048)));
+        assert_eq!(parse_port_range("80"), Ok((80, 80)));
+        assert!(parse_port_range("2048-1024").unwrap_err().to_string().contains("empty"));
+        assert!(parse_port_range("1-70000").is_err());
+        assert!(parse_port_range("a-b").is_err());
+        assert!(parse_port_range("-1").is_err());
+    }
+
+    #[test]
+    fn cidrs() {
+        assert_eq!(parse_cidr("10.0.0.0/8"), Ok(("10.0.0.0".parse().unwrap(), 8)));
+        assert_eq!(parse_cidr("::1"), Ok(("::1".parse().unwrap(), 128)));
+        assert!(parse_cidr("10.0.0.0/33").unwrap_err().to_string().contains("0-32"));
+        assert!(parse_cidr("::/129").unwrap_err().to_string().contains("0-128"));
+        assert!(parse_cidr("10.0.0/8").is_err());
+    }
+}
