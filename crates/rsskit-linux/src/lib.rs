@@ -1,6 +1,7 @@
 //! Thin Linux layer for rsskit: everything that touches the kernel
 //! (sysfs/procfs, ethtool ioctls, CPU affinity, sockets, classic BPF) lives
 //! here, behind small safe wrappers, so the core stays sans-I/O.
+pub mod addrs;
 pub mod affinity;
 pub mod bpf;
 pub mod clock;
@@ -10,6 +11,7 @@ pub mod ethtool;
 pub mod hostcheck;
 pub mod netdev;
 pub mod plan;
+pub mod poll;
 pub mod process;
 pub mod snmp;
 pub mod socket;
