@@ -32,7 +32,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use stream::{classify, Echo, IoClass, StreamTracker};
+use stream::{classify, Echo, IoClass, SendLimits, StreamTracker};
 
 /// Largest UDP payload over IPv4.
 pub const MAX_SIZE: usize = 65507;
@@ -317,7 +317,8 @@ impl Sender<'_> {
             rsskit_linux::affinity::pin_current_thread(cpu).map_err(|e| UdpLoadError::Pin(e.to_string()))?;
         }
         let cfg = self.cfg;
-        let (count, window) = (cfg.count, cfg.window);
+        let count = cfg.count;
+        let limits = SendLimits { count, window: cfg.window, window_timeout_ns: WINDOW_TIMEOUT_NS };
         let now = monotonic_ns();
         let (socks, mut trackers): (Vec<Socket>, Vec<StreamTracker>) = streams
             .into_iter()
@@ -326,7 +327,6 @@ impl Sender<'_> {
                 (s.socket, StreamTracker::new(s.id, now))
             })
             .unzip();
-        let n = socks.len();
         let mut hist = report::rtt_histogram();
         let mut buf = vec![0u8; cfg.size.max(2048)];
         // Echoes come back at the size sent; anything longer is not ours.
@@ -348,36 +348,17 @@ impl Sender<'_> {
             // Send what is due, round-robin over the streams that may send.
             if sending {
                 let due = self.pacer.due(elapsed, thread_sent);
-                let (mut tries, mut sent_now) = (0, 0);
-                while sent_now < due && tries < n {
-                    let i = next % n;
-                    next += 1;
-                    let st = &mut trackers[i];
-                    if !st.may_send(now, count, window, WINDOW_TIMEOUT_NS) {
-                        tries += 1;
-                        continue;
-                    }
-                    proto::encode_probe(&mut buf[..cfg.size], &st.next_probe(monotonic_ns()));
-                    match socks[i].send(&buf[..cfg.size]) {
-                        Ok(_) => {
-                            st.on_sent(now);
-                            thread_sent += 1;
-                            sent_now += 1;
-                            tries = 0;
-                            did = true;
-                        }
-                        Err(e) => match classify(&e) {
-                            IoClass::Retry => tries += 1,
-                            IoClass::Refused => {
-                                st.on_refused(true, count);
-                                tries += 1;
-                            }
-                            IoClass::Fatal => {
-                                return Err(UdpLoadError::Send { target: cfg.target, source: e })
-                            }
-                        },
-                    }
-                }
+                let sent_now = stream::send_pass(&mut trackers, &mut next, due, now, limits, |i, probe| {
+                    // Stamped at the send itself, not at the pass's start.
+                    proto::encode_probe(
+                        &mut buf[..cfg.size],
+                        &proto::Probe { sent_ns: monotonic_ns(), ..*probe },
+                    );
+                    socks[i].send(&buf[..cfg.size]).map(drop)
+                })
+                .map_err(|(_, source)| UdpLoadError::Send { target: cfg.target, source })?;
+                thread_sent += sent_now;
+                did |= sent_now > 0;
                 self.progress.sent.fetch_add(sent_now, Ordering::Relaxed);
             }
             // Read what is there.

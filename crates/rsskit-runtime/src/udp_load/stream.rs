@@ -215,6 +215,56 @@ impl StreamTracker {
     }
 }
 
+/// Limits a send pass applies to every stream.
+#[derive(Debug, Clone, Copy)]
+pub struct SendLimits {
+    pub count: Option<u64>,
+    pub window: Option<u32>,
+    pub window_timeout_ns: u64,
+}
+
+/// One send pass: up to `due` probes, round-robin over the streams from
+/// `*next`, each through `send(stream index, probe)`. A stream that may not
+/// send, or whose socket is full (retry) or refused, is skipped; the pass
+/// ends when `due` are sent or every stream in a row was skipped. Returns
+/// how many were sent, or the first fatal error with its stream index.
+pub fn send_pass(
+    trackers: &mut [StreamTracker],
+    next: &mut usize,
+    due: u64,
+    now_ns: u64,
+    limits: SendLimits,
+    mut send: impl FnMut(usize, &proto::Probe) -> io::Result<()>,
+) -> Result<u64, (usize, io::Error)> {
+    let n = trackers.len();
+    let (mut tries, mut sent) = (0, 0);
+    while sent < due && tries < n {
+        let i = *next % n;
+        *next += 1;
+        let st = &mut trackers[i];
+        if !st.may_send(now_ns, limits.count, limits.window, limits.window_timeout_ns) {
+            tries += 1;
+            continue;
+        }
+        match send(i, &st.next_probe(now_ns)) {
+            Ok(()) => {
+                st.on_sent(now_ns);
+                sent += 1;
+                tries = 0;
+            }
+            Err(e) => match classify(&e) {
+                IoClass::Retry => tries += 1,
+                IoClass::Refused => {
+                    st.on_refused(true, limits.count);
+                    tries += 1;
+                }
+                IoClass::Fatal => return Err((i, e)),
+            },
+        }
+    }
+    Ok(sent)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -373,5 +423,87 @@ mod tests {
         assert_eq!(classify(&os(libc::EMSGSIZE)), IoClass::Fatal);
         assert_eq!(classify(&os(libc::ENETUNREACH)), IoClass::Fatal);
         assert_eq!(classify(&os(libc::EBADF)), IoClass::Fatal);
+    }
+
+    fn limits(count: Option<u64>, window: Option<u32>) -> SendLimits {
+        SendLimits { count, window, window_timeout_ns: 200 * MS }
+    }
+
+    #[test]
+    fn a_send_pass_goes_round_robin_and_stops_at_due() {
+        let mut ts: Vec<StreamTracker> = (0..3).map(|i| StreamTracker::new(i, 0)).collect();
+        let (mut next, mut order) = (0, vec![]);
+        let n = send_pass(&mut ts, &mut next, 7, 5, limits(None, None), |i, p| {
+            assert_eq!((p.stream, p.seq, p.sent_ns), (i as u32, ts_seq(&order, i), 5));
+            order.push(i);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(n, 7);
+        assert_eq!(order, vec![0, 1, 2, 0, 1, 2, 0]);
+        assert_eq!(ts.iter().map(|t| t.sent).collect::<Vec<_>>(), vec![3, 2, 2]);
+        // The next pass goes on where this one stopped.
+        send_pass(&mut ts, &mut next, 1, 6, limits(None, None), |i, _| {
+            assert_eq!(i, 1);
+            Ok(())
+        })
+        .unwrap();
+    }
+
+    /// Sequence number stream `i` is at, given the sends so far.
+    fn ts_seq(order: &[usize], i: usize) -> u64 {
+        order.iter().filter(|&&j| j == i).count() as u64
+    }
+
+    #[test]
+    fn a_full_socket_is_a_partial_pass_not_an_error() {
+        let mut ts: Vec<StreamTracker> = (0..2).map(|i| StreamTracker::new(i, 0)).collect();
+        let mut next = 0;
+        // Stream 1's socket takes 2 and is then full; stream 0's takes all.
+        let mut took = [0u64; 2];
+        let n = send_pass(&mut ts, &mut next, 10, 0, limits(None, None), |i, _| {
+            if i == 1 && took[1] == 2 {
+                return Err(io::Error::from_raw_os_error(libc::EAGAIN));
+            }
+            took[i] += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(n, 10);
+        assert_eq!((ts[0].sent, ts[1].sent), (8, 2), "a full socket is skipped, its sequence not advanced");
+        // Both full: the pass ends early with what went out.
+        let n = send_pass(&mut ts, &mut next, 10, 0, limits(None, None), |_, _| {
+            Err(io::Error::from_raw_os_error(libc::ENOBUFS))
+        })
+        .unwrap();
+        assert_eq!(n, 0);
+    }
+
+    #[test]
+    fn a_send_pass_respects_count_window_and_refusals() {
+        let mut ts: Vec<StreamTracker> = (0..2).map(|i| StreamTracker::new(i, 0)).collect();
+        let mut next = 0;
+        assert_eq!(send_pass(&mut ts, &mut next, 100, 0, limits(Some(3), None), |_, _| Ok(())).unwrap(), 6);
+        let mut ts: Vec<StreamTracker> = (0..2).map(|i| StreamTracker::new(i, 0)).collect();
+        assert_eq!(send_pass(&mut ts, &mut next, 100, 0, limits(None, Some(4)), |_, _| Ok(())).unwrap(), 8);
+        // Stream 0 refused: counted, cut short, no more sends to it.
+        let mut ts: Vec<StreamTracker> = (0..2).map(|i| StreamTracker::new(i, 0)).collect();
+        let mut next = 0;
+        let n = send_pass(&mut ts, &mut next, 6, 0, limits(None, None), |i, _| {
+            if i == 0 {
+                Err(io::Error::from_raw_os_error(libc::ECONNREFUSED))
+            } else {
+                Ok(())
+            }
+        })
+        .unwrap();
+        assert_eq!(n, 6);
+        assert_eq!((ts[0].sent, ts[0].refused, ts[0].cut_short, ts[1].sent), (0, 1, true, 6));
+        // A fatal error stops the pass and names the stream.
+        let (i, e) = send_pass(&mut ts, &mut next, 6, 0, limits(None, None), |_, _| {
+            Err(io::Error::from_raw_os_error(libc::EMSGSIZE))
+        })
+        .unwrap_err();
+        assert_eq!((i, e.raw_os_error()), (1, Some(libc::EMSGSIZE)));
     }
 }
