@@ -1,6 +1,7 @@
 //! Thin Linux layer for rsskit: everything that touches the kernel
 //! (sysfs/procfs, ethtool ioctls, CPU affinity, sockets, classic BPF) lives
 //! here, behind small safe wrappers, so the core stays sans-I/O.
+pub mod addrs;
 pub mod affinity;
 pub mod bpf;
 pub mod clock;
@@ -12,6 +13,7 @@ pub mod hostcheck;
 pub mod netdev;
 pub mod packet;
 pub mod plan;
+pub mod poll;
 pub mod process;
 pub mod procnet;
 pub mod reuseport;

@@ -190,6 +190,7 @@ pub fn run_load(cfg: &LoadConfig, stop: &AtomicBool, verbose: bool) -> Result<Lo
         );
         last = (sent, echoed);
     })
+    .map_err(Into::into)
 }
 
 fn opt(v: Option<usize>) -> String {

@@ -1,0 +1,659 @@
+//! The UDP load generator (`rsskit udp-load`, FreeBSD's `udp-clt` done right):
+//! N streams, each its own connected socket and source, spread over the
+//! server's RSS buckets with the tuple finder; pinned sender threads; sent,
+//! echoed, lost, out of order; RTT histogram; per-stream check, from the
+//! server's echo stamps, that each stream was served by the worker owning its
+//! bucket.
+//!
+//! The protocol parts do no I/O and take the time passed in: [`plan`] (which
+//! source lands in which bucket), [`stream`] (sequence, echo, loss, reorder,
+//! duplicate, RTT, refusal state of one stream), [`pacing`] (rate schedule
+//! and run phases) and [`report`]. This file is the socket loop around them.
+
+pub mod pacing;
+pub mod plan;
+pub mod report;
+pub mod stream;
+
+pub use plan::{plan_streams, IpNet, ServerTable, Stream};
+pub use report::{LoadReport, RttSummary, StreamReport};
+/// CLOCK_MONOTONIC in nanoseconds (the probe's timestamp clock).
+pub use rsskit_linux::clock::monotonic_ns;
+
+use crate::proto;
+use hdrhistogram::Histogram;
+use pacing::{Pacer, Phase, Schedule};
+use report::StreamInfo;
+use rsskit_linux::poll::PollSet;
+use rsskit_linux::socket::Batch;
+use socket2::Socket;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use stream::{classify, Echo, IoClass, SendLimits, StreamTracker};
+
+/// Largest UDP payload over IPv4.
+pub const MAX_SIZE: usize = 65507;
+/// Smallest datagram: the probe header.
+pub const MIN_SIZE: usize = proto::HEADER_LEN;
+
+/// What can go wrong planning or running the load.
+#[derive(Debug, thiserror::Error)]
+pub enum UdpLoadError {
+    /// A setting out of range (the message names the option).
+    #[error("{0}")]
+    Config(String),
+    #[error("server table: {0}")]
+    Table(String),
+    #[error("{what}: {source}")]
+    Io { what: String, source: std::io::Error },
+    #[error("target {target} is unreachable: no route to it ({source})")]
+    Unreachable { target: SocketAddr, source: std::io::Error },
+    #[error("cannot connect a UDP socket to {target}: {source}")]
+    Connect { target: SocketAddr, source: std::io::Error },
+    #[error("binding a UDP socket to {src}: {source}")]
+    Bind { src: SocketAddr, source: std::io::Error },
+    #[error("socket has no IP address")]
+    NoIpAddress,
+    #[error("no free UDP port to bind")]
+    NoFreePort,
+    #[error("finding a source for bucket {bucket}: {msg}")]
+    Finder { bucket: u32, msg: String },
+    /// No source lands in a bucket (the message says what to do).
+    #[error("{0}")]
+    NoSource(String),
+    #[error("sending to {target}: {source}")]
+    Send { target: SocketAddr, source: std::io::Error },
+    #[error("waiting for echoes: {0}")]
+    Poll(std::io::Error),
+    #[error("bucket {0} has no owner")]
+    NoOwner(u32),
+    #[error("cannot pin a sender to server CPU {0}: not online here")]
+    CpuOffline(usize),
+    #[error("pinning a sender thread: {0}")]
+    Pin(String),
+    #[error("a sender thread panicked")]
+    SenderPanicked,
+}
+
+type Result<T, E = UdpLoadError> = std::result::Result<T, E>;
+
+fn config_err(msg: String) -> Result<()> {
+    Err(UdpLoadError::Config(msg))
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct LoadConfig {
+    pub target: SocketAddr,
+    pub streams: usize,
+    /// Datagram size (payload bytes), `MIN_SIZE..=MAX_SIZE`.
+    pub size: usize,
+    /// Total datagrams per second over all streams; `None`: as fast as possible.
+    pub rate: Option<u64>,
+    /// Stop sending after this long (default 5 s when `count` is unset too).
+    pub duration: Option<Duration>,
+    /// Datagrams per stream.
+    pub count: Option<u64>,
+    /// Most datagrams outstanding per stream (closed loop).
+    pub window: Option<u32>,
+    /// With `rate`: send in bursts of this many datagrams (round-robin over
+    /// the thread's streams), like a NIC coalescing interrupts; 1: evenly paced.
+    pub burst: u32,
+    /// Pick sources so the streams land in distinct buckets.
+    pub spread: bool,
+    /// Source network to pick addresses from (address-only hashing).
+    pub src_net: Option<IpNet>,
+    /// Sender threads.
+    pub threads: usize,
+    /// CPUs the sender threads are pinned to (round-robin); empty: unpinned.
+    pub pin: Vec<usize>,
+    /// One sender thread per server CPU owning some stream's bucket, pinned
+    /// to that CPU (overrides `threads` and `pin`): on loopback the kernel
+    /// then processes each datagram on the CPU of the worker owning it, as a
+    /// NIC with RSS would deliver it.
+    pub pin_owner: bool,
+    /// How long to wait for the last echoes after sending stops.
+    pub drain: Duration,
+    pub table: ServerTable,
+}
+
+impl LoadConfig {
+    /// Checks the numbers that need no socket.
+    pub fn validate(&self) -> Result<()> {
+        if self.streams == 0 {
+            return config_err("--streams must be at least 1".into());
+        }
+        if self.size < MIN_SIZE || self.size > MAX_SIZE {
+            return config_err(format!(
+                "--size {} is out of range: a probe datagram is {MIN_SIZE}..={MAX_SIZE} bytes",
+                self.size
+            ));
+        }
+        if self.target.port() == 0 {
+            return config_err(format!("--target {}: port 0 cannot be a destination", self.target));
+        }
+        if self.target.ip().is_unspecified() {
+            return config_err(format!(
+                "--target {}: the unspecified address cannot be a destination",
+                self.target
+            ));
+        }
+        if self.threads == 0 {
+            return config_err("--threads must be at least 1".into());
+        }
+        if self.rate == Some(0) {
+            return config_err("--rate must be at least 1 datagram per second".into());
+        }
+        if self.count == Some(0) {
+            return config_err("--count must be at least 1".into());
+        }
+        if self.burst == 0 || self.burst > 4096 {
+            return config_err(format!("--burst must be 1..=4096, not {}", self.burst));
+        }
+        if self.window == Some(0) {
+            return config_err("--window must be at least 1".into());
+        }
+        if let Some(net) = self.src_net {
+            if net.addr.is_ipv4() != self.target.is_ipv4() {
+                return config_err(format!(
+                    "--src-net {net} and --target {} are of different address families",
+                    self.target
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// How long to send: `duration`, else until `count`, else 5 s.
+    fn send_for(&self) -> Option<Duration> {
+        match (self.duration, self.count) {
+            (Some(d), _) => Some(d),
+            (None, Some(_)) => None,
+            (None, None) => Some(Duration::from_secs(5)),
+        }
+    }
+}
+
+/// Progress totals, updated by the sender threads.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub sent: AtomicU64,
+    pub echoed: AtomicU64,
+}
+
+/// Splits the streams over sender threads: (streams, CPU to pin to) each.
+fn group_streams(cfg: &LoadConfig, streams: Vec<Stream>) -> Result<Vec<(Vec<Stream>, Option<usize>)>> {
+    if cfg.pin_owner {
+        let mut by_cpu: BTreeMap<usize, Vec<Stream>> = BTreeMap::new();
+        for s in streams {
+            let cpu = cfg.table.owner_cpu(s.bucket).ok_or(UdpLoadError::NoOwner(s.bucket))?;
+            by_cpu.entry(cpu).or_default().push(s);
+        }
+        let online = rsskit_linux::cpulist::online();
+        return by_cpu
+            .into_iter()
+            .map(
+                |(cpu, g)| {
+                    if online.contains(&cpu) {
+                        Ok((g, Some(cpu)))
+                    } else {
+                        Err(UdpLoadError::CpuOffline(cpu))
+                    }
+                },
+            )
+            .collect();
+    }
+    let nthreads = cfg.threads.min(streams.len()).max(1);
+    let mut groups: Vec<(Vec<Stream>, Option<usize>)> = (0..nthreads)
+        .map(|t| (Vec::new(), (!cfg.pin.is_empty()).then(|| cfg.pin[t % cfg.pin.len()])))
+        .collect();
+    for (i, s) in streams.into_iter().enumerate() {
+        groups[i % nthreads].0.push(s);
+    }
+    Ok(groups)
+}
+
+/// Runs the load: sends until `duration`/`count` (or `stop`), drains the
+/// echoes, and reports. `on_second` is called about once a second with the
+/// running totals and the elapsed time.
+pub fn run(
+    cfg: &LoadConfig,
+    streams: Vec<Stream>,
+    stop: &AtomicBool,
+    mut on_second: impl FnMut(u64, u64, Duration),
+) -> Result<LoadReport> {
+    cfg.validate()?;
+    let infos: Vec<StreamInfo> = streams
+        .iter()
+        .map(|s| StreamInfo { id: s.id, src: s.src, hash: s.hash, bucket: s.bucket, owner: s.owner })
+        .collect();
+    let groups = group_streams(cfg, streams)?;
+    let progress = Arc::new(Progress::default());
+    let start = Instant::now();
+    let start_ns = monotonic_ns();
+    let results: Vec<Result<ThreadResult>> = std::thread::scope(|sc| {
+        let mut handles = Vec::new();
+        for (g, pin) in groups {
+            let sender = Sender {
+                cfg,
+                pacer: Pacer::new(
+                    Pacer::share(cfg.rate, g.len(), infos.len()),
+                    cfg.burst,
+                    cfg.window.is_some(),
+                ),
+                schedule: Schedule::new(cfg.send_for(), cfg.drain),
+                stop,
+                progress: &progress,
+                start_ns,
+            };
+            handles.push(sc.spawn(move || sender.run(g, pin)));
+        }
+        let mut last = Instant::now();
+        while handles.iter().any(|h| !h.is_finished()) {
+            std::thread::sleep(Duration::from_millis(20));
+            if last.elapsed() >= Duration::from_secs(1) {
+                last += Duration::from_secs(1);
+                on_second(
+                    progress.sent.load(Ordering::Relaxed),
+                    progress.echoed.load(Ordering::Relaxed),
+                    start.elapsed(),
+                );
+            }
+        }
+        handles.into_iter().map(|h| h.join().unwrap_or(Err(UdpLoadError::SenderPanicked))).collect()
+    });
+    let elapsed = start.elapsed();
+    let mut hist = report::rtt_histogram();
+    let mut trackers = Vec::new();
+    let mut invalid = 0;
+    for r in results {
+        let r = r?;
+        let _ = hist.add(&r.hist);
+        invalid += r.invalid;
+        trackers.extend(r.trackers);
+    }
+    trackers.sort_by_key(|s| s.id);
+    Ok(LoadReport::new(
+        &cfg.table,
+        cfg.target.is_ipv6(),
+        &infos,
+        &trackers,
+        &hist,
+        invalid,
+        elapsed.as_secs_f64(),
+    ))
+}
+
+struct ThreadResult {
+    trackers: Vec<StreamTracker>,
+    hist: Histogram<u64>,
+    invalid: u64,
+}
+
+/// One sender thread: its settings; the loop is [`Sender::run`].
+struct Sender<'a> {
+    cfg: &'a LoadConfig,
+    pacer: Pacer,
+    schedule: Schedule,
+    stop: &'a AtomicBool,
+    progress: &'a Progress,
+    start_ns: u64,
+}
+
+/// A window's datagrams are written off when nothing came back for this long.
+const WINDOW_TIMEOUT_NS: u64 = 200_000_000;
+/// Batches read from one socket per pass (fairness among streams).
+const READS_PER_PASS: usize = 4;
+
+impl Sender<'_> {
+    /// The socket loop: send what is due, read what is there, wait when
+    /// neither; the protocol decisions are the trackers', pacer's and
+    /// schedule's.
+    fn run(mut self, streams: Vec<Stream>, pin: Option<usize>) -> Result<ThreadResult> {
+        if let Some(cpu) = pin {
+            rsskit_linux::affinity::pin_current_thread(cpu).map_err(|e| UdpLoadError::Pin(e.to_string()))?;
+        }
+        let cfg = self.cfg;
+        let count = cfg.count;
+        let limits = SendLimits { count, window: cfg.window, window_timeout_ns: WINDOW_TIMEOUT_NS };
+        let now = monotonic_ns();
+        let (socks, mut trackers): (Vec<Socket>, Vec<StreamTracker>) = streams
+            .into_iter()
+            .map(|s| {
+                let _ = s.socket.set_nonblocking(true);
+                (s.socket, StreamTracker::new(s.id, now))
+            })
+            .unzip();
+        let mut hist = report::rtt_histogram();
+        let mut buf = vec![0u8; cfg.size.max(2048)];
+        // Echoes come back at the size sent; anything longer is not ours.
+        let mut rx = Batch::new(64, cfg.size.max(proto::HEADER_LEN), false);
+        let mut polls = PollSet::of(&socks);
+        let (mut invalid, mut thread_sent, mut next) = (0u64, 0u64, 0usize);
+        loop {
+            let now = monotonic_ns();
+            let elapsed = now.saturating_sub(self.start_ns);
+            let all_done = trackers.iter().all(|t| t.done_sending(count));
+            let phase = self.schedule.step(elapsed, self.stop.load(Ordering::Relaxed), all_done, || {
+                trackers.iter().all(StreamTracker::all_in)
+            });
+            if phase == Phase::Finished {
+                break;
+            }
+            let sending = phase == Phase::Sending;
+            let mut did = false;
+            // Send what is due, round-robin over the streams that may send.
+            if sending {
+                let due = self.pacer.due(elapsed, thread_sent);
+                let sent_now = stream::send_pass(&mut trackers, &mut next, due, now, limits, |i, probe| {
+                    // Stamped at the send itself, not at the pass's start.
+                    proto::encode_probe(
+                        &mut buf[..cfg.size],
+                        &proto::Probe { sent_ns: monotonic_ns(), ..*probe },
+                    );
+                    socks[i].send(&buf[..cfg.size]).map(drop)
+                })
+                .map_err(|(_, source)| UdpLoadError::Send { target: cfg.target, source })?;
+                thread_sent += sent_now;
+                did |= sent_now > 0;
+                self.progress.sent.fetch_add(sent_now, Ordering::Relaxed);
+            }
+            // Read what is there.
+            let mut got = 0u64;
+            for (st, sock) in trackers.iter_mut().zip(&socks) {
+                for _ in 0..READS_PER_PASS {
+                    let k = match rx.recv(sock, true) {
+                        Ok(k) => k,
+                        Err(e) if classify(&e) == IoClass::Refused => {
+                            st.on_refused(sending, count);
+                            continue;
+                        }
+                        // Nothing there (or a receive error: the echoes are then lost).
+                        Err(_) => break,
+                    };
+                    let now_ns = monotonic_ns();
+                    for j in 0..k {
+                        match st.on_datagram(rx.data(j), rx.truncated(j), now_ns) {
+                            Echo::Fresh { rtt_ns } => {
+                                got += 1;
+                                let _ = hist.record(rtt_ns);
+                            }
+                            Echo::Duplicate => {}
+                            Echo::Invalid => invalid += 1,
+                        }
+                    }
+                    st.on_read(monotonic_ns());
+                    if k < rx.capacity() {
+                        break;
+                    }
+                }
+            }
+            if got > 0 {
+                self.progress.echoed.fetch_add(got, Ordering::Relaxed);
+                did = true;
+            }
+            if !did {
+                // Nothing to do: wait for an echo or the next send slot.
+                let wait =
+                    self.pacer.idle_wait(monotonic_ns().saturating_sub(self.start_ns), thread_sent, !sending);
+                if !wait.is_zero() {
+                    polls.wait(wait).map_err(UdpLoadError::Poll)?;
+                }
+            }
+        }
+        Ok(ThreadResult { trackers, hist, invalid })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rsskit_core::{HashConfig, RssKey};
+    use std::collections::BTreeSet;
+    use std::net::IpAddr;
+
+    pub(super) fn table(udp4: bool) -> ServerTable {
+        ServerTable::new(RssKey::microsoft(), HashConfig::default().with_udp_4tuple(udp4), vec![0, 1], None)
+            .unwrap()
+    }
+
+    pub(super) fn cfg(streams: usize, udp4: bool) -> LoadConfig {
+        LoadConfig {
+            target: "127.0.0.1:9".parse().unwrap(),
+            streams,
+            size: 64,
+            rate: Some(1000),
+            duration: Some(Duration::from_millis(100)),
+            count: None,
+            window: None,
+            burst: 1,
+            spread: true,
+            src_net: None,
+            threads: 1,
+            pin: vec![],
+            pin_owner: false,
+            drain: Duration::from_millis(100),
+            table: table(udp4),
+        }
+    }
+
+    /// A one-thread echo server that stamps like worker `owner(bucket)` would,
+    /// except for streams from `liar`, which it stamps as worker 7.
+    fn echo_server(t: ServerTable, drop_every: u64, liar: Option<IpAddr>) -> (SocketAddr, Arc<AtomicBool>) {
+        echo_server_late(t, drop_every, 0, liar)
+    }
+
+    /// As [`echo_server`], echoing every `late_every`-th datagram 300 ms late.
+    fn echo_server_late(
+        t: ServerTable,
+        drop_every: u64,
+        late_every: u64,
+        liar: Option<IpAddr>,
+    ) -> (SocketAddr, Arc<AtomicBool>) {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+        let addr = s.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let st = stop.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 2048];
+            let mut n_in = 0u64;
+            let mut late: Vec<(Instant, Vec<u8>, SocketAddr)> = Vec::new();
+            while !st.load(Ordering::Relaxed) {
+                late.retain(|(at, d, to)| {
+                    if at.elapsed() < Duration::from_millis(300) {
+                        return true;
+                    }
+                    let _ = s.send_to(d, to);
+                    false
+                });
+                let Ok((n, from)) = s.recv_from(&mut buf) else { continue };
+                n_in += 1;
+                if drop_every > 0 && n_in.is_multiple_of(drop_every) {
+                    continue;
+                }
+                let is_late = late_every > 0 && n_in.is_multiple_of(late_every);
+                let h = t.hash(from, addr);
+                let b = t.policy().bucket(h);
+                let w = if Some(from.ip()) == liar { 7 } else { t.owner(b).unwrap() as u16 };
+                let stamp = proto::ServerStamp {
+                    worker: w,
+                    cpu: t.cpus().get(w as usize).copied().unwrap_or(99) as u16,
+                    bucket: b as u16,
+                    kernel_cpu: proto::CPU_UNKNOWN,
+                    hash: h,
+                    flags: 0,
+                };
+                proto::write_stamp(&mut buf[..n], &stamp);
+                if is_late {
+                    late.push((Instant::now(), buf[..n].to_vec(), from));
+                    continue;
+                }
+                let _ = s.send_to(&buf[..n], from);
+            }
+        });
+        (addr, stop)
+    }
+
+    #[test]
+    fn counts_every_datagram_and_checks_the_owner() {
+        let mut c = cfg(4, false);
+        let (addr, stop) = echo_server(c.table.clone(), 10, None);
+        c.target = addr;
+        c.count = Some(200);
+        c.duration = None;
+        c.rate = None;
+        c.window = Some(4);
+        c.drain = Duration::from_millis(300);
+        let streams = plan_streams(&c).unwrap();
+        let r = run(&c, streams, &AtomicBool::new(false), |_, _, _| {}).unwrap();
+        stop.store(true, Ordering::Relaxed);
+        assert_eq!(r.sent, 800, "every stream sends its --count");
+        assert_eq!(r.echoed + r.lost, r.sent);
+        assert_eq!(r.lost, 80, "the server dropped every 10th datagram");
+        for s in &r.streams {
+            assert!(s.matched, "stream {} served by {:?}", s.stream, s.served_by_workers);
+            assert_eq!(s.served_by_workers, vec![s.owner_worker.unwrap() as u16]);
+            assert_eq!(s.server_buckets, vec![s.bucket as u16]);
+        }
+        assert!(r.rtt_us.p50 > 0.0 && r.rtt_us.max >= r.rtt_us.p99);
+    }
+
+    #[test]
+    fn late_echoes_after_a_window_write_off_are_still_counted() {
+        let mut c = cfg(2, false);
+        let (addr, stop) = echo_server_late(c.table.clone(), 0, 7, None);
+        c.target = addr;
+        c.count = Some(100);
+        c.duration = None;
+        c.rate = None;
+        c.window = Some(2);
+        c.drain = Duration::from_millis(800);
+        let streams = plan_streams(&c).unwrap();
+        let r = run(&c, streams, &AtomicBool::new(false), |_, _, _| {}).unwrap();
+        stop.store(true, Ordering::Relaxed);
+        assert_eq!(r.sent, 200);
+        assert_eq!(r.echoed, 200, "late echoes arrive within the drain and are counted");
+        assert_eq!(r.lost, 0);
+        assert!(r.out_of_order > 0, "late echoes come back out of order");
+        assert!(r.rtt_us.max >= 300_000.0, "the late ones took 300 ms: {:?}", r.rtt_us);
+    }
+
+    #[test]
+    fn a_wrong_worker_is_a_mismatch() {
+        let mut c = cfg(2, false);
+        let streams = {
+            c.target = "127.0.0.1:9".parse().unwrap();
+            plan_streams(&c).unwrap()
+        };
+        let liar = streams[1].src.ip();
+        drop(streams);
+        let (addr, stop) = echo_server(c.table.clone(), 0, Some(liar));
+        c.target = addr;
+        c.count = Some(50);
+        c.duration = None;
+        c.window = Some(2);
+        let streams = plan_streams(&c).unwrap();
+        assert_eq!(streams[1].src.ip(), liar, "plan is deterministic");
+        let r = run(&c, streams, &AtomicBool::new(false), |_, _, _| {}).unwrap();
+        stop.store(true, Ordering::Relaxed);
+        assert_eq!(r.echoed, 100);
+        assert!(r.streams[0].matched);
+        assert!(!r.streams[1].matched);
+        assert_eq!(r.streams[1].served_by_workers, vec![7]);
+    }
+
+    #[test]
+    fn refused_target_is_seen() {
+        // Bind and drop a socket to get a port with nothing on it, and aim
+        // at an odd loopback address no other test binds, so a parallel test
+        // that happens to get the same ephemeral port cannot answer.
+        let port = std::net::UdpSocket::bind("127.213.7.9:0").unwrap().local_addr().unwrap().port();
+        let mut c = cfg(1, false);
+        c.spread = false;
+        c.target = SocketAddr::new("127.213.7.9".parse().unwrap(), port);
+        c.duration = Some(Duration::from_millis(200));
+        let streams = plan_streams(&c).unwrap();
+        let r = run(&c, streams, &AtomicBool::new(false), |_, _, _| {}).unwrap();
+        assert_eq!(r.echoed, 0);
+        assert!(r.refused > 0 && r.cut_short, "{} {}", r.refused, r.cut_short);
+        assert_eq!(r.streams[0].refused, r.refused);
+    }
+
+    #[test]
+    fn server_going_away_cuts_the_run_short() {
+        // Echoes for a while, then the server closes its socket: the kernel
+        // answers ICMP port unreachable and the streams are refused.
+        let mut c = cfg(2, false);
+        let (addr, stop) = echo_server(c.table.clone(), 0, None);
+        c.target = addr;
+        c.duration = Some(Duration::from_secs(3));
+        let streams = plan_streams(&c).unwrap();
+        let t = Instant::now();
+        let r = std::thread::scope(|sc| {
+            sc.spawn(|| {
+                std::thread::sleep(Duration::from_millis(500));
+                stop.store(true, Ordering::Relaxed);
+            });
+            run(&c, streams, &AtomicBool::new(false), |_, _, _| {}).unwrap()
+        });
+        assert!(r.echoed > 0, "echoed before the server went away");
+        assert!(r.refused > 0, "refusals counted");
+        assert!(r.cut_short, "the run stopped before --duration 3");
+        assert!(t.elapsed() < Duration::from_millis(2900), "{:?}", t.elapsed());
+        assert_eq!(r.refused, r.streams.iter().map(|s| s.refused).sum::<u64>());
+        let j = serde_json::to_value(&r).unwrap();
+        assert_eq!(j["refused"], r.refused);
+        assert_eq!(j["cut_short"], true);
+    }
+
+    #[test]
+    fn ipnet_parses() {
+        let n: IpNet = "10.1.0.0/16".parse().unwrap();
+        assert_eq!(n.prefix_len, 16);
+        assert!("10.1.0.0/33".parse::<IpNet>().is_err());
+        assert!("10.1.0.0".parse::<IpNet>().is_err());
+        assert!("fd00::/64".parse::<IpNet>().is_ok());
+    }
+
+    #[test]
+    fn validation() {
+        let mut c = cfg(1, false);
+        assert!(c.validate().is_ok());
+        c.size = MAX_SIZE + 1;
+        assert!(c.validate().unwrap_err().to_string().contains("65507"));
+        c.size = MIN_SIZE - 1;
+        assert!(matches!(c.validate(), Err(UdpLoadError::Config(m)) if m.contains("--size 39")));
+        c.size = 64;
+        c.streams = 0;
+        assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn spread_by_address_on_loopback_hits_distinct_buckets() {
+        let c = cfg(4, false);
+        let s = plan_streams(&c).unwrap();
+        let buckets: BTreeSet<u32> = s.iter().map(|s| s.bucket).collect();
+        assert_eq!(buckets.len(), 4);
+        let addrs: BTreeSet<IpAddr> = s.iter().map(|s| s.src.ip()).collect();
+        assert_eq!(addrs.len(), 4, "address-only hashing needs distinct addresses");
+        for st in &s {
+            assert_eq!(c.table.policy().bucket(c.table.hash(st.src, c.target)), st.bucket);
+        }
+    }
+
+    #[test]
+    fn spread_by_port_with_4tuple() {
+        let c = cfg(4, true);
+        let s = plan_streams(&c).unwrap();
+        let buckets: BTreeSet<u32> = s.iter().map(|s| s.bucket).collect();
+        assert_eq!(buckets.len(), 4);
+        for st in &s {
+            assert!(st.src.ip().is_loopback());
+            assert_eq!(c.table.policy().bucket(c.table.hash(st.src, c.target)), st.bucket);
+        }
+    }
+}
