@@ -9,6 +9,7 @@ pub mod epoll;
 pub mod ethtool;
 pub mod hostcheck;
 pub mod netdev;
+pub mod netstat;
 pub mod plan;
 pub mod process;
 pub mod snmp;

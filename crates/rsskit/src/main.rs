@@ -2,6 +2,7 @@
 //! under `cmd/`, with its own clap `Args` and a `run` function.
 
 mod cmd;
+mod plot;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -48,6 +49,8 @@ enum Command {
     Firewall(cmd::firewall::Args),
     /// User-space data plane: NIC-style hash, netisr dispatch to per-CPU workers, reassembly, re-injection.
     Pipeline(cmd::pipeline::Args),
+    /// Live per-CPU NET_RX softirqs and packets/s, queue IRQs/s, imbalance (like top, for the network).
+    Top(cmd::top::Args),
     /// Micro-benchmarks.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
@@ -69,6 +72,7 @@ fn main() -> ExitCode {
         Command::Plan(a) => cmd::plan::run(a),
         Command::Apply(a) => cmd::apply::run(a),
         Command::Check(a) => cmd::check::run(a),
+        Command::Top(a) => cmd::top::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Pipeline(a) => cmd::pipeline::run(a),
         Command::Firewall(a) => cmd::firewall::run(a),

@@ -17,5 +17,6 @@ pub mod info;
 pub mod pipeline;
 pub mod plan;
 pub mod table;
+pub mod top;
 pub mod udp_echo;
 pub mod udp_load;
