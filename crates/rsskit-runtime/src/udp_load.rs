@@ -500,6 +500,12 @@ pub struct LoadReport {
     /// Datagrams that were not our probes (bad magic, wrong stream).
     pub invalid: u64,
     pub rtt_us: RttSummary,
+    /// The RTT distribution (for `--plot`): see [`crate::http::hist::log2_buckets`].
+    #[serde(skip)]
+    pub rtt_log2_us: Vec<(f64, u64)>,
+    /// Once a second: (seconds since the start, sent so far, echoed so far), for `--plot`.
+    #[serde(skip)]
+    pub per_second: Vec<(f64, u64, u64)>,
     pub elapsed_s: f64,
     pub streams: Vec<StreamReport>,
     pub hash_config: serde_json::Value,
@@ -621,6 +627,7 @@ pub fn run(
         (None, None) => Some(Duration::from_secs(5)),
     };
     let progress = Arc::new(Progress::default());
+    let mut per_second = Vec::new();
     let start = Instant::now();
     let results: Vec<Result<ThreadResult>> = std::thread::scope(|sc| {
         let mut handles = Vec::new();
@@ -635,11 +642,10 @@ pub fn run(
             std::thread::sleep(Duration::from_millis(20));
             if last.elapsed() >= Duration::from_secs(1) {
                 last += Duration::from_secs(1);
-                on_second(
-                    progress.sent.load(Ordering::Relaxed),
-                    progress.echoed.load(Ordering::Relaxed),
-                    start.elapsed(),
-                );
+                let (sent, echoed) =
+                    (progress.sent.load(Ordering::Relaxed), progress.echoed.load(Ordering::Relaxed));
+                per_second.push((start.elapsed().as_secs_f64(), sent, echoed));
+                on_second(sent, echoed, start.elapsed());
             }
         }
         handles
@@ -717,6 +723,8 @@ pub fn run(
         duplicates: sum(|s| s.duplicates),
         invalid,
         rtt_us: rtt,
+        rtt_log2_us: crate::http::hist::log2_buckets(&hist),
+        per_second,
         elapsed_s: elapsed.as_secs_f64(),
         streams: reports,
         hash_config: serde_json::json!({

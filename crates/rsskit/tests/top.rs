@@ -1,4 +1,4 @@
-//! `rsskit top`: on the fixture tree (tests/fixtures/host6cpu, copied to a
+//! `rsskit top` and the `--plot` SVGs: on the fixture tree (tests/fixtures/host6cpu, copied to a
 //! temp dir; counters moved between two samples, so every rate is known
 //! exactly), bad input, and on a veth under load from `udp-load` (needs
 //! root and `ip`; fails loudly without them).
@@ -184,6 +184,16 @@ fn check_svg(path: &Path, lines_at_least: usize) {
     assert!(polylines >= lines_at_least, "{polylines} polylines, want >= {lines_at_least}");
 }
 
+/// The text of every `<text>` element.
+fn svg_texts(path: &Path) -> Vec<String> {
+    let text = fs::read_to_string(path).unwrap();
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    doc.descendants()
+        .filter(|n| n.tag_name().name() == "text")
+        .map(|n| n.text().unwrap_or_default().trim().to_string())
+        .collect()
+}
+
 /// `top` in the server's namespace while `udp-load` sends a known number of
 /// datagrams over the veth: the veth's received packets summed over top's
 /// samples equal udp-load's `sent` within 2% + 20 (neighbour discovery and
@@ -217,7 +227,8 @@ fn top_on_a_veth_matches_udp_load() {
     // 4 streams x 1500 datagrams at 3000/s: about 2 s of load, well inside top's 7 s.
     let mut cmd = pair.client.command(&netns::rsskit());
     cmd.args(["udp-load", "--target", &bind, "--streams", "4", "--count", "1500", "--rate", "3000"]);
-    cmd.args(["--client-cpus", "none", "--json"]);
+    let load_svg = std::env::temp_dir().join(format!("rsskit-udp-load-{}.svg", std::process::id()));
+    cmd.args(["--client-cpus", "none", "--json", "--plot"]).arg(&load_svg);
     let out = Proc::spawn(cmd).wait(Duration::from_secs(60));
     assert!(out.status.success(), "udp-load: {}", String::from_utf8_lossy(&out.stderr));
     let load: Value = serde_json::from_slice(&out.stdout).expect("udp-load JSON");
@@ -243,5 +254,54 @@ fn top_on_a_veth_matches_udp_load() {
     assert!(peak > 1000.0, "a sample saw the load (~3000/s): peak {peak}");
     let ncpu = samples[0]["cpus"].as_array().unwrap().len();
     check_svg(&svg, ncpu);
+    let _ = fs::remove_file(&svg);
+    // udp-load's chart: sent and echoed lines, RTT bars.
+    check_svg(&load_svg, 2);
+    let texts = svg_texts(&load_svg);
+    for want in ["sent", "echoed", "latency distribution"] {
+        assert!(texts.iter().any(|t| t == want), "no '{want}' label in {texts:?}");
+    }
+    let _ = fs::remove_file(&load_svg);
+}
+
+#[test]
+fn sigint_stops_top_cleanly_and_still_plots() {
+    let t = Tree::new("sigint");
+    let svg = t.0.join("top.svg");
+    let mut cmd = Command::new(netns::rsskit());
+    cmd.args(["top", "--sysroot"]).arg(&t.0).args(["--interval", "0.2", "--lines", "--plot"]).arg(&svg);
+    let p = Proc::spawn(cmd);
+    std::thread::sleep(Duration::from_millis(1500));
+    p.signal(libc::SIGINT);
+    let out = p.wait(Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.matches("imbalance").count() >= 2, "samples printed before the signal: {text}");
+    check_svg(&svg, 6);
+}
+
+/// http-load's chart: one line per worker and the latency bars, from a run
+/// against `rsskit http-serve` on loopback.
+#[test]
+fn http_load_plot_is_svg_with_a_line_per_worker() {
+    let srv = common::http::Server::start(&["--quiet", "--steer", "kernel"]);
+    let svg = std::env::temp_dir().join(format!("rsskit-http-load-{}.svg", std::process::id()));
+    let mut cmd = Command::new(netns::rsskit());
+    cmd.args(["http-load", "--url", &format!("http://{}/", srv.addr), "--connections", "8"]);
+    cmd.args(["--duration", "2.5", "--threads", "2", "--json", "--quiet", "--plot"]).arg(&svg);
+    let out = Proc::spawn(cmd).wait(Duration::from_secs(60));
+    let _ = srv.stop();
+    assert!(out.status.success(), "http-load: {}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let workers = r["workers"].as_array().unwrap().len();
+    assert!(workers >= 1);
+    check_svg(&svg, workers);
+    let texts = svg_texts(&svg);
+    assert!(texts.iter().any(|t| t.starts_with("worker 0 (CPU")), "{texts:?}");
+    assert!(texts.iter().any(|t| t == "latency distribution"), "{texts:?}");
+    let text = fs::read_to_string(&svg).unwrap();
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    let bars = doc.descendants().filter(|n| n.tag_name().name() == "rect").count();
+    assert!(bars >= 2, "background and at least one latency bar: {bars}");
     let _ = fs::remove_file(&svg);
 }

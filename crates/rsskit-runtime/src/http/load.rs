@@ -263,6 +263,10 @@ pub struct LoadReport {
     pub connect_us: LatencySummary,
     pub errors: Errors,
     pub workers: Vec<WorkerReport>,
+    /// Once a second: (seconds since the start, each worker's responses so
+    /// far), for `--plot`.
+    #[serde(skip)]
+    pub per_second: Vec<(f64, Vec<u64>)>,
     /// `RLIMIT_NOFILE` in force.
     pub nofile: u64,
 }
@@ -1095,6 +1099,7 @@ pub fn run(
     // Per-second progress until every worker is done.
     let start = std::time::Instant::now();
     let mut next = Duration::from_secs(1);
+    let mut per_second = Vec::new();
     while !workers.finished() {
         std::thread::sleep(Duration::from_millis(20));
         if start.elapsed() >= next && now_ns() < end {
@@ -1102,7 +1107,10 @@ pub fn run(
             let r: u64 = lives.iter().map(|l| l.responses.load(Ordering::Relaxed)).sum();
             let f: u64 = lives.iter().map(|l| l.failures.load(Ordering::Relaxed)).sum();
             let o: u64 = lives.iter().map(|l| l.open.load(Ordering::Relaxed)).sum();
-            progress(r, f, o, Duration::from_nanos(now_ns().saturating_sub(t0)));
+            let t = Duration::from_nanos(now_ns().saturating_sub(t0));
+            per_second
+                .push((t.as_secs_f64(), lives.iter().map(|l| l.responses.load(Ordering::Relaxed)).collect()));
+            progress(r, f, o, t);
         }
     }
     let elapsed_ns = now_ns().saturating_sub(t0);
@@ -1140,6 +1148,7 @@ pub fn run(
         connect_us: connect.summary(),
         errors,
         workers,
+        per_second,
         nofile,
     })
 }
