@@ -10,6 +10,7 @@ pub mod ethtool;
 pub mod hostcheck;
 pub mod netdev;
 pub mod netstat;
+pub mod nicsteer;
 pub mod plan;
 pub mod process;
 pub mod snmp;

@@ -11,6 +11,7 @@ pub mod demo;
 pub mod find;
 pub mod firewall;
 pub mod hash;
+pub mod hash_nic;
 pub mod http_load;
 pub mod http_serve;
 pub mod info;
