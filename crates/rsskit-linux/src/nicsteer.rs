@@ -116,6 +116,30 @@ impl NicSteering {
         self.hash_fields.as_ref()?.iter().find(|f| f.flow == flow).map(|f| f.tuple())
     }
 
+    /// Table entry -> the CPU its queue's IRQ runs on (`--table nic:IF`).
+    /// An error when a queue's CPU is unknown, or RPS is on for a queue (the
+    /// CPU then depends on more of the hash than the table entry).
+    pub fn bucket_cpus(&self) -> Result<Vec<usize>, String> {
+        self.table
+            .iter()
+            .map(|&q| {
+                let Some(qc) = self.queues.iter().find(|x| x.queue == q as usize) else {
+                    return Err(format!("{}: the table names queue {q}, which has no rx-{q}", self.iface));
+                };
+                if !qc.rps_cpus.is_empty() {
+                    return Err(format!(
+                        "{}: RPS is on for rx-{q}: its CPU depends on more of the hash than the table entry \
+                         (turn RPS off for the queue)",
+                        self.iface
+                    ));
+                }
+                qc.irq_cpus.first().copied().ok_or_else(|| {
+                    format!("{}: the CPU of rx-{q} is unknown (no IRQ named for it)", self.iface)
+                })
+            })
+            .collect()
+    }
+
     /// Where `hash` lands.
     pub fn land(&self, hash: u32) -> Landing {
         let index = hash as usize % self.table.len();
@@ -161,5 +185,7 @@ mod tests {
         assert_eq!(n.land(0xffff_fff7).rps_cpu, Some(4));
         assert_eq!(n.land(0x4000_0001).cpu, Some(1));
         assert_eq!(n.land(0x10).rps_cpu, None, "queue 0 has no RPS");
+        assert!(n.bucket_cpus().unwrap_err().contains("RPS is on for rx-1"));
+        assert_eq!(nic(vec![]).bucket_cpus().unwrap(), vec![2, 5, 2, 5, 2, 5, 2, 5]);
     }
 }

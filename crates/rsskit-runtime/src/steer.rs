@@ -290,3 +290,49 @@ mod tests {
         }
     }
 }
+
+/// A policy whose buckets follow a NIC's table: bucket `b` (of
+/// `bucket_cpus.len()`, a power of two up to 128) owned by the worker on
+/// `bucket_cpus[b]`, so software steering and the NIC agree on every flow.
+pub fn policy_from_table(
+    key: rsskit_core::RssKey,
+    hash: rsskit_core::HashConfig,
+    worker_cpus: &[rsskit_core::CpuId],
+    bucket_cpus: &[usize],
+) -> Result<RssPolicy> {
+    let n = bucket_cpus.len();
+    let max = 1usize << rsskit_core::rss::MAX_BITS;
+    if !n.is_power_of_two() || n > max {
+        bail!("a table of {n} entries: rsskit's buckets need a power of two up to {max}");
+    }
+    let mut p =
+        RssPolicy::new(key, hash, worker_cpus, Some(n.trailing_zeros())).map_err(|e| anyhow!("{e}"))?;
+    for (b, &cpu) in bucket_cpus.iter().enumerate() {
+        let w = p.worker_on(rsskit_core::CpuId(cpu as u32)).ok_or_else(|| {
+            anyhow!("table entry {b} goes to CPU {cpu}, where no worker runs (add it to --cpus)")
+        })?;
+        p.assign(b as u32, w).map_err(|e| anyhow!("{e}"))?;
+    }
+    Ok(p)
+}
+
+#[cfg(test)]
+mod table_tests {
+    use super::*;
+    use rsskit_core::{CpuId, HashConfig, RssKey, WorkerId};
+
+    #[test]
+    fn buckets_follow_the_table() {
+        let cpus = [CpuId(3), CpuId(5)];
+        let table = [5, 5, 3, 5];
+        let p = policy_from_table(RssKey::microsoft(), HashConfig::default(), &cpus, &table).unwrap();
+        assert_eq!(p.buckets(), 4);
+        let owners: Vec<u32> = (0..4).map(|b| p.worker_of_bucket(b).0).collect();
+        assert_eq!(owners, vec![1, 1, 0, 1]);
+        assert_eq!(p.worker_of_bucket(2), WorkerId(0));
+        let e = policy_from_table(RssKey::microsoft(), HashConfig::default(), &cpus, &[3, 4]).unwrap_err();
+        assert!(e.to_string().contains("entry 1 goes to CPU 4"), "{e}");
+        let e = policy_from_table(RssKey::microsoft(), HashConfig::default(), &cpus, &[3, 3, 3]).unwrap_err();
+        assert!(e.to_string().contains("power of two"), "{e}");
+    }
+}

@@ -169,3 +169,41 @@ fn key_nic_reads_the_devices_key() {
         assert!(!out.status.success() && err.contains(msg) && !err.contains("panicked"), "{args:?}: {err}");
     }
 }
+
+/// `udp-echo --table nic:eth0`: 128 buckets, each owned by the worker on
+/// its queue's IRQ CPU; refused by name when RPS makes the CPU depend on
+/// more than the table entry, or a CPU has no worker.
+#[test]
+#[cfg_attr(rsskit_one_cpu, ignore = "needs 2 CPUs for 2 workers")]
+fn udp_echo_buckets_follow_the_nic_table() {
+    let t = Tree::new("echo");
+    let run = |extra: &[&str]| {
+        Command::new(assert_cmd::cargo::cargo_bin("rsskit"))
+            .env("RSSKIT_SYSROOT", &t.0)
+            .args(["udp-echo", "--bind", "127.0.0.1:0", "--duration", "0.5", "--json"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    // RPS on rx-1 (the tree's default): refused.
+    let out = run(&["--table", "nic:eth0", "--cpus", "0-1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("RPS is on for rx-1"), "{err}");
+    fs::write(t.0.join("sys/class/net/eth0/queues/rx-1/rps_cpus"), "00000000\n").unwrap();
+    // Queues 0,2 -> CPU 0 and 1,3 -> CPU 1: table i % 4 puts even buckets on CPU 0.
+    for (irq, cpu) in [(40, 0), (41, 1), (42, 0), (43, 1)] {
+        fs::write(t.0.join(format!("proc/irq/{irq}/effective_affinity_list")), format!("{cpu}\n")).unwrap();
+    }
+    let out = run(&["--table", "nic:eth0", "--key", "nic:eth0", "--cpus", "0-1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("128 buckets"), "{err}");
+    let even: Vec<String> = (0..128).step_by(2).map(|b: u32| b.to_string()).collect();
+    let odd: Vec<String> = (1..128).step_by(2).map(|b: u32| b.to_string()).collect();
+    assert!(err.contains(&format!("cpu   0  buckets {}", even.join(","))), "{err}");
+    assert!(err.contains(&format!("cpu   1  buckets {}", odd.join(","))), "{err}");
+    // A queue on a CPU without a worker.
+    let out = run(&["--table", "nic:eth0", "--cpus", "0"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("goes to CPU 1, where no worker runs"), "{err}");
+}

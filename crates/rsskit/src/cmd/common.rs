@@ -59,6 +59,19 @@ pub fn nic(iface: &str) -> Result<rsskit_linux::nicsteer::NicSteering> {
     rsskit_linux::nicsteer::NicSteering::read(&root, iface).map_err(|e| anyhow!("{e}"))
 }
 
+/// Table entry -> CPU (one value, so clap does not take it for a list).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketCpus(pub Vec<usize>);
+
+/// `--table nic:IF`: table entry -> CPU, from interface IF's indirection
+/// table and its queues' IRQ CPUs.
+pub fn table_arg(s: &str) -> Result<BucketCpus, String> {
+    match nic_spec(s).map_err(|e| format!("{e:#}"))? {
+        Some(i) => nic(i).map_err(|e| format!("{e:#}"))?.bucket_cpus().map(BucketCpus),
+        None => Err(format!("'{s}' is not nic:IF (the table of interface IF)")),
+    }
+}
+
 /// The one key check of the CLI ([`rsskit_core::keycheck::vet`]): refuses a
 /// key that cannot reach every bucket unless `allow_weak`
 /// (`--allow-weak-key`), and warns on stderr about a key that reaches every

@@ -54,6 +54,10 @@ pub struct Args {
     /// Print one JSON summary on stdout at exit (per-second lines go to stderr).
     #[arg(long)]
     json: bool,
+    /// Buckets follow a NIC's table: nic:IF (IF's indirection table, each
+    /// entry owned by the worker on its queue's IRQ CPU); use with --key nic:IF.
+    #[arg(long, value_name = "nic:IF", value_parser = super::common::table_arg)]
+    table: Option<super::common::BucketCpus>,
 }
 
 fn parse_bind(s: &str) -> Result<SocketAddr> {
@@ -77,6 +81,7 @@ pub fn run(a: Args) -> Result<()> {
     cfg.hash = a.hash.hash_config();
     cfg.key = a.hash.key.clone();
     cfg.bits = a.hash.bits;
+    cfg.bucket_cpus = a.table.clone().map(|t| t.0);
     cfg.rcvbuf = (a.rcvbuf > 0).then_some(a.rcvbuf);
 
     let stop = stop_on_signals()?;
