@@ -13,6 +13,7 @@ pub mod netstat;
 pub mod nicsteer;
 pub mod plan;
 pub mod process;
+pub mod rebalance;
 pub mod snmp;
 pub mod socket;
 pub mod sysroot;

@@ -17,6 +17,7 @@ pub mod http_serve;
 pub mod info;
 pub mod pipeline;
 pub mod plan;
+pub mod rebalance;
 pub mod table;
 pub mod top;
 pub mod udp_echo;
