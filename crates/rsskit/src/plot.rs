@@ -14,6 +14,16 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
+impl Series {
+    /// Appends `(t, v)` to the series named `name` in `all`, creating it.
+    pub fn push(all: &mut Vec<Series>, name: &str, t: f64, v: f64) {
+        match all.iter_mut().find(|s| s.name == name) {
+            Some(s) => s.points.push((t, v)),
+            None => all.push(Series { name: name.to_string(), points: vec![(t, v)] }),
+        }
+    }
+}
+
 const W: u32 = 960;
 const H: u32 = 540;
 

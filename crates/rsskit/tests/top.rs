@@ -305,3 +305,29 @@ fn http_load_plot_is_svg_with_a_line_per_worker() {
     assert!(bars >= 2, "background and at least one latency bar: {bars}");
     let _ = fs::remove_file(&svg);
 }
+
+/// udp-echo's chart: one line per worker, from a loopback run under load.
+#[test]
+fn udp_echo_plot_has_a_line_per_worker() {
+    let svg = std::env::temp_dir().join(format!("rsskit-udp-echo-{}.svg", std::process::id()));
+    let port = 40000 + (std::process::id() % 20000) as u16;
+    let bind = format!("127.0.0.1:{port}");
+    let mut cmd = Command::new(netns::rsskit());
+    cmd.args(["udp-echo", "--bind", &bind, "--duration", "4", "--json", "--plot"]).arg(&svg);
+    let server = Proc::spawn(cmd);
+    std::thread::sleep(Duration::from_millis(500));
+    let out = Command::new(netns::rsskit())
+        .args(["udp-load", "--target", &bind, "--streams", "2", "--rate", "2000", "--duration", "2"])
+        .args(["--client-cpus", "none", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "udp-load: {}", String::from_utf8_lossy(&out.stderr));
+    let out = server.wait(Duration::from_secs(30));
+    assert!(out.status.success(), "udp-echo: {}", String::from_utf8_lossy(&out.stderr));
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let workers = s["workers"].as_array().unwrap().len();
+    check_svg(&svg, workers);
+    let texts = svg_texts(&svg);
+    assert!(texts.iter().any(|t| t.starts_with("worker 0 (CPU")), "{texts:?}");
+    let _ = fs::remove_file(&svg);
+}

@@ -97,11 +97,7 @@ pub fn run(a: Args) -> Result<()> {
         let t = cur.at.duration_since(start).as_secs_f64();
         n += 1;
         for c in &r.cpus {
-            let name = format!("cpu{}", c.cpu);
-            match series.iter_mut().find(|s| s.name == name) {
-                Some(s) => s.points.push((t, c.processed)),
-                None => series.push(Series { name, points: vec![(t, c.processed)] }),
-            }
+            Series::push(&mut series, &format!("cpu{}", c.cpu), t, c.processed);
         }
         let text = if a.json {
             let mut v = serde_json::to_value(&r).context("encoding JSON")?;

@@ -58,6 +58,9 @@ pub struct Args {
     /// entry owned by the worker on its queue's IRQ CPU); use with --key nic:IF.
     #[arg(long, value_name = "nic:IF", value_parser = super::common::table_arg)]
     table: Option<super::common::BucketCpus>,
+    /// Write datagrams/s received per worker over time as an SVG chart at the end.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<std::path::PathBuf>,
 }
 
 fn parse_bind(s: &str) -> Result<SocketAddr> {
@@ -90,6 +93,7 @@ pub fn run(a: Args) -> Result<()> {
 
     let deadline = duration.map(|d| Instant::now() + d);
     let mut last = srv.snapshot();
+    let mut series = Vec::new();
     let mut last_t = Instant::now();
     let mut next_tick = last_t + Duration::from_secs(1);
     while !stop.load(Ordering::Relaxed) {
@@ -100,6 +104,11 @@ pub fn run(a: Args) -> Result<()> {
         if now >= next_tick {
             let cur = srv.snapshot();
             let line = rate_line(&srv, &last, &cur, now.duration_since(last_t));
+            let (t, secs) = (srv.elapsed().as_secs_f64(), now.duration_since(last_t).as_secs_f64().max(1e-9));
+            for (w, (x, y)) in last.iter().zip(&cur).enumerate() {
+                let name = format!("worker {w} (CPU {})", srv.workers()[w].cpu);
+                crate::plot::Series::push(&mut series, &name, t, y.delta(x).received as f64 / secs);
+            }
             if a.json {
                 eprintln!("{line}");
             } else {
@@ -115,6 +124,15 @@ pub fn run(a: Args) -> Result<()> {
             nap = nap.min(d.saturating_duration_since(now));
         }
         std::thread::sleep(nap);
+    }
+    if let Some(p) = &a.plot {
+        crate::plot::lines(
+            p,
+            &format!("udp-echo {}: received per worker", srv.local_addr()),
+            "seconds",
+            "datagrams/s",
+            &series,
+        )?;
     }
     let report = srv.stop()?;
     if a.json {
