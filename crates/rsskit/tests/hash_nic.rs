@@ -207,3 +207,30 @@ fn udp_echo_buckets_follow_the_nic_table() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("goes to CPU 1, where no worker runs"), "{err}");
 }
+
+/// `http-serve --table nic:eth0`: starts with the table's buckets (the
+/// policy itself is checked by the runtime's unit test and by udp-echo's
+/// listing above), refused by name with RPS on a queue.
+#[test]
+#[cfg_attr(rsskit_one_cpu, ignore = "needs 2 CPUs for 2 workers")]
+fn http_serve_takes_the_nic_table() {
+    let t = Tree::new("http");
+    let run = || {
+        Command::new(assert_cmd::cargo::cargo_bin("rsskit"))
+            .env("RSSKIT_SYSROOT", &t.0)
+            .args(["http-serve", "--bind", "127.0.0.1:0", "--cpus", "0-1", "--steer", "toeplitz"])
+            .args(["--table", "nic:eth0", "--key", "nic:eth0", "--duration", "0.5", "--quiet", "--json"])
+            .output()
+            .unwrap()
+    };
+    let out = run();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("RPS is on for rx-1"), "{err}");
+    fs::write(t.0.join("sys/class/net/eth0/queues/rx-1/rps_cpus"), "00000000\n").unwrap();
+    for (irq, cpu) in [(40, 0), (41, 1), (42, 0), (43, 1)] {
+        fs::write(t.0.join(format!("proc/irq/{irq}/effective_affinity_list")), format!("{cpu}\n")).unwrap();
+    }
+    let out = run();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && err.contains("http-serve: ready on"), "{err}");
+}

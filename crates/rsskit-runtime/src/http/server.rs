@@ -75,6 +75,9 @@ pub struct ServeConfig {
     pub key: RssKey,
     /// `TCP_DEFER_ACCEPT`: wake the listener only once the request arrived.
     pub defer_accept: bool,
+    /// Bucket -> CPU from a NIC's table (`--table nic:IF`): see
+    /// [`steer::policy_from_table`].
+    pub bucket_cpus: Option<Vec<usize>>,
 }
 
 impl ServeConfig {
@@ -93,6 +96,7 @@ impl ServeConfig {
             backlog: 4096,
             key: RssKey::microsoft(),
             defer_accept: false,
+            bucket_cpus: None,
         }
     }
 
@@ -274,6 +278,9 @@ impl SharedCounters {
 /// on the 4-tuple.
 pub fn policy(cfg: &ServeConfig) -> Result<RssPolicy> {
     let cpus: Vec<CpuId> = cfg.cpus.iter().map(|&c| CpuId(c as u32)).collect();
+    if let Some(t) = &cfg.bucket_cpus {
+        return steer::policy_from_table(cfg.key.clone(), HashConfig::default(), &cpus, t);
+    }
     RssPolicy::new(cfg.key.clone(), HashConfig::default(), &cpus, None)
         .map_err(|e| anyhow!("bucket table: {e}"))
 }
