@@ -234,3 +234,38 @@ fn http_serve_takes_the_nic_table() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success() && err.contains("http-serve: ready on"), "{err}");
 }
+
+/// `pipeline --table nic:eth0`: with every queue IRQ on CPU 0 the worker
+/// pinned there owns every bucket and handles every packet; with the queues
+/// alternating over CPUs 0 and 1 both workers do. Needs --cpus.
+#[test]
+#[cfg_attr(rsskit_one_cpu, ignore = "needs 2 CPUs for 2 workers")]
+fn pipeline_buckets_follow_the_nic_table() {
+    let t = Tree::new("pipe");
+    fs::write(t.0.join("sys/class/net/eth0/queues/rx-1/rps_cpus"), "00000000\n").unwrap();
+    let run = |cpus: &[usize], extra: &[&str]| {
+        for (k, irq) in (40..44).enumerate() {
+            let c = cpus[k % cpus.len()];
+            fs::write(t.0.join(format!("proc/irq/{irq}/effective_affinity_list")), format!("{c}\n")).unwrap();
+        }
+        Command::new(assert_cmd::cargo::cargo_bin("rsskit"))
+            .env("RSSKIT_SYSROOT", &t.0)
+            .args(["pipeline", "--in", "gen", "--packets", "20000", "--workers", "2", "--queue", "65536"])
+            .args(["--table", "nic:eth0", "--key", "nic:eth0", "--json", "--quiet"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let handled = |out: &std::process::Output| -> Vec<u64> {
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["workers"].as_array().unwrap().iter().map(|w| w["handled"].as_u64().unwrap()).collect()
+    };
+    let h = handled(&run(&[0], &["--cpus", "0-1"]));
+    assert!(h[0] > 0 && h[1] == 0, "every bucket on CPU 0's worker: {h:?}");
+    let h = handled(&run(&[0, 1], &["--cpus", "0-1"]));
+    assert!(h[0] > 0 && h[1] > 0, "buckets on both workers: {h:?}");
+    let out = run(&[0, 1], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("needs --cpus"), "{err}");
+}

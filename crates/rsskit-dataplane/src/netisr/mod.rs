@@ -334,6 +334,10 @@ pub struct NetisrConfig {
     pub hash_config: HashConfig,
     /// Bucket bits (default: FreeBSD's for the worker count).
     pub bucket_bits: Option<u32>,
+    /// Bucket -> worker index, one bucket per entry (a NIC's indirection
+    /// table mapped through the workers' CPUs, `--table nic:IF`): a power
+    /// of two of entries, at most 128. Overrides `bucket_bits`.
+    pub bucket_workers: Option<Vec<usize>>,
     pub parse: ParseConfig,
     /// Reassembly limits; `None` turns reassembly off (fragments are handled as they are).
     pub reass: Option<ReassConfig>,
@@ -361,6 +365,7 @@ impl Default for NetisrConfig {
             key: RssKey::microsoft(),
             hash_config: HashConfig::default(),
             bucket_bits: None,
+            bucket_workers: None,
             parse: ParseConfig::default(),
             reass: Some(ReassConfig::default()),
             decap: true,
@@ -395,6 +400,17 @@ impl NetisrConfig {
 
     /// The bucket layout over worker indices 0..workers.
     pub fn rss(&self) -> Result<RssConfig> {
+        if let Some(t) = &self.bucket_workers {
+            if !t.len().is_power_of_two() || t.len() > 1 << rsskit_core::rss::MAX_BITS {
+                bail!("a table of {} entries: buckets need a power of two up to 128", t.len());
+            }
+            if let Some(w) = t.iter().find(|&&w| w >= self.workers) {
+                bail!("the bucket table names worker {w}, there are {}", self.workers);
+            }
+            // One bucket per entry: RssConfig spreads its CPU list round-robin
+            // over exactly as many buckets, so bucket b goes to t[b].
+            return RssConfig::new(t, Some(t.len().trailing_zeros())).map_err(|e| anyhow::anyhow!("{e}"));
+        }
         RssConfig::with_ncpus(self.workers, self.bucket_bits).map_err(|e| anyhow::anyhow!("{e}"))
     }
 }

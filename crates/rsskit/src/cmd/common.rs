@@ -63,6 +63,24 @@ pub fn nic(iface: &str) -> Result<rsskit_linux::nicsteer::NicSteering> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BucketCpus(pub Vec<usize>);
 
+impl BucketCpus {
+    /// Entry -> worker index, worker `i` pinned to `cpus[i]`.
+    pub fn workers(&self, cpus: Option<&[usize]>) -> Result<Vec<usize>> {
+        let Some(cpus) = cpus else {
+            bail!("--table nic:IF needs --cpus: the workers must be pinned to the queues' CPUs")
+        };
+        self.0
+            .iter()
+            .enumerate()
+            .map(|(b, &c)| {
+                cpus.iter().position(|&x| x == c).ok_or_else(|| {
+                    anyhow!("table entry {b} goes to CPU {c}, where no worker runs (add it to --cpus)")
+                })
+            })
+            .collect()
+    }
+}
+
 /// `--table nic:IF`: table entry -> CPU, from interface IF's indirection
 /// table and its queues' IRQ CPUs.
 pub fn table_arg(s: &str) -> Result<BucketCpus, String> {

@@ -171,6 +171,13 @@ pub struct Args {
     /// No status lines.
     #[arg(long)]
     quiet: bool,
+    /// RSS key of the NIC-style hash: default (Microsoft), symmetric, nic:IF, or hex.
+    #[arg(long, default_value = "default", value_parser = super::common::key_arg)]
+    key: rsskit_core::RssKey,
+    /// Buckets follow a NIC's table: nic:IF (each entry owned by the worker
+    /// pinned to its queue's IRQ CPU; needs --cpus); use with --key nic:IF.
+    #[arg(long, value_name = "nic:IF", value_parser = super::common::table_arg)]
+    table: Option<super::common::BucketCpus>,
 }
 
 /// `flows` 64-byte (or `size`) UDP frames with distinct source addresses and ports.
@@ -242,6 +249,12 @@ pub fn run(a: Args) -> Result<()> {
         },
         // File input loses nothing by default: the file waits for the workers.
         backpressure: a.backpressure || (matches!(a.input, InSpec::Pcap(_)) && !a.drop_when_full),
+        key: a.key.clone(),
+        bucket_workers: a
+            .table
+            .as_ref()
+            .map(|t| t.workers(a.cpus.as_ref().map(|c| &c.0[..n])))
+            .transpose()?,
         ..Default::default()
     };
     // Inputs: opened before anything else so bad names fail first.
