@@ -331,3 +331,20 @@ fn udp_echo_plot_has_a_line_per_worker() {
     assert!(texts.iter().any(|t| t.starts_with("worker 0 (CPU")), "{texts:?}");
     let _ = fs::remove_file(&svg);
 }
+
+/// pipeline's chart: one line per worker over a bounded generated run.
+#[test]
+fn pipeline_plot_has_a_line_per_worker() {
+    let svg = std::env::temp_dir().join(format!("rsskit-pipeline-{}.svg", std::process::id()));
+    let mut cmd = Command::new(netns::rsskit());
+    cmd.args(["pipeline", "--in", "gen", "--packets", "1000000000", "--duration", "2.5", "--workers", "2"]);
+    cmd.args(["--quiet", "--json", "--plot"]).arg(&svg);
+    let out = Proc::spawn(cmd).wait(Duration::from_secs(60));
+    assert!(out.status.success(), "pipeline: {}", String::from_utf8_lossy(&out.stderr));
+    check_svg(&svg, 2);
+    let texts = svg_texts(&svg);
+    for w in ["worker 0", "worker 1"] {
+        assert!(texts.iter().any(|t| t.starts_with(w)), "no '{w}' line in {texts:?}");
+    }
+    let _ = fs::remove_file(&svg);
+}

@@ -178,6 +178,9 @@ pub struct Args {
     /// pinned to its queue's IRQ CPU; needs --cpus); use with --key nic:IF.
     #[arg(long, value_name = "nic:IF", value_parser = super::common::table_arg)]
     table: Option<super::common::BucketCpus>,
+    /// Write packets/s handled per worker over time as an SVG chart at the end.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<std::path::PathBuf>,
 }
 
 /// `flows` 64-byte (or `size`) UDP frames with distinct source addresses and ports.
@@ -337,14 +340,12 @@ pub fn run(a: Args) -> Result<()> {
     let quiet = a.quiet;
     let mut last: Vec<u64> = vec![0; n];
     let mut last_t = Duration::ZERO;
+    let mut series = Vec::new();
     let report = netisr.wait(
         a.duration.map(Duration::from_secs_f64),
         Duration::from_secs(1),
         Some(&interrupted),
         |ws, t| {
-            if quiet {
-                return;
-            }
             let dt = (t - last_t).as_secs_f64().max(1e-9);
             last_t = t;
             let mut line = format!("[{:>4.0}s]", t.as_secs_f64());
@@ -352,6 +353,9 @@ pub fn run(a: Args) -> Result<()> {
             for w in ws {
                 let pps = (w.counters.handled - last[w.worker]) as f64 / dt;
                 last[w.worker] = w.counters.handled;
+                let name =
+                    format!("worker {}{}", w.worker, w.cpu.map_or(String::new(), |c| format!(" (CPU {c})")));
+                crate::plot::Series::push(&mut series, &name, t.as_secs_f64(), pps);
                 total += pps;
                 line.push_str(&format!(
                     " w{}: {:.3} Mpps q {} drops {} |",
@@ -362,9 +366,14 @@ pub fn run(a: Args) -> Result<()> {
                 ));
             }
             line.push_str(&format!(" total {:.3} Mpps", total / 1e6));
-            eprintln!("{line}");
+            if !quiet {
+                eprintln!("{line}");
+            }
         },
     )?;
+    if let Some(p) = &a.plot {
+        crate::plot::lines(p, "pipeline: packets handled per worker", "seconds", "packets/s", &series)?;
+    }
     if let Some(s) = pcap_out {
         s.close()?;
     }
