@@ -10,6 +10,7 @@
 
 use crate::netdev::{self, IfaceIrq, Roots};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::fs;
 use std::io;
 use std::path::PathBuf;
@@ -118,6 +119,45 @@ pub struct Sample {
     /// The interface's counters and IRQs, when one was asked for.
     pub iface: Option<IfaceCounters>,
     pub irqs: Vec<QueueIrq>,
+    /// RX queue -> (packets, bytes), where the driver's statistics name
+    /// them ([`rx_queue_stats`]); empty otherwise.
+    pub queues: BTreeMap<usize, (u64, u64)>,
+}
+
+/// The RX queue and field of a driver statistic named as drivers name
+/// per-queue counters: `rx_queue_N_packets`/`_bytes` (Intel, virtio),
+/// `rxN_packets`/`_bytes` (mlx5), `rx-N.packets`/`.bytes`.
+fn rx_queue_field(name: &str) -> Option<(usize, bool)> {
+    let (rest, packets) = if let Some(r) = name.strip_suffix("packets") {
+        (r, true)
+    } else {
+        (name.strip_suffix("bytes")?, false)
+    };
+    let num = rest
+        .strip_prefix("rx_queue_")
+        .and_then(|r| r.strip_suffix('_'))
+        .or_else(|| rest.strip_prefix("rx-").and_then(|r| r.strip_suffix('.')))
+        .or_else(|| rest.strip_prefix("rx").and_then(|r| r.strip_suffix('_')))?;
+    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((num.parse().ok()?, packets))
+}
+
+/// Per RX queue (packets, bytes) from driver statistics (`ethtool -S`).
+pub fn rx_queue_stats(stats: &[(String, u64)]) -> BTreeMap<usize, (u64, u64)> {
+    let mut out: BTreeMap<usize, (u64, u64)> = BTreeMap::new();
+    for (name, v) in stats {
+        if let Some((q, packets)) = rx_queue_field(name) {
+            let e = out.entry(q).or_default();
+            if packets {
+                e.0 = *v;
+            } else {
+                e.1 = *v;
+            }
+        }
+    }
+    out
 }
 
 fn read(path: PathBuf) -> Result<String, NetstatError> {
@@ -178,7 +218,14 @@ pub fn sample(roots: &Roots, iface: Option<(&str, &[IfaceIrq])>) -> Result<Sampl
             (Some(iface_counters(roots, name)?), irqs)
         }
     };
-    Ok(Sample { at, softnet: dense(softnet), net_rx: dense(net_rx), iface: counters, irqs })
+    Ok(Sample {
+        at,
+        softnet: dense(softnet),
+        net_rx: dense(net_rx),
+        iface: counters,
+        irqs,
+        queues: BTreeMap::new(),
+    })
 }
 
 /// Per-second rates of one CPU between two samples.
@@ -199,6 +246,14 @@ pub struct IrqRate {
     pub name: String,
     pub queue: Option<usize>,
     pub per_sec: f64,
+}
+
+/// Per-second rates of one RX queue (driver statistics).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct QueueRate {
+    pub queue: usize,
+    pub packets: f64,
+    pub bytes: f64,
 }
 
 /// Per-second rates of the interface.
@@ -223,6 +278,9 @@ pub struct Rates {
     pub iface: Option<IfaceRates>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub irqs: Vec<IrqRate>,
+    /// Per RX queue packets and bytes/s, where the driver counts them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub queues: Vec<QueueRate>,
 }
 
 /// Max over mean of `loads`; 0 when all are zero (no load, nothing to say).
@@ -280,7 +338,15 @@ pub fn rates(earlier: &Sample, later: &Sample, cpus: &[usize]) -> Rates {
             IrqRate { irq: q.irq, name: q.name.clone(), queue: q.queue, per_sec: per(before, q.total) }
         })
         .collect();
-    Rates { seconds: secs, imbalance: imbalance(&loads), cpus, iface, irqs }
+    let queues = later
+        .queues
+        .iter()
+        .map(|(&q, &(p, b))| {
+            let (p0, b0) = earlier.queues.get(&q).copied().unwrap_or((p, b));
+            QueueRate { queue: q, packets: per(p0, p), bytes: per(b0, b) }
+        })
+        .collect();
+    Rates { seconds: secs, imbalance: imbalance(&loads), cpus, iface, irqs, queues }
 }
 
 #[cfg(test)]
@@ -321,6 +387,30 @@ mod tests {
     }
 
     #[test]
+    fn per_queue_driver_stats() {
+        let s: Vec<(String, u64)> = [
+            ("rx_queue_0_packets", 10),
+            ("rx_queue_0_bytes", 1000),
+            ("rx_queue_12_packets", 7),
+            ("rx3_packets", 5),
+            ("rx3_bytes", 500),
+            ("rx-4.packets", 4),
+            ("rx_queue_0_xdp_packets", 99),
+            ("rx_packets", 1),
+            ("tx_queue_0_packets", 2),
+            ("rx_queue_x_packets", 3),
+        ]
+        .iter()
+        .map(|(n, v)| (n.to_string(), *v))
+        .collect();
+        let q = rx_queue_stats(&s);
+        assert_eq!(
+            q.into_iter().collect::<Vec<_>>(),
+            vec![(0, (10, 1000)), (3, (5, 500)), (4, (4, 0)), (12, (7, 0))]
+        );
+    }
+
+    #[test]
     fn imbalance_is_max_over_mean() {
         assert_eq!(imbalance(&[10.0, 10.0]), 1.0);
         assert_eq!(imbalance(&[30.0, 10.0, 20.0]), 1.5);
@@ -340,6 +430,7 @@ mod tests {
             net_rx: vec![nr, nr],
             iface: Some(IfaceCounters { rx_packets: p0 + p1, ..IfaceCounters::default() }),
             irqs: vec![QueueIrq { irq: 40, name: "eth0-TxRx-0".into(), queue: Some(0), total: nr }],
+            queues: BTreeMap::from([(0, (p0, p0 * 100))]),
         };
         let a = s(t0, 1000, 1000, 5);
         let b = s(t0 + Duration::from_secs(2), 3000, 1000 + 6000, 25);
@@ -353,6 +444,7 @@ mod tests {
         assert_eq!(r.imbalance, 1.5);
         assert_eq!(r.iface.unwrap().rx_packets, 4000.0);
         assert_eq!(r.irqs[0].per_sec, 10.0);
+        assert_eq!((r.queues[0].packets, r.queues[0].bytes), (1000.0, 100000.0));
         // Only the CPUs asked for; a counter that went backwards is zero.
         let r = rates(&b, &a, &[1]);
         assert_eq!(r.cpus.len(), 1);

@@ -75,7 +75,20 @@ pub fn run(a: Args) -> Result<()> {
     let stop = crate::cmd::common::stop_on_signals()?;
     let screen = !a.json && !a.lines && std::io::stdout().is_terminal();
     let start = Instant::now();
-    let mut prev = netstat::sample(&roots, iface).context("reading the counters")?;
+    // Per-queue packets/bytes from the driver's statistics (`ethtool -S`), live only.
+    let eth = a
+        .iface
+        .as_deref()
+        .filter(|_| root.is_live())
+        .and_then(|i| rsskit_linux::ethtool::Ethtool::open(i).ok());
+    let take = || -> Result<netstat::Sample> {
+        let mut s = netstat::sample(&roots, iface).context("reading the counters")?;
+        if let Some(Ok(rsskit_linux::ethtool::Reported::Supported(st))) = eth.as_ref().map(|e| e.stats()) {
+            s.queues = netstat::rx_queue_stats(&st);
+        }
+        Ok(s)
+    };
+    let mut prev = take()?;
     let mut series: Vec<Series> = Vec::new();
     let mut n = 0usize;
     let mut out = std::io::stdout().lock();
@@ -92,7 +105,7 @@ pub fn run(a: Args) -> Result<()> {
             }
             std::thread::sleep((until - now).min(Duration::from_millis(50)));
         }
-        let cur = netstat::sample(&roots, iface).context("reading the counters")?;
+        let cur = take()?;
         let r = netstat::rates(&prev, &cur, &cpus);
         let t = cur.at.duration_since(start).as_secs_f64();
         n += 1;
@@ -168,6 +181,9 @@ fn render(r: &Rates, t: f64, iface: Option<&str>) -> String {
             human(i.tx_packets),
             human(i.tx_bytes)
         );
+        for q in &r.queues {
+            s += &format!("  rx-{:<3} {:>10} pkt/s {:>10}B/s\n", q.queue, human(q.packets), human(q.bytes));
+        }
         for q in &r.irqs {
             let queue = q.queue.map_or("-".to_string(), |q| q.to_string());
             s += &format!("  irq {:>5} queue {queue:>3} {:>10}/s  {}\n", q.irq, human(q.per_sec), q.name);
