@@ -40,13 +40,13 @@ impl Drop for Tree {
     }
 }
 
-/// Runs `plan --rebalance 1 --json`; once it says it is measuring, `during`
+/// Runs `plan --rebalance 2 --json`; once it says it is measuring, `during`
 /// edits the tree. Returns eth0's plan.
 fn plan(t: &Tree, during: impl FnOnce(&Path)) -> Value {
     let mut child = Command::new(assert_cmd::cargo::cargo_bin("rsskit"))
         .args(["plan", "--sysroot"])
         .arg(&t.0)
-        .args(["--iface", "eth0", "--rebalance", "1", "--json"])
+        .args(["--iface", "eth0", "--rebalance", "2", "--json"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

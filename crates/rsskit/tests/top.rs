@@ -93,7 +93,7 @@ fn fixture_rates_are_counter_deltas_over_time() {
     let mut child = Command::new(netns::rsskit())
         .args(["top", "--sysroot"])
         .arg(&t.0)
-        .args(["--iface", "eth0", "--interval", "1", "--count", "2", "--json"])
+        .args(["--iface", "eth0", "--interval", "2", "--count", "2", "--json"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -101,7 +101,7 @@ fn fixture_rates_are_counter_deltas_over_time() {
     let mut rd = BufReader::new(child.stdout.take().unwrap());
     let mut first = String::new();
     rd.read_line(&mut first).unwrap();
-    // Between the 1st and 2nd sample (a second apart): CPU 3 processes 3000
+    // Between the 1st and 2nd sample (2 s apart): CPU 3 processes 3000
     // more packets (7 dropped, 2 squeezed, 50 RPS IPIs), CPU 0 1000 more;
     // NET_RX +600 on CPU 3; eth0 receives 4000 packets / 600000 bytes; IRQ 43
     // fires 500 more times on CPU 3.
@@ -221,10 +221,21 @@ fn top_on_a_veth_matches_udp_load() {
     );
     let svg = std::env::temp_dir().join(format!("rsskit-top-veth-{}.svg", std::process::id()));
     let mut cmd = pair.server.command(&netns::rsskit());
-    cmd.args(["top", "--iface", &veth, "--interval", "1", "--count", "7", "--json", "--plot"]).arg(&svg);
-    let top = Proc::spawn(cmd);
-    std::thread::sleep(Duration::from_millis(1200));
-    // 4 streams x 1500 datagrams at 3000/s: about 2 s of load, well inside top's 7 s.
+    // No --count: stopped by SIGINT once the load is over (whatever the
+    // machine's speed), after at least two more samples.
+    cmd.args(["top", "--iface", &veth, "--interval", "1", "--json", "--plot"]).arg(&svg);
+    let mut top = Proc::spawn(cmd);
+    // Lines as they come: the load starts only once top printed a sample
+    // (its baseline read is then certainly before the first datagram).
+    let stdout = top.0.as_mut().unwrap().stdout.take().unwrap();
+    let (tx, rx_lines) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    let first = rx_lines.recv_timeout(Duration::from_secs(30)).expect("top printed a first sample");
+    // 4 streams x 1500 datagrams at 3000/s: about 2 s of load.
     let mut cmd = pair.client.command(&netns::rsskit());
     cmd.args(["udp-load", "--target", &bind, "--streams", "4", "--count", "1500", "--rate", "3000"]);
     let load_svg = std::env::temp_dir().join(format!("rsskit-udp-load-{}.svg", std::process::id()));
@@ -234,13 +245,18 @@ fn top_on_a_veth_matches_udp_load() {
     let load: Value = serde_json::from_slice(&out.stdout).expect("udp-load JSON");
     let sent = load["sent"].as_u64().unwrap() as f64;
     assert_eq!(sent, 6000.0, "{load}");
+    std::thread::sleep(Duration::from_millis(2500));
+    top.signal(libc::SIGINT);
     let out = top.wait(Duration::from_secs(60));
     assert!(out.status.success(), "top: {}", String::from_utf8_lossy(&out.stderr));
+    reader.join().unwrap();
     server.signal(libc::SIGTERM);
     let _ = server.wait(Duration::from_secs(10));
-    let samples: Vec<Value> =
-        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(samples.len(), 7);
+    let samples: Vec<Value> = std::iter::once(first)
+        .chain(rx_lines.try_iter())
+        .map(|l| serde_json::from_str(&l).unwrap())
+        .collect();
+    assert!(samples.len() >= 4, "top sampled before, during and after the load: {samples:?}");
     let total = |get: &dyn Fn(&Value) -> f64| samples.iter().map(|s| get(s) * f(s, "seconds")).sum::<f64>();
     let rx = total(&|s| f(&s["iface"], "rx_packets") + f(&s["iface"], "rx_dropped"));
     assert!(
@@ -270,13 +286,15 @@ fn sigint_stops_top_cleanly_and_still_plots() {
     let svg = t.0.join("top.svg");
     let mut cmd = Command::new(netns::rsskit());
     cmd.args(["top", "--sysroot"]).arg(&t.0).args(["--interval", "0.2", "--lines", "--plot"]).arg(&svg);
-    let p = Proc::spawn(cmd);
-    std::thread::sleep(Duration::from_millis(1500));
+    let mut p = Proc::spawn(cmd);
+    // Signal only once a sample is out (the handler is installed by then).
+    let mut stdout = BufReader::new(p.0.as_mut().unwrap().stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    assert!(first.contains("imbalance"), "a sample: {first}");
     p.signal(libc::SIGINT);
     let out = p.wait(Duration::from_secs(10));
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.matches("imbalance").count() >= 2, "samples printed before the signal: {text}");
     check_svg(&svg, 6);
 }
 
@@ -310,12 +328,22 @@ fn http_load_plot_is_svg_with_a_line_per_worker() {
 #[test]
 fn udp_echo_plot_has_a_line_per_worker() {
     let svg = std::env::temp_dir().join(format!("rsskit-udp-echo-{}.svg", std::process::id()));
-    let port = 40000 + (std::process::id() % 20000) as u16;
-    let bind = format!("127.0.0.1:{port}");
     let mut cmd = Command::new(netns::rsskit());
-    cmd.args(["udp-echo", "--bind", &bind, "--duration", "4", "--json", "--plot"]).arg(&svg);
-    let server = Proc::spawn(cmd);
-    std::thread::sleep(Duration::from_millis(500));
+    cmd.args(["udp-echo", "--bind", "127.0.0.1:0", "--duration", "4", "--json", "--plot"]).arg(&svg);
+    let mut server = Proc::spawn(cmd);
+    // The banner names the port; "ready" follows once the workers run.
+    let mut err = BufReader::new(server.0.as_mut().unwrap().stderr.take().unwrap());
+    let mut bind = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(err.read_line(&mut line).unwrap() > 0, "udp-echo ended before it was ready");
+        if let Some(rest) = line.split(" on ").nth(1).filter(|_| bind.is_empty()) {
+            bind = rest.split([',', ' ']).next().unwrap().to_string();
+        }
+        if line.trim() == "ready" {
+            break;
+        }
+    }
     let out = Command::new(netns::rsskit())
         .args(["udp-load", "--target", &bind, "--streams", "2", "--rate", "2000", "--duration", "2"])
         .args(["--client-cpus", "none", "--json"])
