@@ -115,6 +115,8 @@ pub struct Sample {
     pub at: Instant,
     /// Indexed by CPU number (CPUs absent from the files hold zeros).
     pub softnet: Vec<Softnet>,
+    /// The CPUs `/proc/net/softnet_stat` lists (the online ones).
+    pub present: Vec<usize>,
     pub net_rx: Vec<u64>,
     /// The interface's counters and IRQs, when one was asked for.
     pub iface: Option<IfaceCounters>,
@@ -218,9 +220,11 @@ pub fn sample(roots: &Roots, iface: Option<(&str, &[IfaceIrq])>) -> Result<Sampl
             (Some(iface_counters(roots, name)?), irqs)
         }
     };
+    let present = softnet.iter().map(|(c, _)| *c).collect();
     Ok(Sample {
         at,
         softnet: dense(softnet),
+        present,
         net_rx: dense(net_rx),
         iface: counters,
         irqs,
@@ -295,14 +299,12 @@ pub fn imbalance(loads: &[f64]) -> f64 {
     loads.iter().copied().fold(0.0, f64::max) / mean
 }
 
-/// `later - earlier` per second. `cpus` limits the CPUs reported (all CPUs
-/// of the files when empty). Counters that went backwards count as zero.
+/// `later - earlier` per second. `cpus` limits the CPUs reported (the CPUs
+/// `softnet_stat` lists when empty). Counters that went backwards count as zero.
 pub fn rates(earlier: &Sample, later: &Sample, cpus: &[usize]) -> Rates {
     let secs = later.at.saturating_duration_since(earlier.at).as_secs_f64().max(1e-9);
     let per = |a: u64, b: u64| b.saturating_sub(a) as f64 / secs;
-    let n = later.softnet.len().max(later.net_rx.len());
-    let all: Vec<usize> = (0..n).collect();
-    let list = if cpus.is_empty() { &all } else { cpus };
+    let list = if cpus.is_empty() { &later.present } else { cpus };
     let get = |v: &[Softnet], c: usize| v.get(c).copied().unwrap_or_default();
     let geti = |v: &[u64], c: usize| v.get(c).copied().unwrap_or(0);
     let cpus: Vec<CpuRates> = list
@@ -427,6 +429,7 @@ mod tests {
                 Softnet { processed: p0, ..Softnet::default() },
                 Softnet { processed: p1, received_rps: p1 / 10, ..Softnet::default() },
             ],
+            present: vec![0, 1],
             net_rx: vec![nr, nr],
             iface: Some(IfaceCounters { rx_packets: p0 + p1, ..IfaceCounters::default() }),
             irqs: vec![QueueIrq { irq: 40, name: "eth0-TxRx-0".into(), queue: Some(0), total: nr }],
@@ -445,6 +448,11 @@ mod tests {
         assert_eq!(r.iface.unwrap().rx_packets, 4000.0);
         assert_eq!(r.irqs[0].per_sec, 10.0);
         assert_eq!((r.queues[0].packets, r.queues[0].bytes), (1000.0, 100000.0));
+        // By default only the CPUs softnet_stat lists (CPU 0 offline here).
+        let mut c = b.clone();
+        c.present = vec![1];
+        let r = rates(&a, &c, &[]);
+        assert_eq!((r.cpus.len(), r.cpus[0].cpu), (1, 1));
         // Only the CPUs asked for; a counter that went backwards is zero.
         let r = rates(&b, &a, &[1]);
         assert_eq!(r.cpus.len(), 1);
