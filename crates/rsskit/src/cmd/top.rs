@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 const AFTER_HELP: &str = "\
 Counters: /proc/softirqs (NET_RX), /proc/net/softnet_stat (processed, dropped, time_squeeze, \
-received_rps = RPS IPIs), /proc/interrupts (the interface's IRQs), /sys/class/net/IF/statistics. \
+received_rps = RPS IPIs), /proc/interrupts (the interface's IRQs), /sys/class/net/IF/statistics, and \
+per RX queue packets/bytes from the driver's statistics (ethtool -S) where it names them. \
 The per-CPU counters are host-wide (every namespace); the interface's are its own. Imbalance is the \
 busiest CPU's packets/s over the mean of the CPUs shown (1.00 = even, 0 = no packets).
 
