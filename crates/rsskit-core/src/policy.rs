@@ -104,6 +104,28 @@ impl RssPolicy {
         Self::new(key, hash, &cpus, bits)
     }
 
+    /// A policy whose buckets follow a NIC's indirection table: bucket `b`
+    /// (of `bucket_cpus.len()`, a power of two up to 128) is owned by the
+    /// worker on CPU `bucket_cpus[b]`, so software steering and the NIC
+    /// agree on every flow.
+    pub fn from_table(
+        key: RssKey,
+        hash: HashConfig,
+        worker_cpus: &[CpuId],
+        bucket_cpus: &[CpuId],
+    ) -> Result<Self, RssError> {
+        let n = bucket_cpus.len();
+        if !n.is_power_of_two() || n > 1 << MAX_BITS {
+            return Err(RssError::BadTableLen(n));
+        }
+        let mut p = Self::new(key, hash, worker_cpus, Some(n.trailing_zeros()))?;
+        for (b, &cpu) in bucket_cpus.iter().enumerate() {
+            let w = p.worker_on(cpu).ok_or(RssError::NoWorkerOnCpu { entry: b as u32, cpu: cpu.0 })?;
+            p.assign(b as u32, w)?;
+        }
+        Ok(p)
+    }
+
     /// Moves `bucket` to `worker` (bucket rebalancing).
     pub fn assign(&mut self, bucket: u32, worker: WorkerId) -> Result<(), RssError> {
         let buckets = self.buckets();

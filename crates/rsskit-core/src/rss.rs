@@ -22,6 +22,10 @@ pub enum RssError {
     NoSuchBucket { bucket: u32, buckets: u32 },
     /// A worker index past the last worker.
     NoSuchWorker { worker: u32, workers: u32 },
+    /// A bucket table whose length is not a power of two up to 128.
+    BadTableLen(usize),
+    /// A table entry sends its bucket to a CPU where no worker runs.
+    NoWorkerOnCpu { entry: u32, cpu: u32 },
 }
 
 impl fmt::Display for RssError {
@@ -34,6 +38,14 @@ impl fmt::Display for RssError {
             }
             RssError::NoSuchWorker { worker, workers } => {
                 write!(f, "worker {worker} does not exist (there are {workers} workers)")
+            }
+            RssError::BadTableLen(n) => write!(
+                f,
+                "a table of {n} entries: rsskit's buckets need a power of two up to {}",
+                1u32 << MAX_BITS
+            ),
+            RssError::NoWorkerOnCpu { entry, cpu } => {
+                write!(f, "table entry {entry} goes to CPU {cpu}, where no worker runs (add it to --cpus)")
             }
         }
     }

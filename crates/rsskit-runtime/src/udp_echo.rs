@@ -51,6 +51,10 @@ pub struct EchoConfig {
     pub key: RssKey,
     /// Bucket bits (default FreeBSD's for the worker count).
     pub bits: Option<u32>,
+    /// Bucket -> CPU (a NIC's indirection table through its queues' IRQ
+    /// CPUs, `--table nic:IF`): as many buckets as entries (a power of two,
+    /// at most 128), each owned by the worker on its CPU. Overrides `bits`.
+    pub bucket_cpus: Option<Vec<usize>>,
     /// `SO_RCVBUF` per socket, bytes ([`DEFAULT_RCVBUF`]; `None`: the
     /// kernel's default, `net.core.rmem_default`).
     pub rcvbuf: Option<usize>,
@@ -85,6 +89,7 @@ impl EchoConfig {
             hash: HashConfig::default(),
             key: RssKey::microsoft(),
             bits: None,
+            bucket_cpus: None,
             rcvbuf: Some(DEFAULT_RCVBUF),
             sndbuf: None,
             max_datagram: 65536,
@@ -214,8 +219,11 @@ impl EchoServer {
         let n = cfg.cpus.len();
         let cpus: Vec<CpuId> = cfg.cpus.iter().map(|&c| CpuId(c as u32)).collect();
         // Buckets round-robin over workers: bucket b -> worker b % n.
-        let policy =
-            RssPolicy::new(cfg.key.clone(), cfg.hash, &cpus, cfg.bits).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let policy = match &cfg.bucket_cpus {
+            None => RssPolicy::new(cfg.key.clone(), cfg.hash, &cpus, cfg.bits)
+                .map_err(|e| anyhow::anyhow!("{e}"))?,
+            Some(table) => crate::steer::policy_from_table(cfg.key.clone(), cfg.hash, &cpus, table)?,
+        };
         let hash_type = cfg.hash_type();
         let ipv6 = cfg.bind.is_ipv6();
         let pktinfo = cfg.bind.ip().is_unspecified();

@@ -2,6 +2,7 @@
 //! under `cmd/`, with its own clap `Args` and a `run` function.
 
 mod cmd;
+mod plot;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -52,6 +53,8 @@ enum Command {
     Steer(cmd::steer::Args),
     /// Start a server and steer its SO_REUSEPORT group once its workers are up.
     Run(cmd::run::Args),
+    /// Live per-CPU NET_RX softirqs and packets/s, queue IRQs/s, imbalance (like top, for the network).
+    Top(cmd::top::Args),
     /// Micro-benchmarks.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
@@ -73,6 +76,7 @@ fn main() -> ExitCode {
         Command::Plan(a) => cmd::plan::run(a),
         Command::Apply(a) => cmd::apply::run(a),
         Command::Check(a) => cmd::check::run(a),
+        Command::Top(a) => cmd::top::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Pipeline(a) => cmd::pipeline::run(a),
         Command::Firewall(a) => cmd::firewall::run(a),

@@ -234,6 +234,10 @@ fn baselines(cmd: &str, fx: &Fixtures) -> Option<Vec<Vec<String>>> {
             "--workers",
             "1",
         ]],
+        // Two quick samples of the host's counters (read only).
+        "top" => {
+            vec![vec!["--interval", "0.1", "--count", "2", "--duration", "1", "--lines", "--iface", "lo"]]
+        }
         // Host tuning on the fake 6-CPU host (hidden --sysroot), apply as a dry run.
         "plan" => vec![vec!["--sysroot", &host, "--iface", "eth0"]],
         "apply" => vec![vec!["--sysroot", &host, "--iface", "eth0", "--dry-run"]],
@@ -292,8 +296,15 @@ struct Outcome {
     killed: bool,
 }
 
+/// Where the swept commands run: file-valued flags given a number
+/// (`--plot=0`, `--save=-1`) write there, inside the fixture dir.
+static CWD: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
 fn run(args: &[String]) -> Outcome {
     let mut cmd = Command::new(bin());
+    if let Some(d) = CWD.get() {
+        cmd.current_dir(d);
+    }
     cmd.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
     // SAFETY: setrlimit is async-signal-safe and touches only the child.
     unsafe {
@@ -398,6 +409,9 @@ fn judge(o: &Outcome, flag: &str, value: &str) -> Option<String> {
 #[test]
 fn every_value_flag_survives_hostile_numbers() {
     let fx = Fixtures::new("sweep");
+    let cwd = fx.dir.join("cwd");
+    std::fs::create_dir_all(&cwd).unwrap();
+    CWD.set(cwd).unwrap();
     let mut cmds = Vec::new();
     leaves(Vec::new(), &mut cmds);
     assert!(cmds.len() >= 10, "found only {} subcommands: {cmds:?}", cmds.len());

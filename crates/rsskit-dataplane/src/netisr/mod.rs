@@ -336,6 +336,10 @@ pub struct NetisrConfig {
     pub hash_config: HashConfig,
     /// Bucket bits (default: FreeBSD's for the worker count).
     pub bucket_bits: Option<u32>,
+    /// Bucket -> worker index, one bucket per entry (a NIC's indirection
+    /// table mapped through the workers' CPUs, `--table nic:IF`): a power
+    /// of two of entries, at most 128. Overrides `bucket_bits`.
+    pub bucket_workers: Option<Vec<usize>>,
     pub parse: ParseConfig,
     /// Reassembly limits; `None` turns reassembly off (fragments are handled as they are).
     pub reass: Option<ReassConfig>,
@@ -363,6 +367,7 @@ impl Default for NetisrConfig {
             key: RssKey::microsoft(),
             hash_config: HashConfig::default(),
             bucket_bits: None,
+            bucket_workers: None,
             parse: ParseConfig::default(),
             reass: Some(ReassConfig::default()),
             decap: true,
@@ -396,9 +401,25 @@ impl NetisrConfig {
     }
 
     /// The RSS policy: this key and hash types, buckets round-robin over
-    /// workers `0..workers` (each worker's CPU is not part of the policy's
-    /// answer here: netisr workers are addressed by index).
+    /// workers `0..workers`, or `bucket_workers` (a NIC's table) one bucket
+    /// per entry (each worker's CPU is not part of the policy's answer
+    /// here: netisr workers are addressed by index).
     pub fn policy(&self) -> Result<RssPolicy> {
+        if let Some(t) = &self.bucket_workers {
+            if !t.len().is_power_of_two() || t.len() > 1 << rsskit_core::rss::MAX_BITS {
+                bail!("a table of {} entries: buckets need a power of two up to 128", t.len());
+            }
+            if let Some(w) = t.iter().find(|&&w| w >= self.workers) {
+                bail!("the bucket table names worker {w}, there are {}", self.workers);
+            }
+            let bits = Some(t.len().trailing_zeros());
+            let mut p = RssPolicy::with_workers(self.key.clone(), self.hash_config, self.workers, bits)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            for (b, &w) in t.iter().enumerate() {
+                p.assign(b as u32, rsskit_core::WorkerId(w as u32)).map_err(|e| anyhow::anyhow!("{e}"))?;
+            }
+            return Ok(p);
+        }
         RssPolicy::with_workers(self.key.clone(), self.hash_config, self.workers, self.bucket_bits)
             .map_err(|e| anyhow::anyhow!("{e}"))
     }

@@ -45,6 +45,11 @@ impl Latency {
         self.h.len()
     }
 
+    /// The distribution in powers of two (for `--plot`): see [`log2_buckets`].
+    pub fn log2_buckets(&self) -> Vec<(f64, u64)> {
+        log2_buckets(&self.h)
+    }
+
     pub fn summary(&self) -> LatencySummary {
         let us = |ns: f64| (ns / 1000.0 * 1000.0).round() / 1000.0;
         if self.h.is_empty() {
@@ -62,6 +67,18 @@ impl Latency {
             max: us(self.h.max() as f64),
         }
     }
+}
+
+/// A nanosecond histogram in powers of two from 1 µs: (bucket's upper
+/// bound in microseconds, count in it); the first bucket holds everything
+/// up to 1 µs. Empty for an empty histogram.
+pub fn log2_buckets(h: &Histogram<u64>) -> Vec<(f64, u64)> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    h.iter_log(1000, 2.0)
+        .map(|v| (v.value_iterated_to() as f64 / 1000.0, v.count_since_last_iteration()))
+        .collect()
 }
 
 /// Latency summary in microseconds.

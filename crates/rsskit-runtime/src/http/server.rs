@@ -100,6 +100,9 @@ pub struct ServeConfig {
     pub key: RssKey,
     /// `TCP_DEFER_ACCEPT`: wake the listener only once the request arrived.
     pub defer_accept: bool,
+    /// Bucket -> CPU from a NIC's table (`--table nic:IF`): see
+    /// [`steer::policy_from_table`].
+    pub bucket_cpus: Option<Vec<usize>>,
 }
 
 impl ServeConfig {
@@ -119,6 +122,7 @@ impl ServeConfig {
             max_requests: 0,
             key: RssKey::microsoft(),
             defer_accept: false,
+            bucket_cpus: None,
         }
     }
 
@@ -315,6 +319,11 @@ impl SharedCounters {
 /// on the 4-tuple.
 pub fn policy(cfg: &ServeConfig) -> Result<RssPolicy> {
     let cpus: Vec<CpuId> = cfg.cpus.iter().map(|&c| CpuId(c as u32)).collect();
+    if let Some(t) = &cfg.bucket_cpus {
+        let table: Vec<CpuId> = t.iter().map(|&c| CpuId(c as u32)).collect();
+        return RssPolicy::from_table(cfg.key.clone(), HashConfig::default(), &cpus, &table)
+            .map_err(ServeError::Policy);
+    }
     RssPolicy::new(cfg.key.clone(), HashConfig::default(), &cpus, None).map_err(ServeError::Policy)
 }
 

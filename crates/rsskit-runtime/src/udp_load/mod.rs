@@ -234,6 +234,7 @@ pub fn run(
     let progress = Arc::new(Progress::default());
     let start = Instant::now();
     let start_ns = monotonic_ns();
+    let mut per_second = Vec::new();
     let results: Vec<Result<ThreadResult>> = std::thread::scope(|sc| {
         let mut handles = Vec::new();
         for (g, pin) in groups {
@@ -256,11 +257,10 @@ pub fn run(
             std::thread::sleep(Duration::from_millis(20));
             if last.elapsed() >= Duration::from_secs(1) {
                 last += Duration::from_secs(1);
-                on_second(
-                    progress.sent.load(Ordering::Relaxed),
-                    progress.echoed.load(Ordering::Relaxed),
-                    start.elapsed(),
-                );
+                let (sent, echoed) =
+                    (progress.sent.load(Ordering::Relaxed), progress.echoed.load(Ordering::Relaxed));
+                per_second.push((start.elapsed().as_secs_f64(), sent, echoed));
+                on_second(sent, echoed, start.elapsed());
             }
         }
         handles.into_iter().map(|h| h.join().unwrap_or(Err(UdpLoadError::SenderPanicked))).collect()
@@ -276,7 +276,7 @@ pub fn run(
         trackers.extend(r.trackers);
     }
     trackers.sort_by_key(|s| s.id);
-    Ok(LoadReport::new(
+    let mut report = LoadReport::new(
         &cfg.table,
         cfg.target.is_ipv6(),
         &infos,
@@ -284,7 +284,9 @@ pub fn run(
         &hist,
         invalid,
         elapsed.as_secs_f64(),
-    ))
+    );
+    report.per_second = per_second;
+    Ok(report)
 }
 
 struct ThreadResult {

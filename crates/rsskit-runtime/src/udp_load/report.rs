@@ -52,6 +52,12 @@ pub struct LoadReport {
     /// Datagrams that were not our probes (bad magic, wrong stream).
     pub invalid: u64,
     pub rtt_us: RttSummary,
+    /// The RTT distribution (for `--plot`): see [`crate::http::hist::log2_buckets`].
+    #[serde(skip)]
+    pub rtt_log2_us: Vec<(f64, u64)>,
+    /// Once a second: (seconds since the start, sent so far, echoed so far), for `--plot`.
+    #[serde(skip)]
+    pub per_second: Vec<(f64, u64, u64)>,
     pub elapsed_s: f64,
     pub streams: Vec<StreamReport>,
     pub hash_config: serde_json::Value,
@@ -153,6 +159,8 @@ impl LoadReport {
             duplicates: sum(|s| s.duplicates),
             invalid,
             rtt_us: RttSummary::of(rtt),
+            rtt_log2_us: crate::http::hist::log2_buckets(rtt),
+            per_second: Vec::new(),
             elapsed_s,
             refused: sum(|s| s.refused),
             cut_short: trackers.iter().any(|t| t.cut_short),

@@ -18,10 +18,17 @@ pub fn set_allow_weak_key(allow: bool) {
     ALLOW_WEAK_KEY.store(allow, Ordering::Relaxed);
 }
 
-/// `--key default|microsoft|symmetric|random|HEX`. `random`: a fresh key from
-/// the OS random source that passed `rsskit_core::keycheck`. Every key then
-/// goes through [`check_key`].
+/// `--key default|microsoft|symmetric|random|nic:IF|HEX`. `random`: a fresh
+/// key from the OS random source that passed `rsskit_core::keycheck`;
+/// `nic:IF`: the device's own key ([`nic`]). Every key then goes through
+/// [`check_key`].
 pub fn parse_key(s: &str) -> Result<RssKey> {
+    if let Some(iface) = nic_spec(s)? {
+        let n = nic(iface).context("--key")?;
+        let key = RssKey::from_bytes(&n.key).map_err(|e| anyhow!("--key {s}: {e}"))?;
+        check_key(&key, ALLOW_WEAK_KEY.load(Ordering::Relaxed))?;
+        return Ok(key);
+    }
     let key = match s {
         "default" | "microsoft" => RssKey::microsoft(),
         "symmetric" => RssKey::symmetric(),
@@ -30,6 +37,57 @@ pub fn parse_key(s: &str) -> Result<RssKey> {
     };
     check_key(&key, ALLOW_WEAK_KEY.load(Ordering::Relaxed))?;
     Ok(key)
+}
+
+/// `nic:IF` -> `Some(IF)` (the one parser of `--key nic:IF`, `--table
+/// nic:IF`); `None` for any other value.
+pub fn nic_spec(s: &str) -> Result<Option<&str>> {
+    match s.strip_prefix("nic:") {
+        None => Ok(None),
+        Some(i) if rsskit_linux::netdev::valid_name(i) => Ok(Some(i)),
+        Some(i) => bail!("'{s}': '{i}' is not an interface name (nic:IF)"),
+    }
+}
+
+/// The device's steering (key, table, queue CPUs), read as `info` reads it.
+/// `RSSKIT_SYSROOT=DIR` reads a tree shaped like /sys and /proc instead (tests).
+pub fn nic(iface: &str) -> Result<rsskit_linux::nicsteer::NicSteering> {
+    let root = match std::env::var_os("RSSKIT_SYSROOT") {
+        Some(d) => rsskit_linux::sysroot::Sysroot::tree(std::path::Path::new(&d)),
+        None => rsskit_linux::sysroot::Sysroot::live(),
+    };
+    rsskit_linux::nicsteer::NicSteering::read(&root, iface).map_err(|e| anyhow!("{e}"))
+}
+
+/// Table entry -> CPU (one value, so clap does not take it for a list).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketCpus(pub Vec<usize>);
+
+impl BucketCpus {
+    /// Entry -> worker index, worker `i` pinned to `cpus[i]`.
+    pub fn workers(&self, cpus: Option<&[usize]>) -> Result<Vec<usize>> {
+        let Some(cpus) = cpus else {
+            bail!("--table nic:IF needs --cpus: the workers must be pinned to the queues' CPUs")
+        };
+        self.0
+            .iter()
+            .enumerate()
+            .map(|(b, &c)| {
+                cpus.iter().position(|&x| x == c).ok_or_else(|| {
+                    anyhow!("table entry {b} goes to CPU {c}, where no worker runs (add it to --cpus)")
+                })
+            })
+            .collect()
+    }
+}
+
+/// `--table nic:IF`: table entry -> CPU, from interface IF's indirection
+/// table and its queues' IRQ CPUs.
+pub fn table_arg(s: &str) -> Result<BucketCpus, String> {
+    match nic_spec(s).map_err(|e| format!("{e:#}"))? {
+        Some(i) => nic(i).map_err(|e| format!("{e:#}"))?.bucket_cpus().map(BucketCpus),
+        None => Err(format!("'{s}' is not nic:IF (the table of interface IF)")),
+    }
 }
 
 /// The one key check of the CLI ([`rsskit_core::keycheck::vet`]): refuses a

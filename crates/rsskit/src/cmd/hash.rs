@@ -21,6 +21,10 @@ pub struct Args {
     proto: Option<Proto>,
     #[command(flatten)]
     table: BucketArgs,
+    /// Where the flow lands on this host: interface IF's key, hashed fields,
+    /// indirection table, the queue's IRQ CPU and RPS CPUs.
+    #[arg(long, value_name = "IF", conflicts_with_all = ["key", "bits", "cpus"])]
+    iface: Option<String>,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -28,6 +32,9 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<()> {
     same_family(a.src.addr, a.dst.addr)?;
+    if let Some(i) = &a.iface {
+        return super::hash_nic::run(i, a.src, a.dst, a.proto, a.json);
+    }
     let (hash_type, tuple) = match (a.src.port, a.dst.port, a.proto) {
         (Some(sp), Some(dp), Some(p)) => {
             let proto = L4Proto::from(p);

@@ -75,6 +75,9 @@ pub struct Args {
     /// Print the summary as one JSON object on stdout.
     #[arg(long)]
     json: bool,
+    /// Write responses/s per worker over time and the latency distribution as an SVG chart.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<std::path::PathBuf>,
 }
 
 fn config(a: &Args) -> Result<LoadConfig> {
@@ -142,6 +145,9 @@ pub fn run(a: Args) -> Result<()> {
         }
         last = resp;
     })?;
+    if let Some(p) = &a.plot {
+        crate::plot::http_load(p, &report)?;
+    }
     if a.json {
         print_json(&serde_json::to_value(&report).context("encoding the report")?)?;
     } else {

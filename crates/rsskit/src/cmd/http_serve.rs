@@ -69,6 +69,10 @@ pub struct Args {
     /// Print the final summary as one JSON object on stdout.
     #[arg(long)]
     json: bool,
+    /// Buckets follow a NIC's table: nic:IF (each entry owned by the worker on
+    /// its queue's IRQ CPU); use with --key nic:IF.
+    #[arg(long, value_name = "nic:IF", value_parser = super::common::table_arg)]
+    table: Option<super::common::BucketCpus>,
 }
 
 fn config(a: &Args) -> Result<ServeConfig> {
@@ -85,6 +89,7 @@ fn config(a: &Args) -> Result<ServeConfig> {
     cfg.backlog = a.backlog;
     cfg.key = a.key.clone();
     cfg.defer_accept = a.defer_accept;
+    cfg.bucket_cpus = a.table.clone().map(|t| t.0);
     cfg.validate()?;
     Ok(cfg)
 }

@@ -165,6 +165,16 @@ pub struct Args {
     /// No status lines.
     #[arg(long)]
     quiet: bool,
+    /// RSS key of the NIC-style hash: default (Microsoft), symmetric, nic:IF, or hex.
+    #[arg(long, default_value = "default", value_parser = super::common::key_arg)]
+    key: rsskit_core::RssKey,
+    /// Buckets follow a NIC's table: nic:IF (each entry owned by the worker
+    /// pinned to its queue's IRQ CPU; needs --cpus); use with --key nic:IF.
+    #[arg(long, value_name = "nic:IF", value_parser = super::common::table_arg)]
+    table: Option<super::common::BucketCpus>,
+    /// Write packets/s handled per worker over time as an SVG chart at the end.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<std::path::PathBuf>,
 }
 
 /// `flows` 64-byte (or `size`) UDP frames with distinct source addresses and ports.
@@ -236,6 +246,12 @@ pub fn run(a: Args) -> Result<()> {
         },
         // File input loses nothing by default: the file waits for the workers.
         backpressure: a.backpressure || (matches!(a.input, InSpec::Pcap(_)) && !a.drop_when_full),
+        key: a.key.clone(),
+        bucket_workers: a
+            .table
+            .as_ref()
+            .map(|t| t.workers(a.cpus.as_ref().map(|c| &c.0[..n])))
+            .transpose()?,
         ..Default::default()
     };
     // Inputs: opened before anything else so bad names fail first.
@@ -317,14 +333,12 @@ pub fn run(a: Args) -> Result<()> {
     let quiet = a.quiet;
     let mut last: Vec<u64> = vec![0; n];
     let mut last_t = Duration::ZERO;
+    let mut series = Vec::new();
     let report = netisr.wait(
         a.duration.map(Duration::from_secs_f64),
         Duration::from_secs(1),
         Some(&interrupted),
         |ws, t| {
-            if quiet {
-                return;
-            }
             let dt = (t - last_t).as_secs_f64().max(1e-9);
             last_t = t;
             let mut line = format!("[{:>4.0}s]", t.as_secs_f64());
@@ -332,6 +346,9 @@ pub fn run(a: Args) -> Result<()> {
             for w in ws {
                 let pps = (w.counters.handled - last[w.worker]) as f64 / dt;
                 last[w.worker] = w.counters.handled;
+                let name =
+                    format!("worker {}{}", w.worker, w.cpu.map_or(String::new(), |c| format!(" (CPU {c})")));
+                crate::plot::Series::push(&mut series, &name, t.as_secs_f64(), pps);
                 total += pps;
                 line.push_str(&format!(
                     " w{}: {:.3} Mpps q {} drops {} |",
@@ -342,9 +359,14 @@ pub fn run(a: Args) -> Result<()> {
                 ));
             }
             line.push_str(&format!(" total {:.3} Mpps", total / 1e6));
-            eprintln!("{line}");
+            if !quiet {
+                eprintln!("{line}");
+            }
         },
     )?;
+    if let Some(p) = &a.plot {
+        crate::plot::lines(p, "pipeline: packets handled per worker", "seconds", "packets/s", &series)?;
+    }
     if let Some(s) = pcap_out {
         s.close()?;
     }

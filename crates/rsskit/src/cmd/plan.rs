@@ -55,6 +55,11 @@ pub struct PlanArgs {
     /// (FLOW: tcp4 udp4 sctp4 tcp6 udp6 sctp6; ip4 ip6 take 2-tuple); repeat for several.
     #[arg(long = "hash-fields", value_name = "FLOW=TUPLE", value_parser = hash_fields_arg)]
     pub hash_fields: Vec<(String, u64)>,
+    /// Bucket rebalancing: measure each RX queue's load for S seconds (default 5)
+    /// and move table entries from the busiest queues to the least busy (the
+    /// current table, not the ringmap's); reports the imbalance before and after.
+    #[arg(long, value_name = "S", num_args = 0..=1, default_missing_value = "5")]
+    pub rebalance: Option<f64>,
     /// Read and write a tree shaped like /sys and /proc under DIR instead (tests).
     #[arg(long, value_name = "DIR", hide = true)]
     pub sysroot: Option<PathBuf>,
@@ -90,6 +95,7 @@ impl PlanArgs {
             || self.rps_flow_cnt.is_some()
             || self.rps_sock_flow_entries.is_some()
             || !self.hash_fields.is_empty()
+            || self.rebalance.is_some()
     }
 }
 
@@ -193,7 +199,10 @@ pub fn make_plan(p: &PlanArgs) -> Result<(Sysroot, Plan)> {
         hash_fields: p.hash_fields.clone(),
     };
     let devs = devices(&root, &p.ifaces)?;
-    let plan = plan::plan(&topo, &devs, &opts).map_err(|e| anyhow!("{e}"))?;
+    let mut plan = plan::plan(&topo, &devs, &opts).map_err(|e| anyhow!("{e}"))?;
+    if let Some(s) = p.rebalance {
+        super::rebalance::rebalance_plan(&root, &devs, &mut plan, s)?;
+    }
     Ok((root, plan))
 }
 

@@ -58,6 +58,13 @@ pub struct Args {
     /// Print one JSON summary on stdout at exit (per-second lines go to stderr).
     #[arg(long)]
     json: bool,
+    /// Buckets follow a NIC's table: nic:IF (IF's indirection table, each
+    /// entry owned by the worker on its queue's IRQ CPU); use with --key nic:IF.
+    #[arg(long, value_name = "nic:IF", value_parser = super::common::table_arg)]
+    table: Option<super::common::BucketCpus>,
+    /// Write datagrams/s received per worker over time as an SVG chart at the end.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<std::path::PathBuf>,
 }
 
 fn parse_bind(s: &str) -> Result<SocketAddr> {
@@ -81,6 +88,7 @@ pub fn run(a: Args) -> Result<()> {
     cfg.hash = a.hash.hash_config();
     cfg.key = a.hash.key.clone();
     cfg.bits = a.hash.bits;
+    cfg.bucket_cpus = a.table.clone().map(|t| t.0);
     cfg.rcvbuf = (a.rcvbuf > 0).then_some(a.rcvbuf);
 
     let stop = stop_on_signals()?;
@@ -89,6 +97,7 @@ pub fn run(a: Args) -> Result<()> {
 
     let deadline = duration.map(|d| Instant::now() + d);
     let mut last = srv.snapshot();
+    let mut series = Vec::new();
     let mut last_t = Instant::now();
     let mut next_tick = last_t + Duration::from_secs(1);
     while !stop.load(Ordering::Relaxed) {
@@ -99,6 +108,11 @@ pub fn run(a: Args) -> Result<()> {
         if now >= next_tick {
             let cur = srv.snapshot();
             let line = rate_line(&srv, &last, &cur, now.duration_since(last_t));
+            let (t, secs) = (srv.elapsed().as_secs_f64(), now.duration_since(last_t).as_secs_f64().max(1e-9));
+            for (w, (x, y)) in last.iter().zip(&cur).enumerate() {
+                let name = format!("worker {w} (CPU {})", srv.workers()[w].cpu);
+                crate::plot::Series::push(&mut series, &name, t, y.delta(x).received as f64 / secs);
+            }
             if a.json {
                 eprintln!("{line}");
             } else {
@@ -114,6 +128,15 @@ pub fn run(a: Args) -> Result<()> {
             nap = nap.min(d.saturating_duration_since(now));
         }
         std::thread::sleep(nap);
+    }
+    if let Some(p) = &a.plot {
+        crate::plot::lines(
+            p,
+            &format!("udp-echo {}: received per worker", srv.local_addr()),
+            "seconds",
+            "datagrams/s",
+            &series,
+        )?;
     }
     let report = srv.stop()?;
     if a.json {

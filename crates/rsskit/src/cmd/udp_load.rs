@@ -79,6 +79,9 @@ pub struct Args {
     /// Print one JSON object (the summary) on stdout.
     #[arg(long)]
     json: bool,
+    /// Write datagrams/s (sent, echoed) over time and the RTT distribution as an SVG chart.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<std::path::PathBuf>,
 }
 
 /// Most `--streams` (each is a socket).
@@ -156,6 +159,9 @@ pub fn run(a: Args) -> Result<()> {
     let cfg = config(&a)?;
     let stop = stop_on_signals()?;
     let report = run_load(&cfg, &stop, !a.json)?;
+    if let Some(p) = &a.plot {
+        crate::plot::udp_load(p, &cfg.target.to_string(), &report)?;
+    }
     if a.json {
         print_json(&serde_json::to_value(&report).context("encoding the report")?)?;
     } else {

@@ -600,6 +600,7 @@ pub fn run(
     // Per-second progress until every worker is done.
     let start = std::time::Instant::now();
     let mut next = Duration::from_secs(1);
+    let mut per_second = Vec::new();
     while !workers.finished() {
         std::thread::sleep(Duration::from_millis(20));
         if start.elapsed() >= next && now_ns() < end {
@@ -607,12 +608,19 @@ pub fn run(
             let r: u64 = lives.iter().map(|l| l.responses.load(Ordering::Relaxed)).sum();
             let f: u64 = lives.iter().map(|l| l.failures.load(Ordering::Relaxed)).sum();
             let o: u64 = lives.iter().map(|l| l.open.load(Ordering::Relaxed)).sum();
-            progress(r, f, o, Duration::from_nanos(now_ns().saturating_sub(t0)));
+            let t = Duration::from_nanos(now_ns().saturating_sub(t0));
+            per_second
+                .push((t.as_secs_f64(), lives.iter().map(|l| l.responses.load(Ordering::Relaxed)).collect()));
+            progress(r, f, o, t);
         }
     }
     let elapsed_ns = now_ns().saturating_sub(t0);
     let workers = workers.join().map_err(|e| LoadError::Worker(format!("{e:#}")))?;
-    Ok(LoadReport::summarize(cfg, RunInfo { cpus, source_addresses, nofile, elapsed_ns }, workers))
+    Ok(LoadReport::summarize(
+        cfg,
+        RunInfo { cpus, source_addresses, nofile, elapsed_ns, per_second },
+        workers,
+    ))
 }
 
 #[cfg(test)]

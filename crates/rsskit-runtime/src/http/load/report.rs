@@ -129,6 +129,10 @@ pub struct LoadReport {
     pub connect_us: LatencySummary,
     pub errors: Errors,
     pub workers: Vec<WorkerReport>,
+    /// Once a second: (seconds since the start, each worker's responses so
+    /// far), for `--plot`.
+    #[serde(skip)]
+    pub per_second: Vec<(f64, Vec<u64>)>,
     /// `RLIMIT_NOFILE` in force.
     pub nofile: u64,
 }
@@ -141,6 +145,8 @@ pub struct RunInfo {
     pub nofile: u64,
     /// From the first scheduled start to the last worker's end.
     pub elapsed_ns: u64,
+    /// Each worker's responses so far, once a second (for `--plot`).
+    pub per_second: Vec<(f64, Vec<u64>)>,
 }
 
 impl LoadReport {
@@ -179,6 +185,7 @@ impl LoadReport {
             connect_us: connect.summary(),
             errors,
             workers,
+            per_second: run.per_second,
             nofile: run.nofile,
         }
     }
@@ -239,7 +246,13 @@ mod tests {
             w.connect.record(50_000);
             w.record(Outcome::Failed(Fail::Timeout));
         }
-        let run = RunInfo { cpus: vec![0, 1], source_addresses: 0, nofile: 4096, elapsed_ns: 2_000_000_000 };
+        let run = RunInfo {
+            cpus: vec![0, 1],
+            source_addresses: 0,
+            nofile: 4096,
+            elapsed_ns: 2_000_000_000,
+            per_second: Vec::new(),
+        };
         let r = LoadReport::summarize(&cfg, run, vec![a, b]);
         assert_eq!((r.sent, r.responses, r.ok, r.connects, r.bytes_in), (400, 400, 398, 4, 40_000));
         assert_eq!(r.errors.timeout, 2);

@@ -1,0 +1,461 @@
+//! The kernel's receive counters, for `rsskit top` and rebalancing: per CPU
+//! NET_RX softirqs (`/proc/softirqs`) and the backlog counters of
+//! `/proc/net/softnet_stat` (processed, dropped, time squeezed, RPS IPIs),
+//! per IRQ counts (`/proc/interrupts`) and an interface's packet and byte
+//! counters (`/sys/class/net/IF/statistics`).
+//!
+//! A [`Sample`] is one read of all of them; [`Rates`] is the difference of
+//! two samples divided by the time between them. Parsers are pure functions
+//! over the file text; readers take a [`Roots`] so tests can use a tree.
+
+use crate::netdev::{self, IfaceIrq, Roots};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Errors reading the counters.
+#[derive(Debug, thiserror::Error)]
+pub enum NetstatError {
+    #[error("reading {path}: {source}")]
+    Read { path: PathBuf, source: io::Error },
+    #[error("{path}: {msg}")]
+    Parse { path: PathBuf, msg: String },
+}
+
+/// One CPU's row of `/proc/net/softnet_stat`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Softnet {
+    /// Packets taken off the backlog / NAPI and handed to the stack.
+    pub processed: u64,
+    /// Dropped: backlog queue full (`netdev_max_backlog`).
+    pub dropped: u64,
+    /// NET_RX ran out of budget or time with work left.
+    pub time_squeeze: u64,
+    /// RPS: times this CPU was woken by an IPI to process its backlog.
+    pub received_rps: u64,
+    /// Dropped by the flow limit.
+    pub flow_limit: u64,
+}
+
+/// Parses `/proc/net/softnet_stat`: one line per online CPU, hex columns
+/// (0 processed, 1 dropped, 2 time_squeeze, 9 received_rps, 10
+/// flow_limit_count; since Linux 5.10 column 12 is the CPU number — older
+/// kernels list online CPUs in order, so the line index is used then).
+pub fn parse_softnet(text: &str) -> Result<Vec<(usize, Softnet)>, String> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let cols: Vec<u64> = line
+            .split_whitespace()
+            .map(|c| u64::from_str_radix(c, 16).map_err(|_| format!("line {}: '{c}' is not hex", i + 1)))
+            .collect::<Result<_, _>>()?;
+        if cols.len() < 3 {
+            return Err(format!("line {}: {} columns, expected at least 3", i + 1, cols.len()));
+        }
+        let col = |n: usize| cols.get(n).copied().unwrap_or(0);
+        let cpu = if cols.len() >= 13 { col(12) as usize } else { i };
+        out.push((
+            cpu,
+            Softnet {
+                processed: col(0),
+                dropped: col(1),
+                time_squeeze: col(2),
+                received_rps: col(9),
+                flow_limit: col(10),
+            },
+        ));
+    }
+    Ok(out)
+}
+
+/// The `NET_RX:` row of `/proc/softirqs`: count per CPU column (indexed by
+/// the header's `CPUn` names).
+pub fn parse_softirqs_net_rx(text: &str) -> Result<Vec<(usize, u64)>, String> {
+    let mut lines = text.lines();
+    let header = lines.next().ok_or("empty file")?;
+    let cpus: Vec<usize> = header
+        .split_whitespace()
+        .map(|t| t.strip_prefix("CPU").and_then(|n| n.parse().ok()).ok_or(format!("header word '{t}'")))
+        .collect::<Result<_, _>>()?;
+    let row = lines.find_map(|l| l.trim_start().strip_prefix("NET_RX:")).ok_or("no NET_RX row")?;
+    let counts: Vec<u64> = row
+        .split_whitespace()
+        .map(|c| c.parse().map_err(|_| format!("NET_RX count '{c}' is not a number")))
+        .collect::<Result<_, _>>()?;
+    Ok(cpus.into_iter().zip(counts).collect())
+}
+
+/// An interface's totals from `/sys/class/net/IF/statistics`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct IfaceCounters {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub rx_dropped: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+}
+
+/// One IRQ of an interface and its count per CPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QueueIrq {
+    pub irq: u32,
+    pub name: String,
+    pub queue: Option<usize>,
+    pub total: u64,
+}
+
+/// One read of every counter.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    pub at: Instant,
+    /// Indexed by CPU number (CPUs absent from the files hold zeros).
+    pub softnet: Vec<Softnet>,
+    /// The CPUs `/proc/net/softnet_stat` lists (the online ones).
+    pub present: Vec<usize>,
+    pub net_rx: Vec<u64>,
+    /// The interface's counters and IRQs, when one was asked for.
+    pub iface: Option<IfaceCounters>,
+    pub irqs: Vec<QueueIrq>,
+    /// RX queue -> (packets, bytes), where the driver's statistics name
+    /// them ([`rx_queue_stats`]); empty otherwise.
+    pub queues: BTreeMap<usize, (u64, u64)>,
+}
+
+/// The RX queue and field of a driver statistic named as drivers name
+/// per-queue counters: `rx_queue_N_packets`/`_bytes` (Intel, virtio),
+/// `rxN_packets`/`_bytes` (mlx5), `rx-N.packets`/`.bytes`.
+fn rx_queue_field(name: &str) -> Option<(usize, bool)> {
+    let (rest, packets) = if let Some(r) = name.strip_suffix("packets") {
+        (r, true)
+    } else {
+        (name.strip_suffix("bytes")?, false)
+    };
+    let num = rest
+        .strip_prefix("rx_queue_")
+        .and_then(|r| r.strip_suffix('_'))
+        .or_else(|| rest.strip_prefix("rx-").and_then(|r| r.strip_suffix('.')))
+        .or_else(|| rest.strip_prefix("rx").and_then(|r| r.strip_suffix('_')))?;
+    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((num.parse().ok()?, packets))
+}
+
+/// Per RX queue (packets, bytes) from driver statistics (`ethtool -S`).
+pub fn rx_queue_stats(stats: &[(String, u64)]) -> BTreeMap<usize, (u64, u64)> {
+    let mut out: BTreeMap<usize, (u64, u64)> = BTreeMap::new();
+    for (name, v) in stats {
+        if let Some((q, packets)) = rx_queue_field(name) {
+            let e = out.entry(q).or_default();
+            if packets {
+                e.0 = *v;
+            } else {
+                e.1 = *v;
+            }
+        }
+    }
+    out
+}
+
+fn read(path: PathBuf) -> Result<String, NetstatError> {
+    fs::read_to_string(&path).map_err(|source| NetstatError::Read { path, source })
+}
+
+fn read_u64(path: PathBuf) -> Result<u64, NetstatError> {
+    let t = read(path.clone())?;
+    t.trim().parse().map_err(|_| NetstatError::Parse { path, msg: format!("'{}' is not a number", t.trim()) })
+}
+
+fn dense<T: Copy + Default>(pairs: impl IntoIterator<Item = (usize, T)>) -> Vec<T> {
+    let mut v = Vec::new();
+    for (cpu, x) in pairs {
+        if v.len() <= cpu {
+            v.resize(cpu + 1, T::default());
+        }
+        v[cpu] = x;
+    }
+    v
+}
+
+/// Reads the interface's statistics.
+pub fn iface_counters(roots: &Roots, iface: &str) -> Result<IfaceCounters, NetstatError> {
+    let p = |f: &str| roots.sys.join(format!("class/net/{iface}/statistics/{f}"));
+    Ok(IfaceCounters {
+        rx_packets: read_u64(p("rx_packets"))?,
+        rx_bytes: read_u64(p("rx_bytes"))?,
+        rx_dropped: read_u64(p("rx_dropped"))?,
+        tx_packets: read_u64(p("tx_packets"))?,
+        tx_bytes: read_u64(p("tx_bytes"))?,
+    })
+}
+
+/// Reads every counter once; `iface` adds the interface's statistics and
+/// the counts of its IRQs (`irqs` as [`netdev::iface_irqs`] found them).
+pub fn sample(roots: &Roots, iface: Option<(&str, &[IfaceIrq])>) -> Result<Sample, NetstatError> {
+    let at = Instant::now();
+    let sn_path = roots.proc.join("net/softnet_stat");
+    let softnet =
+        parse_softnet(&read(sn_path.clone())?).map_err(|msg| NetstatError::Parse { path: sn_path, msg })?;
+    let si_path = roots.proc.join("softirqs");
+    let net_rx = parse_softirqs_net_rx(&read(si_path.clone())?)
+        .map_err(|msg| NetstatError::Parse { path: si_path, msg })?;
+    let (counters, irqs) = match iface {
+        None => (None, Vec::new()),
+        Some((name, want)) => {
+            let lines = netdev::interrupts(roots);
+            let irqs = want
+                .iter()
+                .map(|i| QueueIrq {
+                    irq: i.irq,
+                    name: i.name.clone(),
+                    queue: i.queue,
+                    total: lines.iter().find(|l| l.irq == i.irq).map_or(0, |l| l.counts.iter().sum()),
+                })
+                .collect();
+            (Some(iface_counters(roots, name)?), irqs)
+        }
+    };
+    let present = softnet.iter().map(|(c, _)| *c).collect();
+    Ok(Sample {
+        at,
+        softnet: dense(softnet),
+        present,
+        net_rx: dense(net_rx),
+        iface: counters,
+        irqs,
+        queues: BTreeMap::new(),
+    })
+}
+
+/// Per-second rates of one CPU between two samples.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct CpuRates {
+    pub cpu: usize,
+    pub net_rx_softirqs: f64,
+    pub processed: f64,
+    pub dropped: f64,
+    pub time_squeeze: f64,
+    pub rps_ipis: f64,
+}
+
+/// Per-second rates of one IRQ.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IrqRate {
+    pub irq: u32,
+    pub name: String,
+    pub queue: Option<usize>,
+    pub per_sec: f64,
+}
+
+/// Per-second rates of one RX queue (driver statistics).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct QueueRate {
+    pub queue: usize,
+    pub packets: f64,
+    pub bytes: f64,
+}
+
+/// Per-second rates of the interface.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct IfaceRates {
+    pub rx_packets: f64,
+    pub rx_bytes: f64,
+    pub rx_dropped: f64,
+    pub tx_packets: f64,
+    pub tx_bytes: f64,
+}
+
+/// Rates between two samples.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Rates {
+    /// Seconds between the samples.
+    pub seconds: f64,
+    pub cpus: Vec<CpuRates>,
+    /// Max over mean of the CPUs' processed packets/s (1 = even; 0 = no packets).
+    pub imbalance: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iface: Option<IfaceRates>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub irqs: Vec<IrqRate>,
+    /// Per RX queue packets and bytes/s, where the driver counts them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub queues: Vec<QueueRate>,
+}
+
+/// Max over mean of `loads`; 0 when all are zero (no load, nothing to say).
+pub fn imbalance(loads: &[f64]) -> f64 {
+    if loads.is_empty() {
+        return 0.0;
+    }
+    let mean = loads.iter().sum::<f64>() / loads.len() as f64;
+    if mean <= 0.0 {
+        return 0.0;
+    }
+    loads.iter().copied().fold(0.0, f64::max) / mean
+}
+
+/// `later - earlier` per second. `cpus` limits the CPUs reported (the CPUs
+/// `softnet_stat` lists when empty). Counters that went backwards count as zero.
+pub fn rates(earlier: &Sample, later: &Sample, cpus: &[usize]) -> Rates {
+    let secs = later.at.saturating_duration_since(earlier.at).as_secs_f64().max(1e-9);
+    let per = |a: u64, b: u64| b.saturating_sub(a) as f64 / secs;
+    let list = if cpus.is_empty() { &later.present } else { cpus };
+    let get = |v: &[Softnet], c: usize| v.get(c).copied().unwrap_or_default();
+    let geti = |v: &[u64], c: usize| v.get(c).copied().unwrap_or(0);
+    let cpus: Vec<CpuRates> = list
+        .iter()
+        .map(|&c| {
+            let (a, b) = (get(&earlier.softnet, c), get(&later.softnet, c));
+            CpuRates {
+                cpu: c,
+                net_rx_softirqs: per(geti(&earlier.net_rx, c), geti(&later.net_rx, c)),
+                processed: per(a.processed, b.processed),
+                dropped: per(a.dropped, b.dropped),
+                time_squeeze: per(a.time_squeeze, b.time_squeeze),
+                rps_ipis: per(a.received_rps, b.received_rps),
+            }
+        })
+        .collect();
+    let loads: Vec<f64> = cpus.iter().map(|c| c.processed).collect();
+    let iface = match (earlier.iface, later.iface) {
+        (Some(a), Some(b)) => Some(IfaceRates {
+            rx_packets: per(a.rx_packets, b.rx_packets),
+            rx_bytes: per(a.rx_bytes, b.rx_bytes),
+            rx_dropped: per(a.rx_dropped, b.rx_dropped),
+            tx_packets: per(a.tx_packets, b.tx_packets),
+            tx_bytes: per(a.tx_bytes, b.tx_bytes),
+        }),
+        _ => None,
+    };
+    let irqs = later
+        .irqs
+        .iter()
+        .map(|q| {
+            let before = earlier.irqs.iter().find(|e| e.irq == q.irq).map_or(q.total, |e| e.total);
+            IrqRate { irq: q.irq, name: q.name.clone(), queue: q.queue, per_sec: per(before, q.total) }
+        })
+        .collect();
+    let queues = later
+        .queues
+        .iter()
+        .map(|(&q, &(p, b))| {
+            let (p0, b0) = earlier.queues.get(&q).copied().unwrap_or((p, b));
+            QueueRate { queue: q, packets: per(p0, p), bytes: per(b0, b) }
+        })
+        .collect();
+    Rates { seconds: secs, imbalance: imbalance(&loads), cpus, iface, irqs, queues }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    const SOFTNET_NEW: &str = "\
+0000a000 00000001 00000002 00000000 00000000 00000000 00000000 00000000 00000000 00000005 00000000 00000000 00000000
+0000b000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000006 00000000 00000000 00000002
+";
+
+    #[test]
+    fn softnet_columns_and_cpu_numbers() {
+        let v = parse_softnet(SOFTNET_NEW).unwrap();
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[0].0, 0);
+        assert_eq!(
+            v[0].1,
+            Softnet { processed: 0xa000, dropped: 1, time_squeeze: 2, received_rps: 5, flow_limit: 0 }
+        );
+        // Column 12 names CPU 2 (CPU 1 offline).
+        assert_eq!(v[1].0, 2);
+        assert_eq!(v[1].1.processed, 0xb000);
+        // Old kernels: 11 columns, line index = CPU.
+        let old = "00000010 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000\n\
+                   00000020 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000\n";
+        let v = parse_softnet(old).unwrap();
+        assert_eq!((v[1].0, v[1].1.processed), (1, 0x20));
+        assert!(parse_softnet("zz 0 0").unwrap_err().contains("'zz' is not hex"));
+    }
+
+    #[test]
+    fn softirqs_net_rx_row() {
+        let t = "                    CPU0       CPU1\n          HI:          1          0\n      NET_RX:        100        250\n";
+        assert_eq!(parse_softirqs_net_rx(t).unwrap(), vec![(0, 100), (1, 250)]);
+        assert!(parse_softirqs_net_rx("    CPU0\n HI: 1\n").unwrap_err().contains("NET_RX"));
+    }
+
+    #[test]
+    fn per_queue_driver_stats() {
+        let s: Vec<(String, u64)> = [
+            ("rx_queue_0_packets", 10),
+            ("rx_queue_0_bytes", 1000),
+            ("rx_queue_12_packets", 7),
+            ("rx3_packets", 5),
+            ("rx3_bytes", 500),
+            ("rx-4.packets", 4),
+            ("rx_queue_0_xdp_packets", 99),
+            ("rx_packets", 1),
+            ("tx_queue_0_packets", 2),
+            ("rx_queue_x_packets", 3),
+        ]
+        .iter()
+        .map(|(n, v)| (n.to_string(), *v))
+        .collect();
+        let q = rx_queue_stats(&s);
+        assert_eq!(
+            q.into_iter().collect::<Vec<_>>(),
+            vec![(0, (10, 1000)), (3, (5, 500)), (4, (4, 0)), (12, (7, 0))]
+        );
+    }
+
+    #[test]
+    fn imbalance_is_max_over_mean() {
+        assert_eq!(imbalance(&[10.0, 10.0]), 1.0);
+        assert_eq!(imbalance(&[30.0, 10.0, 20.0]), 1.5);
+        assert_eq!(imbalance(&[0.0, 0.0]), 0.0);
+        assert_eq!(imbalance(&[]), 0.0);
+    }
+
+    #[test]
+    fn rates_between_samples() {
+        let t0 = Instant::now();
+        let s = |at, p0, p1, nr| Sample {
+            at,
+            softnet: vec![
+                Softnet { processed: p0, ..Softnet::default() },
+                Softnet { processed: p1, received_rps: p1 / 10, ..Softnet::default() },
+            ],
+            present: vec![0, 1],
+            net_rx: vec![nr, nr],
+            iface: Some(IfaceCounters { rx_packets: p0 + p1, ..IfaceCounters::default() }),
+            irqs: vec![QueueIrq { irq: 40, name: "eth0-TxRx-0".into(), queue: Some(0), total: nr }],
+            queues: BTreeMap::from([(0, (p0, p0 * 100))]),
+        };
+        let a = s(t0, 1000, 1000, 5);
+        let b = s(t0 + Duration::from_secs(2), 3000, 1000 + 6000, 25);
+        let r = rates(&a, &b, &[]);
+        assert_eq!(r.seconds, 2.0);
+        assert_eq!(r.cpus.len(), 2);
+        assert_eq!(r.cpus[0].processed, 1000.0);
+        assert_eq!(r.cpus[1].processed, 3000.0);
+        assert_eq!(r.cpus[1].rps_ipis, 300.0);
+        assert_eq!(r.cpus[0].net_rx_softirqs, 10.0);
+        assert_eq!(r.imbalance, 1.5);
+        assert_eq!(r.iface.unwrap().rx_packets, 4000.0);
+        assert_eq!(r.irqs[0].per_sec, 10.0);
+        assert_eq!((r.queues[0].packets, r.queues[0].bytes), (1000.0, 100000.0));
+        // By default only the CPUs softnet_stat lists (CPU 0 offline here).
+        let mut c = b.clone();
+        c.present = vec![1];
+        let r = rates(&a, &c, &[]);
+        assert_eq!((r.cpus.len(), r.cpus[0].cpu), (1, 1));
+        // Only the CPUs asked for; a counter that went backwards is zero.
+        let r = rates(&b, &a, &[1]);
+        assert_eq!(r.cpus.len(), 1);
+        assert_eq!(r.cpus[0].processed, 0.0);
+    }
+}

@@ -1,0 +1,191 @@
+//! Where a flow lands on this host, as the NIC steers it: the device's RSS
+//! key and indirection table (read as `info` reads them), the fields it
+//! hashes per flow type, and for each RX queue the CPU its IRQ runs on and
+//! the queue's RPS CPUs. Used by `rsskit hash --iface IF` and by
+//! `--key nic:IF` / `--table nic:IF`.
+
+use crate::ethtool::FlowHash;
+use crate::netdev;
+use crate::sysroot::{Sysroot, SysrootError};
+use serde::Serialize;
+
+/// Errors reading the device's steering.
+#[derive(Debug, thiserror::Error)]
+pub enum NicError {
+    #[error(transparent)]
+    Sysroot(#[from] SysrootError),
+    #[error("{iface}: the driver{driver} reports no RSS {what} ({reason})")]
+    NoRss { iface: String, driver: String, what: &'static str, reason: String },
+}
+
+/// One RX queue's CPUs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QueueCpus {
+    pub queue: usize,
+    pub irq: Option<u32>,
+    /// Where the queue's IRQ runs: `effective_affinity_list`, else `smp_affinity_list`.
+    pub irq_cpus: Vec<usize>,
+    /// `rps_cpus` (empty: RPS off).
+    pub rps_cpus: Vec<usize>,
+}
+
+/// The NIC's steering state.
+#[derive(Debug, Clone, Serialize)]
+pub struct NicSteering {
+    pub iface: String,
+    pub driver: Option<String>,
+    pub key: Vec<u8>,
+    pub table: Vec<u32>,
+    /// Hash function(s) the driver reports in use (`toeplitz`, `xor`...).
+    pub hfunc: Vec<String>,
+    /// Hashed fields per flow type; `None` when the driver does not report them.
+    pub hash_fields: Option<Vec<FlowHash>>,
+    pub queues: Vec<QueueCpus>,
+}
+
+/// Where one hash lands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Landing {
+    /// Indirection table index: hash modulo the table size (the low bits
+    /// for the power-of-two tables NICs use).
+    pub index: usize,
+    pub queue: u32,
+    pub irq: Option<u32>,
+    /// The CPU the queue's IRQ (and so its NAPI poll) runs on, if known.
+    pub irq_cpu: Option<usize>,
+    /// With RPS on the queue: the CPU RPS hands the packet to
+    /// (`rps_cpus[(hash * len) >> 32]`, the kernel's `reciprocal_scale`;
+    /// without RFS overriding it).
+    pub rps_cpu: Option<usize>,
+    /// The CPU the stack processes the packet on: the RPS CPU, else the IRQ's.
+    pub cpu: Option<usize>,
+}
+
+impl NicSteering {
+    /// Reads `iface`'s key, table, hash fields and queue CPUs. An error
+    /// when the driver reports no table or key (veth, lo, virtio without RSS).
+    pub fn read(root: &Sysroot, iface: &str) -> Result<NicSteering, NicError> {
+        let d = root.device(iface)?;
+        let no = |what, reason: &str| NicError::NoRss {
+            iface: iface.to_string(),
+            driver: d.driver.as_ref().map_or(String::new(), |n| format!(" {n}")),
+            what,
+            reason: reason.to_string(),
+        };
+        let rss = match d.rss.ok() {
+            Some(r) => r.clone(),
+            None => return Err(no("key or table", d.rss.reason().unwrap_or("not reported"))),
+        };
+        if rss.indir.is_empty() {
+            return Err(no("indirection table", "empty table"));
+        }
+        if rss.key.is_empty() {
+            return Err(no("key", "empty key"));
+        }
+        let queues =
+            d.rx.iter()
+                .map(|q| {
+                    let irq = netdev::rx_irq(&d.irqs, q.queue);
+                    let irq_cpus = irq
+                        .and_then(|i| {
+                            i.effective_cpus.clone().filter(|c| !c.is_empty()).or_else(|| i.cpus.clone())
+                        })
+                        .unwrap_or_default();
+                    QueueCpus {
+                        queue: q.queue,
+                        irq: irq.map(|i| i.irq),
+                        irq_cpus,
+                        rps_cpus: q.rps_cpus.clone().unwrap_or_default(),
+                    }
+                })
+                .collect();
+        Ok(NicSteering {
+            iface: iface.to_string(),
+            driver: d.driver.clone(),
+            key: rss.key,
+            table: rss.indir,
+            hfunc: rss.hfunc,
+            hash_fields: d.hash.ok().cloned(),
+            queues,
+        })
+    }
+
+    /// The hashed fields of a flow type (`tcp4`, `udp6`...): `4-tuple`,
+    /// `2-tuple`, ..., or `None` when not reported.
+    pub fn tuple(&self, flow: &str) -> Option<&'static str> {
+        self.hash_fields.as_ref()?.iter().find(|f| f.flow == flow).map(|f| f.tuple())
+    }
+
+    /// Table entry -> the CPU its queue's IRQ runs on (`--table nic:IF`).
+    /// An error when a queue's CPU is unknown, or RPS is on for a queue (the
+    /// CPU then depends on more of the hash than the table entry).
+    pub fn bucket_cpus(&self) -> Result<Vec<usize>, String> {
+        self.table
+            .iter()
+            .map(|&q| {
+                let Some(qc) = self.queues.iter().find(|x| x.queue == q as usize) else {
+                    return Err(format!("{}: the table names queue {q}, which has no rx-{q}", self.iface));
+                };
+                if !qc.rps_cpus.is_empty() {
+                    return Err(format!(
+                        "{}: RPS is on for rx-{q}: its CPU depends on more of the hash than the table entry \
+                         (turn RPS off for the queue)",
+                        self.iface
+                    ));
+                }
+                qc.irq_cpus.first().copied().ok_or_else(|| {
+                    format!("{}: the CPU of rx-{q} is unknown (no IRQ named for it)", self.iface)
+                })
+            })
+            .collect()
+    }
+
+    /// Where `hash` lands.
+    pub fn land(&self, hash: u32) -> Landing {
+        let index = hash as usize % self.table.len();
+        let queue = self.table[index];
+        let q = self.queues.iter().find(|q| q.queue == queue as usize);
+        let irq_cpu = q.and_then(|q| q.irq_cpus.first().copied());
+        let rps_cpu = q.filter(|q| !q.rps_cpus.is_empty()).map(|q| {
+            let i = ((u64::from(hash) * q.rps_cpus.len() as u64) >> 32) as usize;
+            q.rps_cpus[i]
+        });
+        Landing { index, queue, irq: q.and_then(|q| q.irq), irq_cpu, rps_cpu, cpu: rps_cpu.or(irq_cpu) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nic(rps: Vec<usize>) -> NicSteering {
+        NicSteering {
+            iface: "eth0".into(),
+            driver: None,
+            key: vec![0; 40],
+            table: (0..8).map(|i| i % 2).collect(),
+            hfunc: vec![],
+            hash_fields: None,
+            queues: vec![
+                QueueCpus { queue: 0, irq: Some(40), irq_cpus: vec![2], rps_cpus: vec![] },
+                QueueCpus { queue: 1, irq: Some(41), irq_cpus: vec![5, 6], rps_cpus: rps },
+            ],
+        }
+    }
+
+    #[test]
+    fn hash_to_queue_to_cpu() {
+        let n = nic(vec![]);
+        let l = n.land(0x10);
+        assert_eq!((l.index, l.queue, l.irq, l.cpu), (0, 0, Some(40), Some(2)));
+        let l = n.land(0xffff_fff7);
+        assert_eq!((l.index, l.queue, l.irq_cpu, l.rps_cpu, l.cpu), (7, 1, Some(5), None, Some(5)));
+        // RPS on queue 1 over CPUs 0,1,3,4: the top bits of the hash pick one.
+        let n = nic(vec![0, 1, 3, 4]);
+        assert_eq!(n.land(0xffff_fff7).rps_cpu, Some(4));
+        assert_eq!(n.land(0x4000_0001).cpu, Some(1));
+        assert_eq!(n.land(0x10).rps_cpu, None, "queue 0 has no RPS");
+        assert!(n.bucket_cpus().unwrap_err().contains("RPS is on for rx-1"));
+        assert_eq!(nic(vec![]).bucket_cpus().unwrap(), vec![2, 5, 2, 5, 2, 5, 2, 5]);
+    }
+}

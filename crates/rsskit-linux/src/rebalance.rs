@@ -1,0 +1,167 @@
+//! FreeBSD's planned "bucket rebalancing" for a NIC: measure each RX
+//! queue's load over an interval (`top`'s counters) and move indirection
+//! table entries from the busiest queues to the least busy ones.
+//!
+//! The load of a queue is the packets processed per second on its IRQ's CPU
+//! (`/proc/net/softnet_stat`) when every queue's IRQ has a CPU of its own,
+//! else its interrupts per second (`/proc/interrupts`). A queue's load is
+//! taken as spread evenly over its table entries; a moved entry carries its
+//! share.
+
+use crate::netdev::{self, IrqLine, Roots};
+use crate::netstat::{self, NetstatError, Softnet};
+use crate::sysroot::DeviceState;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// One read of the counters rebalancing needs.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    at: Instant,
+    irqs: Vec<IrqLine>,
+    softnet: Vec<(usize, Softnet)>,
+}
+
+impl Snapshot {
+    pub fn take(roots: &Roots) -> Result<Snapshot, NetstatError> {
+        let at = Instant::now();
+        let path: PathBuf = roots.proc.join("net/softnet_stat");
+        let text = std::fs::read_to_string(&path)
+            .map_err(|source| NetstatError::Read { path: path.clone(), source })?;
+        let softnet = netstat::parse_softnet(&text).map_err(|msg| NetstatError::Parse { path, msg })?;
+        Ok(Snapshot { at, irqs: netdev::interrupts(roots), softnet })
+    }
+}
+
+/// Per-queue load of one device between two snapshots.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct QueueLoads {
+    /// `packets/s` (softnet processed on each queue's own CPU) or `irqs/s`.
+    pub measure: &'static str,
+    /// Indexed by RX queue.
+    pub load: Vec<f64>,
+}
+
+/// The load of each of `dev`'s RX queues between `a` and `b`.
+pub fn queue_loads(dev: &DeviceState, a: &Snapshot, b: &Snapshot) -> QueueLoads {
+    let secs = b.at.saturating_duration_since(a.at).as_secs_f64().max(1e-9);
+    let n = dev.rx.len();
+    let irqs: Vec<Option<&netdev::IfaceIrq>> = (0..n).map(|q| netdev::rx_irq(&dev.irqs, q)).collect();
+    let cpu_of = |q: usize| {
+        irqs[q].and_then(|i| i.effective_cpus.clone().filter(|c| c.len() == 1).or_else(|| i.cpus.clone()))
+    };
+    let cpus: Vec<Option<usize>> = (0..n).map(|q| cpu_of(q).filter(|c| c.len() == 1).map(|c| c[0])).collect();
+    let mut distinct: Vec<usize> = cpus.iter().flatten().copied().collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if n > 0 && cpus.iter().all(Option::is_some) && distinct.len() == n {
+        let processed = |s: &Snapshot, cpu: usize| {
+            s.softnet.iter().find(|(c, _)| *c == cpu).map_or(0, |(_, x)| x.processed)
+        };
+        let load = cpus
+            .iter()
+            .map(|c| {
+                let c = c.expect("checked");
+                processed(b, c).saturating_sub(processed(a, c)) as f64 / secs
+            })
+            .collect();
+        return QueueLoads { measure: "packets/s", load };
+    }
+    let count = |s: &Snapshot, irq: u32| {
+        s.irqs.iter().find(|l| l.irq == irq).map_or(0, |l| l.counts.iter().sum::<u64>())
+    };
+    let load = irqs
+        .iter()
+        .map(|i| i.map_or(0.0, |i| count(b, i.irq).saturating_sub(count(a, i.irq)) as f64 / secs))
+        .collect();
+    QueueLoads { measure: "irqs/s", load }
+}
+
+/// The outcome of [`rebalance`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Rebalanced {
+    pub table: Vec<u32>,
+    /// Entries moved to another queue.
+    pub moved: usize,
+    /// Max over mean of the queues' loads, before and after (estimated).
+    pub before: f64,
+    pub after: f64,
+    pub loads_after: Vec<f64>,
+}
+
+/// Moves entries of `table` from the busiest queue to the least busy one
+/// while that lowers the busiest queue's load and the imbalance (max/mean)
+/// is above `target`. No load, or a balanced one: the table unchanged.
+pub fn rebalance(table: &[u32], queue_load: &[f64], target: f64) -> Rebalanced {
+    let nq = queue_load.len();
+    let mut t = table.to_vec();
+    let count = |q: usize, t: &[u32]| t.iter().filter(|&&x| x as usize == q).count();
+    // Each entry's share of its queue's load.
+    let share: Vec<f64> = t
+        .iter()
+        .map(|&q| {
+            let q = q as usize;
+            if q < nq {
+                queue_load[q] / count(q, table) as f64
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let mut load = queue_load.to_vec();
+    let before = netstat::imbalance(&load);
+    for _ in 0..t.len() * 4 {
+        if netstat::imbalance(&load) <= target {
+            break;
+        }
+        let max = (0..nq).max_by(|&a, &b| load[a].total_cmp(&load[b])).expect("queues");
+        let min = (0..nq).min_by(|&a, &b| load[a].total_cmp(&load[b])).expect("queues");
+        // The busiest queue's entry whose move helps most: the largest share
+        // that still leaves the receiver below the giver's old load.
+        let best = (0..t.len())
+            .filter(|&i| t[i] as usize == max && share[i] > 0.0 && load[min] + share[i] < load[max])
+            .max_by(|&a, &b| share[a].total_cmp(&share[b]));
+        let Some(i) = best else { break };
+        load[max] -= share[i];
+        load[min] += share[i];
+        // A moved entry keeps its share (it may move on later).
+        t[i] = min as u32;
+    }
+    let moved_n = t.iter().zip(table).filter(|(a, b)| a != b).count();
+    Rebalanced { before, after: netstat::imbalance(&load), table: t, moved: moved_n, loads_after: load }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busiest_entries_move_to_the_idle_queue() {
+        let table: Vec<u32> = (0..8).map(|i| i % 2).collect();
+        // Queue 0 carries 900/s over 4 entries, queue 1 100/s.
+        let r = rebalance(&table, &[900.0, 100.0], 1.1);
+        assert!((r.before - 1.8).abs() < 1e-9);
+        assert!(r.after < r.before, "{r:?}");
+        assert!(r.moved >= 1 && r.moved <= 2, "{r:?}");
+        // 2 entries of 225 moved: 450 / 550.
+        assert!(r.after <= 1.1 + 1e-9, "{r:?}");
+        assert_eq!(r.table.iter().filter(|&&q| q == 1).count(), 4 + r.moved);
+    }
+
+    #[test]
+    fn no_traffic_or_balanced_means_no_change() {
+        let table: Vec<u32> = (0..8).map(|i| i % 4).collect();
+        let r = rebalance(&table, &[0.0; 4], 1.1);
+        assert_eq!((r.moved, r.table.clone(), r.before), (0, table.clone(), 0.0));
+        let r = rebalance(&table, &[100.0, 104.0, 98.0, 101.0], 1.1);
+        assert_eq!((r.moved, r.table), (0, table));
+    }
+
+    #[test]
+    fn one_elephant_entry_is_not_bounced() {
+        // A single entry carries everything: moving it just moves the peak.
+        let r = rebalance(&[0, 1], &[1000.0, 0.0], 1.1);
+        assert_eq!(r.moved, 0, "{r:?}");
+    }
+}

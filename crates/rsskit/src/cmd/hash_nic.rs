@@ -1,0 +1,87 @@
+//! `rsskit hash --iface IF`: which queue and CPU a flow lands on, on this
+//! host: the device's key, the fields it hashes for the flow type, its
+//! indirection table, the queue's IRQ CPU and RPS CPUs.
+
+use super::common::{nic, print_json, Endpoint, Proto};
+use anyhow::{anyhow, bail, Result};
+use rsskit_core::{FlowTuple, HashType, L4Proto, Toeplitz};
+use serde_json::json;
+
+pub fn run(iface: &str, src: Endpoint, dst: Endpoint, proto: Option<Proto>, as_json: bool) -> Result<()> {
+    let n = nic(iface)?;
+    if !n.hfunc.is_empty() && !n.hfunc.iter().any(|h| h == "toeplitz") {
+        bail!("{iface} hashes with {} (not Toeplitz): rsskit cannot compute its hash", n.hfunc.join(","));
+    }
+    let v6 = src.addr.is_ipv6();
+    let mut note = None;
+    let (hash_type, tuple) = match (src.port, dst.port, proto) {
+        (Some(sp), Some(dp), Some(p)) => {
+            let flow = match (p, v6) {
+                (Proto::Tcp, false) => "tcp4",
+                (Proto::Udp, false) => "udp4",
+                (Proto::Tcp, true) => "tcp6",
+                (Proto::Udp, true) => "udp6",
+            };
+            let four = match (p, v6) {
+                (Proto::Tcp, false) => HashType::TcpIpv4,
+                (Proto::Udp, false) => HashType::UdpIpv4,
+                (Proto::Tcp, true) => HashType::TcpIpv6,
+                (Proto::Udp, true) => HashType::UdpIpv6,
+            };
+            let two = if v6 { HashType::Ipv6 } else { HashType::Ipv4 };
+            let ht = match n.tuple(flow) {
+                Some("4-tuple") => four,
+                Some("2-tuple") => two,
+                Some(other) => bail!(
+                    "{iface} hashes {flow} on fields rsskit does not model ({other}): see `rsskit info --iface {iface}`"
+                ),
+                None => {
+                    note = Some(format!("{iface} does not report the fields it hashes for {flow}: assumed 4-tuple"));
+                    four
+                }
+            };
+            (ht, FlowTuple::new(src.addr, sp, dst.addr, dp, L4Proto::from(p)))
+        }
+        (None, None, _) => (
+            if v6 { HashType::Ipv6 } else { HashType::Ipv4 },
+            FlowTuple::new(src.addr, 0, dst.addr, 0, L4Proto::Other(0)),
+        ),
+        (Some(_), Some(_), None) => bail!("ports given without --proto: say --proto tcp or --proto udp"),
+        _ => bail!("give a port on both --src and --dst, or on neither"),
+    };
+    let input = tuple.input(hash_type).map_err(|e| anyhow!("{e}"))?;
+    let key = rsskit_core::RssKey::from_bytes(&n.key).map_err(|e| anyhow!("{iface}'s key: {e}"))?;
+    let hash = Toeplitz::new(&key).hash(input.as_bytes());
+    let l = n.land(hash);
+    let key_hex: String = n.key.iter().map(|b| format!("{b:02x}")).collect();
+    let opt = |v: Option<usize>| v.map_or("unknown".to_string(), |c| c.to_string());
+    if as_json {
+        return print_json(&json!({
+            "iface": iface,
+            "driver": n.driver,
+            "hash": hash,
+            "hash_hex": format!("0x{hash:08x}"),
+            "hash_type": hash_type.name(),
+            "table_index": l.index,
+            "table_size": n.table.len(),
+            "queue": l.queue,
+            "irq": l.irq,
+            "irq_cpu": l.irq_cpu,
+            "rps_cpu": l.rps_cpu,
+            "cpu": l.cpu,
+            "key": key_hex,
+            "note": note,
+        }));
+    }
+    println!("hash    0x{hash:08x} ({hash_type}, {iface}'s key)");
+    println!("entry   {} of {} -> queue {}", l.index, n.table.len(), l.queue);
+    println!("irq     {} on CPU {}", l.irq.map_or("none".to_string(), |i| i.to_string()), opt(l.irq_cpu));
+    if let Some(c) = l.rps_cpu {
+        println!("rps     CPU {c} (the queue's rps_cpus; RFS may move it to the socket's CPU)");
+    }
+    println!("cpu     {}", opt(l.cpu));
+    if let Some(n) = note {
+        println!("note    {n}");
+    }
+    Ok(())
+}

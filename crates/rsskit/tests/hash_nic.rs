@@ -1,0 +1,271 @@
+//! `rsskit hash --iface IF` and `--key nic:IF` on the fixture tree
+//! (tests/fixtures/host6cpu, copied and edited per test; read through
+//! `RSSKIT_SYSROOT`). Expected hashes are the Microsoft RSS verification
+//! vectors (the fixture's key is Microsoft's), not rsskit's own output.
+
+use serde_json::Value;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/host6cpu");
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for e in fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dst);
+        } else {
+            fs::copy(e.path(), &dst).unwrap();
+        }
+    }
+}
+
+/// A temp copy of the fixture with a table of queues `i % 4`, the queue
+/// IRQs 40..43 on CPUs 5, 4, 2, 1 and RPS on rx-1 over CPUs 0-1.
+struct Tree(PathBuf);
+
+impl Tree {
+    fn new(tag: &str) -> Tree {
+        let d = std::env::temp_dir().join(format!("rsskit-hashnic-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        copy_dir(Path::new(FIXTURE), &d);
+        let eth = d.join("ethtool/eth0.json");
+        let mut j: Value = serde_json::from_str(&fs::read_to_string(&eth).unwrap()).unwrap();
+        j["rss"]["table"] = (0..128).map(|i| i % 4).collect::<Vec<u32>>().into();
+        fs::write(&eth, j.to_string()).unwrap();
+        for (irq, cpu) in [(40, 5), (41, 4), (42, 2), (43, 1)] {
+            fs::write(d.join(format!("proc/irq/{irq}/effective_affinity_list")), format!("{cpu}\n")).unwrap();
+        }
+        fs::write(d.join("sys/class/net/eth0/queues/rx-1/rps_cpus"), "00000003\n").unwrap();
+        Tree(d)
+    }
+
+    fn hash(&self, args: &[&str]) -> std::process::Output {
+        Command::new(assert_cmd::cargo::cargo_bin("rsskit"))
+            .env("RSSKIT_SYSROOT", &self.0)
+            .arg("hash")
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let out = self.hash(&[args, &["--json"]].concat());
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn flows_land_on_the_queue_and_cpu_of_the_devices_table() {
+    let t = Tree::new("land");
+    // TCP: the fixture hashes tcp4 on the 4-tuple. 0x51ccc178: entry 120, queue 0, IRQ 40 on CPU 5.
+    let v = t.json(&[
+        "--iface",
+        "eth0",
+        "--src",
+        "66.9.149.187:2794",
+        "--dst",
+        "161.142.100.80:1766",
+        "--proto",
+        "tcp",
+    ]);
+    assert_eq!(v["hash_hex"], "0x51ccc178", "{v}");
+    assert_eq!((v["table_index"].as_u64(), v["queue"].as_u64()), (Some(120), Some(0)), "{v}");
+    assert_eq!((v["irq"].as_u64(), v["cpu"].as_u64()), (Some(40), Some(5)), "{v}");
+    assert!(v["rps_cpu"].is_null());
+    // 0xafc7327f: entry 127, queue 3, IRQ 43 on CPU 1.
+    let v = t.json(&[
+        "--iface",
+        "eth0",
+        "--src",
+        "38.27.205.30:48228",
+        "--dst",
+        "209.142.163.6:2217",
+        "--proto",
+        "tcp",
+    ]);
+    assert_eq!(v["hash_hex"], "0xafc7327f");
+    assert_eq!((v["queue"].as_u64(), v["cpu"].as_u64()), (Some(3), Some(1)), "{v}");
+    // UDP: the fixture hashes udp4 on addresses only (2-tuple): 0x323e8fc2, entry 66, queue 2, CPU 2.
+    let v = t.json(&[
+        "--iface",
+        "eth0",
+        "--src",
+        "66.9.149.187:2794",
+        "--dst",
+        "161.142.100.80:1766",
+        "--proto",
+        "udp",
+    ]);
+    assert_eq!((v["hash_hex"].as_str(), v["hash_type"].as_str()), (Some("0x323e8fc2"), Some("ipv4")), "{v}");
+    assert_eq!((v["queue"].as_u64(), v["cpu"].as_u64()), (Some(2), Some(2)), "{v}");
+    // 0x5d1809c5: entry 69, queue 1 (IRQ 41 on CPU 4) with RPS over CPUs 0-1:
+    // (hash * 2) >> 32 = 0 -> CPU 0 processes it.
+    let v = t.json(&["--iface", "eth0", "--src", "153.39.163.191", "--dst", "202.188.127.2"]);
+    assert_eq!(v["hash_hex"], "0x5d1809c5");
+    assert_eq!((v["queue"].as_u64(), v["irq_cpu"].as_u64()), (Some(1), Some(4)), "{v}");
+    assert_eq!((v["rps_cpu"].as_u64(), v["cpu"].as_u64()), (Some(0), Some(0)), "{v}");
+    // The text form says the same.
+    let out = t.hash(&["--iface", "eth0", "--src", "153.39.163.191", "--dst", "202.188.127.2"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("queue 1") && text.contains("rps     CPU 0") && text.contains("cpu     0"),
+        "{text}"
+    );
+}
+
+#[test]
+fn hash_fields_not_reported_are_assumed_and_said() {
+    let t = Tree::new("nofields");
+    let eth = t.0.join("ethtool/eth0.json");
+    let mut j: Value = serde_json::from_str(&fs::read_to_string(&eth).unwrap()).unwrap();
+    j.as_object_mut().unwrap().remove("hash");
+    fs::write(&eth, j.to_string()).unwrap();
+    let v = t.json(&[
+        "--iface",
+        "eth0",
+        "--src",
+        "66.9.149.187:2794",
+        "--dst",
+        "161.142.100.80:1766",
+        "--proto",
+        "udp",
+    ]);
+    assert_eq!(v["hash_type"], "udp-ipv4", "{v}");
+    assert!(v["note"].as_str().unwrap().contains("assumed 4-tuple"), "{v}");
+}
+
+#[test]
+fn key_nic_reads_the_devices_key() {
+    let t = Tree::new("key");
+    let v = t.json(&["--key", "nic:eth0", "--src", "66.9.149.187", "--dst", "161.142.100.80"]);
+    assert_eq!(v["key"], "6d5a56da255b0ec24167253d43a38fb0d0ca2bcbae7b30b477cb2da38030f20c6a42b73bbeac01fa");
+    assert_eq!(v["hash_hex"], "0x323e8fc2");
+    // A key the device does not have, or no device: refused by name.
+    let eth = t.0.join("ethtool/eth0.json");
+    let mut j: Value = serde_json::from_str(&fs::read_to_string(&eth).unwrap()).unwrap();
+    j.as_object_mut().unwrap().remove("rss");
+    fs::write(&eth, j.to_string()).unwrap();
+    for (args, msg) in [
+        (vec!["--key", "nic:eth0"], "eth0: the driver ixgbe reports no RSS key or table"),
+        (vec!["--iface", "eth0"], "eth0: the driver ixgbe reports no RSS key or table"),
+        (vec!["--key", "nic:eth9"], "interface 'eth9' does not exist"),
+        (vec!["--iface", "eth9"], "interface 'eth9' does not exist"),
+        (vec!["--key", "nic:a/b"], "'a/b' is not an interface name"),
+        (vec!["--iface", "eth0", "--key", "default"], "cannot be used with"),
+    ] {
+        let out = t.hash(&[&args[..], &["--src", "1.1.1.1", "--dst", "2.2.2.2"]].concat());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(msg) && !err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+/// `udp-echo --table nic:eth0`: 128 buckets, each owned by the worker on
+/// its queue's IRQ CPU; refused by name when RPS makes the CPU depend on
+/// more than the table entry, or a CPU has no worker.
+#[test]
+#[cfg_attr(rsskit_one_cpu, ignore = "needs 2 CPUs for 2 workers")]
+fn udp_echo_buckets_follow_the_nic_table() {
+    let t = Tree::new("echo");
+    let run = |extra: &[&str]| {
+        Command::new(assert_cmd::cargo::cargo_bin("rsskit"))
+            .env("RSSKIT_SYSROOT", &t.0)
+            .args(["udp-echo", "--bind", "127.0.0.1:0", "--duration", "0.5", "--json"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    // RPS on rx-1 (the tree's default): refused.
+    let out = run(&["--table", "nic:eth0", "--cpus", "0-1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("RPS is on for rx-1"), "{err}");
+    fs::write(t.0.join("sys/class/net/eth0/queues/rx-1/rps_cpus"), "00000000\n").unwrap();
+    // Queues 0,2 -> CPU 0 and 1,3 -> CPU 1: table i % 4 puts even buckets on CPU 0.
+    for (irq, cpu) in [(40, 0), (41, 1), (42, 0), (43, 1)] {
+        fs::write(t.0.join(format!("proc/irq/{irq}/effective_affinity_list")), format!("{cpu}\n")).unwrap();
+    }
+    let out = run(&["--table", "nic:eth0", "--key", "nic:eth0", "--cpus", "0-1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("128 buckets"), "{err}");
+    let even: Vec<String> = (0..128).step_by(2).map(|b: u32| b.to_string()).collect();
+    let odd: Vec<String> = (1..128).step_by(2).map(|b: u32| b.to_string()).collect();
+    assert!(err.contains(&format!("cpu   0  buckets {}", even.join(","))), "{err}");
+    assert!(err.contains(&format!("cpu   1  buckets {}", odd.join(","))), "{err}");
+    // A queue on a CPU without a worker.
+    let out = run(&["--table", "nic:eth0", "--cpus", "0"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("goes to CPU 1, where no worker runs"), "{err}");
+}
+
+/// `http-serve --table nic:eth0`: starts with the table's buckets (the
+/// policy itself is checked by the runtime's unit test and by udp-echo's
+/// listing above), refused by name with RPS on a queue.
+#[test]
+#[cfg_attr(rsskit_one_cpu, ignore = "needs 2 CPUs for 2 workers")]
+fn http_serve_takes_the_nic_table() {
+    let t = Tree::new("http");
+    let run = || {
+        Command::new(assert_cmd::cargo::cargo_bin("rsskit"))
+            .env("RSSKIT_SYSROOT", &t.0)
+            .args(["http-serve", "--bind", "127.0.0.1:0", "--cpus", "0-1", "--steer", "toeplitz"])
+            .args(["--table", "nic:eth0", "--key", "nic:eth0", "--duration", "0.5", "--quiet", "--json"])
+            .output()
+            .unwrap()
+    };
+    let out = run();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("RPS is on for rx-1"), "{err}");
+    fs::write(t.0.join("sys/class/net/eth0/queues/rx-1/rps_cpus"), "00000000\n").unwrap();
+    for (irq, cpu) in [(40, 0), (41, 1), (42, 0), (43, 1)] {
+        fs::write(t.0.join(format!("proc/irq/{irq}/effective_affinity_list")), format!("{cpu}\n")).unwrap();
+    }
+    let out = run();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && err.contains("http-serve: ready on"), "{err}");
+}
+
+/// `pipeline --table nic:eth0`: with every queue IRQ on CPU 0 the worker
+/// pinned there owns every bucket and handles every packet; with the queues
+/// alternating over CPUs 0 and 1 both workers do. Needs --cpus.
+#[test]
+#[cfg_attr(rsskit_one_cpu, ignore = "needs 2 CPUs for 2 workers")]
+fn pipeline_buckets_follow_the_nic_table() {
+    let t = Tree::new("pipe");
+    fs::write(t.0.join("sys/class/net/eth0/queues/rx-1/rps_cpus"), "00000000\n").unwrap();
+    let run = |cpus: &[usize], extra: &[&str]| {
+        for (k, irq) in (40..44).enumerate() {
+            let c = cpus[k % cpus.len()];
+            fs::write(t.0.join(format!("proc/irq/{irq}/effective_affinity_list")), format!("{c}\n")).unwrap();
+        }
+        Command::new(assert_cmd::cargo::cargo_bin("rsskit"))
+            .env("RSSKIT_SYSROOT", &t.0)
+            .args(["pipeline", "--in", "gen", "--packets", "20000", "--workers", "2", "--queue", "65536"])
+            .args(["--table", "nic:eth0", "--key", "nic:eth0", "--json", "--quiet"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let handled = |out: &std::process::Output| -> Vec<u64> {
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["workers"].as_array().unwrap().iter().map(|w| w["handled"].as_u64().unwrap()).collect()
+    };
+    let h = handled(&run(&[0], &["--cpus", "0-1"]));
+    assert!(h[0] > 0 && h[1] == 0, "every bucket on CPU 0's worker: {h:?}");
+    let h = handled(&run(&[0, 1], &["--cpus", "0-1"]));
+    assert!(h[0] > 0 && h[1] > 0, "buckets on both workers: {h:?}");
+    let out = run(&[0, 1], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("needs --cpus"), "{err}");
+}
