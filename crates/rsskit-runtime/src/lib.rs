@@ -1,4 +1,7 @@
 //! rsskit runtime: pinned per-bucket workers and the tools built on them.
+//!
+//! No `unsafe` here: every system call goes through `rsskit_linux`.
+#![forbid(unsafe_code)]
 pub mod demo;
 pub mod http;
 pub mod proto;

@@ -509,10 +509,7 @@ fn run_worker(ctx: &WorkerCtx, plan: Plan, socks: Vec<RxSocket>) -> io::Result<C
         }
     } else {
         // Several sockets (cpu steering, CPUs without a worker): poll them.
-        let mut pfds: Vec<libc::pollfd> = socks
-            .iter()
-            .map(|s| libc::pollfd { fd: s.sock.as_raw_fd(), events: libc::POLLIN, revents: 0 })
-            .collect();
+        let mut pfds = rsskit_linux::poll::PollSet::readable(socks.iter().map(|s| s.sock.as_raw_fd()));
         while !ctx.stopping() {
             let mut got_any = false;
             for rs in &socks {
@@ -530,20 +527,8 @@ fn run_worker(ctx: &WorkerCtx, plan: Plan, socks: Vec<RxSocket>) -> io::Result<C
                 if !w.tx.is_empty() {
                     w.flush(reply, &mut c, FlushReason::Idle);
                 } else {
-                    // SAFETY: `pfds` is a live array of `len` pollfds.
-                    let rc = unsafe {
-                        libc::poll(
-                            pfds.as_mut_ptr(),
-                            pfds.len() as libc::nfds_t,
-                            POLL_INTERVAL.as_millis() as i32,
-                        )
-                    };
-                    if rc < 0 {
-                        let e = io::Error::last_os_error();
-                        if e.kind() != io::ErrorKind::Interrupted {
-                            return Err(e);
-                        }
-                    }
+                    // A signal ends the wait early (0 ready): the loop checks the stop flag.
+                    pfds.wait(POLL_INTERVAL)?;
                 }
             }
             ctx.stats.publish(&c);
