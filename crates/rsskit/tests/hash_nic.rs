@@ -3,25 +3,14 @@
 //! `RSSKIT_SYSROOT`). Expected hashes are the Microsoft RSS verification
 //! vectors (the fixture's key is Microsoft's), not rsskit's own output.
 
+mod common;
+
+use common::fixture::{copy_dir, FIXTURE};
+
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/host6cpu");
-
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dst);
-        } else {
-            fs::copy(e.path(), &dst).unwrap();
-        }
-    }
-}
 
 /// A temp copy of the fixture with a table of queues `i % 4`, the queue
 /// IRQs 40..43 on CPUs 5, 4, 2, 1 and RPS on rx-1 over CPUs 0-1.

@@ -5,6 +5,10 @@
 //! request bytes). This is also the only place `net.core.rps_sock_flow_entries`
 //! is written: it is global, never written on the real host by tests.
 
+mod common;
+
+use common::fixture::{copy_dir, FIXTURE};
+
 use assert_cmd::Command;
 use rsskit_core::ringmap::{PlanSpec, RingmapPlan};
 use serde_json::{json, Value};
@@ -14,25 +18,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/host6cpu");
-
 /// A copy of the fixture, removed on drop.
 struct Tree(PathBuf);
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
-
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dst);
-        } else {
-            fs::copy(e.path(), dst).unwrap();
-        }
-    }
-}
 
 fn files(dir: &Path, base: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
     for e in fs::read_dir(dir).unwrap() {

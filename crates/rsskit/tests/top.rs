@@ -9,42 +9,12 @@ use common::netns::{self, Pair, Proc};
 use serde_json::Value;
 use std::fs;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/host6cpu");
-
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dst);
-        } else {
-            fs::copy(e.path(), &dst).unwrap();
-        }
-    }
-}
-
-/// A temp copy of the fixture, removed on drop.
-struct Tree(PathBuf);
-
-impl Tree {
-    fn new(tag: &str) -> Tree {
-        let d = std::env::temp_dir().join(format!("rsskit-top-{tag}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&d);
-        copy_dir(Path::new(FIXTURE), &d);
-        Tree(d)
-    }
-}
-
-impl Drop for Tree {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
+/// A temp copy of the fixture tree, removed on drop.
+use common::fixture::HostTree as Tree;
 
 fn f(v: &Value, k: &str) -> f64 {
     v[k].as_f64().unwrap_or_else(|| panic!("no number '{k}' in {v}"))
