@@ -6,7 +6,7 @@ use super::common::{int_in, same_family, BucketArgs, Endpoint, Proto, MAX_CPUS};
 use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::finder::{find_src_addrs_any, find_src_ports_any, Found};
 use rsskit_core::ringmap::{PlanSpec, RingmapPlan, HOST_TABLE_LEN};
-use rsskit_core::{rss::RssConfig, HashType};
+use rsskit_core::{rss::RssError, HashConfig, HashType, RssPolicy, WorkerId};
 use serde_json::json;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -210,7 +210,8 @@ impl<F: Fn(&Found) -> serde_json::Value> serde::Serialize for Answer<'_, F> {
 
 /// Where a hash lands: FreeBSD's buckets, or a DragonFly ringmap's table.
 enum Model {
-    Buckets(RssConfig),
+    /// Worker i on CPU i.
+    Buckets(RssPolicy),
     Rings(RingmapPlan),
 }
 
@@ -231,9 +232,10 @@ impl Model {
                 };
                 Ok(Model::Rings(RingmapPlan::new(spec).map_err(|e| anyhow!("{e}"))?))
             }
-            None => {
-                Ok(Model::Buckets(RssConfig::with_ncpus(ncpus, a.table.bits).map_err(|e| anyhow!("{e}"))?))
-            }
+            None => Ok(Model::Buckets(
+                RssPolicy::with_workers(a.table.key.clone(), HashConfig::all(), ncpus, a.table.bits)
+                    .map_err(|e| anyhow!("{e}"))?,
+            )),
         }
     }
 
@@ -246,14 +248,16 @@ impl Model {
     ) -> Result<(u32, Vec<u32>, Vec<(&'static str, serde_json::Value)>, String)> {
         match (self, a.bucket, a.cpu, a.ring) {
             (Model::Buckets(rss), Some(b), _, _) => {
-                rss.bucket_cpu(b).map_err(|e| anyhow!("--bucket: {e}"))?;
+                if b >= rss.buckets() {
+                    bail!("--bucket: {}", RssError::NoSuchBucket { bucket: b, buckets: rss.buckets() });
+                }
                 Ok((rss.mask(), vec![b], vec![("bucket", json!(b))], format!("bucket {b}")))
             }
             (Model::Buckets(rss), None, Some(c), _) => {
                 if c >= ncpus {
                     bail!("--cpu {c} does not exist: there are {ncpus} CPUs (0-{})", ncpus - 1);
                 }
-                let owned = rss.buckets_of_cpu(c);
+                let owned = rss.buckets_of(WorkerId(c as u32));
                 if owned.is_empty() {
                     bail!("--cpu {c} owns no bucket: {} buckets over {ncpus} CPUs", rss.buckets());
                 }
@@ -280,7 +284,7 @@ impl Model {
     /// (bucket, cpu, ring) of a hash.
     fn place(&self, hash: u32) -> (u32, usize, Option<usize>) {
         match self {
-            Model::Buckets(rss) => (rss.bucket(hash), rss.cpu(hash), None),
+            Model::Buckets(rss) => (rss.bucket(hash), rss.worker_of_hash(hash).index(), None),
             Model::Rings(p) => {
                 let entry = hash & (HOST_TABLE_LEN as u32 - 1);
                 let ring = p.table[entry as usize];

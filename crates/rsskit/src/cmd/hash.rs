@@ -2,7 +2,7 @@
 
 use super::common::{print_json, same_family, BucketArgs, Endpoint, Proto};
 use anyhow::{anyhow, bail, Result};
-use rsskit_core::{rss::RssConfig, FlowTuple, HashType, L4Proto, Toeplitz};
+use rsskit_core::{FlowTuple, HashConfig, HashType, L4Proto, RssPolicy};
 use serde_json::json;
 
 #[derive(clap::Args, Debug)]
@@ -56,11 +56,13 @@ pub fn run(a: Args) -> Result<()> {
     };
     let hash_type = if tuple.is_ipv6() && !hash_type.is_ipv6() { HashType::Ipv6 } else { hash_type };
     let ncpus = a.table.ncpus();
-    let rss = RssConfig::with_ncpus(ncpus, a.table.bits).map_err(|e| anyhow!("{e}"))?;
+    // Worker i on CPU i: FreeBSD's buckets round-robin over the CPUs.
+    let rss = RssPolicy::with_workers(a.table.key.clone(), HashConfig::all(), ncpus, a.table.bits)
+        .map_err(|e| anyhow!("{e}"))?;
     let input = tuple.input(hash_type).map_err(|e| anyhow!("{e}"))?;
-    let hash = Toeplitz::new(&a.table.key).hash(input.as_bytes());
+    let hash = rss.toeplitz().hash(input.as_bytes());
     let bucket = rss.bucket(hash);
-    let cpu = rss.cpu(hash);
+    let cpu = rss.worker_of_hash(hash).index();
     if a.json {
         print_json(&json!({
             "hash": hash,
