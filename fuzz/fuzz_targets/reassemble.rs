@@ -9,7 +9,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rsskit_dataplane::build::{self, V4};
+use rsskit_dataplane::craft::{self, V4};
 use rsskit_dataplane::reass::{ReassConfig, ReassOutcome, Reassembler};
 use rsskit_dataplane::wire::{ip::proto, ParseConfig};
 
@@ -47,7 +47,7 @@ fn structured(data: &[u8]) {
     let v6 = data[0] & 1 == 1;
     let n = 8 + usize::from(u16::from_be_bytes([data[1], data[2]]) % 4000);
     let body: Vec<u8> = (0..n).map(|i| i as u8 ^ data[3]).collect();
-    let payload = build::udp(1, 2, &body);
+    let payload = craft::udp(1, 2, &body);
     let len = payload.len();
     // Cut points from the remaining bytes.
     let mut cuts: Vec<usize> = data[4..].iter().map(|b| (usize::from(*b) * 8 * len / 2048) & !7).collect();
@@ -57,12 +57,12 @@ fn structured(data: &[u8]) {
     let (orig, frags) = if v6 {
         let (s, d) = ("2001:db8::1".parse().unwrap(), "2001:db8::2".parse().unwrap());
         (
-            build::ipv6(s, d, proto::UDP, &payload),
-            build::fragment_v6(s, d, 0, &[], proto::UDP, 7, &payload, &cuts),
+            craft::ipv6(s, d, proto::UDP, &payload),
+            craft::fragment_v6(s, d, 0, &[], proto::UDP, 7, &payload, &cuts),
         )
     } else {
         let h = V4::new("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap(), proto::UDP);
-        (build::ipv4(&h, &payload), build::fragment_v4(&h, &payload, &cuts))
+        (craft::ipv4(&h, &payload), craft::fragment_v4(&h, &payload, &cuts))
     };
     if frags.len() < 2 {
         return;

@@ -81,5 +81,4 @@ mod tests {
         assert_eq!(default_bits(64), 7);
         assert_eq!(default_bits(1000), 7);
     }
-
 }

@@ -261,14 +261,14 @@ mod tests {
             let h = PacketHasher::new(&key, hc);
             let frames = [
                 tcp4([1, 2, 3, 4], 5, [6, 7, 8, 9], 10),
-                crate::build::eth(
+                crate::craft::eth(
                     0x86dd,
                     &[],
-                    &crate::build::ipv6(
+                    &crate::craft::ipv6(
                         "2001:db8::1".parse().unwrap(),
                         "2001:db8::2".parse().unwrap(),
                         17,
-                        &crate::build::udp(7, 8, b"x"),
+                        &crate::craft::udp(7, 8, b"x"),
                     ),
                 ),
             ];
@@ -304,7 +304,7 @@ mod tests {
 
     // The frame fast path against the full parser.
 
-    use crate::build::*;
+    use crate::craft::*;
     use crate::wire::ethertype;
     use crate::wire::ip::proto;
     use core::net::{Ipv4Addr, Ipv6Addr};

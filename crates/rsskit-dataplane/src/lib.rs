@@ -8,7 +8,7 @@
 //!   re-inject decapsulated or reassembled packets;
 //! - [`reass`]: bounded, sans-I/O IPv4/IPv6 fragment reassembly.
 
-pub mod build;
+pub mod craft;
 pub mod firewall;
 pub mod hash;
 pub mod io;

@@ -8,7 +8,7 @@
 //! test fails loudly if either is missing. The namespace is removed by a
 //! Drop guard even when an assertion fails; every wait is bounded.
 
-use rsskit_dataplane::build::{eth, fragment_v4, ipv4, udp, V4};
+use rsskit_dataplane::craft::{eth, fragment_v4, ipv4, udp, V4};
 use rsskit_dataplane::io::afpacket::{AfPacketSink, AfPacketSource, RingConfig};
 use rsskit_dataplane::io::pcap::{read_all, PcapSink};
 use rsskit_dataplane::io::Source;

@@ -6,7 +6,7 @@
 //! Prints medians of 7 runs; the figures go in docs/BENCHMARKS.md.
 
 use rsskit_core::{HashConfig, RssKey};
-use rsskit_dataplane::build::{self, V4};
+use rsskit_dataplane::craft::{self, V4};
 use rsskit_dataplane::hash::PacketHasher;
 use rsskit_dataplane::reass::{ReassConfig, ReassOutcome, Reassembler};
 use rsskit_dataplane::wire::{self, ethertype, ip::proto, ParseConfig};
@@ -32,7 +32,7 @@ fn rate(runs: usize, items: usize, mut f: impl FnMut()) -> f64 {
 fn frames64(n: usize) -> Vec<Vec<u8>> {
     (0..n)
         .map(|i| {
-            build::udp4_frame(
+            craft::udp4_frame(
                 Ipv4Addr::new(10, (i >> 8) as u8, i as u8, 1),
                 1024 + i as u16,
                 Ipv4Addr::new(192, 168, 0, 1),
@@ -104,18 +104,18 @@ fn bench_reassembly() {
         let mut h =
             V4::new(Ipv4Addr::new(10, 0, (i >> 8) as u8, i as u8), Ipv4Addr::new(10, 9, 9, 9), proto::UDP);
         h.id = i as u16;
-        let udp = build::udp(1000, 2000, &body);
+        let udp = craft::udp(1000, 2000, &body);
         let cuts: Vec<usize> = (1..).map(|k| k * 1480).take_while(|&c| c < udp.len()).collect();
-        for f in build::fragment_v4(&h, &udp, &cuts) {
-            v4.push(build::eth(ethertype::IPV4, &[], &f));
+        for f in craft::fragment_v4(&h, &udp, &cuts) {
+            v4.push(craft::eth(ethertype::IPV4, &[], &f));
         }
         let (s, d) = (
             Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, (i >> 8) as u16, i as u16),
             Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 9),
         );
         let cuts: Vec<usize> = (1..).map(|k| k * 1448).take_while(|&c| c < udp.len()).collect();
-        for f in build::fragment_v6(s, d, 0, &[], proto::UDP, i as u32, &udp, &cuts) {
-            v6.push(build::eth(ethertype::IPV6, &[], &f));
+        for f in craft::fragment_v6(s, d, 0, &[], proto::UDP, i as u32, &udp, &cuts) {
+            v6.push(craft::eth(ethertype::IPV6, &[], &f));
         }
     }
     let cfg = ParseConfig::default();
@@ -216,22 +216,22 @@ fn instructions() {
         // 9000-byte UDP datagrams in 1500-byte fragments, 100 datagrams;
         // "reass_build" only builds them (the baseline to subtract).
         let body = vec![0x5au8; 9000];
-        let udp = build::udp(1000, 2000, &body);
+        let udp = craft::udp(1000, 2000, &body);
         let v6 = what.ends_with('6');
         let mut frames = Vec::new();
         for i in 0..100u16 {
             let frags = if v6 {
                 let cuts: Vec<usize> = (1..).map(|k| k * 1448).take_while(|&c| c < udp.len()).collect();
                 let (s, d) = (Ipv6Addr::LOCALHOST, Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 9));
-                build::fragment_v6(s, d, 0, &[], proto::UDP, u32::from(i), &udp, &cuts)
+                craft::fragment_v6(s, d, 0, &[], proto::UDP, u32::from(i), &udp, &cuts)
             } else {
                 let mut h = V4::new(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 9, 9, 9), proto::UDP);
                 h.id = i;
                 let cuts: Vec<usize> = (1..).map(|k| k * 1480).take_while(|&c| c < udp.len()).collect();
-                build::fragment_v4(&h, &udp, &cuts)
+                craft::fragment_v4(&h, &udp, &cuts)
             };
             let et = if v6 { ethertype::IPV6 } else { ethertype::IPV4 };
-            frames.extend(frags.iter().map(|f| build::eth(et, &[], f)));
+            frames.extend(frags.iter().map(|f| craft::eth(et, &[], f)));
         }
         if what.starts_with("reass_build") {
             black_box(&frames);

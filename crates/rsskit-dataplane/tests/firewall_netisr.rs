@@ -7,7 +7,7 @@
 //! pass; once every worker's clock moves past the timeouts, no state or
 //! track is left (slave deletions delivered over the message rings).
 
-use rsskit_dataplane::build::udp4_frame;
+use rsskit_dataplane::craft::udp4_frame;
 use rsskit_dataplane::firewall::netisr_handler::FwHandler;
 use rsskit_dataplane::firewall::{parse, Config, Firewall, Steering};
 use rsskit_dataplane::io::pcap::read_all;

@@ -9,7 +9,7 @@
 //! the single-threaded simulation's counters on 2-4 workers (unordered,
 //! they do not).
 
-use rsskit_dataplane::build;
+use rsskit_dataplane::craft;
 use rsskit_dataplane::firewall::netisr_handler::FwHandler;
 use rsskit_dataplane::firewall::order::{Classifier, Gate, OrderedSource};
 use rsskit_dataplane::firewall::run::{self, direction, Input, Order};
@@ -207,9 +207,9 @@ fn unordered_limit_admits_exactly_n_whatever_the_interleaving() {
     let client = Ipv4Addr::new(192, 168, 7, 7);
     let frames: Vec<Vec<u8>> = (0..400u16)
         .map(|i| {
-            let mut t = build::tcp(20000 + i, 80, b"");
+            let mut t = craft::tcp(20000 + i, 80, b"");
             t[13] = 0x02;
-            build::eth(0x0800, &[], &build::ipv4(&build::V4::new(client, me, 6), &t))
+            craft::eth(0x0800, &[], &craft::ipv4(&craft::V4::new(client, me, 6), &t))
         })
         .collect();
     for run in 0..20 {
@@ -244,13 +244,13 @@ impl Rng {
 }
 
 fn tcp4(src: Ipv4Addr, sp: u16, dst: Ipv4Addr, dp: u16, flags: u8, payload: usize) -> Vec<u8> {
-    let mut t = build::tcp(sp, dp, &vec![b'x'; payload]);
+    let mut t = craft::tcp(sp, dp, &vec![b'x'; payload]);
     t[13] = flags;
-    build::eth(0x0800, &[], &build::ipv4(&build::V4::new(src, dst, 6), &t))
+    craft::eth(0x0800, &[], &craft::ipv4(&craft::V4::new(src, dst, 6), &t))
 }
 
 fn udp4(src: Ipv4Addr, sp: u16, dst: Ipv4Addr, dp: u16) -> Vec<u8> {
-    build::eth(0x0800, &[], &build::ipv4(&build::V4::new(src, dst, 17), &build::udp(sp, dp, b"q")))
+    craft::eth(0x0800, &[], &craft::ipv4(&craft::V4::new(src, dst, 17), &craft::udp(sp, dp, b"q")))
 }
 
 const MIXED_RULES: &str = "check-state\n\

@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use rsskit_core::{HashConfig, RssKey};
-use rsskit_dataplane::build;
+use rsskit_dataplane::craft;
 use rsskit_dataplane::firewall::sim::Cluster;
 use rsskit_dataplane::firewall::{parse, Config, Dir, Steering};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -14,11 +14,11 @@ const ACK: u8 = 0x10;
 const FIN: u8 = 0x01;
 
 fn tcp_frame(src: IpAddr, sp: u16, dst: IpAddr, dp: u16, flags: u8) -> Vec<u8> {
-    let mut t = build::tcp(sp, dp, b"");
+    let mut t = craft::tcp(sp, dp, b"");
     t[13] = flags;
     match (src, dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => build::eth(0x0800, &[], &build::ipv4(&build::V4::new(s, d, 6), &t)),
-        (IpAddr::V6(s), IpAddr::V6(d)) => build::eth(0x86dd, &[], &build::ipv6(s, d, 6, &t)),
+        (IpAddr::V4(s), IpAddr::V4(d)) => craft::eth(0x0800, &[], &craft::ipv4(&craft::V4::new(s, d, 6), &t)),
+        (IpAddr::V6(s), IpAddr::V6(d)) => craft::eth(0x86dd, &[], &craft::ipv6(s, d, 6, &t)),
         _ => unreachable!(),
     }
 }

@@ -16,7 +16,7 @@
 //! Needs root and iproute2; fails loudly without them. Bounded (a few
 //! seconds), namespaces removed on drop even when the test fails.
 
-use rsskit_dataplane::build::{self, V4};
+use rsskit_dataplane::craft::{self, V4};
 use rsskit_dataplane::reass::{ReassConfig, ReassOutcome, Reassembler};
 use rsskit_dataplane::wire::{self, ethertype, ip::proto, ParseConfig, Transport};
 use std::collections::HashMap;
@@ -196,14 +196,14 @@ fn frame4(id: u16, off: usize, data: &[u8], more: bool) -> Vec<u8> {
     h.id = id;
     h.frag_off = off as u16;
     h.mf = more;
-    eth(ethertype::IPV4, &build::ipv4(&h, data))
+    eth(ethertype::IPV4, &craft::ipv4(&h, data))
 }
 
 fn frame6(id: u32, off: usize, data: &[u8], more: bool) -> Vec<u8> {
     let (s, d): (Ipv6Addr, Ipv6Addr) = (A6.parse().unwrap(), B6.parse().unwrap());
-    let mut rest = build::frag_header(proto::UDP, off as u16, more, id).to_vec();
+    let mut rest = craft::frag_header(proto::UDP, off as u16, more, id).to_vec();
     rest.extend_from_slice(data);
-    eth(ethertype::IPV6, &build::ipv6(s, d, proto::FRAGMENT, &rest))
+    eth(ethertype::IPV6, &craft::ipv6(s, d, proto::FRAGMENT, &rest))
 }
 
 fn eth(et: u16, payload: &[u8]) -> Vec<u8> {
@@ -254,7 +254,7 @@ fn cases() -> Vec<Case> {
         for (name, len, step, order) in plain {
             tag += 1;
             let payload = body(tag, len);
-            let udp = build::udp_checksummed(&src, &dst, 40000, PORT, &payload);
+            let udp = craft::udp_checksummed(&src, &dst, 40000, PORT, &payload);
             let cuts: Vec<usize> = (1..).map(|i| i * step).take_while(|&c| c < udp.len()).collect();
             let p = pieces(&udp, &cuts);
             let id = tag;
@@ -300,7 +300,7 @@ fn cases() -> Vec<Case> {
         for (name, expect, split) in overlaps {
             tag += 1;
             let payload = body(tag, 1800);
-            let udp = build::udp_checksummed(&src, &dst, 40000, PORT, &payload);
+            let udp = craft::udp_checksummed(&src, &dst, 40000, PORT, &payload);
             let frames = split(&udp).iter().map(|(off, d, m)| mk(tag, *off, d, *m)).collect();
             out.push(Case { name: format!("{fam}-{name}"), tag, payload, frames, expect });
         }

@@ -4,7 +4,7 @@
 
 use rsskit_core::RssKey;
 use rsskit_core::RssPolicy;
-use rsskit_dataplane::build::{eth, ipv4, udp, udp4_frame, V4};
+use rsskit_dataplane::craft::{eth, ipv4, udp, udp4_frame, V4};
 use rsskit_dataplane::hash::PacketHasher;
 use rsskit_dataplane::io::{MemSource, Recv, Source};
 use rsskit_dataplane::netisr::{Delivery, Handler, Mbuf, Netisr, NetisrConfig, PacketCtx, Prefetch, Verdict};

@@ -5,7 +5,7 @@
 
 use rsskit_core::HashConfig;
 use rsskit_core::RssPolicy;
-use rsskit_dataplane::build::{eth, fragment_v4, fragment_v6, gre, ipv4, ipv6, udp, V4};
+use rsskit_dataplane::craft::{eth, fragment_v4, fragment_v6, gre, ipv4, ipv6, udp, V4};
 use rsskit_dataplane::hash::PacketHasher;
 use rsskit_dataplane::io::{MemSource, Source};
 use rsskit_dataplane::netisr::{mbuf_flags, Handler, Netisr, NetisrConfig, PacketCtx, Verdict};

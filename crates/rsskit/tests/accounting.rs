@@ -10,7 +10,7 @@ mod common;
 
 use assert_cmd::Command;
 use common::proc::Running;
-use rsskit_dataplane::build::{eth, fragment_v4, udp, udp4_frame, V4};
+use rsskit_dataplane::craft::{eth, fragment_v4, udp, udp4_frame, V4};
 use rsskit_dataplane::io::pcap::{read_all, PcapSink};
 use rsskit_dataplane::output::Sink;
 use rsskit_dataplane::pool::Mbuf;
@@ -222,7 +222,7 @@ fn flood() -> Flood {
         h.id = id;
         h.frag_off = 16;
         h.mf = true;
-        let ip = rsskit_dataplane::build::ipv4(&h, &evil[14 + 20..]);
+        let ip = rsskit_dataplane::craft::ipv4(&h, &evil[14 + 20..]);
         f.frames.push(eth(0x0800, &[], &ip));
         f.overlap += 4;
     }

@@ -233,7 +233,7 @@ fn sh(args: &[&str]) {
 /// --out afpacket:vA`.
 #[test]
 fn afpacket_veth_cli() {
-    use rsskit_dataplane::build::{eth, ipv4, udp, V4};
+    use rsskit_dataplane::craft::{eth, ipv4, udp, V4};
     use rsskit_dataplane::io::pcap::PcapSink;
     use rsskit_dataplane::netisr::Mbuf;
     use rsskit_dataplane::output::Sink;

@@ -4,7 +4,7 @@
 //! comes out.
 
 use assert_cmd::Command;
-use rsskit_dataplane::build::{eth, frag_header, ipv6, udp};
+use rsskit_dataplane::craft::{eth, frag_header, ipv6, udp};
 use rsskit_dataplane::io::pcap::{read_all, PcapSink};
 use rsskit_dataplane::netisr::Mbuf;
 use rsskit_dataplane::output::Sink;

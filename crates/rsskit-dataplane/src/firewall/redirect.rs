@@ -171,7 +171,7 @@ pub fn rewrite(frame: &mut [u8], o: &Offsets, dst: bool, to: (IpAddr, u16)) -> b
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build;
+    use crate::craft;
     use crate::wire::internet_checksum;
     use core::net::Ipv4Addr;
 
@@ -179,7 +179,7 @@ mod tests {
     fn rewrite_keeps_checksums_valid() {
         let src = Ipv4Addr::new(192, 168, 1, 10);
         let dst = Ipv4Addr::new(10, 0, 0, 1);
-        let mut t = build::tcp(40000, 8080, b"hello");
+        let mut t = craft::tcp(40000, 8080, b"hello");
         // Fill a correct TCP checksum first.
         let mut ph = Vec::new();
         ph.extend_from_slice(&src.octets());
@@ -189,8 +189,8 @@ mod tests {
         ph.extend_from_slice(&t);
         let c = internet_checksum(&ph);
         t[16..18].copy_from_slice(&c.to_be_bytes());
-        let ip = build::ipv4(&build::V4::new(src, dst, 6), &t);
-        let mut f = build::eth(0x0800, &[], &ip);
+        let ip = craft::ipv4(&craft::V4::new(src, dst, 6), &t);
+        let mut f = craft::eth(0x0800, &[], &ip);
         assert!(crate::wire::ipv4_l4_checksum_ok(&f[14..]));
         let o = Offsets { ip: 14, l4: 34, ipv6: false, proto: 6 };
         assert!(rewrite(&mut f, &o, true, (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)), 80)));

@@ -604,9 +604,9 @@ mod tests {
         use pcap_file::pcapng::PcapNgWriter;
         use std::borrow::Cow;
         let p = std::env::temp_dir().join(format!("rsskit-ng-{}.pcapng", std::process::id()));
-        let ip = crate::build::ipv4(
-            &crate::build::V4::new([1, 2, 3, 4].into(), [5, 6, 7, 8].into(), 17),
-            &crate::build::udp(1, 2, b"ng"),
+        let ip = crate::craft::ipv4(
+            &crate::craft::V4::new([1, 2, 3, 4].into(), [5, 6, 7, 8].into(), 17),
+            &crate::craft::udp(1, 2, b"ng"),
         );
         {
             let mut w = PcapNgWriter::new(File::create(&p).unwrap()).unwrap();

@@ -1,5 +1,5 @@
 use super::*;
-use crate::build::{self, V4};
+use crate::craft::{self, V4};
 use core::net::{Ipv4Addr, Ipv6Addr};
 
 fn a4(s: &str) -> Ipv4Addr {
@@ -27,19 +27,19 @@ fn v4h(id: u16) -> V4 {
 
 fn payload(n: usize, seed: u8) -> Vec<u8> {
     let body: Vec<u8> = (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect();
-    build::udp(4000, 53, &body)
+    craft::udp(4000, 53, &body)
 }
 
 /// Original datagram and its fragments at `cuts`.
 fn v4(id: u16, n: usize, cuts: &[usize]) -> (Vec<u8>, Vec<Vec<u8>>) {
     let p = payload(n, id as u8);
-    (build::ipv4(&v4h(id), &p), build::fragment_v4(&v4h(id), &p, cuts))
+    (craft::ipv4(&v4h(id), &p), craft::fragment_v4(&v4h(id), &p, cuts))
 }
 
 fn v6(id: u32, n: usize, cuts: &[usize]) -> (Vec<u8>, Vec<Vec<u8>>) {
     let p = payload(n, id as u8);
     let (s, d) = (a6("2001:db8::1"), a6("2001:db8::2"));
-    (build::ipv6(s, d, proto::UDP, &p), build::fragment_v6(s, d, 0, &[], proto::UDP, id, &p, cuts))
+    (craft::ipv6(s, d, proto::UDP, &p), craft::fragment_v6(s, d, 0, &[], proto::UDP, id, &p, cuts))
 }
 
 fn feed(r: &mut Reassembler, frags: &[&Vec<u8>], now: u64) -> Vec<ReassOutcome> {
@@ -72,11 +72,11 @@ fn output_header_is_fixed_up() {
     h.options = vec![0x94, 0x04, 0, 0];
     h.ttl = 17;
     let p = payload(100, 1);
-    let fr = build::fragment_v4(&h, &p, &[48]);
+    let fr = craft::fragment_v4(&h, &p, &[48]);
     let mut r = Reassembler::new(ReassConfig::default());
     r.push_bytes(&fr[1], &pc(), 0);
     let ReassOutcome::Complete(out) = r.push_bytes(&fr[0], &pc(), 0) else { panic!() };
-    assert_eq!(out, build::ipv4(&h, &p));
+    assert_eq!(out, craft::ipv4(&h, &p));
     let parsed = wire::parse_ip(&out, &pc()).unwrap();
     assert!(parsed.outer.frag.is_none());
     assert_eq!(parsed.outer.header_len, 24);
@@ -85,13 +85,13 @@ fn output_header_is_fixed_up() {
     // IPv6 with a destination options header before the fragment header and
     // another one after it (in the fragmentable part).
     let (s, d) = (a6("fd00::1"), a6("fd00::2"));
-    let unfrag = build::ext_header(proto::FRAGMENT, &[]);
-    let mut fragmentable = build::ext_header(proto::UDP, &[1, 2]);
+    let unfrag = craft::ext_header(proto::FRAGMENT, &[]);
+    let mut fragmentable = craft::ext_header(proto::UDP, &[1, 2]);
     fragmentable.extend(payload(120, 3));
-    let fr = build::fragment_v6(s, d, proto::DSTOPTS, &unfrag, proto::DSTOPTS, 77, &fragmentable, &[64]);
-    let mut rest = build::ext_header(proto::DSTOPTS, &[]);
+    let fr = craft::fragment_v6(s, d, proto::DSTOPTS, &unfrag, proto::DSTOPTS, 77, &fragmentable, &[64]);
+    let mut rest = craft::ext_header(proto::DSTOPTS, &[]);
     rest.extend(&fragmentable);
-    let orig = build::ipv6(s, d, proto::DSTOPTS, &rest);
+    let orig = craft::ipv6(s, d, proto::DSTOPTS, &rest);
     r.push_bytes(&fr[1], &pc(), 0);
     assert_eq!(r.push_bytes(&fr[0], &pc(), 0), ReassOutcome::Complete(orig.clone()));
     let parsed = wire::parse_ip(&orig, &pc()).unwrap();
@@ -112,8 +112,8 @@ fn exact_duplicates_are_dropped_alone() {
 fn ipv4_overlap_drops_datagram_and_forgets() {
     let p = payload(100, 0);
     let h = v4h(5);
-    let a = build::fragment_v4(&h, &p, &[56]); // [0,56) [56,108)
-    let b = build::fragment_v4(&h, &p, &[48]); // [0,48) [48,108)
+    let a = craft::fragment_v4(&h, &p, &[56]); // [0,56) [56,108)
+    let b = craft::fragment_v4(&h, &p, &[48]); // [0,48) [48,108)
     let mut r = Reassembler::new(ReassConfig::default());
     assert_eq!(r.push_bytes(&a[0], &pc(), 0), ReassOutcome::Held);
     assert_eq!(r.push_bytes(&b[1], &pc(), 0), ReassOutcome::Dropped(ReassDrop::Overlap));
@@ -123,7 +123,7 @@ fn ipv4_overlap_drops_datagram_and_forgets() {
     let mut evil = a[1].clone();
     let n = evil.len();
     evil[n - 1] ^= 0xff;
-    let evil = build::ipv4(
+    let evil = craft::ipv4(
         &{
             let mut h2 = h.clone();
             h2.frag_off = 56;
@@ -179,7 +179,7 @@ fn inconsistent_lengths() {
     // A second last fragment ending elsewhere, not overlapping anything.
     let mut h = v4h(3);
     h.frag_off = 16;
-    let other_last = build::ipv4(&h, &[0u8; 32]);
+    let other_last = craft::ipv4(&h, &[0u8; 32]);
     assert_eq!(r.push_bytes(&other_last, &pc(), 0), ReassOutcome::Dropped(ReassDrop::Inconsistent));
     assert_eq!(r.in_progress(), 0);
     // A non-last fragment past the end.
@@ -222,22 +222,22 @@ fn tiny_fragments() {
     // RFC 1858: TCP first fragment with 8 bytes of header.
     let mut h = v4h(1);
     h.proto = proto::TCP;
-    let seg = build::tcp(1, 2, &[0; 64]);
-    let fr = build::fragment_v4(&h, &seg, &[8]);
+    let seg = craft::tcp(1, 2, &[0; 64]);
+    let fr = craft::fragment_v4(&h, &seg, &[8]);
     let mut r = Reassembler::new(ReassConfig::default());
     assert_eq!(r.push_bytes(&fr[0], &pc(), 0), ReassOutcome::Dropped(ReassDrop::TinyFragment));
     // RFC 3128: TCP fragment at offset 8 (could rewrite the flags).
     assert_eq!(r.push_bytes(&fr[1], &pc(), 0), ReassOutcome::Dropped(ReassDrop::TinyFragment));
     // A later fragment overlapping a 20-byte TCP header is an overlap.
-    let ok = build::fragment_v4(&h, &seg, &[24]);
-    let over = build::fragment_v4(&h, &seg, &[16]);
+    let ok = craft::fragment_v4(&h, &seg, &[24]);
+    let over = craft::fragment_v4(&h, &seg, &[16]);
     assert_eq!(r.push_bytes(&ok[0], &pc(), 0), ReassOutcome::Held);
     assert_eq!(r.push_bytes(&over[1], &pc(), 0), ReassOutcome::Dropped(ReassDrop::Overlap));
     // IPv6 (RFC 7112): UDP header not in the first fragment.
     let (s, d) = (a6("::1"), a6("::2"));
-    let mut fragmentable = build::ext_header(proto::UDP, &[]);
-    fragmentable.extend(build::udp(1, 2, &[0; 40]));
-    let fr = build::fragment_v6(s, d, 0, &[], proto::DSTOPTS, 9, &fragmentable, &[8]);
+    let mut fragmentable = craft::ext_header(proto::UDP, &[]);
+    fragmentable.extend(craft::udp(1, 2, &[0; 40]));
+    let fr = craft::fragment_v6(s, d, 0, &[], proto::DSTOPTS, 9, &fragmentable, &[8]);
     assert_eq!(r.push_bytes(&fr[0], &pc(), 0), ReassOutcome::Dropped(ReassDrop::TinyFragment));
     assert_eq!(r.counters().tiny, 3);
 }
@@ -311,7 +311,7 @@ fn max_bytes() {
 #[test]
 fn not_fragments_and_garbage() {
     let mut r = Reassembler::new(ReassConfig::default());
-    let whole = build::ipv4(&v4h(1), &payload(10, 0));
+    let whole = craft::ipv4(&v4h(1), &payload(10, 0));
     assert_eq!(r.push_bytes(&whole, &pc(), 0), ReassOutcome::NotFragment);
     assert_eq!(
         r.push_bytes(&[0x45, 0, 0], &pc(), 0),
@@ -455,14 +455,14 @@ mod props {
             let mut bad = payload[s..e].to_vec();
             bad[0] ^= 0xff;
             let extra = if is_v6 {
-                let mut rest = build::frag_header(proto::UDP, s as u16, more, 3).to_vec();
+                let mut rest = craft::frag_header(proto::UDP, s as u16, more, 3).to_vec();
                 rest.extend(&bad);
-                build::ipv6(a6("2001:db8::1"), a6("2001:db8::2"), proto::FRAGMENT, &rest)
+                craft::ipv6(a6("2001:db8::1"), a6("2001:db8::2"), proto::FRAGMENT, &rest)
             } else {
                 let mut h = v4h(3);
                 h.frag_off = s as u16;
                 h.mf = more;
-                build::ipv4(&h, &bad)
+                craft::ipv4(&h, &bad)
             };
             let mut seq: Vec<&Vec<u8>> = fr.iter().collect();
             seq.insert(at, &extra);
@@ -496,14 +496,14 @@ mod props {
                 let data: Vec<u8> = (0..len).map(|i| (i as u8) ^ (id as u8)).collect();
                 let off = off_units * 8;
                 let pkt = if is_v6 {
-                    let mut rest = build::frag_header(proto::UDP, off, more, u32::from(id)).to_vec();
+                    let mut rest = craft::frag_header(proto::UDP, off, more, u32::from(id)).to_vec();
                     rest.extend(&data);
-                    build::ipv6(a6("::1"), a6("::2"), proto::FRAGMENT, &rest)
+                    craft::ipv6(a6("::1"), a6("::2"), proto::FRAGMENT, &rest)
                 } else {
                     let mut h = v4h(id);
                     h.frag_off = off;
                     h.mf = more;
-                    build::ipv4(&h, &data)
+                    craft::ipv4(&h, &data)
                 };
                 let _ = r.push_bytes(&pkt, &pc(), now);
                 prop_assert!(r.bytes_in_use() <= max_bytes);

@@ -1,5 +1,5 @@
 use super::*;
-use crate::build::{self, V4};
+use crate::craft::{self, V4};
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use ip::proto;
 
@@ -14,12 +14,12 @@ fn cfg() -> ParseConfig {
 }
 
 fn udp4(sp: u16, dp: u16, payload: &[u8]) -> Vec<u8> {
-    build::ipv4(&V4::new(a4("10.0.0.1"), a4("10.0.0.2"), proto::UDP), &build::udp(sp, dp, payload))
+    craft::ipv4(&V4::new(a4("10.0.0.1"), a4("10.0.0.2"), proto::UDP), &craft::udp(sp, dp, payload))
 }
 
 #[test]
 fn plain_udp4() {
-    let f = build::eth(ethertype::IPV4, &[], &udp4(1000, 53, b"hello"));
+    let f = craft::eth(ethertype::IPV4, &[], &udp4(1000, 53, b"hello"));
     let p = parse_ethernet(&f, &cfg()).unwrap();
     assert_eq!(p.vlan_count, 0);
     assert_eq!(p.outer.offset, 14);
@@ -37,7 +37,7 @@ fn plain_udp4() {
 
 #[test]
 fn ethernet_padding_is_cut() {
-    let mut f = build::eth(ethertype::IPV4, &[], &udp4(1, 2, b""));
+    let mut f = craft::eth(ethertype::IPV4, &[], &udp4(1, 2, b""));
     f.resize(60, 0xee);
     let p = parse_ethernet(&f, &cfg()).unwrap();
     assert_eq!(p.outer.bytes.len(), 28);
@@ -47,13 +47,13 @@ fn ethernet_padding_is_cut() {
 #[test]
 fn vlan_and_qinq() {
     let ip = udp4(1, 2, b"x");
-    let f = build::eth(ethertype::IPV4, &[(ethertype::VLAN, 0x2064)], &ip);
+    let f = craft::eth(ethertype::IPV4, &[(ethertype::VLAN, 0x2064)], &ip);
     let p = parse_ethernet(&f, &cfg()).unwrap();
     assert_eq!(p.vlans().len(), 1);
     assert_eq!(p.vlans()[0].id(), 100);
     assert_eq!(p.outer.offset, 18);
 
-    let f = build::eth(ethertype::IPV4, &[(ethertype::QINQ, 7), (ethertype::VLAN, 200)], &ip);
+    let f = craft::eth(ethertype::IPV4, &[(ethertype::QINQ, 7), (ethertype::VLAN, 200)], &ip);
     let p = parse_ethernet(&f, &cfg()).unwrap();
     assert_eq!(
         p.vlans().iter().map(|v| (v.tpid, v.id())).collect::<Vec<_>>(),
@@ -62,15 +62,15 @@ fn vlan_and_qinq() {
     assert_eq!(p.outer.offset, 22);
 
     let f =
-        build::eth(ethertype::IPV4, &[(ethertype::QINQ, 1), (ethertype::VLAN, 2), (ethertype::VLAN, 3)], &ip);
+        craft::eth(ethertype::IPV4, &[(ethertype::QINQ, 1), (ethertype::VLAN, 2), (ethertype::VLAN, 3)], &ip);
     assert_eq!(parse_ethernet(&f, &cfg()), Err(DropReason::TooManyVlans));
 }
 
 #[test]
 fn non_ip_rejected() {
-    let f = build::eth(0x0806, &[], &[0u8; 28]);
+    let f = craft::eth(0x0806, &[], &[0u8; 28]);
     assert_eq!(parse_ethernet(&f, &cfg()), Err(DropReason::NotIp));
-    let f = build::eth(0x0040, &[], &[0u8; 64]); // 802.3 length field
+    let f = craft::eth(0x0040, &[], &[0u8; 64]); // 802.3 length field
     assert_eq!(parse_ethernet(&f, &cfg()), Err(DropReason::NotIp));
 }
 
@@ -78,7 +78,7 @@ fn non_ip_rejected() {
 fn ipv4_options_and_checksum() {
     let mut h = V4::new(a4("1.2.3.4"), a4("5.6.7.8"), proto::TCP);
     h.options = vec![0x94, 0x04, 0, 0, 0x01]; // router alert, NOP
-    let ip = build::ipv4(&h, &build::tcp(80, 8080, b"data"));
+    let ip = craft::ipv4(&h, &craft::tcp(80, 8080, b"data"));
     let p = parse_ip(&ip, &cfg()).unwrap();
     assert_eq!(p.outer.header_len, 28);
     assert_eq!(p.l4.ports(), Some((80, 8080)));
@@ -96,7 +96,7 @@ fn ipv4_options_and_checksum() {
     // An option whose length runs past the header.
     let mut h2 = h.clone();
     h2.options = vec![0x44, 12, 5, 0];
-    let ip = build::ipv4(&h2, &build::tcp(80, 8080, b""));
+    let ip = craft::ipv4(&h2, &craft::tcp(80, 8080, b""));
     assert_eq!(parse_ip(&ip, &cfg()), Err(DropReason::Ipv4BadOptions));
 }
 
@@ -127,40 +127,40 @@ fn ipv4_bad_lengths() {
 
 #[test]
 fn ipv6_extension_chain() {
-    let mut rest = build::ext_header(proto::ROUTING, &[5, 2, 0, 0]); // hop-by-hop
-    let mut rt = build::ext_header(proto::DSTOPTS, &[0, 0, 0, 0, 0, 0]); // routing type 0, segs 0
+    let mut rest = craft::ext_header(proto::ROUTING, &[5, 2, 0, 0]); // hop-by-hop
+    let mut rt = craft::ext_header(proto::DSTOPTS, &[0, 0, 0, 0, 0, 0]); // routing type 0, segs 0
     rest.append(&mut rt);
-    rest.extend(build::ext_header(proto::UDP, &[]));
-    rest.extend(build::udp(5353, 5353, b"q"));
-    let ip = build::ipv6(a6("2001:db8::1"), a6("2001:db8::2"), proto::HOPOPT, &rest);
+    rest.extend(craft::ext_header(proto::UDP, &[]));
+    rest.extend(craft::udp(5353, 5353, b"q"));
+    let ip = craft::ipv6(a6("2001:db8::1"), a6("2001:db8::2"), proto::HOPOPT, &rest);
     let p = parse_ip(&ip, &cfg()).unwrap();
     assert_eq!(p.outer.proto, proto::UDP);
     assert_eq!(p.outer.header_len, 40 + 24);
     assert_eq!(p.l4.ports(), Some((5353, 5353)));
 
     // Hop-by-hop after another extension header is invalid.
-    let mut rest = build::ext_header(proto::HOPOPT, &[]);
-    rest.extend(build::ext_header(proto::UDP, &[]));
-    rest.extend(build::udp(1, 2, b""));
-    let ip = build::ipv6(a6("::1"), a6("::2"), proto::DSTOPTS, &rest);
+    let mut rest = craft::ext_header(proto::HOPOPT, &[]);
+    rest.extend(craft::ext_header(proto::UDP, &[]));
+    rest.extend(craft::udp(1, 2, b""));
+    let ip = craft::ipv6(a6("::1"), a6("::2"), proto::DSTOPTS, &rest);
     assert_eq!(parse_ip(&ip, &cfg()), Err(DropReason::Ipv6BadExtHeader));
 
     // A chain longer than the limit.
     let mut rest = Vec::new();
     for _ in 0..9 {
-        rest.extend(build::ext_header(proto::DSTOPTS, &[]));
+        rest.extend(craft::ext_header(proto::DSTOPTS, &[]));
     }
-    let ip = build::ipv6(a6("::1"), a6("::2"), proto::DSTOPTS, &rest);
+    let ip = craft::ipv6(a6("::1"), a6("::2"), proto::DSTOPTS, &rest);
     assert_eq!(parse_ip(&ip, &cfg()), Err(DropReason::Ipv6ExtChainTooLong));
 
     // Type 0 routing header with segments left (RFC 5095).
-    let mut rest = build::ext_header(proto::UDP, &[0, 1, 0, 0, 0, 0]);
-    rest.extend(build::udp(1, 2, b""));
-    let ip = build::ipv6(a6("::1"), a6("::2"), proto::ROUTING, &rest);
+    let mut rest = craft::ext_header(proto::UDP, &[0, 1, 0, 0, 0, 0]);
+    rest.extend(craft::udp(1, 2, b""));
+    let ip = craft::ipv6(a6("::1"), a6("::2"), proto::ROUTING, &rest);
     assert_eq!(parse_ip(&ip, &cfg()), Err(DropReason::Ipv6BadExtHeader));
 
     // Truncated extension header.
-    let ip = build::ipv6(a6("::1"), a6("::2"), proto::DSTOPTS, &[17, 1, 0, 0, 0, 0, 0, 0]);
+    let ip = craft::ipv6(a6("::1"), a6("::2"), proto::DSTOPTS, &[17, 1, 0, 0, 0, 0, 0, 0]);
     assert_eq!(parse_ip(&ip, &cfg()), Err(DropReason::Ipv6BadExtHeader));
 }
 
@@ -169,16 +169,16 @@ fn ipv6_fragment_header_bits_match_rfc8200() {
     // scapy: bytes(IPv6ExtHdrFragment(nh=17, offset=1, m=1, id=5)) == 1100000900000005
     let mut rest = vec![0x11, 0x00, 0x00, 0x09, 0x00, 0x00, 0x00, 0x05];
     rest.extend_from_slice(&[0u8; 16]);
-    let ip = build::ipv6(a6("::1"), a6("::2"), proto::FRAGMENT, &rest);
+    let ip = craft::ipv6(a6("::1"), a6("::2"), proto::FRAGMENT, &rest);
     let f = parse_ip(&ip, &cfg()).unwrap().outer.frag.unwrap();
     assert_eq!((f.offset, f.more, f.id), (8, true, 5));
-    assert_eq!(build::frag_header(17, 8, true, 5), [0x11, 0, 0, 9, 0, 0, 0, 5]);
+    assert_eq!(craft::frag_header(17, 8, true, 5), [0x11, 0, 0, 9, 0, 0, 0, 5]);
 }
 
 #[test]
 fn ipv6_fragments() {
-    let payload: Vec<u8> = build::udp(7, 9, &[0xab; 100]);
-    let frags = build::fragment_v6(
+    let payload: Vec<u8> = craft::udp(7, 9, &[0xab; 100]);
+    let frags = craft::fragment_v6(
         a6("2001:db8::1"),
         a6("2001:db8::2"),
         proto::FRAGMENT,
@@ -202,21 +202,21 @@ fn ipv6_fragments() {
 
     // Later-fragment data that looks like extension headers is data.
     let later =
-        build::fragment_v6(a6("::1"), a6("::2"), proto::FRAGMENT, &[], proto::DSTOPTS, 1, &[0xff; 64], &[32]);
+        craft::fragment_v6(a6("::1"), a6("::2"), proto::FRAGMENT, &[], proto::DSTOPTS, 1, &[0xff; 64], &[32]);
     let p = parse_ip(&later[1], &cfg()).unwrap();
     assert_eq!(p.l4, Transport::Fragment);
     assert_eq!(p.outer.header_len, 48);
 
     // Fragment header after a destination options header.
-    let unfrag = build::ext_header(proto::FRAGMENT, &[]);
+    let unfrag = craft::ext_header(proto::FRAGMENT, &[]);
     let fr =
-        build::fragment_v6(a6("::1"), a6("::2"), proto::DSTOPTS, &unfrag, proto::UDP, 5, &payload, &[56]);
+        craft::fragment_v6(a6("::1"), a6("::2"), proto::DSTOPTS, &unfrag, proto::UDP, 5, &payload, &[56]);
     let p = parse_ip(&fr[1], &cfg()).unwrap();
     let f = p.outer.frag.unwrap();
     assert_eq!((f.frag_hdr_at, f.nh_at, f.offset), (48, 40, 56));
 
     // Atomic fragment: treated as a whole packet.
-    let at = build::fragment_v6(a6("::1"), a6("::2"), 0, &[], proto::UDP, 5, &payload, &[]);
+    let at = craft::fragment_v6(a6("::1"), a6("::2"), 0, &[], proto::UDP, 5, &payload, &[]);
     let p = parse_ip(&at[0], &cfg()).unwrap();
     assert!(p.outer.frag.is_none());
     assert_eq!(p.l4.ports(), Some((7, 9)));
@@ -227,27 +227,27 @@ fn ipv6_fragments() {
     let two = |first: [u8; 8], second: [u8; 8]| {
         let mut rest = first.to_vec();
         rest.extend_from_slice(&second);
-        rest.extend(build::udp(7, 9, &[0xab; 16]));
-        build::ipv6(a6("::1"), a6("::2"), proto::FRAGMENT, &rest)
+        rest.extend(craft::udp(7, 9, &[0xab; 16]));
+        craft::ipv6(a6("::1"), a6("::2"), proto::FRAGMENT, &rest)
     };
-    let atomic = build::frag_header(proto::FRAGMENT, 0, false, 5);
-    let real = build::frag_header(proto::UDP, 0, true, 6);
-    let atomic_last = build::frag_header(proto::UDP, 0, false, 6);
+    let atomic = craft::frag_header(proto::FRAGMENT, 0, false, 5);
+    let real = craft::frag_header(proto::UDP, 0, true, 6);
+    let atomic_last = craft::frag_header(proto::UDP, 0, false, 6);
     assert_eq!(parse_ip(&two(atomic, real), &cfg()), Err(DropReason::Ipv6BadExtHeader));
     assert_eq!(parse_ip(&two(atomic, atomic_last), &cfg()), Err(DropReason::Ipv6BadExtHeader));
-    let first_real = build::frag_header(proto::FRAGMENT, 0, true, 5);
+    let first_real = craft::frag_header(proto::FRAGMENT, 0, true, 5);
     assert_eq!(parse_ip(&two(first_real, atomic_last), &cfg()), Err(DropReason::Ipv6BadExtHeader));
 
     // A non-last fragment whose size is not a multiple of 8.
-    let bad = build::fragment_v6(a6("::1"), a6("::2"), 0, &[], proto::UDP, 5, &payload, &[50]);
+    let bad = craft::fragment_v6(a6("::1"), a6("::2"), 0, &[], proto::UDP, 5, &payload, &[50]);
     assert_eq!(parse_ip(&bad[0], &cfg()), Err(DropReason::BadFragment));
 }
 
 #[test]
 fn ipv4_fragments_and_tiny_first() {
     let h = V4::new(a4("10.1.1.1"), a4("10.1.1.2"), proto::UDP);
-    let payload = build::udp(1, 2, &[7; 64]);
-    let fr = build::fragment_v4(&h, &payload, &[8, 40]);
+    let payload = craft::udp(1, 2, &[7; 64]);
+    let fr = craft::fragment_v4(&h, &payload, &[8, 40]);
     let p = parse_ip(&fr[0], &cfg()).unwrap();
     assert_eq!(p.l4.ports(), Some((1, 2)));
     assert_eq!(p.outer.frag.unwrap().offset, 0);
@@ -259,8 +259,8 @@ fn ipv4_fragments_and_tiny_first() {
     // TCP first fragment with only 8 bytes of the TCP header: RFC 1858.
     let mut th = h.clone();
     th.proto = proto::TCP;
-    let seg = build::tcp(1, 2, &[0; 32]);
-    let fr = build::fragment_v4(&th, &seg, &[8]);
+    let seg = craft::tcp(1, 2, &[0; 32]);
+    let fr = craft::fragment_v4(&th, &seg, &[8]);
     assert_eq!(parse_ip(&fr[0], &cfg()), Err(DropReason::L4Truncated));
 }
 
@@ -268,7 +268,7 @@ fn ipv4_fragments_and_tiny_first() {
 fn tunnels() {
     let inner4 = udp4(1111, 2222, b"in");
     // IPIP
-    let ip = build::ipv4(&V4::new(a4("192.0.2.1"), a4("192.0.2.2"), proto::IPIP), &inner4);
+    let ip = craft::ipv4(&V4::new(a4("192.0.2.1"), a4("192.0.2.2"), proto::IPIP), &inner4);
     let p = parse_ip(&ip, &cfg()).unwrap();
     assert_eq!(p.tunnel, Some(TunnelKind::Ipip));
     assert_eq!(p.depth, 1);
@@ -278,47 +278,47 @@ fn tunnels() {
     assert_eq!(p.l4.ports(), Some((1111, 2222)));
 
     // 6in4
-    let inner6 = build::ipv6(a6("2001:db8::a"), a6("2001:db8::b"), proto::TCP, &build::tcp(5, 6, b""));
-    let ip = build::ipv4(&V4::new(a4("192.0.2.1"), a4("192.0.2.2"), proto::IPV6), &inner6);
+    let inner6 = craft::ipv6(a6("2001:db8::a"), a6("2001:db8::b"), proto::TCP, &craft::tcp(5, 6, b""));
+    let ip = craft::ipv4(&V4::new(a4("192.0.2.1"), a4("192.0.2.2"), proto::IPV6), &inner6);
     let p = parse_ip(&ip, &cfg()).unwrap();
     assert_eq!(p.tunnel, Some(TunnelKind::Ip6in));
     assert!(p.innermost().is_ipv6());
     assert_eq!(p.l4.ports(), Some((5, 6)));
 
     // GRE with key, IPv4 inside, in a VLAN frame
-    let g = build::gre(ethertype::IPV4, Some(42), &inner4);
-    let ip = build::ipv4(&V4::new(a4("192.0.2.1"), a4("192.0.2.2"), proto::GRE), &g);
-    let f = build::eth(ethertype::IPV4, &[(ethertype::VLAN, 10)], &ip);
+    let g = craft::gre(ethertype::IPV4, Some(42), &inner4);
+    let ip = craft::ipv4(&V4::new(a4("192.0.2.1"), a4("192.0.2.2"), proto::GRE), &g);
+    let f = craft::eth(ethertype::IPV4, &[(ethertype::VLAN, 10)], &ip);
     let p = parse_ethernet(&f, &cfg()).unwrap();
     assert_eq!(p.tunnel, Some(TunnelKind::Gre { ether_type: ethertype::IPV4, key: Some(42) }));
     assert_eq!(p.inner.as_ref().unwrap().offset, 18 + 20 + 8);
     assert_eq!(p.l4.ports(), Some((1111, 2222)));
 
     // GRE transparent Ethernet bridging over IPv6
-    let e = build::eth(ethertype::IPV4, &[(ethertype::VLAN, 5)], &inner4);
-    let g = build::gre(ethertype::TEB, None, &e);
-    let ip = build::ipv6(a6("fd00::1"), a6("fd00::2"), proto::GRE, &g);
+    let e = craft::eth(ethertype::IPV4, &[(ethertype::VLAN, 5)], &inner4);
+    let g = craft::gre(ethertype::TEB, None, &e);
+    let ip = craft::ipv6(a6("fd00::1"), a6("fd00::2"), proto::GRE, &g);
     let p = parse_ip(&ip, &cfg()).unwrap();
     assert_eq!(p.l4.ports(), Some((1111, 2222)));
     assert!(!p.outer.is_ipv6() || p.innermost().src == IpAddr::V4(a4("10.0.0.1")));
 
     // Unknown GRE payload stays opaque.
-    let g = build::gre(0x8847, None, &[0; 8]);
-    let ip = build::ipv4(&V4::new(a4("192.0.2.1"), a4("192.0.2.2"), proto::GRE), &g);
+    let g = craft::gre(0x8847, None, &[0; 8]);
+    let ip = craft::ipv4(&V4::new(a4("192.0.2.1"), a4("192.0.2.2"), proto::GRE), &g);
     let p = parse_ip(&ip, &cfg()).unwrap();
     assert_eq!(p.depth, 0);
     assert_eq!(p.l4, Transport::Other(proto::GRE));
 
     // GRE version 1 and the routing bit are rejected.
-    let mut g = build::gre(ethertype::IPV4, None, &inner4);
+    let mut g = craft::gre(ethertype::IPV4, None, &inner4);
     g[1] = 1;
-    let ip = build::ipv4(&V4::new(a4("192.0.2.1"), a4("192.0.2.2"), proto::GRE), &g);
+    let ip = craft::ipv4(&V4::new(a4("192.0.2.1"), a4("192.0.2.2"), proto::GRE), &g);
     assert_eq!(parse_ip(&ip, &cfg()), Err(DropReason::GreMalformed));
 
     // Too deep: IPIP in IPIP in IPIP.
     let mut pkt = inner4.clone();
     for _ in 0..3 {
-        pkt = build::ipv4(&V4::new(a4("192.0.2.1"), a4("192.0.2.2"), proto::IPIP), &pkt);
+        pkt = craft::ipv4(&V4::new(a4("192.0.2.1"), a4("192.0.2.2"), proto::IPIP), &pkt);
     }
     assert_eq!(parse_ip(&pkt, &cfg()), Err(DropReason::TunnelTooDeep));
     let deep = ParseConfig { max_tunnel_depth: 3, ..cfg() };
@@ -327,7 +327,7 @@ fn tunnels() {
     assert_eq!(parse_ip(&pkt, &off).unwrap().l4, Transport::Other(proto::IPIP));
 
     // Inner length past the outer packet is rejected, not read.
-    let mut short = build::ipv4(&V4::new(a4("192.0.2.1"), a4("192.0.2.2"), proto::IPIP), &inner4);
+    let mut short = craft::ipv4(&V4::new(a4("192.0.2.1"), a4("192.0.2.2"), proto::IPIP), &inner4);
     short.extend_from_slice(&[0; 16]); // link padding after the outer packet
     short[20 + 2..20 + 4].copy_from_slice(&((inner4.len() + 8) as u16).to_be_bytes());
     assert!(parse_ip(&short, &ParseConfig { verify_ipv4_checksum: false, ..cfg() }).is_err());
@@ -336,9 +336,9 @@ fn tunnels() {
 #[test]
 fn every_prefix_is_rejected_or_parsed_without_panic() {
     let inner4 = udp4(1111, 2222, b"in");
-    let g = build::gre(ethertype::IPV4, Some(42), &inner4);
-    let ip = build::ipv4(&V4::new(a4("192.0.2.1"), a4("192.0.2.2"), proto::GRE), &g);
-    let f = build::eth(ethertype::IPV4, &[(ethertype::QINQ, 1), (ethertype::VLAN, 10)], &ip);
+    let g = craft::gre(ethertype::IPV4, Some(42), &inner4);
+    let ip = craft::ipv4(&V4::new(a4("192.0.2.1"), a4("192.0.2.2"), proto::GRE), &g);
+    let f = craft::eth(ethertype::IPV4, &[(ethertype::QINQ, 1), (ethertype::VLAN, 10)], &ip);
     let mut drops = DropCounters::new();
     for n in 0..f.len() {
         assert!(parse_counted(&f[..n], &cfg(), &mut drops).is_none(), "prefix {n} parsed");
@@ -363,9 +363,9 @@ mod props {
 
         #[test]
         fn mutated_packets_never_panic(pos in 0usize..120, val in any::<u8>(), cut in 0usize..130) {
-            let inner = build::ipv6(a6("::1"), a6("::2"), proto::UDP, &build::udp(1, 2, &[3; 20]));
-            let g = build::gre(ethertype::IPV6, Some(1), &inner);
-            let mut ip = build::ipv4(&V4::new(a4("1.1.1.1"), a4("2.2.2.2"), proto::GRE), &g);
+            let inner = craft::ipv6(a6("::1"), a6("::2"), proto::UDP, &craft::udp(1, 2, &[3; 20]));
+            let g = craft::gre(ethertype::IPV6, Some(1), &inner);
+            let mut ip = craft::ipv4(&V4::new(a4("1.1.1.1"), a4("2.2.2.2"), proto::GRE), &g);
             if pos < ip.len() { ip[pos] = val; }
             ip.truncate(cut);
             let lax = ParseConfig { verify_ipv4_checksum: false, ..cfg() };

@@ -25,7 +25,7 @@
 use super::common::{int_in, median, print_json, SplitMix};
 use anyhow::{anyhow, bail, Result};
 use rsskit_core::RssKey;
-use rsskit_dataplane::build;
+use rsskit_dataplane::craft;
 use rsskit_dataplane::firewall::netisr_handler::FwHandler;
 use rsskit_dataplane::firewall::order::{self, Gate, Order, OrderedSource};
 use rsskit_dataplane::firewall::run::{self, replay_partitioned, Input};
@@ -201,9 +201,9 @@ fn replay_rows(a: &Args) -> Result<Vec<ReplayRow>> {
 }
 
 fn tcp(src: Ipv4Addr, sp: u16, dst: Ipv4Addr, dp: u16, flags: u8, payload: usize) -> Vec<u8> {
-    let mut t = build::tcp(sp, dp, &vec![b'x'; payload]);
+    let mut t = craft::tcp(sp, dp, &vec![b'x'; payload]);
     t[13] = flags;
-    build::eth(0x0800, &[], &build::ipv4(&build::V4::new(src, dst, 6), &t))
+    craft::eth(0x0800, &[], &craft::ipv4(&craft::V4::new(src, dst, 6), &t))
 }
 
 /// The frames of `flows` short TCP flows, flow after flow.

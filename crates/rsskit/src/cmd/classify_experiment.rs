@@ -187,7 +187,7 @@ impl PacketRing {
                 }
             };
             let (s, d) = (pick(&mut rng), pick(&mut rng));
-            let f = rsskit_dataplane::build::udp4_frame(s.into(), 1000, d.into(), 2000, 64);
+            let f = rsskit_dataplane::craft::udp4_frame(s.into(), 1000, d.into(), 2000, 64);
             // SAFETY: we hold buffer i (allocated above, never freed).
             unsafe { pool.mem().buf_mut(i)[..64].copy_from_slice(&f) };
         }

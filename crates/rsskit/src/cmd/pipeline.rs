@@ -7,7 +7,7 @@
 use super::common::{int_in, print_json, seconds_arg};
 use anyhow::{bail, Context, Result};
 use rsskit_core::HashConfig;
-use rsskit_dataplane::build::udp4_frame;
+use rsskit_dataplane::craft::udp4_frame;
 use rsskit_dataplane::hash::PacketHasher;
 use rsskit_dataplane::io::afpacket::{AfPacketSink, AfPacketSource, RingConfig};
 use rsskit_dataplane::io::pcap::{PcapSink, PcapSource};
@@ -191,7 +191,7 @@ fn gen_frames(flows: u32, size: usize, seed: u32) -> Vec<Vec<u8>> {
 /// `flows` IPv4 UDP datagrams of `ip_len` bytes, each cut into fragments
 /// of at most 1500 IP bytes, as Ethernet frames in order.
 fn gen_fragmented(flows: u32, ip_len: usize, seed: u32) -> Vec<Vec<u8>> {
-    use rsskit_dataplane::build::{eth, fragment_v4, udp, V4};
+    use rsskit_dataplane::craft::{eth, fragment_v4, udp, V4};
     let per = 1480; // fragment payload: 1500 - 20, a multiple of 8
     let mut out = Vec::new();
     for i in 0..flows {
