@@ -47,6 +47,10 @@ pub struct Args {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    /// Fresh random addresses on every pass over the packet ring (default:
+    /// each pass repeats the ring's addresses).
+    #[arg(long)]
+    fresh: bool,
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -87,6 +91,7 @@ pub fn run(a: Args) -> Result<()> {
         modes: vec![TableMode::PerWorker, TableMode::Shared, TableMode::RwLock],
         cpus,
         seed: 1,
+        fresh: a.fresh,
     };
     if !a.json {
         eprintln!(

@@ -11,7 +11,8 @@
 //!
 //! Packets are 64-byte Ethernet/IPv4/UDP frames in a ring of buffers
 //! `stride` bytes apart (default 1920) with random addresses, half of them
-//! present in the table; each later pass over the ring salts the addresses
+//! present in the table. By default every pass over the ring repeats its
+//! addresses; with `--fresh` each later pass salts them
 //! ([`PacketRing::fresh_addresses`]) so the traffic keeps being new random
 //! flows and the table's cache footprint is the whole table.
 
@@ -421,6 +422,11 @@ pub struct ClassifyParams {
     /// Pin worker i to cpus[i % len].
     pub cpus: Vec<usize>,
     pub seed: u64,
+    /// Fresh random addresses on every pass over the ring
+    /// ([`PacketRing::fresh_addresses`]); off: every pass repeats the
+    /// ring's addresses (the figures in docs/BENCHMARKS.md before
+    /// 2026-11-24 were taken so).
+    pub fresh: bool,
 }
 
 impl Default for ClassifyParams {
@@ -438,6 +444,7 @@ impl Default for ClassifyParams {
             modes: vec![TableMode::PerWorker, TableMode::Shared, TableMode::RwLock],
             cpus: Vec::new(),
             seed: 1,
+            fresh: false,
         }
     }
 }
@@ -450,7 +457,10 @@ pub fn run_matrix(p: &ClassifyParams, mut progress: impl FnMut(&Cell)) -> (Table
     let copies: Vec<Arc<Table>> = (0..maxw).map(|_| Arc::new(table.clone())).collect();
     let shared = Arc::new(RwLock::new(table.clone()));
     let rings: Vec<Arc<PacketRing>> = (0..maxw)
-        .map(|w| Arc::new(PacketRing::new(p.ring, p.stride, &hits, p.seed + 1 + w as u64).fresh_addresses()))
+        .map(|w| {
+            let ring = PacketRing::new(p.ring, p.stride, &hits, p.seed + 1 + w as u64);
+            Arc::new(if p.fresh { ring.fresh_addresses() } else { ring })
+        })
         .collect();
     let mut cells = Vec::new();
     for &mode in &p.modes {
