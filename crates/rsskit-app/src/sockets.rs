@@ -73,7 +73,7 @@ fn build(
     mode: Steer,
     bind: SocketAddr,
     transport: Transport,
-) -> Result<steer::Steering, Error> {
+) -> Result<steer::SteeredGroup, Error> {
     steer::build(&SteerSpec { mode, bind, policy, transport }).map_err(|e| {
         let message = format!("{e:#}");
         if message.contains("already in use") {

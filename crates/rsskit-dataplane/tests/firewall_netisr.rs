@@ -9,7 +9,7 @@
 
 use rsskit_dataplane::craft::udp4_frame;
 use rsskit_dataplane::firewall::netisr_handler::FwHandler;
-use rsskit_dataplane::firewall::{parse, Config, Firewall, Steering};
+use rsskit_dataplane::firewall::{parse, Config, Firewall, FlowOwners};
 use rsskit_dataplane::io::pcap::read_all;
 use rsskit_dataplane::io::{Recv, Source};
 use rsskit_dataplane::netisr::{Mbuf, Netisr, NetisrConfig};
@@ -78,7 +78,7 @@ fn replay(name: &str, workers: usize) {
     // every scenario's rules): each worker's clock advances, every state
     // expires, the masters' slave deletions travel over the message rings.
     let last = frames.last().map(|f| f.0).unwrap_or(0) + 400_000_000_000;
-    let steer = Steering::new(&fw.config.key, fw.config.hash, workers);
+    let steer = FlowOwners::new(&fw.config.key, fw.config.hash, workers);
     let pcap_frames = frames.len();
     for w in 0..workers {
         // (UDP may hash on addresses only: vary the source address.)

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use rsskit_core::{HashConfig, RssKey};
 use rsskit_dataplane::craft;
 use rsskit_dataplane::firewall::sim::Cluster;
-use rsskit_dataplane::firewall::{parse, Config, Dir, Steering};
+use rsskit_dataplane::firewall::{parse, Config, Dir, FlowOwners};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 const SYN: u8 = 0x02;
@@ -34,7 +34,7 @@ proptest! {
         a in any::<[u8; 4]>(), b in any::<[u8; 4]>(), a6 in any::<[u8; 16]>(), b6 in any::<[u8; 16]>(),
         sp in any::<u16>(), dp in any::<u16>(), udp in any::<bool>(), workers in 2usize..8,
     ) {
-        let s = Steering::new(&RssKey::symmetric(), HashConfig::all(), workers);
+        let s = FlowOwners::new(&RssKey::symmetric(), HashConfig::all(), workers);
         let proto = if udp { 17 } else { 6 };
         prop_assert_eq!(s.worker_of(v4(a), sp, v4(b), dp, proto), s.worker_of(v4(b), dp, v4(a), sp, proto));
         let (x, y) = (IpAddr::V6(Ipv6Addr::from(a6)), IpAddr::V6(Ipv6Addr::from(b6)));
@@ -51,7 +51,7 @@ fn cfg(workers: usize, key: RssKey) -> Config {
 #[test]
 fn microsoft_key_loses_replies_symmetric_key_does_not() {
     let me = v4([10, 0, 0, 1]);
-    let ms = Steering::new(&RssKey::microsoft(), HashConfig::default(), 2);
+    let ms = FlowOwners::new(&RssKey::microsoft(), HashConfig::default(), 2);
     // A client port whose reply hashes to the other worker under the Microsoft key.
     let c = v4([192, 168, 1, 10]);
     let port =
@@ -71,7 +71,7 @@ fn redirect_across_workers_and_master_led_deletion() {
     let orig = v4([10, 0, 0, 1]);
     let new = v4([10, 0, 0, 2]);
     let c = v4([192, 168, 1, 10]);
-    let s = Steering::new(&RssKey::symmetric(), HashConfig::default(), 2);
+    let s = FlowOwners::new(&RssKey::symmetric(), HashConfig::default(), 2);
     let port = (1024..u16::MAX)
         .find(|&p| s.worker_of(c, p, orig, 8080, 6) != s.worker_of(c, p, new, 80, 6))
         .unwrap();
@@ -206,7 +206,7 @@ fn ipv6_keep_state_and_redirect() {
 }
 
 /// Client ports whose flow to me:80 lands on worker `w` of `s`.
-fn ports_on(s: &Steering, c: IpAddr, me: IpAddr, w: usize, n: usize) -> Vec<u16> {
+fn ports_on(s: &FlowOwners, c: IpAddr, me: IpAddr, w: usize, n: usize) -> Vec<u16> {
     (1024..u16::MAX).filter(|&p| s.worker_of(c, p, me, 80, 6) == w).take(n).collect()
 }
 
@@ -214,7 +214,7 @@ fn ports_on(s: &Steering, c: IpAddr, me: IpAddr, w: usize, n: usize) -> Vec<u16>
 fn limit_hit_resyncs_collects_own_then_asks_the_others_once_per_second() {
     let me = v4([10, 0, 0, 1]);
     let c = v4([192, 168, 7, 7]);
-    let s = Steering::new(&RssKey::symmetric(), HashConfig::default(), 2);
+    let s = FlowOwners::new(&RssKey::symmetric(), HashConfig::default(), 2);
     // No expiry per batch: states go only when a collection is asked for.
     let config = Config { states_max: 100, expire_budget: 0, ..cfg(2, RssKey::symmetric()) };
     let mut cl = Cluster::new(config, parse(RULES).unwrap());

@@ -127,7 +127,7 @@ pub struct DevicePlan {
     /// Hashed fields to set per flow type (`ETHTOOL_SRXFH`), when asked.
     #[serde(default)]
     pub hash_fields: Vec<HashFieldPlan>,
-    pub steering: Steering,
+    pub steering: SteeringAdvice,
     pub notes: Vec<String>,
 }
 
@@ -170,7 +170,7 @@ pub struct IrqPlan {
 
 /// What rsskit's servers should use on this host.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Steering {
+pub struct SteeringAdvice {
     /// `cpu` or `toeplitz`.
     pub mode: String,
     /// The CPUs to run the workers on.
@@ -409,7 +409,7 @@ pub fn plan_device(
     let queue_cpus: Vec<usize> = sorted(&rx.iter().filter_map(|q| q.cpu).collect::<Vec<_>>());
     let nic_key = (!dev_key.is_empty()).then(|| key.clone().unwrap_or_else(|| hex(&dev_key)));
     let steering = if hw && queue_irqs {
-        Steering {
+        SteeringAdvice {
             mode: "cpu".into(),
             cpus: queue_cpus,
             key: None,
@@ -418,21 +418,21 @@ pub fn plan_device(
                 .into(),
         }
     } else if rps_on {
-        Steering {
+        SteeringAdvice {
             mode: "cpu".into(),
             cpus: sorted(&cpus),
             key: None,
             reason: "RPS picks one CPU per flow and the stack runs the socket lookup there".into(),
         }
     } else if n == 1 || (nrx == 1 && !hw) {
-        Steering {
+        SteeringAdvice {
             mode: "cpu".into(),
             cpus: sorted(&cpus),
             key: None,
             reason: "one CPU: every flow is on it".into(),
         }
     } else {
-        Steering {
+        SteeringAdvice {
             mode: "toeplitz".into(),
             cpus: sorted(&cpus),
             key: nic_key,

@@ -97,7 +97,7 @@ pub struct SteerSpec<'a> {
 
 /// The sockets of a steering setup.
 #[derive(Debug)]
-pub struct Steering {
+pub struct SteeredGroup {
     /// One per worker, in worker order (`shared`: duplicates of one socket).
     pub sockets: Vec<Socket>,
     /// The bound address (with the port the kernel picked for port 0).
@@ -117,7 +117,7 @@ pub struct Steering {
 ///
 /// Refuses a port some other socket already uses: a second reuseport
 /// group member would silently share (and steal) its traffic.
-pub fn build(spec: &SteerSpec<'_>) -> Result<Steering> {
+pub fn build(spec: &SteerSpec<'_>) -> Result<SteeredGroup> {
     let cpus: Vec<usize> = spec.policy.worker_cpus().iter().map(|c| c.as_usize()).collect();
     let n = cpus.len();
     if n == 0 {
@@ -134,7 +134,7 @@ pub fn build(spec: &SteerSpec<'_>) -> Result<Steering> {
             sockets.push(s.try_clone().context("duplicating the shared socket")?);
         }
         sockets.insert(0, s);
-        return Ok(Steering { sockets, local, program_len: None, extra: Vec::new() });
+        return Ok(SteeredGroup { sockets, local, program_len: None, extra: Vec::new() });
     }
     let first = spec.transport.socket(bind, true)?;
     let local = local_of(&first)?;
@@ -166,7 +166,7 @@ pub fn build(spec: &SteerSpec<'_>) -> Result<Steering> {
     if let Some(p) = program {
         attach_reuseport(&p, &sockets[0]).with_context(|| format!("attaching the {} program", spec.mode))?;
     }
-    Ok(Steering { sockets, local, program_len, extra })
+    Ok(SteeredGroup { sockets, local, program_len, extra })
 }
 
 /// UDP: refuses a port with sockets on it (`/proc/net/udp`); returns `bind`.

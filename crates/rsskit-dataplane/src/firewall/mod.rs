@@ -17,7 +17,7 @@
 //! normalized), but only if both directions reach the worker that owns the
 //! state. rsskit steers with [`rsskit_core::RssKey::symmetric`] (DragonFly's
 //! `6d5a` key), for which hash(a -> b) == hash(b -> a) for every hash type;
-//! [`Steering`] uses it by default and the tests check the property and
+//! [`FlowOwners`] uses it by default and the tests check the property and
 //! show replies missing their state under the Microsoft key. We chose the
 //! key over an explicit cross-worker reply path because it costs nothing
 //! per packet, keeps replies on the worker whose cache holds the state, and
@@ -168,17 +168,17 @@ impl FwPacket {
 /// Which worker owns a flow: the RSS hash of its tuple, as the NIC (or the
 /// software dispatcher) computes it, through the policy's bucket table.
 #[derive(Clone)]
-pub struct Steering {
+pub struct FlowOwners {
     hasher: PacketHasher,
 }
 
-impl Steering {
+impl FlowOwners {
     /// Steering over `workers` workers (at least one) with `key` and `config`.
     pub fn new(key: &RssKey, config: HashConfig, workers: usize) -> Self {
         // At least one worker and the default bits: always a valid policy.
         let policy = RssPolicy::with_workers(key.clone(), config, workers.max(1), None)
             .expect("one or more workers make a valid policy");
-        Steering { hasher: PacketHasher::from_policy(policy) }
+        FlowOwners { hasher: PacketHasher::from_policy(policy) }
     }
 
     /// The worker of a flow `src:sp -> dst:dp`.
@@ -340,7 +340,7 @@ impl Firewall {
                 id,
                 store,
                 loose: LooseCounter::default(),
-                steer: Steering::new(&self.config.key, self.config.hash, self.config.workers),
+                steer: FlowOwners::new(&self.config.key, self.config.hash, self.config.workers),
                 outbox: Vec::new(),
                 c: WorkerCounters::default(),
             },
@@ -387,7 +387,7 @@ struct Core {
     id: usize,
     store: Store,
     loose: LooseCounter,
-    steer: Steering,
+    steer: FlowOwners,
     outbox: Vec<(usize, Control)>,
     c: WorkerCounters,
 }

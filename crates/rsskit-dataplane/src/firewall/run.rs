@@ -16,7 +16,7 @@
 
 pub use super::order::Order;
 use super::order::{needed, Classifier, OrderStats, BARRIER_TIMEOUT};
-use super::{Control, Dir, Firewall, Resume, Snapshot, Steering, Verdict};
+use super::{Control, Dir, Firewall, FlowOwners, Resume, Snapshot, Verdict};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -94,7 +94,7 @@ pub fn run(
 ) -> RunReport {
     let n = fw.config.workers;
     let batch = batch.max(1);
-    let steer = Steering::new(&fw.config.key, fw.config.hash, n);
+    let steer = FlowOwners::new(&fw.config.key, fw.config.hash, n);
     let inflight = AtomicI64::new(0);
     let done = AtomicBool::new(false);
     let (txs, rxs): (Vec<_>, Vec<_>) = (0..n).map(|_| mpsc::channel::<Vec<Item>>()).unzip();

@@ -3,7 +3,7 @@
 //! redirection and the control messages it causes) before the next. Tests
 //! use it to check semantics exactly; [`super::run`] is the threaded driver.
 
-use super::{Config, Dir, Firewall, Rules, Steering, Verdict, Worker};
+use super::{Config, Dir, Firewall, FlowOwners, Rules, Verdict, Worker};
 use std::sync::Arc;
 
 /// What happened to one frame.
@@ -20,13 +20,13 @@ pub struct Outcome {
 pub struct Cluster {
     pub fw: Arc<Firewall>,
     pub workers: Vec<Worker>,
-    pub steer: Steering,
+    pub steer: FlowOwners,
 }
 
 impl Cluster {
     /// A firewall with `rules` and its workers.
     pub fn new(config: Config, rules: Rules) -> Self {
-        let steer = Steering::new(&config.key, config.hash, config.workers);
+        let steer = FlowOwners::new(&config.key, config.hash, config.workers);
         let fw = Firewall::new(config, rules);
         let workers = (0..fw.config.workers).map(|i| fw.worker(i)).collect();
         Cluster { fw, workers, steer }

@@ -23,7 +23,7 @@ use super::conn::{Action, ConnConfig, Expiry, Http, Interest, ReadMode};
 use super::event::{self, Epoll};
 use super::files::Root;
 use super::{now_ns, unix_secs};
-use crate::steer::{self, Steer, SteerSpec, Steering, Transport};
+use crate::steer::{self, Steer, SteerSpec, SteeredGroup, Transport};
 use crate::worker::Workers;
 use rsskit_core::rss::RssError;
 use rsskit_core::{CpuId, HashConfig, RssKey, RssPolicy};
@@ -332,7 +332,7 @@ pub fn policy(cfg: &ServeConfig) -> Result<RssPolicy> {
 /// (joining someone else's reuseport group would silently share its
 /// connections), then binds and listens one socket per worker in worker
 /// order (the group's socket index) and attaches the steering program.
-pub fn listen(cfg: &ServeConfig) -> Result<Steering> {
+pub fn listen(cfg: &ServeConfig) -> Result<SteeredGroup> {
     steer::build(&SteerSpec {
         mode: cfg.steer,
         bind: cfg.bind,

@@ -29,7 +29,7 @@ use rsskit_dataplane::craft;
 use rsskit_dataplane::firewall::netisr_handler::FwHandler;
 use rsskit_dataplane::firewall::order::{self, Gate, Order, OrderedSource};
 use rsskit_dataplane::firewall::run::{self, replay_partitioned, Input};
-use rsskit_dataplane::firewall::{parse, Config, Dir, Firewall, Steering};
+use rsskit_dataplane::firewall::{parse, Config, Dir, Firewall, FlowOwners};
 use rsskit_dataplane::io::{Recv, Source};
 use rsskit_dataplane::netisr::{Netisr, NetisrConfig};
 use rsskit_dataplane::output::{NullSink, Sink};
@@ -258,7 +258,7 @@ pub fn run(a: Args) -> Result<()> {
     let me = vec![IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1))];
     let mut rows = Vec::new();
     for &n in &a.workers {
-        let steer = Steering::new(&RssKey::symmetric(), Default::default(), n);
+        let steer = FlowOwners::new(&RssKey::symmetric(), Default::default(), n);
         let pc = Config::default().parse;
         let mut owned: Vec<Vec<usize>> = vec![Vec::new(); n];
         for (i, f) in frames.iter().enumerate() {
