@@ -12,7 +12,7 @@
 //! pool's owner thread, through its free list) and comes back through
 //! [`Pool::free`] or, from another thread, through the netisr return
 //! rings. Exactly one party holds an index at a time; that is what makes
-//! [`Pool::buf`] / [`Pool::buf_mut`] sound.
+//! [`PoolMem::buf`] / [`PoolMem::buf_mut`] sound.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::sync::Arc;

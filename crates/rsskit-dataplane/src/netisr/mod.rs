@@ -17,7 +17,7 @@
 //! optional prefetch of every packet's header, then of every packet's
 //! flow-table bucket ([`Handler::prefetch`]), then parse and handle each.
 //!
-//! Fragments go to the worker's [`Reassembler`] (all fragments of a
+//! Fragments go to the worker's [`Reassembler`](crate::reass::Reassembler) (all fragments of a
 //! datagram share the NIC's 2-tuple hash, so they meet on one worker).
 //! A completed datagram, and the inner packet of a decapsulated tunnel, is
 //! re-hashed with its full hash type and *re-injected*: handled at once if

@@ -10,7 +10,7 @@
 //! HTTP/1.1: keep-alive, `Connection: close`, pipelining; GET and HEAD; a
 //! generated object at `/` (`object_size` bytes) and `/bytes/N`; static
 //! files under `root`. Idle and header-read timeouts; error statuses from
-//! [`request::parse`]. Refused requests are answered, then the connection
+//! [`request::parse`](super::request::parse). Refused requests are answered, then the connection
 //! is closed gracefully (write side shut, input drained for a moment) so
 //! the client reads the answer instead of a reset.
 //!
