@@ -40,6 +40,7 @@ pub struct Setting {
     pub device: String,
     /// What it is, for people: `rx-0 rps_cpus`, `IRQ 41 (eth0-TxRx-1) affinity`.
     pub what: String,
+    /// How the value is read and written.
     pub kind: Kind,
     /// The file (for file settings), relative to nothing: as the sysroot
     /// gives it.
@@ -230,6 +231,7 @@ pub fn settings(root: &Sysroot, plan: &Plan) -> Result<Vec<Setting>, TuneError> 
 /// The save file: what `apply` replaced, for `--restore`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SaveFile {
+    /// Save file format version.
     pub version: u32,
     /// Seconds since the epoch.
     pub saved_at: u64,
@@ -254,6 +256,7 @@ pub fn write_save(path: &std::path::Path, save: &SaveFile) -> Result<(), TuneErr
     fs::write(path, text + "\n").map_err(|source| TuneError::Save { path: path.to_path_buf(), source })
 }
 
+/// Reads and parses a save file; [`TuneError::Read`] if unreadable or not valid JSON for [`SaveFile`].
 pub fn read_save(path: &std::path::Path) -> Result<SaveFile, TuneError> {
     let text = fs::read_to_string(path)
         .map_err(|e| TuneError::Read { path: path.to_path_buf(), msg: e.to_string() })?;
