@@ -87,14 +87,33 @@ pub fn same(kind: Kind, a: &str, b: &str) -> bool {
 /// Errors that stop an apply before anything is written.
 #[derive(Debug, thiserror::Error)]
 pub enum TuneError {
+    /// Reading or writing a setting through the sysroot failed.
     #[error(transparent)]
     Host(#[from] SysrootError),
+    /// The save file could not be written.
     #[error("writing the save file {path}: {source}")]
-    Save { path: PathBuf, source: io::Error },
+    Save {
+        /// The save file.
+        path: PathBuf,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// A file (e.g. a save file) could not be read or parsed.
     #[error("reading {path}: {msg}")]
-    Read { path: PathBuf, msg: String },
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        msg: String,
+    },
+    /// The plan does not fit the device it names.
     #[error("the plan names {device} but {msg}")]
-    PlanMismatch { device: String, msg: String },
+    PlanMismatch {
+        /// Interface the plan names.
+        device: String,
+        /// What does not match.
+        msg: String,
+    },
 }
 
 fn fields_mask(s: &str) -> Result<u64, String> {
@@ -285,7 +304,10 @@ pub enum Outcome {
     /// Written and read back as asked.
     Applied,
     /// The kernel or driver refused the write.
-    Refused { reason: String },
+    Refused {
+        /// Why the write was refused (the driver's reason, or an invalid value).
+        reason: String,
+    },
     /// Written, but it reads back as something else.
     Changed { read_back: String, reason: String },
 }
