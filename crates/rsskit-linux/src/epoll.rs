@@ -7,12 +7,19 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+/// Readable (`EPOLLIN`).
 pub const IN: u32 = libc::EPOLLIN as u32;
+/// Writable (`EPOLLOUT`).
 pub const OUT: u32 = libc::EPOLLOUT as u32;
+/// Error condition (`EPOLLERR`).
 pub const ERR: u32 = libc::EPOLLERR as u32;
+/// Hang-up (`EPOLLHUP`).
 pub const HUP: u32 = libc::EPOLLHUP as u32;
+/// Peer closed its writing half (`EPOLLRDHUP`).
 pub const RDHUP: u32 = libc::EPOLLRDHUP as u32;
+/// Edge-triggered registration (`EPOLLET`).
 pub const ET: u32 = libc::EPOLLET as u32;
+/// Wake only one of the epoll sets sharing the descriptor (`EPOLLEXCLUSIVE`).
 pub const EXCLUSIVE: u32 = libc::EPOLLEXCLUSIVE as u32;
 
 /// Whether `epoll_pwait2` exists (cleared on the first `ENOSYS`).

@@ -14,7 +14,9 @@ use serde::Serialize;
 /// The verdict on one device.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DeviceVerdict {
+    /// Interface name.
     pub name: String,
+    /// Whether the device passed every check (`problems` is empty).
     pub aligned: bool,
     /// Why not (empty when aligned).
     pub problems: Vec<String>,

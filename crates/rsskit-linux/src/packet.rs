@@ -35,6 +35,7 @@ pub enum PacketError {
 pub struct RingConfig {
     /// Bytes per block (a multiple of the page size).
     pub block_size: u32,
+    /// Number of blocks in the ring.
     pub block_count: u32,
     /// Frame slot size hint for the kernel (V3 packs frames, this bounds snaplen).
     pub frame_size: u32,

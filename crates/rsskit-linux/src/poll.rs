@@ -24,10 +24,12 @@ impl PollSet {
         Self::readable(items.into_iter().map(|s| s.as_raw_fd()))
     }
 
+    /// Number of descriptors in the set.
     pub fn len(&self) -> usize {
         self.fds.len()
     }
 
+    /// Whether the set holds no descriptor.
     pub fn is_empty(&self) -> bool {
         self.fds.is_empty()
     }

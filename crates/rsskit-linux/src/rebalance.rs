@@ -24,6 +24,7 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// Reads softnet stats and interrupt counts under `roots`, timestamped now.
     pub fn take(roots: &Roots) -> Result<Snapshot, NetstatError> {
         let at = Instant::now();
         let path: PathBuf = roots.proc.join("net/softnet_stat");
@@ -81,12 +82,15 @@ pub fn queue_loads(dev: &DeviceState, a: &Snapshot, b: &Snapshot) -> QueueLoads 
 /// The outcome of [`rebalance`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Rebalanced {
+    /// The indirection table after the moves (queue per entry).
     pub table: Vec<u32>,
     /// Entries moved to another queue.
     pub moved: usize,
     /// Max over mean of the queues' loads, before and after (estimated).
     pub before: f64,
+    /// Max over mean of the queues' loads after the moves (estimated).
     pub after: f64,
+    /// Estimated load of each queue after the moves, indexed by queue.
     pub loads_after: Vec<f64>,
 }
 

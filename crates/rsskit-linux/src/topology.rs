@@ -13,16 +13,22 @@ use std::path::Path;
 /// One NUMA node and the CPUs it holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NumaNode {
+    /// NUMA node id.
     pub node: usize,
+    /// CPUs on this node.
     pub cpus: Vec<usize>,
 }
 
 /// Where one CPU sits: its core and package (socket) ids, when sysfs tells.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CpuPlace {
+    /// CPU number.
     pub cpu: usize,
+    /// Core id (`topology/core_id`).
     pub core_id: Option<usize>,
+    /// Package (socket) id (`topology/physical_package_id`).
     pub package_id: Option<usize>,
+    /// NUMA node holding the CPU.
     pub node: Option<usize>,
 }
 

@@ -40,6 +40,7 @@ pub struct Setting {
     pub device: String,
     /// What it is, for people: `rx-0 rps_cpus`, `IRQ 41 (eth0-TxRx-1) affinity`.
     pub what: String,
+    /// How the value is read and written.
     pub kind: Kind,
     /// The file (for file settings), relative to nothing: as the sysroot
     /// gives it.
@@ -86,14 +87,33 @@ pub fn same(kind: Kind, a: &str, b: &str) -> bool {
 /// Errors that stop an apply before anything is written.
 #[derive(Debug, thiserror::Error)]
 pub enum TuneError {
+    /// Reading or writing a setting through the sysroot failed.
     #[error(transparent)]
     Host(#[from] SysrootError),
+    /// The save file could not be written.
     #[error("writing the save file {path}: {source}")]
-    Save { path: PathBuf, source: io::Error },
+    Save {
+        /// The save file.
+        path: PathBuf,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// A file (e.g. a save file) could not be read or parsed.
     #[error("reading {path}: {msg}")]
-    Read { path: PathBuf, msg: String },
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        msg: String,
+    },
+    /// The plan does not fit the device it names.
     #[error("the plan names {device} but {msg}")]
-    PlanMismatch { device: String, msg: String },
+    PlanMismatch {
+        /// Interface the plan names.
+        device: String,
+        /// What does not match.
+        msg: String,
+    },
 }
 
 fn fields_mask(s: &str) -> Result<u64, String> {
@@ -230,6 +250,7 @@ pub fn settings(root: &Sysroot, plan: &Plan) -> Result<Vec<Setting>, TuneError> 
 /// The save file: what `apply` replaced, for `--restore`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SaveFile {
+    /// Save file format version.
     pub version: u32,
     /// Seconds since the epoch.
     pub saved_at: u64,
@@ -254,6 +275,7 @@ pub fn write_save(path: &std::path::Path, save: &SaveFile) -> Result<(), TuneErr
     fs::write(path, text + "\n").map_err(|source| TuneError::Save { path: path.to_path_buf(), source })
 }
 
+/// Reads and parses a save file; [`TuneError::Read`] if unreadable or not valid JSON for [`SaveFile`].
 pub fn read_save(path: &std::path::Path) -> Result<SaveFile, TuneError> {
     let text = fs::read_to_string(path)
         .map_err(|e| TuneError::Read { path: path.to_path_buf(), msg: e.to_string() })?;
@@ -282,7 +304,10 @@ pub enum Outcome {
     /// Written and read back as asked.
     Applied,
     /// The kernel or driver refused the write.
-    Refused { reason: String },
+    Refused {
+        /// Why the write was refused (the driver's reason, or an invalid value).
+        reason: String,
+    },
     /// Written, but it reads back as something else.
     Changed { read_back: String, reason: String },
 }
