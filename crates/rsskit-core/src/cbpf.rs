@@ -52,43 +52,81 @@ pub struct Insn {
 }
 
 // Opcode pieces (linux/filter.h, linux/bpf_common.h).
+/// Class: load into the accumulator A.
 pub const BPF_LD: u16 = 0x00;
+/// Class: load into the index register X.
 pub const BPF_LDX: u16 = 0x01;
+/// Class: store A into scratch memory.
 pub const BPF_ST: u16 = 0x02;
+/// Class: store X into scratch memory.
 pub const BPF_STX: u16 = 0x03;
+/// Class: arithmetic or logic on A.
 pub const BPF_ALU: u16 = 0x04;
+/// Class: jump.
 pub const BPF_JMP: u16 = 0x05;
+/// Class: return.
 pub const BPF_RET: u16 = 0x06;
+/// Class: miscellaneous (register transfers).
 pub const BPF_MISC: u16 = 0x07;
+/// Size: 32-bit word.
 pub const BPF_W: u16 = 0x00;
+/// Size: 16-bit half word.
 pub const BPF_H: u16 = 0x08;
+/// Size: byte.
 pub const BPF_B: u16 = 0x10;
+/// Mode: immediate constant `k`.
 pub const BPF_IMM: u16 = 0x00;
+/// Mode: packet data at absolute offset `k`.
 pub const BPF_ABS: u16 = 0x20;
+/// Mode: packet data at offset `X + k`.
 pub const BPF_IND: u16 = 0x40;
+/// Mode: scratch memory word `k`.
 pub const BPF_MEM: u16 = 0x60;
+/// Mode: packet length.
 pub const BPF_LEN: u16 = 0x80;
+/// Mode: `4 * (byte at k & 0xf)` (IPv4 header length), into X.
 pub const BPF_MSH: u16 = 0xa0;
+/// ALU operation: add.
 pub const BPF_ADD: u16 = 0x00;
+/// ALU operation: subtract.
 pub const BPF_SUB: u16 = 0x10;
+/// ALU operation: multiply.
 pub const BPF_MUL: u16 = 0x20;
+/// ALU operation: divide.
 pub const BPF_DIV: u16 = 0x30;
+/// ALU operation: bitwise or.
 pub const BPF_OR: u16 = 0x40;
+/// ALU operation: bitwise and.
 pub const BPF_AND: u16 = 0x50;
+/// ALU operation: shift left.
 pub const BPF_LSH: u16 = 0x60;
+/// ALU operation: shift right.
 pub const BPF_RSH: u16 = 0x70;
+/// ALU operation: negate.
 pub const BPF_NEG: u16 = 0x80;
+/// ALU operation: remainder.
 pub const BPF_MOD: u16 = 0x90;
+/// ALU operation: bitwise exclusive or.
 pub const BPF_XOR: u16 = 0xa0;
+/// Jump: always, by `k`.
 pub const BPF_JA: u16 = 0x00;
+/// Jump: if A equals the operand.
 pub const BPF_JEQ: u16 = 0x10;
+/// Jump: if A is greater than the operand.
 pub const BPF_JGT: u16 = 0x20;
+/// Jump: if A is greater than or equal to the operand.
 pub const BPF_JGE: u16 = 0x30;
+/// Jump: if A AND the operand is nonzero.
 pub const BPF_JSET: u16 = 0x40;
+/// Source operand: the constant `k`.
 pub const BPF_K: u16 = 0x00;
+/// Source operand: the index register X.
 pub const BPF_X: u16 = 0x08;
+/// Return value: the accumulator A.
 pub const BPF_A: u16 = 0x10;
+/// Misc: copy A into X.
 pub const BPF_TAX: u16 = 0x00;
+/// Misc: copy X into A.
 pub const BPF_TXA: u16 = 0x80;
 /// Scratch memory words.
 pub const BPF_MEMWORDS: u32 = 16;
@@ -125,7 +163,12 @@ pub enum BpfError {
     /// Too many instructions.
     TooLong(usize),
     /// Key too short for the hash input.
-    KeyTooShort { key: usize, input: usize },
+    KeyTooShort {
+        /// Key length, in bytes.
+        key: usize,
+        /// Hash input length, in bytes.
+        input: usize,
+    },
     /// No sockets.
     Empty,
 }

@@ -31,8 +31,11 @@ use core::ops::RangeInclusive;
 /// the NIC computes for the flow `src:src_port -> dst:dst_port`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Found {
+    /// Source address.
     pub src: IpAddr,
+    /// Source port.
     pub src_port: u16,
+    /// The flow's full 32-bit Toeplitz hash.
     pub hash: u32,
 }
 
@@ -49,15 +52,30 @@ pub enum FindError {
         reachable: bool,
     },
     /// A prefix length longer than the address.
-    BadPrefix { prefix_len: u8, max: u8 },
+    BadPrefix {
+        /// The prefix length given.
+        prefix_len: u8,
+        /// Bits in the address: 32 or 128.
+        max: u8,
+    },
     /// Source, destination and hash type are not all of one family.
     FamilyMismatch,
     /// `value` has bits outside `mask`: no hash can match.
-    ValueOutsideMask { mask: u32, value: u32 },
+    ValueOutsideMask {
+        /// Hash bits that must match.
+        mask: u32,
+        /// Value wanted in those bits.
+        value: u32,
+    },
     /// An empty port range.
     EmptyRange,
     /// The key is too short for the hash input.
-    KeyTooShort { len: usize, need: usize },
+    KeyTooShort {
+        /// Key length, in bytes.
+        len: usize,
+        /// Key bytes the hash input needs (input length + 4).
+        need: usize,
+    },
 }
 
 impl fmt::Display for FindError {

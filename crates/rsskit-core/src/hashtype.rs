@@ -88,7 +88,9 @@ impl fmt::Display for HashType {
 /// Transport protocol of a flow, as far as RSS cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum L4Proto {
+    /// TCP (IP protocol 6).
     Tcp,
+    /// UDP (IP protocol 17).
     Udp,
     /// Any other IP protocol number: always hashed on addresses only.
     Other(u8),
@@ -199,10 +201,15 @@ impl HashConfig {
 /// A flow as seen by the receiver: packets travel from `src` to `dst`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FlowTuple {
+    /// Source address (the sender).
     pub src: IpAddr,
+    /// Destination address (the receiver).
     pub dst: IpAddr,
+    /// Source port.
     pub src_port: u16,
+    /// Destination port.
     pub dst_port: u16,
+    /// Transport protocol.
     pub proto: L4Proto,
 }
 

@@ -25,11 +25,21 @@ pub const MAX_INPUT_LEN: usize = 36;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyError {
     /// The key is shorter than the 36-byte IPv6 4-tuple input needs (40 bytes).
-    TooShort { len: usize, min: usize },
+    TooShort {
+        /// Length of the key given, in bytes.
+        len: usize,
+        /// Least length accepted, in bytes.
+        min: usize,
+    },
     /// An odd number of hex digits.
     OddHexLength(usize),
     /// A character that is not a hex digit (position in the string).
-    NotHex { pos: usize, ch: char },
+    NotHex {
+        /// Position of the character in the string.
+        pos: usize,
+        /// The character.
+        ch: char,
+    },
 }
 
 impl fmt::Display for KeyError {
@@ -136,7 +146,10 @@ pub enum RandomKeyError {
     #[cfg(feature = "std")]
     Rng(getrandom::Error),
     /// Every one of `draws` keys failed the key check: the random source is broken.
-    NoGoodKey { draws: u32 },
+    NoGoodKey {
+        /// How many keys were drawn and refused.
+        draws: u32,
+    },
 }
 
 impl fmt::Display for RandomKeyError {

@@ -64,7 +64,9 @@ pub fn chi2_bound(bits: u32) -> f64 {
 /// Address family of a check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Family {
+    /// IPv4: a 96-bit 4-tuple input.
     Ipv4,
+    /// IPv6: a 288-bit 4-tuple input.
     Ipv6,
 }
 
@@ -104,7 +106,9 @@ impl Family {
 /// A field of the hash input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Field {
+    /// The source address.
     SrcAddr,
+    /// The source port.
     SrcPort,
 }
 
@@ -112,13 +116,39 @@ pub enum Field {
 #[derive(Debug, Clone, PartialEq)]
 pub enum KeyProblem {
     /// The window of input bit `bit` is all zeros or all ones.
-    DegenerateWindow { bit: usize, window: u32 },
+    DegenerateWindow {
+        /// Index of the input bit.
+        bit: usize,
+        /// Its 32-bit key window.
+        window: u32,
+    },
     /// Varying only `field` reaches `2^rank` of the `2^bits` buckets.
-    FieldRank { family: Family, field: Field, rank: u32, bits: u32 },
+    FieldRank {
+        /// Address family of the input.
+        family: Family,
+        /// The field varied.
+        field: Field,
+        /// Rank of the field's windows on the bucket bits.
+        rank: u32,
+        /// Bucket bits checked.
+        bits: u32,
+    },
     /// All input bits together reach only `2^rank` hash values (rank < 32).
-    HashRank { family: Family, rank: u32 },
+    HashRank {
+        /// Address family of the input.
+        family: Family,
+        /// Rank of all windows on the 32 hash bits.
+        rank: u32,
+    },
     /// The sample's chi-square statistic exceeds the bound.
-    Spread { family: Family, chi2: f64, bound: f64 },
+    Spread {
+        /// Address family of the sample.
+        family: Family,
+        /// Chi-square statistic of the sample over the buckets.
+        chi2: f64,
+        /// The bound it exceeds ([`chi2_bound`]).
+        bound: f64,
+    },
 }
 
 impl fmt::Display for KeyProblem {
@@ -153,6 +183,7 @@ impl fmt::Display for KeyProblem {
 /// Per-family figures of a check.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FamilyReport {
+    /// Address family these figures are for.
     pub family: Family,
     /// Rank of the source-port windows on the bucket bits (want `bits`).
     pub src_port_rank: u32,
@@ -171,7 +202,9 @@ pub struct KeyReport {
     pub bits: u32,
     /// Chi-square bound (significance [`SIGNIFICANCE`], `2^bits - 1` df).
     pub chi2_bound: f64,
+    /// Figures for IPv4 inputs.
     pub ipv4: FamilyReport,
+    /// Figures for IPv6 inputs.
     pub ipv6: FamilyReport,
     /// Why the key fails; empty when it passes.
     pub problems: Vec<KeyProblem>,

@@ -10,13 +10,37 @@ use core::net::IpAddr;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NetParseError {
     /// `addr` (in `input`) is not an IP address.
-    NotAnAddress { addr: String, input: String },
+    NotAnAddress {
+        /// The address part as given.
+        addr: String,
+        /// The whole argument.
+        input: String,
+    },
     /// The prefix length is not a number up to `max`.
-    BadPrefix { len: String, input: String, max: u8 },
+    BadPrefix {
+        /// The prefix length as given (after the `/`).
+        len: String,
+        /// The whole argument.
+        input: String,
+        /// Largest length allowed: 32 for IPv4, 128 for IPv6.
+        max: u8,
+    },
     /// `port` (in `input`) is not 0-65535.
-    NotAPort { port: String, input: String },
+    NotAPort {
+        /// The port as given.
+        port: String,
+        /// The whole argument.
+        input: String,
+    },
     /// `A-B` with A > B.
-    EmptyRange { input: String, lo: u16, hi: u16 },
+    EmptyRange {
+        /// The whole argument.
+        input: String,
+        /// First port of the range (A).
+        lo: u16,
+        /// Last port of the range (B).
+        hi: u16,
+    },
 }
 
 impl fmt::Display for NetParseError {

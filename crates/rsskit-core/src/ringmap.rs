@@ -61,7 +61,12 @@ pub enum RingmapError {
     /// A table size that is zero or not a multiple of 128.
     BadTableSize(usize),
     /// More rings asked for than the table has entries: some ring could never be used.
-    MoreRingsThanEntries { rings: usize, entries: usize },
+    MoreRingsThanEntries {
+        /// Rings asked for.
+        rings: usize,
+        /// Table entries.
+        entries: usize,
+    },
     /// Two ringmaps of different CPU counts or device units cannot be aligned.
     Incompatible,
 }
@@ -330,11 +335,16 @@ fn check_len(len: usize) -> Result<(), RingmapError> {
 /// replicated table's mismatches beside it, and optionally matched TX rings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RingmapPlan {
+    /// The RX ringmap.
     pub rx: Ringmap,
     /// TX rings after [`Ringmap::match_rings`], when asked for.
     pub tx: Option<Ringmap>,
+    /// The redirect table ([`Ringmap::rdrtable`]): entry `i` is the RX ring
+    /// for `hash & (len - 1) == i`.
     pub table: Vec<usize>,
+    /// Mismatches of `table` ([`Ringmap::mismatches`]).
     pub mismatches: usize,
+    /// Mismatches of the plain replicated table ([`Ringmap::replicated_table`]).
     pub replicate_mismatches: usize,
     /// The lower bound [`Ringmap::min_mismatches`].
     pub min_mismatches: usize,
@@ -345,8 +355,11 @@ pub struct RingmapPlan {
 /// Parameters of a [`RingmapPlan`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PlanSpec {
+    /// Number of CPUs.
     pub ncpus: usize,
+    /// Number of RX rings.
     pub rings: usize,
+    /// Device unit (picks the CPU set, see [`Ringmap::alloc`]).
     pub unit: usize,
     /// Power-of-two ring count (`alloc2`).
     pub pow2: bool,

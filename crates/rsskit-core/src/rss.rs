@@ -19,13 +19,28 @@ pub enum RssError {
     /// More than [`MAX_BITS`] bucket bits, or zero.
     BadBits(u32),
     /// A bucket index past the last bucket.
-    NoSuchBucket { bucket: u32, buckets: u32 },
+    NoSuchBucket {
+        /// The bucket index asked for.
+        bucket: u32,
+        /// How many buckets there are.
+        buckets: u32,
+    },
     /// A worker index past the last worker.
-    NoSuchWorker { worker: u32, workers: u32 },
+    NoSuchWorker {
+        /// The worker index asked for.
+        worker: u32,
+        /// How many workers there are.
+        workers: u32,
+    },
     /// A bucket table whose length is not a power of two up to 128.
     BadTableLen(usize),
     /// A table entry sends its bucket to a CPU where no worker runs.
-    NoWorkerOnCpu { entry: u32, cpu: u32 },
+    NoWorkerOnCpu {
+        /// Index of the table entry (its bucket).
+        entry: u32,
+        /// The CPU that entry sends to.
+        cpu: u32,
+    },
 }
 
 impl fmt::Display for RssError {
