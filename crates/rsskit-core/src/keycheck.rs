@@ -27,7 +27,7 @@
 //!    independent (and the hash depends only on the XOR of the 16-bit
 //!    halves of the tuple) -- the price of hash(a->b) == hash(b->a).
 //! 4. **A realistic sample spreads evenly.** 8192 flows towards one server
-//!    (192.0.2.1:443, resp. [2001:db8::1]:443): 32 random client addresses,
+//!    (`192.0.2.1:443`, resp. `[2001:db8::1]:443`): 32 random client addresses,
 //!    each with 256 consecutive source ports from a random base (ephemeral
 //!    port allocation). Pearson's chi-square statistic of the bucket counts
 //!    (expected 8192 / 2^bits each, `2^bits - 1` degrees of freedom) must

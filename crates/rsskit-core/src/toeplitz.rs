@@ -5,7 +5,7 @@
 //! result the 32-bit window of the key that starts at that bit position.
 //!
 //! Three implementations, which agree bit for bit (property-tested):
-//! - [`reference`]: that definition, one bit at a time. Slow; the oracle.
+//! - [`reference`](fn@reference): that definition, one bit at a time. Slow; the oracle.
 //! - [`Toeplitz::hash`]: the fast single hash. Portable path: the hash is
 //!   linear over GF(2), so the contribution of each input byte is
 //!   precomputed per byte value (one 256-entry `u32` table per input byte
