@@ -162,16 +162,7 @@ impl Nginx {
 
 impl Drop for Nginx {
     fn drop(&mut self) {
-        let pg = self.child.id() as i32;
-        // SAFETY: signalling the process group we created.
-        unsafe { libc::kill(-pg, libc::SIGTERM) };
-        let t = Instant::now();
-        while self.child.try_wait().ok().flatten().is_none() && t.elapsed() < Duration::from_secs(5) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        // SAFETY: as above, whatever is left of the group.
-        unsafe { libc::kill(-pg, libc::SIGKILL) };
-        let _ = self.child.wait();
+        common::proc::stop_group(&mut self.child);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -95,3 +95,19 @@ impl Drop for Running {
         }
     }
 }
+
+/// Stops a child started as the leader of its own process group (a server
+/// such as nginx with its workers): SIGTERM to the group, up to 5 s for the
+/// leader to exit, then SIGKILL to whatever is left, and reaps it.
+pub fn stop_group(child: &mut Child) {
+    let pg = child.id() as i32;
+    // SAFETY: signalling the process group the test created.
+    unsafe { libc::kill(-pg, libc::SIGTERM) };
+    let t = Instant::now();
+    while child.try_wait().ok().flatten().is_none() && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: as above, whatever is left of the group.
+    unsafe { libc::kill(-pg, libc::SIGKILL) };
+    let _ = child.wait();
+}
