@@ -6,6 +6,7 @@ pub mod affinity;
 pub mod bpf;
 pub mod clock;
 pub mod cpulist;
+pub mod ebpf;
 pub mod epoll;
 pub mod ethtool;
 pub mod fs;
