@@ -154,6 +154,13 @@ impl Toeplitz {
         }
     }
 
+    /// The per-byte tables (`[i][v]`: the hash contribution of value `v` at
+    /// input byte `i`), for hashers outside this process that XOR one entry
+    /// per input byte, such as the eBPF programs (`bpf/toeplitz.h`).
+    pub fn byte_tables(&self) -> &[[u32; 256]] {
+        &self.tables
+    }
+
     /// The key this hasher was built from.
     pub fn key(&self) -> &RssKey {
         &self.key
