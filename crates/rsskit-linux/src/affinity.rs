@@ -1,7 +1,9 @@
 //! CPU affinity of the calling thread: pin it to one CPU, ask which CPU it
-//! runs on.
+//! runs on; spawn a named thread already pinned ([`spawn_pinned`]).
 
 use std::io;
+use std::sync::mpsc;
+use std::thread::{self, JoinHandle, Scope, ScopedJoinHandle};
 
 /// Pins the calling thread to `cpu` (`sched_setaffinity(0, ...)`).
 pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
@@ -20,6 +22,73 @@ pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Spawns a thread called `name`, pins it to `cpu` (no pinning for `None`)
+/// and only then runs `f` on it. Returns once the thread is pinned, so a CPU
+/// that cannot be used is an error here, naming the CPU, and `f` never runs
+/// on the wrong one. The one "spawn and pin" of the workspace: workers and
+/// benchmarks use it rather than pinning from inside their closures.
+pub fn spawn_pinned<T, F>(name: impl Into<String>, cpu: Option<usize>, f: F) -> io::Result<JoinHandle<T>>
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    let (tx, rx) = mpsc::sync_channel(1);
+    let h = thread::Builder::new().name(name.into()).spawn(move || pinned_body(cpu, tx, f))?;
+    match settle(rx) {
+        Ok(()) => Ok(h),
+        Err(e) => {
+            let _ = h.join();
+            Err(e)
+        }
+    }
+}
+
+/// [`spawn_pinned`] inside a [`std::thread::scope`], for workers that
+/// borrow from the caller's stack.
+pub fn spawn_pinned_scoped<'scope, 'env, T, F>(
+    scope: &'scope Scope<'scope, 'env>,
+    name: impl Into<String>,
+    cpu: Option<usize>,
+    f: F,
+) -> io::Result<ScopedJoinHandle<'scope, T>>
+where
+    T: Send + 'scope,
+    F: FnOnce() -> T + Send + 'scope,
+{
+    let (tx, rx) = mpsc::sync_channel(1);
+    let h = thread::Builder::new().name(name.into()).spawn_scoped(scope, move || pinned_body(cpu, tx, f))?;
+    match settle(rx) {
+        Ok(()) => Ok(h),
+        Err(e) => {
+            let _ = h.join();
+            Err(e)
+        }
+    }
+}
+
+/// The thread side: pin, report, then run `f` (or end without running it).
+fn pinned_body<T>(cpu: Option<usize>, tx: mpsc::SyncSender<io::Result<()>>, f: impl FnOnce() -> T) -> T {
+    let pinned = cpu.map_or(Ok(()), pin_current_thread);
+    let ok = pinned.is_ok();
+    let _ = tx.send(pinned);
+    if !ok {
+        // No `T` to return: unwind without the panic hook (no message);
+        // the spawner joins this thread and returns the pinning error.
+        std::panic::resume_unwind(Box::new(NotPinned));
+    }
+    f()
+}
+
+/// The spawner side: the thread's pinning result. On an error the thread
+/// is ending without running `f`; the caller joins it so nothing is left
+/// behind.
+fn settle(rx: mpsc::Receiver<io::Result<()>>) -> io::Result<()> {
+    rx.recv().unwrap_or_else(|_| Err(io::Error::other("the new thread ended before it was pinned")))
+}
+
+/// Unwind payload of a thread that could not be pinned.
+struct NotPinned;
 
 /// The CPUs the calling thread may run on.
 pub fn current_affinity() -> io::Result<Vec<usize>> {
@@ -76,6 +145,38 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn spawn_pinned_runs_on_the_cpu_or_fails_without_running() {
+        let allowed = current_affinity().unwrap();
+        let target = *allowed.last().unwrap();
+        let h = spawn_pinned("pin-test", Some(target), move || {
+            (current_affinity().unwrap(), thread::current().name().map(String::from))
+        })
+        .unwrap();
+        let (aff, name) = h.join().unwrap();
+        assert_eq!(aff, vec![target]);
+        assert_eq!(name.as_deref(), Some("pin-test"));
+        // Unpinned: the spawner's affinity is kept.
+        let h = spawn_pinned("free", None, current_affinity).unwrap();
+        assert_eq!(h.join().unwrap().unwrap(), allowed);
+        // A CPU that does not exist: an error naming it, and `f` never ran.
+        let ran = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let r2 = ran.clone();
+        let e =
+            spawn_pinned("bad", Some(100_000), move || r2.store(true, std::sync::atomic::Ordering::SeqCst))
+                .unwrap_err();
+        assert!(e.to_string().contains("100000"), "{e}");
+        assert!(!ran.load(std::sync::atomic::Ordering::SeqCst));
+        // Scoped: borrows from the caller.
+        let v = [1u32, 2, 3];
+        let sum = thread::scope(|s| {
+            let h = spawn_pinned_scoped(s, "scoped", Some(target), || v.iter().sum::<u32>()).unwrap();
+            assert!(spawn_pinned_scoped(s, "scoped-bad", Some(100_000), || v.len()).is_err());
+            h.join().unwrap()
+        });
+        assert_eq!(sum, 6);
     }
 
     #[test]
