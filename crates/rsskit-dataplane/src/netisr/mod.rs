@@ -762,9 +762,17 @@ impl<H: Handler> Netisr<H> {
         for w in parts.workers {
             let cpu = cfg.cpus.as_ref().map(|c| c[w.id()]);
             cpus.push(cpu);
-            let t =
-                std::thread::Builder::new().name(format!("netisr{}", w.id())).spawn(move || w.run(cpu))?;
-            threads.push(t);
+            let name = format!("netisr{}", w.id());
+            match rsskit_linux::affinity::spawn_pinned(name, cpu, move || w.run()) {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    // Stop the workers already running (they drain and exit).
+                    ctl.stop_inputs.store(true, Ordering::SeqCst);
+                    ctl.stop.store(true, Ordering::SeqCst);
+                    threads.into_iter().for_each(|t| drop(t.join()));
+                    return Err(e.into());
+                }
+            }
         }
         Ok(Netisr { ctl, monitors, msg_monitors, threads, cpus, started: Instant::now() })
     }

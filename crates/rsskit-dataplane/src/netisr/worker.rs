@@ -82,6 +82,30 @@ pub(super) struct Worker<H: Handler> {
     cpu0: u64,
 }
 
+/// One worker's ends of the rings to and from every other worker
+/// (`tx[j]`/`ret_tx[j]`/`msg_tx[j]`: to worker j, `None` for itself).
+struct Links {
+    tx: Vec<Option<Producer<Mbuf>>>,
+    rx: Vec<Consumer<Mbuf>>,
+    ret_tx: Vec<Option<Producer<u32>>>,
+    ret_rx: Vec<Consumer<u32>>,
+    msg_tx: Vec<Option<Producer<Msg>>>,
+    msg_rx: Vec<Consumer<Msg>>,
+}
+
+impl Links {
+    fn new(n: usize) -> Self {
+        Links {
+            tx: (0..n).map(|_| None).collect(),
+            rx: Vec::new(),
+            ret_tx: (0..n).map(|_| None).collect(),
+            ret_rx: Vec::new(),
+            msg_tx: (0..n).map(|_| None).collect(),
+            msg_rx: Vec::new(),
+        }
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 pub(super) fn build<H: Handler>(
     cfg: &NetisrConfig,
@@ -102,34 +126,25 @@ pub(super) fn build<H: Handler>(
     };
     let pools: Vec<Pool> = (0..n).map(|_| Pool::new(pool_buffers, cfg.stride)).collect();
     let mems: Vec<Arc<PoolMem>> = pools.iter().map(|p| p.mem().clone()).collect();
-    // Rings (src -> dst).
-    let mut tx: Vec<Vec<Option<Producer<Mbuf>>>> = (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
-    let mut rx: Vec<Vec<Consumer<Mbuf>>> = (0..n).map(|_| Vec::new()).collect();
+    // Three rings per ordered pair (src -> dst): packets, buffer returns,
+    // handler messages.
+    let mut links: Vec<Links> = (0..n).map(|_| Links::new(n)).collect();
     let mut monitors: Vec<Vec<RingMonitor<Mbuf>>> = (0..n).map(|_| Vec::new()).collect();
-    let mut ret_tx: Vec<Vec<Option<Producer<u32>>>> =
-        (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
-    let mut ret_rx: Vec<Vec<Consumer<u32>>> = (0..n).map(|_| Vec::new()).collect();
-    let mut msg_tx: Vec<Vec<Option<Producer<Msg>>>> =
-        (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
-    let mut msg_rx: Vec<Vec<Consumer<Msg>>> = (0..n).map(|_| Vec::new()).collect();
     let mut msg_monitors = Vec::new();
     for s in 0..n {
-        for d in 0..n {
-            if s == d {
-                continue;
-            }
+        for d in (0..n).filter(|&d| d != s) {
             let (p, c, m) = ring::<Mbuf>(cap);
-            tx[s][d] = Some(p);
-            rx[d].push(c);
+            links[s].tx[d] = Some(p);
+            links[d].rx.push(c);
             monitors[d].push(m);
             // Buffers of pool d held by worker s go back on s -> d; it can
             // hold every buffer of the pool, so a return never fails.
             let (p, c, _) = ring::<u32>(pool_buffers);
-            ret_tx[s][d] = Some(p);
-            ret_rx[d].push(c);
+            links[s].ret_tx[d] = Some(p);
+            links[d].ret_rx.push(c);
             let (p, c, m) = ring::<Msg>(cap);
-            msg_tx[s][d] = Some(p);
-            msg_rx[d].push(c);
+            links[s].msg_tx[d] = Some(p);
+            links[d].msg_rx.push(c);
             msg_monitors.push(m);
         }
     }
@@ -139,20 +154,9 @@ pub(super) fn build<H: Handler>(
     }
     let epoch = Instant::now();
     let mut workers = Vec::with_capacity(n);
-    let mut it = pools
-        .into_iter()
-        .zip(sinks)
-        .zip(handlers)
-        .zip(homed)
-        .zip(tx)
-        .zip(rx)
-        .zip(ret_tx)
-        .zip(ret_rx)
-        .zip(msg_tx)
-        .zip(msg_rx);
-    for id in 0..n {
-        let (((((((((pool, sink), handler), inputs), tx), rx), ret_tx), ret_rx), msg_tx), msg_rx) =
-            it.next().expect("one per worker");
+    let (mut sinks, mut handlers) = (sinks.into_iter(), handlers.into_iter());
+    for (id, ((pool, links), inputs)) in pools.into_iter().zip(links).zip(homed).enumerate() {
+        let Links { tx, rx, ret_tx, ret_rx, msg_tx, msg_rx } = links;
         workers.push(Worker {
             id,
             hasher: hasher.clone(),
@@ -177,10 +181,10 @@ pub(super) fn build<H: Handler>(
             msg_staged: (0..n).map(|_| Vec::new()).collect(),
             msg_out: Vec::new(),
             reass: cfg.reass.map(Reassembler::new),
-            handler,
+            handler: handlers.next().expect("one handler per worker (checked by start)"),
             out: Aggregator::new(cfg.flush),
             freed: Vec::with_capacity(cfg.flush.max_packets),
-            sink,
+            sink: sinks.next().expect("one sink per worker (checked by start)"),
             c: WorkerCounters::default(),
             ctl: ctl.clone(),
             epoch,
@@ -196,10 +200,8 @@ impl<H: Handler> Worker<H> {
         self.id
     }
 
-    pub fn run(mut self, cpu: Option<usize>) -> Result<(H, WorkerCounters)> {
-        if let Some(cpu) = cpu {
-            rsskit_linux::affinity::pin_current_thread(cpu)?;
-        }
+    /// The worker loop, on its (already pinned) thread, until told to stop.
+    pub fn run(mut self) -> Result<(H, WorkerCounters)> {
         self.cpu0 = thread_cpu_ns();
         let mut local: Vec<Mbuf> = Vec::with_capacity(self.batch * 2);
         let mut idle_loops = 0u32;
