@@ -17,6 +17,7 @@
 pub use super::order::Order;
 use super::order::{needed, Classifier, OrderStats, BARRIER_TIMEOUT};
 use super::{Control, Dir, Firewall, FlowOwners, Resume, Snapshot, Verdict};
+use rsskit_linux::affinity::spawn_pinned_scoped;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -115,7 +116,7 @@ pub fn run(
             let inflight = &inflight;
             let done = &done;
             let mut w = fw.worker(id);
-            s.spawn(move || {
+            spawn_pinned_scoped(s, format!("fw{id}"), None, move || {
                 let mut now = 0u64;
                 loop {
                     match rx.recv_timeout(Duration::from_millis(1)) {
@@ -192,7 +193,9 @@ pub fn run(
                 }
                 // Final counters for the snapshot.
                 w.publish();
-            });
+            })
+            // Unpinned: only the OS refusing a thread fails, as `s.spawn` would.
+            .expect("spawning a firewall worker");
         }
         drop(out_tx);
         let mut pending: Vec<Vec<Item>> = (0..n).map(|_| Vec::with_capacity(batch)).collect();
@@ -303,7 +306,7 @@ pub fn replay_partitioned(
                 let barrier = &barrier;
                 let clock = &clock;
                 let mut w = fw.worker(id);
-                s.spawn(move || {
+                spawn_pinned_scoped(s, format!("fw-replay{id}"), None, move || {
                     let mut buf = vec![0u8; 2048];
                     let mut now;
                     let mut n = 0u64;
@@ -336,6 +339,7 @@ pub fn replay_partitioned(
                     w.publish();
                     (n, cpu)
                 })
+                .expect("spawning a firewall worker")
             })
             .collect();
         barrier.wait();

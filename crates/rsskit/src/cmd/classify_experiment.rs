@@ -520,19 +520,18 @@ fn measure(
     round: usize,
 ) -> (f64, f64, f64) {
     let barrier = Arc::new(Barrier::new(workers));
+    let allowed = rsskit_linux::affinity::current_affinity().unwrap_or_default();
     let handles: Vec<_> = (0..workers)
         .map(|w| {
             let ring = rings[w].clone();
             let copy = if mode == TableMode::Shared { copies[0].clone() } else { copies[w].clone() };
             let shared = shared.clone();
             let barrier = barrier.clone();
-            let cpu = (!p.cpus.is_empty()).then(|| p.cpus[w % p.cpus.len()]);
+            // Best effort, as before: a CPU outside our affinity runs unpinned.
+            let cpu = (!p.cpus.is_empty()).then(|| p.cpus[w % p.cpus.len()]).filter(|c| allowed.contains(c));
             let n = p.packets;
             let start = round * 997 * (w + 1);
-            std::thread::spawn(move || {
-                if let Some(c) = cpu {
-                    let _ = rsskit_linux::affinity::pin_current_thread(c);
-                }
+            rsskit_linux::affinity::spawn_pinned(format!("classify{w}"), cpu, move || {
                 // Warm up the code path, not the data.
                 let warm = (n / 50).max(1000);
                 let run = |count: u64, st: usize| match mode {
@@ -551,6 +550,7 @@ fn measure(
                 std::hint::black_box(v);
                 (n as f64 / dt / 1e6, t, dt, n as f64 / cpu / 1e6)
             })
+            .expect("spawning a classify worker")
         })
         .collect();
     let results: Vec<(f64, Instant, f64, f64)> =
