@@ -66,7 +66,7 @@ fn got(fw: &Firewall) -> BTreeMap<u16, (u64, u64)> {
     fw.snapshot().rules.iter().filter(|r| r.packets > 0).map(|r| (r.number, (r.packets, r.bytes))).collect()
 }
 
-fn own(f: &Fixture, workers: usize, batch: usize, order: Order) -> (Arc<Firewall>, u64, run::RunReport) {
+fn own(f: &Fixture, workers: usize, batch: usize, order: Order) -> (Arc<Firewall>, u64, run::RunTotals) {
     let fw = firewall(f, workers);
     let me = fw.config.me.clone();
     let pc = ParseConfig::default();

@@ -7,7 +7,9 @@ use rsskit_core::RssPolicy;
 use rsskit_dataplane::craft::{eth, ipv4, udp, udp4_frame, V4};
 use rsskit_dataplane::hash::PacketHasher;
 use rsskit_dataplane::io::{MemSource, Recv, Source};
-use rsskit_dataplane::netisr::{Delivery, Handler, Mbuf, Netisr, NetisrConfig, PacketCtx, Prefetch, Verdict};
+use rsskit_dataplane::netisr::{
+    Delivery, Disposition, Handler, Mbuf, Netisr, NetisrConfig, PacketCtx, Prefetch,
+};
 use rsskit_dataplane::output::{FlushPolicy, NullSink, Sink};
 use rsskit_dataplane::wire::{ethertype, parse_ethernet, ParseConfig, Transport};
 use std::net::Ipv4Addr;
@@ -21,7 +23,7 @@ struct Recorder {
 }
 
 impl Handler for Recorder {
-    fn handle(&mut self, ctx: &PacketCtx, pkt: &rsskit_dataplane::wire::Packet<'_>) -> Verdict {
+    fn handle(&mut self, ctx: &PacketCtx, pkt: &rsskit_dataplane::wire::Packet<'_>) -> Disposition {
         for _ in 0..self.spin {
             std::hint::spin_loop();
         }
@@ -29,7 +31,7 @@ impl Handler for Recorder {
             let seq = u32::from_be_bytes(payload[..4].try_into().unwrap());
             self.seen.push((src_port, seq, ctx.hash));
         }
-        Verdict::Forward
+        Disposition::Forward
     }
 }
 
@@ -349,19 +351,19 @@ struct Relay {
 impl Handler for Relay {
     const NON_IP: bool = true;
 
-    fn handle(&mut self, ctx: &PacketCtx, pkt: &rsskit_dataplane::wire::Packet<'_>) -> Verdict {
-        let Transport::Udp { src_port, payload, .. } = pkt.l4 else { return Verdict::Drop };
+    fn handle(&mut self, ctx: &PacketCtx, pkt: &rsskit_dataplane::wire::Packet<'_>) -> Disposition {
+        let Transport::Udp { src_port, payload, .. } = pkt.l4 else { return Disposition::Drop };
         let seq = u32::from_be_bytes(payload[..4].try_into().unwrap());
         let to = (ctx.worker + 1) % self.workers;
         self.out.push((to, Box::new((ctx.worker, src_port, seq, pkt.data.to_vec(), ctx.frames))));
-        Verdict::Handoff
+        Disposition::Handoff
     }
 
-    fn handle_other(&mut self, _ctx: &PacketCtx, frame: &[u8]) -> Verdict {
+    fn handle_other(&mut self, _ctx: &PacketCtx, frame: &[u8]) -> Disposition {
         self.arp += 1;
         self.frame = frame.to_vec();
         self.frame[0] = 0x42;
-        Verdict::Replace
+        Disposition::Replace
     }
 
     fn take_frame(&mut self) -> Vec<u8> {

@@ -8,7 +8,7 @@ use rsskit_core::RssPolicy;
 use rsskit_dataplane::craft::{eth, fragment_v4, fragment_v6, gre, ipv4, ipv6, udp, V4};
 use rsskit_dataplane::hash::PacketHasher;
 use rsskit_dataplane::io::{MemSource, Source};
-use rsskit_dataplane::netisr::{mbuf_flags, Handler, Netisr, NetisrConfig, PacketCtx, Verdict};
+use rsskit_dataplane::netisr::{mbuf_flags, Disposition, Handler, Netisr, NetisrConfig, PacketCtx};
 use rsskit_dataplane::output::{NullSink, Sink};
 use rsskit_dataplane::wire::ip::proto;
 use rsskit_dataplane::wire::{ethertype, parse_ethernet, Packet, ParseConfig, Transport};
@@ -21,11 +21,11 @@ use std::sync::Arc;
 struct Rec(Vec<(u32, usize, u32, u8)>);
 
 impl Handler for Rec {
-    fn handle(&mut self, ctx: &PacketCtx, pkt: &Packet<'_>) -> Verdict {
+    fn handle(&mut self, ctx: &PacketCtx, pkt: &Packet<'_>) -> Disposition {
         let Transport::Udp { payload, .. } = pkt.l4 else { panic!("only UDP in this test") };
         let id = u32::from_be_bytes(payload[..4].try_into().unwrap());
         self.0.push((id, ctx.worker, ctx.hash, ctx.flags));
-        Verdict::Drop
+        Disposition::Drop
     }
 }
 

@@ -249,16 +249,16 @@ macro_rules! counters {
     ($($name:ident),* $(,)?) => {
         /// A worker's counters (published once per batch).
         #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-        pub struct WorkerCounters { $(pub $name: u64,)* }
+        pub struct FirewallCounters { $(pub $name: u64,)* }
         #[derive(Debug, Default)]
         struct SharedCounters { $($name: AtomicU64,)* }
         impl SharedCounters {
-            fn publish(&self, c: &WorkerCounters) { $(self.$name.store(c.$name, Relaxed);)* }
-            fn read(&self) -> WorkerCounters { WorkerCounters { $($name: self.$name.load(Relaxed),)* } }
+            fn publish(&self, c: &FirewallCounters) { $(self.$name.store(c.$name, Relaxed);)* }
+            fn read(&self) -> FirewallCounters { FirewallCounters { $($name: self.$name.load(Relaxed),)* } }
         }
-        impl WorkerCounters {
+        impl FirewallCounters {
             /// Field-wise sum.
-            pub fn add(&mut self, o: &WorkerCounters) { $(self.$name += o.$name;)* }
+            pub fn add(&mut self, o: &FirewallCounters) { $(self.$name += o.$name;)* }
         }
     };
 }
@@ -299,8 +299,8 @@ pub struct Firewall {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Snapshot {
     pub rules: Vec<RuleTotals>,
-    pub workers: Vec<WorkerCounters>,
-    pub total: WorkerCounters,
+    pub workers: Vec<FirewallCounters>,
+    pub total: FirewallCounters,
     /// States over all workers (exact, from the workers' own counts).
     pub states: i64,
     /// The loose shared total.
@@ -342,7 +342,7 @@ impl Firewall {
                 loose: LooseCounter::default(),
                 steer: FlowOwners::new(&self.config.key, self.config.hash, self.config.workers),
                 outbox: Vec::new(),
-                c: WorkerCounters::default(),
+                c: FirewallCounters::default(),
             },
         }
     }
@@ -354,8 +354,8 @@ impl Firewall {
 
     /// Counters summed over workers.
     pub fn snapshot(&self) -> Snapshot {
-        let workers: Vec<WorkerCounters> = self.stats.iter().map(|s| s.0.read()).collect();
-        let mut total = WorkerCounters::default();
+        let workers: Vec<FirewallCounters> = self.stats.iter().map(|s| s.0.read()).collect();
+        let mut total = FirewallCounters::default();
         for w in &workers {
             total.add(w);
         }
@@ -389,7 +389,7 @@ struct Core {
     loose: LooseCounter,
     steer: FlowOwners,
     outbox: Vec<(usize, Control)>,
-    c: WorkerCounters,
+    c: FirewallCounters,
 }
 
 #[derive(Debug)]
@@ -415,7 +415,7 @@ impl Worker {
     }
 
     /// This worker's counters (as of now, not the published copy).
-    pub fn counters(&self) -> WorkerCounters {
+    pub fn counters(&self) -> FirewallCounters {
         let mut c = self.core.c;
         c.states = self.core.loose.count.max(0) as u64;
         c

@@ -11,13 +11,13 @@
 //! [`super::redirect`] requires; the receiving handler calls
 //! [`Worker::resume`] / [`Worker::control`]. A frame rewritten on the
 //! worker that owns it (a reply translated back) is sent as rewritten
-//! ([`Verdict::Replace`]). Non-IP frames (ARP...) go through the firewall,
+//! ([`Disposition::Replace`]). Non-IP frames (ARP...) go through the firewall,
 //! which passes them, as a bridge does.
 
 use super::order::Gate;
 use super::redirect::{Control, Resume};
-use super::{Dir, Firewall, Verdict as FwVerdict, Worker};
-use crate::netisr::{mbuf_flags, Delivery, Handler, Msg, PacketCtx, Verdict, FLAG_PORT_B};
+use super::{Dir, Firewall, Verdict, Worker};
+use crate::netisr::{mbuf_flags, Delivery, Disposition, Handler, Msg, PacketCtx, FLAG_PORT_B};
 use crate::wire::Packet;
 use core::net::IpAddr;
 use std::sync::Arc;
@@ -124,17 +124,17 @@ impl FwHandler {
     }
 
     /// Maps the firewall's verdict on `self.scratch` (a copy of `orig`).
-    fn verdict(&mut self, v: FwVerdict, dir: Dir, orig: Option<&[u8]>) -> Verdict {
+    fn verdict(&mut self, v: Verdict, dir: Dir, orig: Option<&[u8]>) -> Disposition {
         let v = match v {
-            FwVerdict::Pass if orig == Some(&self.scratch[..]) => Verdict::Forward,
-            FwVerdict::Pass => Verdict::Replace,
-            FwVerdict::Drop => Verdict::Drop,
-            FwVerdict::Forward { to, msg } => {
+            Verdict::Pass if orig == Some(&self.scratch[..]) => Disposition::Forward,
+            Verdict::Pass => Disposition::Replace,
+            Verdict::Drop => Disposition::Drop,
+            Verdict::Forward { to, msg } => {
                 let frame = std::mem::replace(&mut self.scratch, Vec::with_capacity(2048));
                 let (flags, frames) = (self.flags, self.frames);
                 self.pending
                     .push((to, Box::new(FwMsg::Resume { frame, dir, msg, now: self.now, flags, frames })));
-                Verdict::Handoff
+                Disposition::Handoff
             }
         };
         self.drain_controls();
@@ -154,7 +154,7 @@ impl FwHandler {
     }
 
     /// A frame the ordered input counted got its final verdict.
-    fn complete(&self, v: Verdict, counted: bool) -> Verdict {
+    fn complete(&self, v: Disposition, counted: bool) -> Disposition {
         if let (Some(g), true) = (&self.gate, counted) {
             g.frame_done(self.w.id());
         }
@@ -182,7 +182,7 @@ impl Handler for FwHandler {
     // Barriers wait for idle workers' clocks: poll every idle loop.
     const POLL_IDLE: bool = true;
 
-    fn handle(&mut self, ctx: &PacketCtx, pkt: &Packet<'_>) -> Verdict {
+    fn handle(&mut self, ctx: &PacketCtx, pkt: &Packet<'_>) -> Disposition {
         self.clock(ctx.ts_ns);
         self.flags = ctx.flags;
         self.frames = ctx.frames;
@@ -190,13 +190,13 @@ impl Handler for FwHandler {
         self.scratch.extend_from_slice(pkt.data);
         let dir = self.dir(pkt.outer.src);
         let v = self.w.process(&mut self.scratch, dir, self.now);
-        let forwarded = matches!(v, FwVerdict::Forward { .. });
+        let forwarded = matches!(v, Verdict::Forward { .. });
         let v = self.verdict(v, dir, Some(pkt.data));
         // Re-injected (reassembled) packets were not counted by the input.
         self.complete(v, !forwarded && ctx.flags & mbuf_flags::REINJECTED == 0)
     }
 
-    fn handle_other(&mut self, ctx: &PacketCtx, frame: &[u8]) -> Verdict {
+    fn handle_other(&mut self, ctx: &PacketCtx, frame: &[u8]) -> Disposition {
         self.clock(ctx.ts_ns);
         self.flags = ctx.flags;
         self.frames = ctx.frames;
@@ -225,15 +225,15 @@ impl Handler for FwHandler {
                 self.now = self.now.max(now);
                 self.since_batch += 1; // publish at the batch's end
                 let v = self.w.resume(&mut frame, dir, msg, self.now);
-                let forwarded = matches!(v, FwVerdict::Forward { .. });
+                let forwarded = matches!(v, Verdict::Forward { .. });
                 self.scratch = frame;
                 let v = self.verdict(v, dir, None);
                 match self.complete(v, !forwarded) {
-                    Verdict::Forward | Verdict::Replace => {
+                    Disposition::Forward | Disposition::Replace => {
                         Delivery::Send { frame: self.take_frame(), flags, frames }
                     }
-                    Verdict::Drop => Delivery::Drop { frames },
-                    Verdict::Handoff => Delivery::Handoff { frames },
+                    Disposition::Drop => Delivery::Drop { frames },
+                    Disposition::Handoff => Delivery::Handoff { frames },
                 }
             }
             FwMsg::Control(c) => {

@@ -51,7 +51,7 @@ enum Item {
 
 /// Totals of a [`run`].
 #[derive(Debug, Clone)]
-pub struct RunReport {
+pub struct RunTotals {
     pub elapsed: Duration,
     pub inputs: u64,
     pub snapshot: Snapshot,
@@ -92,7 +92,7 @@ pub fn run(
     mut output: impl FnMut(Vec<u8>, Dir) + Send,
     status_every: Option<Duration>,
     mut status: impl FnMut(&Snapshot),
-) -> RunReport {
+) -> RunTotals {
     let n = fw.config.workers;
     let batch = batch.max(1);
     let steer = FlowOwners::new(&fw.config.key, fw.config.hash, n);
@@ -263,7 +263,7 @@ pub fn run(
         }
         done.store(true, Ordering::Release);
     });
-    RunReport { elapsed: start.elapsed(), inputs: count, snapshot: fw.snapshot(), order: ostats }
+    RunTotals { elapsed: start.elapsed(), inputs: count, snapshot: fw.snapshot(), order: ostats }
 }
 
 /// CPU time consumed by the calling thread.

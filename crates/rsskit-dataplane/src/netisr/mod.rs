@@ -31,7 +31,7 @@
 //! the worker counts as busy), and delivered to [`Handler::message`] on the
 //! addressee; [`Handler::on_batch_end`] runs after every busy loop (and now
 //! and then while idle) for housekeeping. A handler may also answer
-//! [`Verdict::Replace`] to send a rewritten frame, and, with
+//! [`Disposition::Replace`] to send a rewritten frame, and, with
 //! [`Handler::NON_IP`], receive non-IP frames (ARP) instead of having them
 //! dropped. The default methods do nothing, so a plain handler pays one
 //! empty check per packet and loop.
@@ -54,7 +54,7 @@
 //! fragment a killed datagram held included; fragments still waiting at
 //! exit are `held`, with any frame still in a handler message or a queue.
 //! A handler that moves a packet into a message answers
-//! [`Verdict::Handoff`], and the addressee's [`Handler::message`] says what
+//! [`Disposition::Handoff`], and the addressee's [`Handler::message`] says what
 //! became of those frames ([`Delivery`]).
 
 pub mod ring;
@@ -148,7 +148,7 @@ pub trait Handler: Send + 'static {
     fn prefetch(&self, _hash: u32) {}
     /// Handles one parsed packet (not a fragment, not a tunnel: those are
     /// reassembled / decapsulated and re-injected first).
-    fn handle(&mut self, ctx: &PacketCtx, pkt: &Packet<'_>) -> Verdict;
+    fn handle(&mut self, ctx: &PacketCtx, pkt: &Packet<'_>) -> Disposition;
 
     /// With `true`, frames the parser refuses as not IP (ARP, LLDP...) go to
     /// [`Handler::handle_other`] on the worker that read them, as a bridge
@@ -156,10 +156,10 @@ pub trait Handler: Send + 'static {
     /// as parser drops.
     const NON_IP: bool = false;
     /// A non-IP frame (only with [`Handler::NON_IP`]).
-    fn handle_other(&mut self, _ctx: &PacketCtx, _frame: &[u8]) -> Verdict {
-        Verdict::Drop
+    fn handle_other(&mut self, _ctx: &PacketCtx, _frame: &[u8]) -> Disposition {
+        Disposition::Drop
     }
-    /// The frame to send for a [`Verdict::Replace`].
+    /// The frame to send for a [`Disposition::Replace`].
     fn take_frame(&mut self) -> Vec<u8> {
         Vec::new()
     }
@@ -176,7 +176,7 @@ pub trait Handler: Send + 'static {
         Delivery::None
     }
     /// The drop reason of the frames this handler drops
-    /// ([`Verdict::Drop`], [`Delivery::Drop`]) in [`RunReport::accounting`].
+    /// ([`Disposition::Drop`], [`Delivery::Drop`]) in [`RunReport::accounting`].
     const DROP_REASON: &'static str = "handler_drop";
     /// Called after each loop that did work, and now and then while idle
     /// (`now_ns`: the worker's monotonic clock): housekeeping, expiry.
@@ -213,7 +213,7 @@ pub struct PacketCtx {
 
 /// What to do with a handled packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub enum Disposition {
     /// Send it on (through send aggregation).
     Forward,
     /// Consume it.
@@ -293,7 +293,7 @@ impl Handler for FlowCounter {
     }
 
     #[inline]
-    fn handle(&mut self, ctx: &PacketCtx, _pkt: &Packet<'_>) -> Verdict {
+    fn handle(&mut self, ctx: &PacketCtx, _pkt: &Packet<'_>) -> Disposition {
         let mut i = self.index(ctx.hash);
         let full = self.flows * 4 >= self.slots.len() * 3;
         loop {
@@ -301,15 +301,15 @@ impl Handler for FlowCounter {
             if s.1 == 0 {
                 if full {
                     self.overflow += 1;
-                    return Verdict::Forward;
+                    return Disposition::Forward;
                 }
                 *s = (ctx.hash, 1);
                 self.flows += 1;
-                return Verdict::Forward;
+                return Disposition::Forward;
             }
             if s.0 == ctx.hash {
                 s.1 = s.1.saturating_add(1);
-                return Verdict::Forward;
+                return Disposition::Forward;
             }
             i = (i + 1) & self.mask;
         }
@@ -476,9 +476,9 @@ pub struct FrameCounters {
     pub parse: DropCounters,
     /// Dropped because the queue to the owner was full (no backpressure).
     pub queue_full: u64,
-    /// Dropped by the handler ([`Verdict::Drop`], [`Delivery::Drop`]).
+    /// Dropped by the handler ([`Disposition::Drop`], [`Delivery::Drop`]).
     pub handler: u64,
-    /// Handed off in handler messages ([`Verdict::Handoff`], [`Delivery::Handoff`]).
+    /// Handed off in handler messages ([`Disposition::Handoff`], [`Delivery::Handoff`]).
     pub handoff: u64,
     /// Carried by the handler messages delivered here.
     pub handoff_done: u64,
@@ -582,7 +582,7 @@ impl WorkerReport {
 }
 
 /// State shared between the workers and the controlling thread.
-pub(crate) struct Control {
+pub(crate) struct RunState {
     /// Sources that have not finished.
     pub inputs_active: AtomicUsize,
     /// Ask sources to stop (duration elapsed, signal).
@@ -607,7 +607,7 @@ pub(crate) struct WorkerShared {
 
 /// Running dispatch: monitor it, stop it, collect the handlers.
 pub struct Netisr<H: Handler> {
-    ctl: Arc<Control>,
+    ctl: Arc<RunState>,
     /// `monitors[dst]`: rings into worker `dst`.
     monitors: Vec<Vec<RingMonitor<Mbuf>>>,
     /// Message rings (drained before the run counts as done).
@@ -738,7 +738,7 @@ impl<H: Handler> Netisr<H> {
             bail!("input homed on worker {w}, but there are only {n} workers");
         }
         let hasher = cfg.hasher()?;
-        let ctl = Arc::new(Control {
+        let ctl = Arc::new(RunState {
             inputs_active: AtomicUsize::new(inputs.len()),
             stop_inputs: AtomicBool::new(false),
             stop: AtomicBool::new(false),

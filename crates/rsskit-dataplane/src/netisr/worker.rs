@@ -2,7 +2,7 @@
 
 use super::ring::{ring, Consumer, Producer, RingMonitor};
 use super::{
-    mbuf_flags, prefetch, Control, Delivery, Handler, Mbuf, Msg, NetisrConfig, PacketCtx, Verdict,
+    mbuf_flags, prefetch, Delivery, Disposition, Handler, Mbuf, Msg, NetisrConfig, PacketCtx, RunState,
     WorkerCounters,
 };
 use crate::hash::PacketHasher;
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 const PUBLISH_EVERY: u64 = 4096;
 
 pub(super) struct Parts<H: Handler> {
-    pub workers: Vec<Worker<H>>,
+    pub workers: Vec<WorkerLoop<H>>,
     pub monitors: Vec<Vec<RingMonitor<Mbuf>>>,
     pub msg_monitors: Vec<RingMonitor<Msg>>,
 }
@@ -32,7 +32,7 @@ struct Input {
     flags: u8,
 }
 
-pub(super) struct Worker<H: Handler> {
+pub(super) struct WorkerLoop<H: Handler> {
     id: usize,
     /// The RSS policy (key, hash types, bucket -> worker) and the frame hash.
     hasher: PacketHasher,
@@ -75,7 +75,7 @@ pub(super) struct Worker<H: Handler> {
     freed: Vec<Mbuf>,
     sink: Box<dyn Sink>,
     c: WorkerCounters,
-    ctl: Arc<Control>,
+    ctl: Arc<RunState>,
     epoch: Instant,
     last_publish: u64,
     /// Thread CPU time at start (ns).
@@ -114,7 +114,7 @@ pub(super) fn build<H: Handler>(
     inputs: Vec<(usize, u8, Box<dyn Source>)>,
     sinks: Vec<Box<dyn Sink>>,
     handlers: Vec<H>,
-    ctl: &Arc<Control>,
+    ctl: &Arc<RunState>,
 ) -> Result<Parts<H>> {
     let cap = cfg.ring_capacity.max(2).next_power_of_two();
     // Enough buffers that the rings to every other worker, a batch and an
@@ -157,7 +157,7 @@ pub(super) fn build<H: Handler>(
     let (mut sinks, mut handlers) = (sinks.into_iter(), handlers.into_iter());
     for (id, ((pool, links), inputs)) in pools.into_iter().zip(links).zip(homed).enumerate() {
         let Links { tx, rx, ret_tx, ret_rx, msg_tx, msg_rx } = links;
-        workers.push(Worker {
+        workers.push(WorkerLoop {
             id,
             hasher: hasher.clone(),
             parse: cfg.parse,
@@ -195,7 +195,7 @@ pub(super) fn build<H: Handler>(
     Ok(Parts { workers, monitors, msg_monitors })
 }
 
-impl<H: Handler> Worker<H> {
+impl<H: Handler> WorkerLoop<H> {
     pub fn id(&self) -> usize {
         self.id
     }
@@ -553,7 +553,7 @@ impl<H: Handler> Worker<H> {
     fn process(&mut self, m: Mbuf) {
         self.c.handled += 1;
         enum Next {
-            Handled(Verdict),
+            Handled(Disposition),
             /// The frame, its flags and the input frames it stands for.
             Reinject(Vec<u8>, u8, u32),
             /// Held or dropped by reassembly (which counts it).
@@ -609,23 +609,23 @@ impl<H: Handler> Worker<H> {
             self.take_outbox();
         }
         match next {
-            Next::Handled(Verdict::Forward) => {
+            Next::Handled(Disposition::Forward) => {
                 self.c.forwarded += 1;
                 if let Some(reason) = self.out.push(m) {
                     self.flush(reason);
                 }
             }
-            Next::Handled(Verdict::Drop) => {
+            Next::Handled(Disposition::Drop) => {
                 self.c.consumed += 1;
                 self.c.frames.handler += u64::from(m.frames);
                 self.release(m);
             }
-            Next::Handled(Verdict::Handoff) => {
+            Next::Handled(Disposition::Handoff) => {
                 self.c.consumed += 1;
                 self.c.frames.handoff += u64::from(m.frames);
                 self.release(m);
             }
-            Next::Handled(Verdict::Replace) => {
+            Next::Handled(Disposition::Replace) => {
                 self.c.forwarded += 1;
                 let mut f = Mbuf::heap(self.handler.take_frame(), m.hash, m.ts_ns, m.flags);
                 f.frames = m.frames;
