@@ -97,7 +97,7 @@ fn replay(name: &str, workers: usize) {
         hash_config: fw.config.hash,
         ..Default::default()
     };
-    let handlers = (0..workers).map(|i| FwHandler::new(&fw, i).unwrap()).collect();
+    let handlers = (0..workers).map(|i| FwHandler::new(&fw, i)).collect();
     let sinks = (0..workers).map(|_| Box::new(cap.clone()) as Box<dyn Sink>).collect();
     let src = Gated { frames: frames.clone(), pos: 0, released: released.clone() };
     let netisr = Netisr::start(ncfg, vec![(0, Box::new(src) as Box<dyn Source>)], sinks, handlers).unwrap();

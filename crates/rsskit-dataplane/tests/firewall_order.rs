@@ -154,8 +154,7 @@ fn netisr_causal_replay_is_exact_for_any_worker_count() {
                     backpressure: true,
                     ..Default::default()
                 };
-                let handlers =
-                    (0..workers).map(|i| FwHandler::new(&fw, i).unwrap().ordered(gate.clone())).collect();
+                let handlers = (0..workers).map(|i| FwHandler::new(&fw, i).ordered(gate.clone())).collect();
                 let sent = Arc::new(AtomicU64::new(0));
                 let sinks = (0..workers).map(|_| Box::new(Count(sent.clone())) as Box<dyn Sink>).collect();
                 let src = Frames { frames: f.frames.clone(), pos: 0 };
@@ -365,8 +364,7 @@ fn causal_replays_of_random_mixed_captures_equal_the_simulation() {
                     backpressure: true,
                     ..Default::default()
                 };
-                let handlers =
-                    (0..workers).map(|i| FwHandler::new(&fw, i).unwrap().ordered(gate.clone())).collect();
+                let handlers = (0..workers).map(|i| FwHandler::new(&fw, i).ordered(gate.clone())).collect();
                 let sent = Arc::new(AtomicU64::new(0));
                 let sinks = (0..workers).map(|_| Box::new(Count(sent.clone())) as Box<dyn Sink>).collect();
                 let src = OrderedSource::new(

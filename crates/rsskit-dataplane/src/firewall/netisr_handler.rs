@@ -68,8 +68,8 @@ pub struct FwHandler {
 
 impl FwHandler {
     /// The handler of worker `id`.
-    pub fn new(fw: &Arc<Firewall>, id: usize) -> Result<Self, String> {
-        Ok(FwHandler {
+    pub fn new(fw: &Arc<Firewall>, id: usize) -> Self {
+        FwHandler {
             w: fw.worker(id),
             scratch: Vec::with_capacity(2048),
             me: fw.config.me.clone(),
@@ -83,7 +83,7 @@ impl FwHandler {
             live: false,
             gate: None,
             reached: 0,
-        })
+        }
     }
 
     /// Live input (AF_PACKET, whose timestamps are wall-clock time): idle

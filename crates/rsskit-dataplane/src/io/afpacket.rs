@@ -5,12 +5,11 @@
 use super::{Recv, Source};
 use crate::output::Sink;
 use crate::pool::Mbuf;
-use anyhow::Result;
 use rsskit_linux::packet::{RxRing, TxSocket};
 use std::cell::Cell;
 use std::io;
 
-pub use rsskit_linux::packet::{ifindex, RingConfig};
+pub use rsskit_linux::packet::{ifindex, PacketError, RingConfig};
 
 /// A TPACKET_V3 receive ring on one interface.
 pub struct AfPacketSource {
@@ -20,7 +19,7 @@ pub struct AfPacketSource {
 
 impl AfPacketSource {
     /// Opens a ring on `ifname`; joins fanout group `fanout` (hash mode) if given.
-    pub fn open(ifname: &str, cfg: RingConfig, fanout: Option<u16>) -> Result<Self> {
+    pub fn open(ifname: &str, cfg: RingConfig, fanout: Option<u16>) -> Result<Self, PacketError> {
         Ok(AfPacketSource { ring: RxRing::open(ifname, cfg, fanout)?, drops: Cell::new(0) })
     }
 }
@@ -46,7 +45,7 @@ pub struct AfPacketSink {
 
 impl AfPacketSink {
     /// A transmit socket bound to `ifname`.
-    pub fn open(ifname: &str) -> Result<Self> {
+    pub fn open(ifname: &str) -> Result<Self, PacketError> {
         Ok(AfPacketSink { tx: TxSocket::open(ifname)? })
     }
 }

@@ -20,7 +20,6 @@
 use super::{eth_header_for, Recv, Source};
 use crate::output::Sink;
 use crate::pool::Mbuf;
-use anyhow::{bail, Context, Result};
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
 use pcap_file::pcapng::{Block, PcapNgReader};
 use pcap_file::DataLink;
@@ -34,6 +33,78 @@ enum Reader {
     Pcap(PcapReader<BufReader<File>>),
     PcapNg { r: PcapNgReader<BufReader<File>>, ifaces: Vec<(DataLink, Resolution)> },
 }
+
+/// Why a capture could not be opened, created or written.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    /// The file cannot be opened for reading.
+    #[error("cannot open capture {}", path.display())]
+    Open {
+        /// The capture.
+        path: PathBuf,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Shorter than any capture's magic number.
+    #[error("{}: not a pcap or pcapng file (too short)", path.display())]
+    TooShort {
+        /// The capture.
+        path: PathBuf,
+        /// The short read.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A pcapng magic number, but the section header cannot be read.
+    #[error("{}: bad pcapng file", path.display())]
+    BadPcapNg {
+        /// The capture.
+        path: PathBuf,
+        /// What `pcap-file` said.
+        #[source]
+        source: pcap_file::PcapError,
+    },
+    /// Neither a pcap nor a pcapng header.
+    #[error("{}: not a pcap or pcapng file", path.display())]
+    NotACapture {
+        /// The file.
+        path: PathBuf,
+        /// What `pcap-file` said.
+        #[source]
+        source: pcap_file::PcapError,
+    },
+    /// A link type the data plane has no parser for.
+    #[error("{}: link type {link:?} is not supported (Ethernet or raw IP)", path.display())]
+    LinkType {
+        /// The capture.
+        path: PathBuf,
+        /// Its link type.
+        link: DataLink,
+    },
+    /// The output file cannot be created.
+    #[error("cannot create {}", path.display())]
+    Create {
+        /// The output.
+        path: PathBuf,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Writing the output's header failed.
+    #[error("writing {}", path.display())]
+    Write {
+        /// The output.
+        path: PathBuf,
+        /// What `pcap-file` said.
+        #[source]
+        source: pcap_file::PcapError,
+    },
+    /// The buffered output could not be flushed at close.
+    #[error("flushing the output pcap")]
+    Flush(#[source] std::io::Error),
+}
+
+type Result<T, E = CaptureError> = std::result::Result<T, E>;
 
 /// Length of a pcap file header.
 const PCAP_HEADER_LEN: u64 = 24;
@@ -142,22 +213,22 @@ fn link_kind(lt: DataLink) -> Option<bool> {
 }
 
 fn open_reader(path: &Path) -> Result<Reader> {
-    let mut f = File::open(path).with_context(|| format!("cannot open capture {}", path.display()))?;
+    let open = |source| CaptureError::Open { path: path.to_path_buf(), source };
+    let mut f = File::open(path).map_err(open)?;
     let mut magic = [0u8; 4];
-    f.read_exact(&mut magic)
-        .with_context(|| format!("{}: not a pcap or pcapng file (too short)", path.display()))?;
+    f.read_exact(&mut magic).map_err(|source| CaptureError::TooShort { path: path.to_path_buf(), source })?;
     drop(f);
-    let f = BufReader::with_capacity(1 << 16, File::open(path)?);
+    let f = BufReader::with_capacity(1 << 16, File::open(path).map_err(open)?);
     if magic == [0x0a, 0x0d, 0x0d, 0x0a] {
-        let r =
-            PcapNgReader::new(f).map_err(|e| anyhow::anyhow!("{}: bad pcapng file: {e}", path.display()))?;
+        let r = PcapNgReader::new(f)
+            .map_err(|source| CaptureError::BadPcapNg { path: path.to_path_buf(), source })?;
         Ok(Reader::PcapNg { r, ifaces: Vec::new() })
     } else {
         let r = PcapReader::new(f)
-            .map_err(|e| anyhow::anyhow!("{}: not a pcap or pcapng file: {e}", path.display()))?;
-        let lt = r.header().datalink;
-        if link_kind(lt).is_none() {
-            bail!("{}: link type {lt:?} is not supported (Ethernet or raw IP)", path.display());
+            .map_err(|source| CaptureError::NotACapture { path: path.to_path_buf(), source })?;
+        let link = r.header().datalink;
+        if link_kind(link).is_none() {
+            return Err(CaptureError::LinkType { path: path.to_path_buf(), link });
         }
         Ok(Reader::Pcap(r))
     }
@@ -451,7 +522,8 @@ enum Writer {
 impl PcapSink {
     /// Creates (truncates) `path`.
     pub fn create(path: &Path) -> Result<Self> {
-        let f = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+        let f =
+            File::create(path).map_err(|source| CaptureError::Create { path: path.to_path_buf(), source })?;
         let header = PcapHeader {
             datalink: DataLink::ETHERNET,
             ts_resolution: pcap_file::TsResolution::NanoSecond,
@@ -459,7 +531,7 @@ impl PcapSink {
             ..Default::default()
         };
         let w = PcapWriter::with_header(BufWriter::new(f), header)
-            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+            .map_err(|source| CaptureError::Write { path: path.to_path_buf(), source })?;
         Ok(PcapSink { w: Arc::new(Mutex::new(Writer::Pcap(w))) })
     }
 
@@ -468,16 +540,16 @@ impl PcapSink {
         use pcap_file::pcapng::blocks::interface_description::{
             InterfaceDescriptionBlock, InterfaceDescriptionOption,
         };
-        let f = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-        let mut w = pcap_file::pcapng::PcapNgWriter::new(BufWriter::new(f))
-            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+        let write = |source| CaptureError::Write { path: path.to_path_buf(), source };
+        let f =
+            File::create(path).map_err(|source| CaptureError::Create { path: path.to_path_buf(), source })?;
+        let mut w = pcap_file::pcapng::PcapNgWriter::new(BufWriter::new(f)).map_err(write)?;
         let idb = InterfaceDescriptionBlock {
             linktype: DataLink::ETHERNET,
             snaplen: 65535,
             options: vec![InterfaceDescriptionOption::IfTsResol(9)],
         };
-        w.write_block(&Block::InterfaceDescription(idb))
-            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+        w.write_block(&Block::InterfaceDescription(idb)).map_err(write)?;
         Ok(PcapSink { w: Arc::new(Mutex::new(Writer::Ng(w))) })
     }
 }
@@ -526,7 +598,7 @@ impl PcapSink {
                     Writer::Ng(w) => w.into_inner(),
                 };
                 use std::io::Write;
-                bw.flush().context("flushing the output pcap")?;
+                bw.flush().map_err(CaptureError::Flush)?;
                 Ok(())
             }
             Err(_) => Ok(()), // other clones alive: they flush on drop

@@ -66,7 +66,6 @@ use crate::output::{FlushPolicy, OutputCounters, Sink};
 use crate::pool::DEFAULT_STRIDE;
 use crate::reass::{ReassConfig, ReassCounters};
 use crate::wire::{DropCounters, Packet, ParseConfig};
-use anyhow::{bail, Result};
 use ring::RingMonitor;
 use rsskit_core::{HashConfig, RssKey, RssPolicy};
 use serde::Serialize;
@@ -76,6 +75,86 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub use crate::pool::{mbuf_flags, Mbuf};
+
+/// Why dispatch could not start or ended in error.
+#[derive(Debug, thiserror::Error)]
+pub enum NetisrError {
+    /// [`NetisrConfig::workers`] out of range.
+    #[error("workers must be 1..=64, not {0}")]
+    Workers(usize),
+    /// [`NetisrConfig::batch`] out of range.
+    #[error("batch must be 1..=256, not {0}")]
+    Batch(usize),
+    /// [`NetisrConfig::cpus`] shorter than the worker count.
+    #[error("{workers} workers need {workers} CPUs, the CPU list has {cpus}")]
+    TooFewCpus {
+        /// Workers asked for.
+        workers: usize,
+        /// CPUs listed.
+        cpus: usize,
+    },
+    /// [`NetisrConfig::stride`] too small for a frame's headers.
+    #[error("buffer stride must be at least 128 bytes, not {0}")]
+    Stride(usize),
+    /// [`NetisrConfig::ring_capacity`] below 2.
+    #[error("ring capacity must be at least 2")]
+    RingCapacity,
+    /// [`NetisrConfig::bucket_workers`] is not a power of two up to 128 entries.
+    #[error("a table of {0} entries: buckets need a power of two up to 128")]
+    BucketTable(usize),
+    /// [`NetisrConfig::bucket_workers`] names a worker that does not exist.
+    #[error("the bucket table names worker {worker}, there are {workers}")]
+    BucketWorker {
+        /// The worker named.
+        worker: usize,
+        /// Workers configured.
+        workers: usize,
+    },
+    /// The RSS policy refused the key, hash types or bucket count.
+    #[error(transparent)]
+    Policy(#[from] rsskit_core::rss::RssError),
+    /// [`Netisr::start`] needs exactly one sink and one handler per worker.
+    #[error("need one sink and one handler per worker ({workers}), got {sinks} and {handlers}")]
+    PerWorker {
+        /// Workers configured.
+        workers: usize,
+        /// Sinks given.
+        sinks: usize,
+        /// Handlers given.
+        handlers: usize,
+    },
+    /// An input homed on a worker that does not exist.
+    #[error("input homed on worker {worker}, but there are only {workers} workers")]
+    InputHome {
+        /// The home asked for.
+        worker: usize,
+        /// Workers configured.
+        workers: usize,
+    },
+    /// A worker thread could not be started or pinned to its CPU.
+    #[error("starting netisr worker {worker}")]
+    Spawn {
+        /// The worker.
+        worker: usize,
+        /// What the system said (names the CPU for a pinning error).
+        #[source]
+        source: std::io::Error,
+    },
+    /// A worker's sink failed when flushed at the end.
+    #[error("netisr worker {worker}: finishing its output")]
+    Output {
+        /// The worker.
+        worker: usize,
+        /// What the sink said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A worker thread panicked (a bug in a handler or the data plane).
+    #[error("a netisr worker panicked")]
+    Panicked,
+}
+
+type Result<T, E = NetisrError> = std::result::Result<T, E>;
 
 /// What to prefetch in a batch (Adrian Chadd's 2015 packet-classification
 /// experiment: header, then hash bucket).
@@ -381,21 +460,21 @@ impl NetisrConfig {
     /// Checks the ranges.
     pub fn validate(&self) -> Result<()> {
         if !(1..=64).contains(&self.workers) {
-            bail!("workers must be 1..=64, not {}", self.workers);
+            return Err(NetisrError::Workers(self.workers));
         }
         if !(1..=256).contains(&self.batch) {
-            bail!("batch must be 1..=256, not {}", self.batch);
+            return Err(NetisrError::Batch(self.batch));
         }
         if let Some(c) = &self.cpus {
             if c.len() < self.workers {
-                bail!("{} workers need {} CPUs, the CPU list has {}", self.workers, self.workers, c.len());
+                return Err(NetisrError::TooFewCpus { workers: self.workers, cpus: c.len() });
             }
         }
         if self.stride < 128 {
-            bail!("buffer stride must be at least 128 bytes, not {}", self.stride);
+            return Err(NetisrError::Stride(self.stride));
         }
         if self.ring_capacity < 2 {
-            bail!("ring capacity must be at least 2");
+            return Err(NetisrError::RingCapacity);
         }
         Ok(())
     }
@@ -407,21 +486,19 @@ impl NetisrConfig {
     pub fn policy(&self) -> Result<RssPolicy> {
         if let Some(t) = &self.bucket_workers {
             if !t.len().is_power_of_two() || t.len() > 1 << rsskit_core::rss::MAX_BITS {
-                bail!("a table of {} entries: buckets need a power of two up to 128", t.len());
+                return Err(NetisrError::BucketTable(t.len()));
             }
             if let Some(w) = t.iter().find(|&&w| w >= self.workers) {
-                bail!("the bucket table names worker {w}, there are {}", self.workers);
+                return Err(NetisrError::BucketWorker { worker: *w, workers: self.workers });
             }
             let bits = Some(t.len().trailing_zeros());
-            let mut p = RssPolicy::with_workers(self.key.clone(), self.hash_config, self.workers, bits)
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let mut p = RssPolicy::with_workers(self.key.clone(), self.hash_config, self.workers, bits)?;
             for (b, &w) in t.iter().enumerate() {
-                p.assign(b as u32, rsskit_core::WorkerId(w as u32)).map_err(|e| anyhow::anyhow!("{e}"))?;
+                p.assign(b as u32, rsskit_core::WorkerId(w as u32))?;
             }
             return Ok(p);
         }
-        RssPolicy::with_workers(self.key.clone(), self.hash_config, self.workers, self.bucket_bits)
-            .map_err(|e| anyhow::anyhow!("{e}"))
+        Ok(RssPolicy::with_workers(self.key.clone(), self.hash_config, self.workers, self.bucket_bits)?)
     }
 
     /// The frame hasher of [`NetisrConfig::policy`] (owners included).
@@ -728,14 +805,10 @@ impl<H: Handler> Netisr<H> {
         cfg.validate()?;
         let n = cfg.workers;
         if sinks.len() != n || handlers.len() != n {
-            bail!(
-                "need one sink and one handler per worker ({n}), got {} and {}",
-                sinks.len(),
-                handlers.len()
-            );
+            return Err(NetisrError::PerWorker { workers: n, sinks: sinks.len(), handlers: handlers.len() });
         }
         if let Some((w, _, _)) = inputs.iter().find(|(w, _, _)| *w >= n) {
-            bail!("input homed on worker {w}, but there are only {n} workers");
+            return Err(NetisrError::InputHome { worker: *w, workers: n });
         }
         let hasher = cfg.hasher()?;
         let ctl = Arc::new(RunState {
@@ -762,15 +835,15 @@ impl<H: Handler> Netisr<H> {
         for w in parts.workers {
             let cpu = cfg.cpus.as_ref().map(|c| c[w.id()]);
             cpus.push(cpu);
-            let name = format!("netisr{}", w.id());
-            match rsskit_linux::affinity::spawn_pinned(name, cpu, move || w.run()) {
+            let id = w.id();
+            match rsskit_linux::affinity::spawn_pinned(format!("netisr{id}"), cpu, move || w.run()) {
                 Ok(t) => threads.push(t),
                 Err(e) => {
                     // Stop the workers already running (they drain and exit).
                     ctl.stop_inputs.store(true, Ordering::SeqCst);
                     ctl.stop.store(true, Ordering::SeqCst);
                     threads.into_iter().for_each(|t| drop(t.join()));
-                    return Err(e.into());
+                    return Err(NetisrError::Spawn { worker: id, source: e });
                 }
             }
         }
@@ -881,7 +954,7 @@ impl<H: Handler> Netisr<H> {
                     first_err.get_or_insert(e);
                 }
                 Err(_) => {
-                    first_err.get_or_insert(anyhow::anyhow!("a netisr worker panicked"));
+                    first_err.get_or_insert(NetisrError::Panicked);
                 }
             }
         }

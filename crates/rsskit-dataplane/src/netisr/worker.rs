@@ -2,8 +2,8 @@
 
 use super::ring::{ring, Consumer, Producer, RingMonitor};
 use super::{
-    mbuf_flags, prefetch, Delivery, Disposition, Handler, Mbuf, Msg, NetisrConfig, PacketCtx, RunState,
-    WorkerCounters,
+    mbuf_flags, prefetch, Delivery, Disposition, Handler, Mbuf, Msg, NetisrConfig, NetisrError, PacketCtx,
+    RunState, WorkerCounters,
 };
 use crate::hash::PacketHasher;
 use crate::io::{Recv, Source};
@@ -11,7 +11,6 @@ use crate::output::{Aggregator, FlushReason, Sink};
 use crate::pool::{Pool, PoolMem};
 use crate::reass::{ReassOutcome, Reassembler};
 use crate::wire::{parse_ethernet, DropReason, ParseConfig};
-use anyhow::Result;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -115,7 +114,7 @@ pub(super) fn build<H: Handler>(
     sinks: Vec<Box<dyn Sink>>,
     handlers: Vec<H>,
     ctl: &Arc<RunState>,
-) -> Result<Parts<H>> {
+) -> Result<Parts<H>, NetisrError> {
     let cap = cfg.ring_capacity.max(2).next_power_of_two();
     // Enough buffers that the rings to every other worker, a batch and an
     // output group can all be full at once, plus slack.
@@ -201,7 +200,7 @@ impl<H: Handler> WorkerLoop<H> {
     }
 
     /// The worker loop, on its (already pinned) thread, until told to stop.
-    pub fn run(mut self) -> Result<(H, WorkerCounters)> {
+    pub fn run(mut self) -> Result<(H, WorkerCounters), NetisrError> {
         self.cpu0 = thread_cpu_ns();
         let mut local: Vec<Mbuf> = Vec::with_capacity(self.batch * 2);
         let mut idle_loops = 0u32;
@@ -289,7 +288,7 @@ impl<H: Handler> WorkerLoop<H> {
         self.flush_messages();
         // Only if the run was cut short with a queue still full (backpressure).
         self.c.frames.staged = self.staged.iter().flatten().map(|m| u64::from(m.frames)).sum();
-        self.sink.finish()?;
+        self.sink.finish().map_err(|source| NetisrError::Output { worker: self.id, source })?;
         if let Some(r) = &self.reass {
             self.c.reass = *r.counters();
         }

@@ -23,7 +23,7 @@
 //! an epoch barrier each).
 
 use super::common::{int_in, median, print_json, SplitMix};
-use anyhow::{anyhow, bail, Result};
+use anyhow::{bail, Result};
 use rsskit_core::RssKey;
 use rsskit_dataplane::craft;
 use rsskit_dataplane::firewall::netisr_handler::FwHandler;
@@ -138,13 +138,13 @@ fn replay_once(
     };
     let handlers = (0..workers)
         .map(|i| {
-            FwHandler::new(&fw, i).map(|h| match &gate {
+            let h = FwHandler::new(&fw, i);
+            match &gate {
                 Some(g) => h.ordered(g.clone()),
                 None => h,
-            })
+            }
         })
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| anyhow!(e))?;
+        .collect();
     let sinks = (0..workers).map(|_| Box::new(NullSink::default()) as Box<dyn Sink>).collect();
     let src: Box<dyn Source> = Box::new(Stamped { frames: frames.clone(), pos: 0 });
     let src = match &gate {

@@ -32,7 +32,7 @@
 //! only mode for live input).
 
 use super::common::{int_in, key_arg, print_json, seconds_arg};
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use rsskit_core::RssKey;
 use rsskit_dataplane::firewall::netisr_handler::FwHandler;
 use rsskit_dataplane::firewall::order::{self, Gate, Order, OrderStats, OrderedSource};
@@ -542,21 +542,19 @@ fn run_netisr(a: &Args, fw: &Arc<Firewall>, out: Out, interrupted: &AtomicBool, 
     };
     let handlers = (0..n)
         .map(|i| {
-            FwHandler::new(fw, i).map(|h| {
-                let h = if matches!(a.input, InSpec::AfPacket(_)) { h.live() } else { h };
-                let h = match &gate {
-                    Some(g) => h.ordered(g.clone()),
-                    None => h,
-                };
-                if bridge.is_some() {
-                    h.bridged()
-                } else {
-                    h
-                }
-            })
+            let h = FwHandler::new(fw, i);
+            let h = if matches!(a.input, InSpec::AfPacket(_)) { h.live() } else { h };
+            let h = match &gate {
+                Some(g) => h.ordered(g.clone()),
+                None => h,
+            };
+            if bridge.is_some() {
+                h.bridged()
+            } else {
+                h
+            }
         })
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| anyhow!(e))?;
+        .collect();
     let ncfg = NetisrConfig {
         workers: n,
         batch: a.batch.min(256),
