@@ -14,6 +14,7 @@ pub mod hash;
 pub mod io;
 pub mod netisr;
 pub mod output;
+pub mod pipeline;
 pub mod pool;
 pub mod reass;
 pub mod wire;

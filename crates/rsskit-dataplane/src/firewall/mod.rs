@@ -92,6 +92,7 @@ pub mod rules;
 pub mod ruleset;
 pub mod run;
 pub mod sim;
+pub mod spec;
 pub mod state;
 
 use crate::hash::PacketHasher;
@@ -105,6 +106,7 @@ use redirect::{Offsets, Role, Xlat};
 use rsskit_core::{FlowTuple, HashConfig, L4Proto, RssKey, RssPolicy};
 pub use rules::{parse, Dir, ParseError, Rules};
 use ruleset::{RuleSet, RuleSetHandle, RuleTotals};
+pub use spec::{Engine, FirewallOutcome, FirewallSpec};
 use state::{FlowKey, NewState, Removed, Timeouts};
 use std::sync::{Arc, RwLock};
 

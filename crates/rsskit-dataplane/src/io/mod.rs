@@ -7,6 +7,7 @@
 
 pub mod afpacket;
 pub mod pcap;
+pub mod spec;
 
 /// One receive attempt.
 #[derive(Debug)]

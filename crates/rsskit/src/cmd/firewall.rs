@@ -3,13 +3,13 @@
 //!
 //! Frames are steered to workers by the RSS hash of their outer header
 //! (symmetric key by default, so both directions of a flow meet their
-//! state), filtered, and written out. Inputs and outputs are the data
-//! plane's pcap and AF_PACKET I/O. With AF_PACKET on
-//! both sides the command bridges the two interfaces: a frame received on
-//! the `--in` interface is filtered as `in` and sent on the `--out`
-//! interface, and the other way round as `out`. From a capture, a frame
-//! whose source is one of `--me` is `out`, any other `in`; capture
-//! timestamps drive the state clock.
+//! state), filtered, and written out. The command maps its arguments to a
+//! `firewall::FirewallSpec`, which opens the data plane's pcap and
+//! AF_PACKET I/O and runs the engine. With AF_PACKET on both sides the
+//! command bridges the two interfaces: a frame received on the `--in`
+//! interface is filtered as `in` and sent on the `--out` interface, and the
+//! other way round as `out`. From a capture, a frame whose source is one of
+//! `--me` is `out`, any other `in`; capture timestamps drive the state clock.
 //!
 //! The default engine, `netisr`, runs the firewall workers as protocol
 //! handlers of the data plane's netisr dispatch (`firewall::netisr_handler`):
@@ -31,56 +31,22 @@
 //! count and either engine. `--order none` dispatches as frames come (the
 //! only mode for live input).
 
-use super::common::{int_in, key_arg, print_json, seconds_arg};
+use super::common::{int_in, key_arg, print_json, seconds_arg, stop_on_signals};
+use super::io_args::{self, input_errors, InSpec, OutSpec};
 use anyhow::{bail, Context, Result};
 use rsskit_core::RssKey;
-use rsskit_dataplane::firewall::netisr_handler::FwHandler;
-use rsskit_dataplane::firewall::order::{self, Gate, Order, OrderStats, OrderedSource};
-use rsskit_dataplane::firewall::run::{self, direction, Input};
-use rsskit_dataplane::firewall::{self, Config, Dir, Firewall, Snapshot};
-use rsskit_dataplane::io::afpacket::{AfPacketSink, AfPacketSource, RingConfig};
-use rsskit_dataplane::io::pcap::{PcapSink, PcapSource};
-use rsskit_dataplane::io::{Recv, Source};
-use rsskit_dataplane::netisr::{Accounting, Netisr, NetisrConfig, FLAG_PORT_B};
-use rsskit_dataplane::output::NullSink;
-use rsskit_dataplane::output::Sink;
-use rsskit_dataplane::pool::Mbuf;
+use rsskit_dataplane::firewall::order::Order;
+use rsskit_dataplane::firewall::{self, Config, Engine, Firewall, FirewallOutcome, FirewallSpec, Snapshot};
 use std::net::IpAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-/// Where frames come from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum InSpec {
-    Pcap(PathBuf),
-    AfPacket(String),
-}
-
-/// Where passed frames go.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OutSpec {
-    Pcap(PathBuf),
-    AfPacket(String),
-    Null,
-}
+use std::time::Duration;
 
 fn parse_in(s: &str) -> Result<InSpec, String> {
-    match s.split_once(':') {
-        Some(("pcap", f)) if !f.is_empty() => Ok(InSpec::Pcap(f.into())),
-        Some(("afpacket", i)) if !i.is_empty() => Ok(InSpec::AfPacket(i.into())),
-        _ => Err(format!("'{s}' is not an input: use pcap:FILE or afpacket:IFNAME")),
-    }
+    io_args::parse_in(s, io_args::Inputs { pcapng: false, gen: false })
 }
 
 fn parse_out(s: &str) -> Result<OutSpec, String> {
-    match s.split_once(':') {
-        Some(("pcap", f)) if !f.is_empty() => Ok(OutSpec::Pcap(f.into())),
-        Some(("afpacket", i)) if !i.is_empty() => Ok(OutSpec::AfPacket(i.into())),
-        None if s == "null" => Ok(OutSpec::Null),
-        _ => Err(format!("'{s}' is not an output: use pcap:FILE, afpacket:IFNAME or null")),
-    }
+    io_args::parse_out(s, io_args::Outputs { pcapng: false })
 }
 
 fn workers_arg(s: &str) -> Result<usize, String> {
@@ -138,8 +104,8 @@ pub struct Args {
     /// Dispatch engine: `netisr` (the data plane's netisr dispatch with
     /// reassembly and send aggregation; the default) or `own` (the
     /// firewall's own threaded driver).
-    #[arg(long, value_enum, default_value_t = Engine::Netisr)]
-    pub engine: Engine,
+    #[arg(long, value_enum, default_value_t = EngineArg::Netisr)]
+    pub engine: EngineArg,
     /// Capture input: a corrupt record ends the input quietly (exit 0)
     /// instead of with an error naming the record.
     #[arg(long)]
@@ -164,20 +130,30 @@ impl Args {
     /// The replay order: causal by default for a capture, none live.
     fn order(&self) -> Result<Order> {
         match (self.order, &self.input) {
-            (Some(OrderArg::Causal), InSpec::AfPacket(_)) => {
+            (Some(OrderArg::Causal), i) if !i.is_capture() => {
                 bail!("--order causal needs a capture input (pcap:FILE): live traffic has no recorded order")
             }
-            (Some(OrderArg::None), _) | (None, InSpec::AfPacket(_)) => Ok(Order::None),
-            (Some(OrderArg::Causal), InSpec::Pcap(_)) | (None, InSpec::Pcap(_)) => Ok(Order::Causal),
+            (Some(OrderArg::None), _) => Ok(Order::None),
+            (None, i) if !i.is_capture() => Ok(Order::None),
+            (Some(OrderArg::Causal), _) | (None, _) => Ok(Order::Causal),
         }
     }
 }
 
-/// Which dispatcher runs the workers.
+/// `--engine`: which dispatcher runs the workers ([`Engine`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Engine {
+pub enum EngineArg {
     Own,
     Netisr,
+}
+
+impl From<EngineArg> for Engine {
+    fn from(e: EngineArg) -> Engine {
+        match e {
+            EngineArg::Own => Engine::Own,
+            EngineArg::Netisr => Engine::Netisr,
+        }
+    }
 }
 
 fn status_line(s: &Snapshot, t: f64) -> String {
@@ -195,35 +171,6 @@ fn status_line(s: &Snapshot, t: f64) -> String {
         s.total.track_hits,
         s.total.forwarded,
     )
-}
-
-/// Output side: one sink, or two for a bridge (by direction).
-struct Out {
-    to_out: Option<Box<dyn Sink>>,
-    to_in: Option<Box<dyn Sink>>,
-    pcap: Option<PcapSink>,
-    sent: u64,
-    errors: u64,
-}
-
-impl Out {
-    fn send(&mut self, frame: Vec<u8>, dir: Dir) {
-        let sink = match dir {
-            Dir::In => self.to_out.as_mut(),
-            Dir::Out => self.to_in.as_mut().or(self.to_out.as_mut()),
-        };
-        match sink {
-            Some(s) => {
-                let m = [Mbuf::heap(frame, 0, 0, 0)];
-                match s.send(&m) {
-                    Ok(1) => self.sent += 1,
-                    _ => self.errors += 1,
-                }
-            }
-            // `--out null`: passed is out.
-            None => self.sent += 1,
-        }
-    }
 }
 
 /// Largest rule file read (65536 rules of a long line each fit).
@@ -261,187 +208,26 @@ pub fn run(a: Args) -> Result<()> {
         me: a.me.clone(),
         ..Config::default()
     };
-    let pc = cfg.parse;
-    let me = cfg.me.clone();
-    // Open everything before starting so bad names fail first.
-    let mut out = Out { to_out: None, to_in: None, pcap: None, sent: 0, errors: 0 };
-    match &a.output {
-        OutSpec::Null => {}
-        OutSpec::Pcap(p) => {
-            let s = PcapSink::create(p)?;
-            out.to_out = Some(Box::new(s.clone()));
-            out.pcap = Some(s);
-        }
-        OutSpec::AfPacket(i) => {
-            out.to_out =
-                Some(Box::new(AfPacketSink::open(i).with_context(|| format!("output afpacket:{i}"))?));
-        }
-    }
-    let interrupted = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, interrupted.clone()).context("installing the signal handler")?;
-    }
+    let interrupted = stop_on_signals()?;
     let fw = Firewall::new(cfg, rules);
-    if a.engine == Engine::Netisr {
-        return run_netisr(&a, &fw, out, &interrupted, order);
-    }
-    let start = Instant::now();
-    let done = Arc::new(AtomicBool::new(false));
-    // Status thread: one line per second.
-    let status = (!a.quiet).then(|| {
-        let fw = fw.clone();
-        let done = done.clone();
-        std::thread::spawn(move || {
-            let mut next = Instant::now() + Duration::from_secs(1);
-            while !done.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(50));
-                if Instant::now() >= next {
-                    next += Duration::from_secs(1);
-                    eprintln!("{}", status_line(&fw.snapshot(), start.elapsed().as_secs_f64()));
-                }
-            }
-        })
-    });
-    // What the capture source could not deliver, and why it ended early.
-    let src_drops = Arc::new(AtomicU64::new(0));
-    let src_failure: Arc<Mutex<Option<String>>> = Arc::default();
-    let report = match &a.input {
-        InSpec::Pcap(p) => {
-            if !p.exists() {
-                bail!("input capture {} does not exist", p.display());
-            }
-            let mut src = PcapSource::open(p, 1, false)?;
-            if a.stop_at_bad_record {
-                src = src.lenient();
-            }
-            let intr = interrupted.clone();
-            let (drops, failure) = (src_drops.clone(), src_failure.clone());
-            let inputs = std::iter::from_fn(move || loop {
-                if intr.load(Ordering::Relaxed) {
-                    return None;
-                }
-                match src.recv() {
-                    Recv::Frame { data, ts_ns } => {
-                        let ts_ms =
-                            if ts_ns == 0 { start.elapsed().as_millis() as u64 } else { ts_ns / 1_000_000 };
-                        let dir = direction(data, &me, &pc);
-                        return Some(Input { frame: data.to_vec(), dir, ts_ms });
-                    }
-                    Recv::Idle => std::thread::sleep(Duration::from_micros(100)),
-                    Recv::Done => {
-                        drops.store(src.drops(), Ordering::Relaxed);
-                        if let Some(e) = src.failure() {
-                            *failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
-                        }
-                        return None;
-                    }
-                }
-            });
-            run::run(&fw, inputs, a.batch, None, order, |f, d| out.send(f, d), None, |_| {})
-        }
-        InSpec::AfPacket(ifname) => {
-            let mut sources: Vec<(Box<dyn Source>, Dir)> = vec![(
-                Box::new(
-                    AfPacketSource::open(ifname, RingConfig::default(), None)
-                        .with_context(|| format!("input afpacket:{ifname}"))?,
-                ),
-                Dir::In,
-            )];
-            if let OutSpec::AfPacket(other) = &a.output {
-                // Bridge: the other side's frames are 'out' and go back to the input interface.
-                sources.push((
-                    Box::new(
-                        AfPacketSource::open(other, RingConfig::default(), None)
-                            .with_context(|| format!("input afpacket:{other}"))?,
-                    ),
-                    Dir::Out,
-                ));
-                out.to_in = Some(Box::new(
-                    AfPacketSink::open(ifname).with_context(|| format!("output afpacket:{ifname}"))?,
-                ));
-            }
-            let intr = interrupted.clone();
-            let deadline = a.duration.map(|d| start + Duration::from_secs_f64(d));
-            let mut turn = 0usize;
-            let drops = src_drops.clone();
-            let inputs = std::iter::from_fn(move || {
-                let mut idle = 0usize;
-                loop {
-                    if intr.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
-                        // The kernel's ring drops, for the accounting.
-                        drops.store(sources.iter().map(|(s, _)| s.drops()).sum(), Ordering::Relaxed);
-                        return None;
-                    }
-                    let k = sources.len();
-                    let (s, dir) = &mut sources[turn % k];
-                    let dir = *dir;
-                    turn = turn.wrapping_add(1);
-                    match s.recv() {
-                        Recv::Frame { data, .. } => {
-                            return Some(Input {
-                                frame: data.to_vec(),
-                                dir,
-                                ts_ms: start.elapsed().as_millis() as u64,
-                            });
-                        }
-                        Recv::Idle | Recv::Done => {
-                            idle += 1;
-                            if idle >= k {
-                                idle = 0;
-                                std::thread::sleep(Duration::from_micros(200));
-                            }
-                        }
-                    }
-                }
-            });
-            // Live: small batches so a lone packet is not held back.
-            run::run(&fw, inputs, 1, Some(start), Order::None, |f, d| out.send(f, d), None, |_| {})
-        }
+    let spec = FirewallSpec {
+        input: a.input.clone(),
+        output: a.output.clone(),
+        engine: a.engine.into(),
+        order,
+        batch: a.batch,
+        stop_at_bad_record: a.stop_at_bad_record,
+        duration: a.duration.map(Duration::from_secs_f64),
     };
-    done.store(true, Ordering::Relaxed);
-    if let Some(h) = status {
-        let _ = h.join();
-    }
-    if let Some(p) = out.pcap.take() {
-        drop(out.to_out.take());
-        p.close()?;
-    }
-    // Every input frame passed (sent or a send error) or dropped by the
-    // firewall; a redirected frame is resumed by its new worker and
-    // counted there.
-    let t = &report.snapshot.total;
-    let source = src_drops.load(Ordering::Relaxed);
-    let mut acct = Accounting { input: report.inputs + source, out: out.sent, ..Default::default() };
-    acct.add_drop("source", source);
-    acct.add_drop("firewall_unparsable", t.parse_drops);
-    acct.add_drop("firewall_deny", t.dropped.saturating_sub(t.parse_drops));
-    acct.add_drop("output_error", out.errors);
-    let failure = src_failure.lock().unwrap_or_else(|e| e.into_inner()).take();
-    let failures: Vec<String> = failure.into_iter().collect();
-    summary(
-        &a,
-        &report.snapshot,
-        report.inputs,
-        report.elapsed,
-        out.sent,
-        out.errors,
-        &acct,
-        (order, report.order),
-    )?;
-    super::pipeline::input_errors(&failures)
+    let status = |s: &Snapshot, t: Duration| eprintln!("{}", status_line(s, t.as_secs_f64()));
+    let o = spec.run(&fw, &interrupted, (!a.quiet).then_some(&status as _))?;
+    summary(&a, &o, order)?;
+    input_errors(&o.input_errors)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn summary(
-    a: &Args,
-    s: &Snapshot,
-    inputs: u64,
-    elapsed: Duration,
-    sent: u64,
-    errors: u64,
-    acct: &Accounting,
-    (order, ostats): (Order, OrderStats),
-) -> Result<()> {
+fn summary(a: &Args, o: &FirewallOutcome, order: Order) -> Result<()> {
+    let (s, inputs, elapsed, sent, errors) = (&o.snapshot, o.inputs, o.elapsed, o.sent, o.send_errors);
+    let (acct, ostats) = (&o.accounting, o.order);
     if ostats.timeouts > 0 {
         eprintln!(
             "rsskit: warning: {} ordering barrier(s) gave up waiting; the replay order is not guaranteed",
@@ -450,7 +236,7 @@ fn summary(
     }
     if a.json {
         print_json(&serde_json::json!({
-            "engine": if a.engine == Engine::Netisr { "netisr" } else { "own" },
+            "engine": if a.engine == EngineArg::Netisr { "netisr" } else { "own" },
             "inputs": inputs,
             "elapsed_s": elapsed.as_secs_f64(),
             "workers": a.workers,
@@ -501,158 +287,6 @@ fn summary(
         );
     }
     Ok(())
-}
-
-/// The two sides of a bridge: frames read on the `--out` interface (port B)
-/// go back out on the `--in` one, all others on `--out`.
-struct BridgeSink {
-    to_out: AfPacketSink,
-    to_in: AfPacketSink,
-}
-
-impl Sink for BridgeSink {
-    fn send(&mut self, frames: &[Mbuf]) -> std::io::Result<usize> {
-        let port_b = |m: &Mbuf| m.flags & FLAG_PORT_B != 0;
-        let mut sent = 0;
-        let mut rest = frames;
-        while let Some(first) = rest.first() {
-            let b = port_b(first);
-            let k = rest.iter().position(|m| port_b(m) != b).unwrap_or(rest.len());
-            let (run, tail) = rest.split_at(k);
-            sent += if b { self.to_in.send(run)? } else { self.to_out.send(run)? };
-            rest = tail;
-        }
-        Ok(sent)
-    }
-
-    fn finish(&mut self) -> std::io::Result<()> {
-        self.to_out.finish()?;
-        self.to_in.finish()
-    }
-}
-
-/// `--engine netisr`: the firewall workers as netisr protocol handlers.
-fn run_netisr(a: &Args, fw: &Arc<Firewall>, out: Out, interrupted: &AtomicBool, order: Order) -> Result<()> {
-    let n = a.workers;
-    // One worker, or no rule that creates cross-worker state: no frame waits.
-    let gate = (order == Order::Causal && order::needed(fw)).then(|| Gate::new(n));
-    let bridge = match (&a.input, &a.output) {
-        (InSpec::AfPacket(_), OutSpec::AfPacket(o)) => Some(o.clone()),
-        _ => None,
-    };
-    let handlers = (0..n)
-        .map(|i| {
-            let h = FwHandler::new(fw, i);
-            let h = if matches!(a.input, InSpec::AfPacket(_)) { h.live() } else { h };
-            let h = match &gate {
-                Some(g) => h.ordered(g.clone()),
-                None => h,
-            };
-            if bridge.is_some() {
-                h.bridged()
-            } else {
-                h
-            }
-        })
-        .collect();
-    let ncfg = NetisrConfig {
-        workers: n,
-        batch: a.batch.min(256),
-        key: fw.config.key.clone(),
-        hash_config: fw.config.hash,
-        // The rules see the outer header (as with the own engine).
-        decap: false,
-        // A capture waits for the workers (nothing lost to a full queue;
-        // an ordered replay counts every frame to its completion); live
-        // input cannot wait, its full queues drop (counted).
-        backpressure: matches!(a.input, InSpec::Pcap(_)) || gate.is_some(),
-        ..Default::default()
-    };
-    let mut inputs: Vec<(usize, u8, Box<dyn Source>)> = Vec::new();
-    match &a.input {
-        InSpec::Pcap(p) => {
-            if !p.exists() {
-                bail!("input capture {} does not exist", p.display());
-            }
-            let src = PcapSource::open(p, 1, false)?;
-            let src: Box<dyn Source> = Box::new(if a.stop_at_bad_record { src.lenient() } else { src });
-            let src = match &gate {
-                Some(g) => Box::new(OrderedSource::new(src, fw, g.clone(), ncfg.parse)),
-                None => src,
-            };
-            inputs.push((0, 0, src));
-        }
-        InSpec::AfPacket(i) => {
-            // A bridge also reads the other interface (its frames are
-            // `out`, marked as port B); one fanout group per interface.
-            let mut ports = vec![(i.clone(), 0u8, 0u16)];
-            if let Some(o) = &bridge {
-                ports.push((o.clone(), FLAG_PORT_B, 0x8000));
-            }
-            for (ifname, flags, salt) in ports {
-                let fanout = (n > 1).then(|| (std::process::id() as u16 & 0x7fff) ^ salt);
-                for w in 0..n {
-                    inputs.push((
-                        w,
-                        flags,
-                        Box::new(
-                            AfPacketSource::open(&ifname, RingConfig::default(), fanout)
-                                .with_context(|| format!("input afpacket:{ifname}"))?,
-                        ),
-                    ));
-                }
-            }
-        }
-    }
-    let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
-    let pcap = out.pcap.clone();
-    for _ in 0..n {
-        sinks.push(match (&a.output, &pcap) {
-            (OutSpec::Pcap(_), Some(p)) => Box::new(p.clone()),
-            (OutSpec::AfPacket(o), _) if bridge.is_some() => {
-                let InSpec::AfPacket(i) = &a.input else { unreachable!("a bridge reads an interface") };
-                Box::new(BridgeSink {
-                    to_out: AfPacketSink::open(o).with_context(|| format!("output afpacket:{o}"))?,
-                    to_in: AfPacketSink::open(i).with_context(|| format!("output afpacket:{i}"))?,
-                })
-            }
-            (OutSpec::AfPacket(i), _) => {
-                Box::new(AfPacketSink::open(i).with_context(|| format!("output afpacket:{i}"))?)
-            }
-            _ => Box::new(NullSink::default()),
-        });
-    }
-    drop(out);
-    let netisr = Netisr::start_ports(ncfg, inputs, sinks, handlers)?;
-    let quiet = a.quiet;
-    let report = netisr.wait(
-        a.duration.map(Duration::from_secs_f64),
-        Duration::from_secs(1),
-        Some(interrupted),
-        |_, t| {
-            if !quiet {
-                eprintln!("{}", status_line(&fw.snapshot(), t.as_secs_f64()));
-            }
-        },
-    )?;
-    for h in &report.handlers {
-        h.worker().publish();
-    }
-    if let Some(p) = pcap {
-        p.close()?;
-    }
-    let t = report.total();
-    summary(
-        a,
-        &fw.snapshot(),
-        t.counters.input,
-        report.elapsed,
-        t.counters.output.packets,
-        t.counters.output.errors,
-        &report.accounting(),
-        (order, gate.map(|g| g.stats()).unwrap_or_default()),
-    )?;
-    super::pipeline::input_errors(&report.input_errors)
 }
 
 #[cfg(test)]

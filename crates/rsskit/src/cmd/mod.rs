@@ -15,6 +15,7 @@ pub mod hash_nic;
 pub mod http_load;
 pub mod http_serve;
 pub mod info;
+pub mod io_args;
 pub mod pipeline;
 pub mod plan;
 pub mod rebalance;

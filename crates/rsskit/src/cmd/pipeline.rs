@@ -4,66 +4,23 @@
 //! and re-injected where needed, counted in a per-worker flow table, and
 //! sent on with aggregated flushes.
 
-use super::common::{int_in, print_json, seconds_arg};
-use anyhow::{bail, Context, Result};
+use super::common::{int_in, print_json, seconds_arg, stop_on_signals};
+use super::io_args::{self, input_errors, InSpec, OutSpec};
+use anyhow::{bail, Result};
 use rsskit_core::HashConfig;
-use rsskit_dataplane::craft::udp4_frame;
-use rsskit_dataplane::hash::PacketHasher;
-use rsskit_dataplane::io::afpacket::{AfPacketSink, AfPacketSource, RingConfig};
-use rsskit_dataplane::io::pcap::{PcapSink, PcapSource};
-use rsskit_dataplane::io::{MemSource, Source};
-use rsskit_dataplane::netisr::{
-    drop_reasons, FlowCounter, Netisr, NetisrConfig, Prefetch, RunReport, WorkerReport,
-};
-use rsskit_dataplane::output::{FlushPolicy, NullSink, Sink};
+use rsskit_dataplane::netisr::{drop_reasons, FlowCounter, NetisrConfig, Prefetch, RunReport, WorkerReport};
+use rsskit_dataplane::output::FlushPolicy;
+use rsskit_dataplane::pipeline::{GenSpec, PipelineSpec};
 use rsskit_dataplane::reass::{ReassConfig, NS};
-use rsskit_dataplane::wire::{parse_ethernet, ParseConfig};
 use serde_json::{json, Value};
-use std::net::Ipv4Addr;
-use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
 
-/// Where frames come from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum InSpec {
-    Pcap(PathBuf),
-    AfPacket(String),
-    /// Synthetic UDP frames of this size from memory.
-    Gen(usize),
-}
-
-/// Where frames go.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OutSpec {
-    Pcap(PathBuf),
-    PcapNg(PathBuf),
-    AfPacket(String),
-    Null,
-}
-
 fn parse_in(s: &str) -> Result<InSpec, String> {
-    match s.split_once(':') {
-        Some(("pcap" | "pcapng", f)) if !f.is_empty() => Ok(InSpec::Pcap(f.into())),
-        Some(("afpacket", i)) if !i.is_empty() => Ok(InSpec::AfPacket(i.into())),
-        Some(("gen", n)) => match n.parse::<usize>() {
-            Ok(n) if (60..=1514).contains(&n) => Ok(InSpec::Gen(n)),
-            _ => Err(format!("gen:SIZE needs a frame size 60..=1514, not {n:?}")),
-        },
-        None if s == "gen" => Ok(InSpec::Gen(64)),
-        _ => Err(format!("'{s}' is not an input: use pcap:FILE, afpacket:IFNAME or gen[:SIZE]")),
-    }
+    io_args::parse_in(s, io_args::Inputs { pcapng: true, gen: true })
 }
 
 fn parse_out(s: &str) -> Result<OutSpec, String> {
-    match s.split_once(':') {
-        Some(("pcap", f)) if !f.is_empty() => Ok(OutSpec::Pcap(f.into())),
-        Some(("pcapng", f)) if !f.is_empty() => Ok(OutSpec::PcapNg(f.into())),
-        Some(("afpacket", i)) if !i.is_empty() => Ok(OutSpec::AfPacket(i.into())),
-        None if s == "null" => Ok(OutSpec::Null),
-        _ => Err(format!("'{s}' is not an output: use pcap:FILE, pcapng:FILE, afpacket:IFNAME or null")),
-    }
+    io_args::parse_out(s, io_args::Outputs { pcapng: true })
 }
 
 /// `--cpus 0-3,5`.
@@ -177,41 +134,6 @@ pub struct Args {
     plot: Option<std::path::PathBuf>,
 }
 
-/// `flows` 64-byte (or `size`) UDP frames with distinct source addresses and ports.
-fn gen_frames(flows: u32, size: usize, seed: u32) -> Vec<Vec<u8>> {
-    (0..flows)
-        .map(|i| {
-            let x = i.wrapping_mul(2_654_435_761).wrapping_add(seed.wrapping_mul(0x9e37_79b9));
-            let src = Ipv4Addr::from(0x0a00_0000 | (x & 0x00ff_ffff));
-            udp4_frame(src, 1024 + (x >> 20) as u16, Ipv4Addr::new(192, 0, 2, 1), 9, size)
-        })
-        .collect()
-}
-
-/// `flows` IPv4 UDP datagrams of `ip_len` bytes, each cut into fragments
-/// of at most 1500 IP bytes, as Ethernet frames in order.
-fn gen_fragmented(flows: u32, ip_len: usize, seed: u32) -> Vec<Vec<u8>> {
-    use rsskit_dataplane::craft::{eth, fragment_v4, udp, V4};
-    let per = 1480; // fragment payload: 1500 - 20, a multiple of 8
-    let mut out = Vec::new();
-    for i in 0..flows {
-        let x = i.wrapping_mul(2_654_435_761).wrapping_add(seed.wrapping_mul(0x9e37_79b9));
-        let src = Ipv4Addr::from(0x0a00_0000 | (x & 0x00ff_ffff));
-        let payload: Vec<u8> = (0..ip_len.saturating_sub(28)).map(|k| (k as u8) ^ (x as u8)).collect();
-        let u = udp(1024 + (x >> 20) as u16, 9, &payload);
-        let mut h = V4::new(src, Ipv4Addr::new(192, 0, 2, 1), 17);
-        h.id = x as u16;
-        let cuts: Vec<usize> = (1..).map(|k| k * per).take_while(|&c| c < u.len()).collect();
-        out.extend(fragment_v4(&h, &u, &cuts).into_iter().map(|f| eth(0x0800, &[], &f)));
-    }
-    out
-}
-
-/// The worker that owns a generated frame.
-fn owner(h: &PacketHasher, f: &[u8]) -> usize {
-    parse_ethernet(f, &ParseConfig::default()).map(|p| h.owner(&p).index()).unwrap_or(0)
-}
-
 pub fn run(a: Args) -> Result<()> {
     let n = a.workers as usize;
     let cpus: Option<Vec<usize>> = a.cpus.as_ref().map(|c| c.0.clone());
@@ -254,87 +176,22 @@ pub fn run(a: Args) -> Result<()> {
             .transpose()?,
         ..Default::default()
     };
-    // Inputs: opened before anything else so bad names fail first.
-    let mut inputs: Vec<(usize, Box<dyn Source>)> = Vec::new();
-    match &a.input {
-        InSpec::Pcap(p) => {
-            if !p.exists() {
-                bail!("input capture {} does not exist", p.display());
-            }
-            let src = PcapSource::open(p, a.loops, a.timing)?;
-            let src = if a.stop_at_bad_record { src.lenient() } else { src };
-            inputs.push((0, Box::new(src)));
-        }
-        InSpec::AfPacket(ifname) => {
-            let fanout = (n > 1).then(|| (std::process::id() & 0xffff) as u16);
-            for w in 0..n {
-                let s = AfPacketSource::open(ifname, RingConfig::default(), fanout)
-                    .with_context(|| format!("input afpacket:{ifname}"))?;
-                inputs.push((w, Box::new(s)));
-            }
-        }
-        InSpec::Gen(size) => {
-            let hasher = cfg.hasher()?;
-            for w in 0..n {
-                if let Some(len) = a.gen_frag {
-                    let frames = gen_fragmented(a.flows, len as usize, w as u32);
-                    let total = a.packets.div_ceil(frames.len() as u64) * frames.len() as u64;
-                    inputs.push((w, Box::new(MemSource::new(Arc::new(frames), total))));
-                    continue;
-                }
-                let mut frames = gen_frames(a.flows, *size, w as u32);
-                if a.gen_owned {
-                    let mut seed = 1000 + w as u32;
-                    frames.retain(|f| owner(&hasher, f) == w);
-                    while frames.len() < a.flows as usize {
-                        let more = gen_frames(a.flows, *size, seed);
-                        seed += 1000;
-                        frames.extend(more.into_iter().filter(|f| owner(&hasher, f) == w));
-                    }
-                    frames.truncate(a.flows as usize);
-                }
-                inputs.push((w, Box::new(MemSource::new(Arc::new(frames), a.packets))));
-            }
-        }
-    }
-    let mut pcap_out = None;
-    let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
-    match &a.output {
-        OutSpec::Null => {
-            for _ in 0..n {
-                sinks.push(Box::new(NullSink::default()));
-            }
-        }
-        OutSpec::Pcap(p) | OutSpec::PcapNg(p) => {
-            let s = if matches!(a.output, OutSpec::PcapNg(_)) {
-                PcapSink::create_ng(p)?
-            } else {
-                PcapSink::create(p)?
-            };
-            for _ in 0..n {
-                sinks.push(Box::new(s.clone()));
-            }
-            pcap_out = Some(s);
-        }
-        OutSpec::AfPacket(ifname) => {
-            for _ in 0..n {
-                sinks.push(Box::new(
-                    AfPacketSink::open(ifname).with_context(|| format!("output afpacket:{ifname}"))?,
-                ));
-            }
-        }
-    }
-    let handlers = (0..n).map(|_| FlowCounter::new(1 << 14)).collect();
-    let interrupted = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, interrupted.clone()).context("installing the signal handler")?;
-    }
-    let netisr = Netisr::start(cfg, inputs, sinks, handlers)?;
+    let interrupted = stop_on_signals()?;
+    let spec = PipelineSpec {
+        input: a.input.clone(),
+        output: a.output.clone(),
+        netisr: cfg,
+        loops: a.loops,
+        timing: a.timing,
+        stop_at_bad_record: a.stop_at_bad_record,
+        gen: GenSpec { packets: a.packets, flows: a.flows, owned: a.gen_owned, frag: a.gen_frag },
+    };
+    let pipeline = spec.start()?;
     let quiet = a.quiet;
     let mut last: Vec<u64> = vec![0; n];
     let mut last_t = Duration::ZERO;
     let mut series = Vec::new();
-    let report = netisr.wait(
+    let report = pipeline.wait(
         a.duration.map(Duration::from_secs_f64),
         Duration::from_secs(1),
         Some(&interrupted),
@@ -367,27 +224,12 @@ pub fn run(a: Args) -> Result<()> {
     if let Some(p) = &a.plot {
         crate::plot::lines(p, "pipeline: packets handled per worker", "seconds", "packets/s", &series)?;
     }
-    if let Some(s) = pcap_out {
-        s.close()?;
-    }
     if a.json {
         print_json(&summary_json(&report))?;
     } else {
         print_table(&report);
     }
     input_errors(&report.input_errors)
-}
-
-/// An input that ended early (a corrupt capture record) fails the run,
-/// after the counters of what was processed were printed.
-pub(crate) fn input_errors(errors: &[String]) -> Result<()> {
-    match errors {
-        [] => Ok(()),
-        [e] => bail!("{e} (the counters cover the frames before it)"),
-        [e, rest @ ..] => {
-            bail!("{e} (the counters cover the frames before it; {} more input errors)", rest.len())
-        }
-    }
 }
 
 /// Packets per CPU-second of the worker thread, in millions.
@@ -535,10 +377,5 @@ mod tests {
         assert_eq!(parse_out("null"), Ok(OutSpec::Null));
         assert_eq!(parse_out("pcapng:x"), Ok(OutSpec::PcapNg("x".into())));
         assert!(parse_out("nul").is_err());
-        let f = gen_frames(16, 64, 0);
-        assert!(f.iter().all(|x| x.len() == 64));
-        let g = gen_fragmented(3, 9000, 0);
-        assert_eq!(g.len(), 21, "9000 bytes in 1500-byte fragments: 7 each");
-        assert!(g.iter().all(|x| x.len() <= 1514));
     }
 }

@@ -1,0 +1,200 @@
+//! The inputs and outputs a data-plane command names (`pcap:FILE`,
+//! `afpacket:IF`, ...), and opening them as [`Source`]s and [`Sink`]s.
+//!
+//! One enum each, shared by `pipeline` and `firewall` (a command refuses the
+//! variants it cannot use when it parses its arguments): a new kind of
+//! input or output is one variant here plus its arm in the `open_*`
+//! functions below.
+
+use super::afpacket::{AfPacketSink, AfPacketSource, PacketError, RingConfig};
+use super::pcap::{CaptureError, PcapSink, PcapSource};
+use super::Source;
+use crate::netisr::{NetisrError, FLAG_PORT_B};
+use crate::output::{NullSink, Sink};
+use crate::pool::Mbuf;
+use std::path::PathBuf;
+
+/// Where frames come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InSpec {
+    /// A pcap or pcapng capture (`pcap:FILE`).
+    Pcap(PathBuf),
+    /// A TPACKET_V3 ring on an interface (`afpacket:IFNAME`).
+    AfPacket(String),
+    /// Synthetic UDP frames of this size from memory (`gen[:SIZE]`).
+    Gen(usize),
+}
+
+impl InSpec {
+    /// A capture replay: it can wait for the workers and has a recorded order.
+    pub fn is_capture(&self) -> bool {
+        matches!(self, InSpec::Pcap(_))
+    }
+
+    /// Live traffic from an interface (wall-clock timestamps, cannot wait).
+    pub fn is_live(&self) -> bool {
+        matches!(self, InSpec::AfPacket(_))
+    }
+}
+
+/// Where frames go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutSpec {
+    /// A pcap file (`pcap:FILE`).
+    Pcap(PathBuf),
+    /// A pcapng file (`pcapng:FILE`).
+    PcapNg(PathBuf),
+    /// Sent on an interface (`afpacket:IFNAME`).
+    AfPacket(String),
+    /// Counted and discarded (`null`).
+    Null,
+}
+
+/// Why a data-plane run could not be set up or ended in error.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    /// The input capture is not there.
+    #[error("input capture {} does not exist", .0.display())]
+    NoCapture(PathBuf),
+    /// Opening, creating or closing a capture failed.
+    #[error(transparent)]
+    Capture(#[from] CaptureError),
+    /// An AF_PACKET input could not be opened.
+    #[error("input afpacket:{ifname}")]
+    Input {
+        /// The interface.
+        ifname: String,
+        /// What the kernel said.
+        #[source]
+        source: PacketError,
+    },
+    /// An AF_PACKET output could not be opened.
+    #[error("output afpacket:{ifname}")]
+    Output {
+        /// The interface.
+        ifname: String,
+        /// What the kernel said.
+        #[source]
+        source: PacketError,
+    },
+    /// The dispatch refused its configuration or a worker failed.
+    #[error(transparent)]
+    Netisr(#[from] NetisrError),
+    /// A command was given an input or output it cannot use (the argument
+    /// parsers refuse these first).
+    #[error("{0}")]
+    Unsupported(&'static str),
+}
+
+/// Opens a capture input: `loops` passes (at least one), at capture timing
+/// if `timing`, a corrupt record ending it quietly if `lenient`.
+pub fn open_capture(
+    path: &std::path::Path,
+    loops: u64,
+    timing: bool,
+    lenient: bool,
+) -> Result<PcapSource, SpecError> {
+    if !path.exists() {
+        return Err(SpecError::NoCapture(path.to_path_buf()));
+    }
+    let src = PcapSource::open(path, loops, timing)?;
+    Ok(if lenient { src.lenient() } else { src })
+}
+
+/// Opens an AF_PACKET input on `ifname`, in fanout group `fanout` if given.
+pub fn open_afpacket_input(ifname: &str, fanout: Option<u16>) -> Result<AfPacketSource, SpecError> {
+    AfPacketSource::open(ifname, RingConfig::default(), fanout)
+        .map_err(|source| SpecError::Input { ifname: ifname.to_string(), source })
+}
+
+/// Opens an AF_PACKET output on `ifname`.
+pub fn open_afpacket_output(ifname: &str) -> Result<AfPacketSink, SpecError> {
+    AfPacketSink::open(ifname).map_err(|source| SpecError::Output { ifname: ifname.to_string(), source })
+}
+
+/// `count` AF_PACKET inputs on `ifname` (one per worker), in one fanout
+/// group when there is more than one; `salt` keeps the groups of two
+/// interfaces apart.
+pub fn afpacket_inputs(ifname: &str, count: usize, salt: u16) -> Result<Vec<Box<dyn Source>>, SpecError> {
+    let fanout = (count > 1).then(|| (std::process::id() as u16 & 0x7fff) ^ salt);
+    (0..count).map(|_| open_afpacket_input(ifname, fanout).map(|s| Box::new(s) as Box<dyn Source>)).collect()
+}
+
+/// The opened output: one sink per worker, and the shared capture writer
+/// to close once the workers stopped.
+pub struct Outputs {
+    /// One per worker.
+    pub sinks: Vec<Box<dyn Sink>>,
+    /// The capture file all sinks write to, if the output is one.
+    pub capture: Option<PcapSink>,
+}
+
+impl Outputs {
+    /// Flushes and closes the capture output (after the workers stopped).
+    pub fn close(capture: Option<PcapSink>) -> Result<(), SpecError> {
+        match capture {
+            Some(p) => Ok(p.close()?),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Opens `out` for `workers` workers. With `bridge_back` (both sides are
+/// interfaces), each sink is a [`BridgeSink`]: frames of the port-B input
+/// go back out on `bridge_back`, the others on `out`.
+pub fn open_outputs(out: &OutSpec, workers: usize, bridge_back: Option<&str>) -> Result<Outputs, SpecError> {
+    let mut sinks: Vec<Box<dyn Sink>> = Vec::with_capacity(workers);
+    let mut capture = None;
+    match out {
+        OutSpec::Null => sinks.extend((0..workers).map(|_| Box::new(NullSink::default()) as Box<dyn Sink>)),
+        OutSpec::Pcap(p) | OutSpec::PcapNg(p) => {
+            let s = if matches!(out, OutSpec::PcapNg(_)) {
+                PcapSink::create_ng(p)?
+            } else {
+                PcapSink::create(p)?
+            };
+            sinks.extend((0..workers).map(|_| Box::new(s.clone()) as Box<dyn Sink>));
+            capture = Some(s);
+        }
+        OutSpec::AfPacket(o) => {
+            for _ in 0..workers {
+                sinks.push(match bridge_back {
+                    Some(i) => Box::new(BridgeSink {
+                        to_out: open_afpacket_output(o)?,
+                        to_in: open_afpacket_output(i)?,
+                    }),
+                    None => Box::new(open_afpacket_output(o)?),
+                });
+            }
+        }
+    }
+    Ok(Outputs { sinks, capture })
+}
+
+/// The two sides of a bridge: frames read on the second interface (port B,
+/// [`FLAG_PORT_B`]) go back out on the first, all others on the second.
+pub struct BridgeSink {
+    to_out: AfPacketSink,
+    to_in: AfPacketSink,
+}
+
+impl Sink for BridgeSink {
+    fn send(&mut self, frames: &[Mbuf]) -> std::io::Result<usize> {
+        let port_b = |m: &Mbuf| m.flags & FLAG_PORT_B != 0;
+        let mut sent = 0;
+        let mut rest = frames;
+        while let Some(first) = rest.first() {
+            let b = port_b(first);
+            let k = rest.iter().position(|m| port_b(m) != b).unwrap_or(rest.len());
+            let (run, tail) = rest.split_at(k);
+            sent += if b { self.to_in.send(run)? } else { self.to_out.send(run)? };
+            rest = tail;
+        }
+        Ok(sent)
+    }
+
+    fn finish(&mut self) -> std::io::Result<()> {
+        self.to_out.finish()?;
+        self.to_in.finish()
+    }
+}
