@@ -24,10 +24,15 @@ pub fn eth(ether_type: u16, vlans: &[(u16, u16)], payload: &[u8]) -> Vec<u8> {
 /// IPv4 header fields for [`ipv4`].
 #[derive(Debug, Clone)]
 pub struct V4 {
+    /// Source address.
     pub src: Ipv4Addr,
+    /// Destination address.
     pub dst: Ipv4Addr,
+    /// IP protocol number.
     pub proto: u8,
+    /// Identification (the fragments of one datagram share it).
     pub id: u16,
+    /// Time to live.
     pub ttl: u8,
     /// Don't-fragment flag.
     pub df: bool,

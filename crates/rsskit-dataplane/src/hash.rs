@@ -17,7 +17,9 @@ use rsskit_core::{FlowTuple, HashConfig, HashType, L4Proto, RssKey, RssPolicy, W
 /// A packet's RSS hash, the type it was computed with, and the tuple.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RssHash {
+    /// The RSS hash.
     pub hash: u32,
+    /// The hash type it was computed with (what the NIC reports).
     pub hash_type: HashType,
     /// The flow. Ports are 0 for fragments (so all fragments of a datagram
     /// share one tuple) and for protocols without ports.

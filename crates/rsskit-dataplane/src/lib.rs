@@ -8,6 +8,8 @@
 //!   re-inject decapsulated or reassembled packets;
 //! - [`reass`]: bounded, sans-I/O IPv4/IPv6 fragment reassembly.
 
+#![warn(missing_docs)]
+
 pub mod craft;
 pub mod firewall;
 pub mod hash;

@@ -44,11 +44,17 @@ pub enum FlushReason {
 /// Output counters of one worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct OutputCounters {
+    /// Frames sent.
     pub packets: u64,
+    /// Bytes sent.
     pub bytes: u64,
+    /// Flushes because the group reached its packet limit.
     pub flush_packets: u64,
+    /// Flushes because the group reached its byte limit.
     pub flush_bytes: u64,
+    /// Flushes because input ran out (the rollup).
     pub flush_idle: u64,
+    /// Flushes at the end of the run.
     pub flush_final: u64,
     /// Packets the sink failed to send.
     pub errors: u64,
@@ -104,6 +110,7 @@ pub trait Sink: Send {
 /// so the work is not optimised away.
 #[derive(Debug, Default)]
 pub struct NullSink {
+    /// Sum of the first bytes seen (keeps the reads).
     pub checksum: u64,
 }
 
@@ -121,6 +128,7 @@ pub struct Aggregator {
     policy: FlushPolicy,
     pending: Vec<Mbuf>,
     bytes: usize,
+    /// What was sent and why each group was flushed.
     pub counters: OutputCounters,
 }
 

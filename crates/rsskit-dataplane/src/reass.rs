@@ -163,15 +163,25 @@ pub struct ReassCounters {
     pub timeout_frames: u64,
     /// Frames held now, waiting for the rest of their datagram.
     pub held: u64,
+    /// Fragments dropped as [`ReassDrop::Duplicate`].
     pub duplicates: u64,
+    /// Fragments dropped as [`ReassDrop::Overlap`].
     pub overlaps: u64,
+    /// Fragments dropped as [`ReassDrop::DeadDatagram`].
     pub dead: u64,
+    /// Fragments dropped as [`ReassDrop::TinyFragment`].
     pub tiny: u64,
+    /// Fragments dropped as [`ReassDrop::Inconsistent`].
     pub inconsistent: u64,
+    /// Fragments dropped as [`ReassDrop::TooBig`].
     pub too_big: u64,
+    /// Fragments dropped as [`ReassDrop::TooManyDatagrams`].
     pub too_many_datagrams: u64,
+    /// Fragments dropped as [`ReassDrop::TooManyFragments`].
     pub too_many_fragments: u64,
+    /// Fragments dropped as [`ReassDrop::MemoryLimit`].
     pub memory_limit: u64,
+    /// Fragments dropped as [`ReassDrop::Malformed`].
     pub malformed: u64,
     /// Highest `bytes_in_use` seen.
     pub bytes_high_water: usize,

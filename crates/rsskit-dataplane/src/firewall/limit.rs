@@ -161,17 +161,24 @@ impl LooseCounter {
 /// The shared tier of a `limit`: how many states all workers hold for one key.
 #[derive(Debug)]
 pub struct TrackCounter {
+    /// States all workers hold for this key now.
     pub count: AtomicU32,
+    /// The `limit`'s N.
     pub max: u32,
 }
 
 /// What a `limit` counts by: the rule and the selected fields of the flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TrackId {
+    /// Number of the rule with the `limit`.
     pub rule: u16,
+    /// Source address, if the limit counts by it.
     pub src: Option<IpAddr>,
+    /// Destination address, if the limit counts by it.
     pub dst: Option<IpAddr>,
+    /// Source port, if the limit counts by it.
     pub sport: Option<u16>,
+    /// Destination port, if the limit counts by it.
     pub dport: Option<u16>,
 }
 

@@ -22,7 +22,9 @@ use std::sync::{Arc, RwLock};
 #[derive(Debug)]
 #[repr(align(128))]
 pub struct Tables {
+    /// The dynamic states.
     pub states: StateTable,
+    /// The `limit` tracks of those states.
     pub tracks: LocalTracks,
 }
 

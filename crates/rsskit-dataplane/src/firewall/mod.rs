@@ -115,8 +115,11 @@ const NIL: u32 = u32::MAX;
 /// The fields of a packet the firewall looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FwPacket {
+    /// Source address.
     pub src: IpAddr,
+    /// Destination address.
     pub dst: IpAddr,
+    /// IP protocol number.
     pub proto: u8,
     /// TCP/UDP ports; `None` for other protocols and non-first fragments.
     pub ports: Option<(u16, u16)>,
@@ -124,6 +127,7 @@ pub struct FwPacket {
     pub flags: u8,
     /// IP packet length (what the byte counters count).
     pub len: u32,
+    /// Received (`in`) or sent (`out`).
     pub dir: Dir,
     /// Header offsets, for rewriting.
     pub offsets: Offsets,
@@ -202,12 +206,15 @@ impl FlowOwners {
 /// Firewall settings.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// Worker threads, each with its own state table.
     pub workers: usize,
     /// Most states over all workers; 0 = unlimited.
     pub states_max: u64,
+    /// State lifetimes per class.
     pub timeouts: Timeouts,
     /// RSS key used to steer flows (and to find a redirected flow's worker).
     pub key: RssKey,
+    /// Hash types used to steer flows.
     pub hash: HashConfig,
     /// Use one global table behind a lock (the baseline).
     pub locked: bool,
@@ -215,6 +222,7 @@ pub struct Config {
     pub me: Vec<IpAddr>,
     /// Most states expired per batch (the rest at the next batch).
     pub expire_budget: usize,
+    /// How frames are parsed (tunnels are not decapsulated: the rules see the outer header, like ipfw).
     pub parse: ParseConfig,
 }
 
@@ -238,20 +246,24 @@ impl Default for Config {
 /// A packet's fate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
+    /// Let the packet through.
     Pass,
+    /// Consume the packet.
     Drop,
     /// Hand the (rewritten) frame to worker `to`, which calls [`Worker::resume`] with `msg`.
     Forward {
+        /// The worker owning the translated flow.
         to: usize,
+        /// What that worker does with the frame.
         msg: Resume,
     },
 }
 
 macro_rules! counters {
-    ($($name:ident),* $(,)?) => {
+    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
         /// A worker's counters (published once per batch).
         #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-        pub struct FirewallCounters { $(pub $name: u64,)* }
+        pub struct FirewallCounters { $($(#[$doc])* pub $name: u64,)* }
         #[derive(Debug, Default)]
         struct SharedCounters { $($name: AtomicU64,)* }
         impl SharedCounters {
@@ -266,32 +278,54 @@ macro_rules! counters {
 }
 
 counters!(
+    /// Frames processed (resumed ones included).
     packets,
+    /// Frames passed.
     passed,
+    /// Frames dropped (by the rules, or unparsable).
     dropped,
+    /// Frames handed to another worker (a redirection).
     forwarded,
+    /// Frames taken over from another worker.
     resumed,
+    /// Control messages (slave deletions) handled.
     controls,
+    /// States held (at the last publish).
     states,
+    /// States installed.
     installs,
+    /// States removed (closed, deleted, evicted).
     removed,
+    /// States expired.
     expired,
+    /// Full expiry passes (asked for when the global limit was reached).
     gc_runs,
+    /// Times this worker asked every worker to expire (global limit reached).
     gc_requests,
+    /// States refused by the global limit.
     limit_hits,
+    /// States refused by a `limit` track.
     track_hits,
+    /// Frames the wire layer rejected.
     parse_drops,
+    /// Non-IP frames (ARP...) passed without the rules.
     non_ip,
+    /// Redirected frames whose state was gone on arrival (dropped).
     stale,
+    /// Rule set swaps taken over.
     rule_swaps,
 );
 
 /// What all workers share.
 #[derive(Debug)]
 pub struct Firewall {
+    /// Settings.
     pub config: Config,
+    /// The current rule set (swappable at run time).
     pub rules: RuleSetHandle,
+    /// The loose global state count.
     pub limit: GlobalLimit,
+    /// The shared tier of the `limit` tracks.
     pub tracks: TrackRegistry,
     stats: Box<[Padded<SharedCounters>]>,
     locked: Option<Arc<RwLock<Tables>>>,
@@ -300,15 +334,21 @@ pub struct Firewall {
 /// A point-in-time view of the firewall's counters.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Snapshot {
+    /// Per-rule counters summed over the workers.
     pub rules: Vec<RuleTotals>,
+    /// Each worker's counters.
     pub workers: Vec<FirewallCounters>,
+    /// Their sum.
     pub total: FirewallCounters,
     /// States over all workers (exact, from the workers' own counts).
     pub states: i64,
     /// The loose shared total.
     pub states_loose: i64,
+    /// Times a worker corrected the loose total from its own count.
     pub resyncs: u64,
+    /// Times a worker asked every worker to expire states (the global limit was hit).
     pub gc_broadcasts: u64,
+    /// Distinct `limit` tracks alive.
     pub tracks: usize,
 }
 

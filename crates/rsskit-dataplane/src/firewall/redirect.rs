@@ -34,13 +34,16 @@ use core::net::IpAddr;
 /// Which side of a redirection a state is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
+    /// Holds the client-side state; rewrites replies.
     Master,
+    /// Holds the server-side state on the translated flow's worker; removed by its master.
     Slave,
 }
 
 /// Translation data of a redirected flow's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Xlat {
+    /// Which side this state is.
     pub role: Role,
     /// The worker holding the other state.
     pub peer: u16,
@@ -69,7 +72,14 @@ impl Xlat {
 pub enum Resume {
     /// First packet of a redirected flow, already translated: install the
     /// slave and continue with the rules after rule number `after_rule`.
-    NewSlave { master: u16, after_rule: u16, orig: (IpAddr, u16) },
+    NewSlave {
+        /// The worker holding the master state.
+        master: u16,
+        /// The `redirect` rule's number.
+        after_rule: u16,
+        /// The flow's original destination (address, port).
+        orig: (IpAddr, u16),
+    },
     /// A later client packet, already translated.
     ToSlave,
     /// A reply, already translated back: the master tracks it.
@@ -80,7 +90,10 @@ pub enum Resume {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Control {
     /// The master of this slave is gone: remove the slave.
-    DeleteSlave { key: FlowKey },
+    DeleteSlave {
+        /// The slave's flow.
+        key: FlowKey,
+    },
 }
 
 /// Incremental checksum update (RFC 1624, eqn. 3) replacing the 16-bit
@@ -120,6 +133,7 @@ pub struct Offsets {
     pub ip: usize,
     /// Start of the TCP/UDP header.
     pub l4: usize,
+    /// An IPv6 packet.
     pub ipv6: bool,
     /// 6 or 17.
     pub proto: u8,

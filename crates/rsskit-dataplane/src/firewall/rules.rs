@@ -58,11 +58,15 @@ pub const DEFAULT_RULE_NUMBER: u16 = 65535;
 /// Protocol selector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Proto {
+    /// Every protocol.
     Any,
+    /// TCP (6).
     Tcp,
+    /// UDP (17).
     Udp,
     /// ICMP over IPv4 and ICMPv6 over IPv6.
     Icmp,
+    /// This IP protocol number.
     Num(u8),
 }
 
@@ -83,11 +87,15 @@ impl Proto {
 /// Address selector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AddrSpec {
+    /// Every address.
     Any,
+    /// One of the addresses `me` stands for.
     Me,
     /// `addr/prefix` (a plain address is a /32 or /128); `addr` is masked.
     Net {
+        /// The network, masked to `prefix`.
         addr: IpAddr,
+        /// Prefix length.
         prefix: u8,
     },
 }
@@ -151,15 +159,21 @@ impl PortSpec {
 /// Packet direction: `in` (received) or `out` (sent).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Dir {
+    /// Received.
     In,
+    /// Sent.
     Out,
 }
 
 /// Fields a `limit` counts states by (bit set).
 pub mod limit_key {
+    /// Count by source address.
     pub const SRC_ADDR: u8 = 1;
+    /// Count by destination address.
     pub const DST_ADDR: u8 = 2;
+    /// Count by source port.
     pub const SRC_PORT: u8 = 4;
+    /// Count by destination port.
     pub const DST_PORT: u8 = 8;
 }
 
@@ -168,6 +182,7 @@ pub mod limit_key {
 pub struct Limit {
     /// Bit set of [`limit_key`] values.
     pub keys: u8,
+    /// Most states per distinct value.
     pub max: u32,
 }
 
@@ -176,34 +191,51 @@ pub struct Limit {
 pub struct Redirect {
     /// 6 (TCP) or 17 (UDP).
     pub proto: u8,
+    /// Address and port the clients use.
     pub from: (IpAddr, u16),
+    /// Address and port the traffic goes to.
     pub to: (IpAddr, u16),
 }
 
 /// What a rule does when it matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
+    /// Look the packet's flow up in the states.
     CheckState,
+    /// Pass the packet (and install a state with `keep-state`/`limit`).
     Allow,
+    /// Drop the packet.
     Deny,
+    /// Translate the flow and pass it (a master/slave state pair).
     Redirect(Redirect),
 }
 
 /// One parsed rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
+    /// Rule number (ipfw's; rules are walked in order).
     pub number: u16,
     /// Source line (1-based).
     pub line: u32,
+    /// What a match does.
     pub action: Action,
+    /// Protocol selector.
     pub proto: Proto,
+    /// Source selector.
     pub src: AddrSpec,
+    /// Source ports.
     pub src_ports: PortSpec,
+    /// Destination selector.
     pub dst: AddrSpec,
+    /// Destination ports.
     pub dst_ports: PortSpec,
+    /// Only this direction, if given.
     pub dir: Option<Dir>,
+    /// `setup`: only TCP SYN without ACK.
     pub setup: bool,
+    /// `keep-state`: a match installs a state.
     pub keep_state: bool,
+    /// `limit`: a match installs a state, at most N per key.
     pub limit: Option<Limit>,
     /// The rule's text (trimmed, without the comment).
     pub text: String,
@@ -304,8 +336,11 @@ impl Default for ParseOptions {
 /// A parse error at `line:column` (1-based).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParseError {
+    /// Line (1-based).
     pub line: u32,
+    /// Column (1-based).
     pub column: u32,
+    /// What is wrong.
     pub kind: ErrorKind,
     /// What the parser wanted there.
     pub expected: String,

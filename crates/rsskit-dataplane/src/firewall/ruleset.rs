@@ -28,7 +28,9 @@ const TH_ACK: u8 = 0x10;
 #[derive(Debug, Default)]
 #[repr(align(64))]
 pub struct Counter {
+    /// Packets that matched.
     pub packets: AtomicU64,
+    /// IP bytes of those packets.
     pub bytes: AtomicU64,
 }
 
@@ -40,19 +42,26 @@ struct Row(Box<[Counter]>);
 /// Summed counters of one rule.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct RuleTotals {
+    /// Rule number.
     pub number: u16,
+    /// Rule text.
     pub text: String,
+    /// Packets over all workers.
     pub packets: u64,
+    /// IP bytes over all workers.
     pub bytes: u64,
 }
 
 /// An immutable rule set with per-worker counters.
 #[derive(Debug)]
 pub struct RuleSet {
+    /// The rules in order.
     pub rules: Vec<Rule>,
+    /// What the default rule does: allow or deny.
     pub default_allow: bool,
     /// The addresses `me` stands for.
     pub me: Vec<IpAddr>,
+    /// Bumped at every swap: workers notice and take the new set.
     pub generation: u64,
     /// Index where states are looked up if no `check-state` precedes it:
     /// the first rule that creates states (ipfw's implicit check-state).

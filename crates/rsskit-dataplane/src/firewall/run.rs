@@ -26,7 +26,9 @@ use std::time::{Duration, Instant};
 /// One input frame.
 #[derive(Debug, Clone)]
 pub struct Input {
+    /// The Ethernet frame.
     pub frame: Vec<u8>,
+    /// Its direction.
     pub dir: Dir,
     /// The frame's time (ms): capture time for a replay, wall clock live.
     pub ts_ms: u64,
@@ -52,8 +54,11 @@ enum Item {
 /// Totals of a [`run`].
 #[derive(Debug, Clone)]
 pub struct RunTotals {
+    /// Run time.
     pub elapsed: Duration,
+    /// Frames read.
     pub inputs: u64,
+    /// The firewall's counters at the end.
     pub snapshot: Snapshot,
     /// What the ordering did (all zero with [`Order::None`]).
     pub order: OrderStats,

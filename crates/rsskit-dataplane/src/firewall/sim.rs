@@ -9,6 +9,7 @@ use std::sync::Arc;
 /// What happened to one frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
+    /// Whether the frame left the firewall.
     pub pass: bool,
     /// The frame as it left (rewritten by a redirection).
     pub frame: Vec<u8>,
@@ -18,8 +19,11 @@ pub struct Outcome {
 
 /// All workers of a firewall, driven from one thread.
 pub struct Cluster {
+    /// The shared firewall.
     pub fw: Arc<Firewall>,
+    /// Every worker, index = worker id.
     pub workers: Vec<Worker>,
+    /// Which worker owns a flow.
     pub steer: FlowOwners,
 }
 

@@ -32,10 +32,15 @@ use std::collections::HashMap;
 /// are a dozen `write`s): a third of the lookup cost in the profile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FlowKey {
+    /// The lower endpoint's address (the key is normalized: both directions give one key).
     pub a: IpAddr,
+    /// The higher endpoint's address.
     pub b: IpAddr,
+    /// Port of `a`.
     pub ap: u16,
+    /// Port of `b`.
     pub bp: u16,
+    /// IP protocol number.
     pub proto: u8,
 }
 
@@ -109,11 +114,17 @@ impl Default for Timeouts {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Class {
+    /// TCP, before both sides' SYNs were seen.
     TcpOpening = 0,
+    /// TCP, both sides sent SYN.
     TcpEstablished = 1,
+    /// TCP, after an RST or a FIN from each side.
     TcpClosed = 2,
+    /// UDP.
     Udp = 3,
+    /// ICMP.
     Icmp = 4,
+    /// Any other protocol.
     Other = 5,
     /// In no list: a redirection's slave, removed by its master only.
     Pinned = 6,
@@ -138,10 +149,15 @@ impl Timeouts {
 
 /// TCP flag bits tracked per state, relative to the flow's initiator.
 pub mod tcp {
+    /// The initiator sent SYN.
     pub const FWD_SYN: u8 = 1;
+    /// The responder sent SYN.
     pub const REV_SYN: u8 = 2;
+    /// The initiator sent FIN.
     pub const FWD_FIN: u8 = 4;
+    /// The responder sent FIN.
     pub const REV_FIN: u8 = 8;
+    /// Either side sent RST.
     pub const RST: u8 = 16;
 }
 
@@ -154,6 +170,7 @@ const NIL: u32 = u32::MAX;
 /// One dynamic state.
 #[derive(Debug)]
 pub struct State {
+    /// The flow.
     pub key: FlowKey,
     /// Expiry time (ms); meaningless for pinned states.
     pub expire: u64,
@@ -163,6 +180,7 @@ pub struct State {
     pub rule: u16,
     /// Whether the flow's initiator is `key.a`.
     pub init_is_a: bool,
+    /// Timeout class (which expiry list).
     pub class: Class,
     /// [`tcp`] bits.
     pub tcp: u8,
@@ -176,9 +194,13 @@ pub struct State {
 /// caller's bookkeeping (tracks, slave deletion, counters).
 #[derive(Debug)]
 pub struct Removed {
+    /// The flow.
     pub key: FlowKey,
+    /// Number of the rule that created it.
     pub rule: u16,
+    /// Its `limit` track index, or `u32::MAX`.
     pub track: u32,
+    /// Translation, if it was part of a redirection.
     pub xlat: Option<Box<Xlat>>,
 }
 
@@ -198,10 +220,15 @@ pub struct StateTable {
 /// What [`StateTable::insert`] needs about a new state.
 #[derive(Debug)]
 pub struct NewState {
+    /// The flow.
     pub key: FlowKey,
+    /// Whether the flow's initiator is `key.a`.
     pub init_is_a: bool,
+    /// Number of the rule creating it.
     pub rule: u16,
+    /// Its `limit` track index, or `u32::MAX`.
     pub track: u32,
+    /// Translation of a redirected flow.
     pub xlat: Option<Box<Xlat>>,
     /// A pinned state (redirection slave) never expires on its own.
     pub pinned: bool,

@@ -14,7 +14,12 @@ pub mod spec;
 pub enum Recv<'a> {
     /// A frame (valid until the next call) and its timestamp (ns since the
     /// epoch, 0 if unknown).
-    Frame { data: &'a [u8], ts_ns: u64 },
+    Frame {
+        /// The frame.
+        data: &'a [u8],
+        /// Its timestamp.
+        ts_ns: u64,
+    },
     /// Nothing right now (a live interface, or capture timing waiting).
     Idle,
     /// The source is exhausted.

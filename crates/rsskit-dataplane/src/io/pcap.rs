@@ -114,6 +114,7 @@ const PCAP_RECORD_HEADER_LEN: u64 = 16;
 /// A capture record that cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BadRecord {
+    /// The capture.
     pub path: PathBuf,
     /// "record" (pcap) or "block" (pcapng).
     pub unit: &'static str,
@@ -122,6 +123,7 @@ pub struct BadRecord {
     pub number: u64,
     /// Byte offset of its start in the file.
     pub offset: u64,
+    /// What is wrong with it.
     pub reason: String,
 }
 

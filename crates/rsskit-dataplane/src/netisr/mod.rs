@@ -162,6 +162,7 @@ type Result<T, E = NetisrError> = std::result::Result<T, E>;
 #[serde(rename_all = "lowercase")]
 pub enum Prefetch {
     #[default]
+    /// No prefetch.
     None,
     /// Packet headers.
     Header,
@@ -313,13 +314,26 @@ pub enum Delivery {
     None,
     /// Send `frame` (with these [`Mbuf::flags`]); it stands for `frames`
     /// input frames.
-    Send { frame: Vec<u8>, flags: u8, frames: u32 },
+    Send {
+        /// The frame.
+        frame: Vec<u8>,
+        /// Its [`Mbuf::flags`].
+        flags: u8,
+        /// Input frames it stands for.
+        frames: u32,
+    },
     /// The message carried `frames` input frames; the handler dropped them
     /// ([`Handler::DROP_REASON`]).
-    Drop { frames: u32 },
+    Drop {
+        /// Input frames dropped.
+        frames: u32,
+    },
     /// The message carried `frames` input frames, now handed on in another
     /// message.
-    Handoff { frames: u32 },
+    Handoff {
+        /// Input frames handed on.
+        frames: u32,
+    },
 }
 
 /// A flow table: open addressing on the RSS hash (linear probing, 8-byte
@@ -404,6 +418,7 @@ pub struct NetisrConfig {
     pub cpus: Option<Vec<usize>>,
     /// Batch size, 1..=256.
     pub batch: usize,
+    /// What to prefetch in a batch.
     pub prefetch: Prefetch,
     /// Slots of each (worker, worker) ring (netisr's queue limit).
     pub ring_capacity: usize,
@@ -411,7 +426,9 @@ pub struct NetisrConfig {
     pub pool_buffers: usize,
     /// Buffer stride (default 1920).
     pub stride: usize,
+    /// RSS key of the NIC-style hash.
     pub key: RssKey,
+    /// Hash types of the NIC-style hash.
     pub hash_config: HashConfig,
     /// Bucket bits (default: FreeBSD's for the worker count).
     pub bucket_bits: Option<u32>,
@@ -419,11 +436,13 @@ pub struct NetisrConfig {
     /// table mapped through the workers' CPUs, `--table nic:IF`): a power
     /// of two of entries, at most 128. Overrides `bucket_bits`.
     pub bucket_workers: Option<Vec<usize>>,
+    /// How frames are parsed.
     pub parse: ParseConfig,
     /// Reassembly limits; `None` turns reassembly off (fragments are handled as they are).
     pub reass: Option<ReassConfig>,
     /// Decapsulate tunnels and re-inject the inner packet.
     pub decap: bool,
+    /// When output groups are sent.
     pub flush: FlushPolicy,
     /// When the ring to a packet's owner is full, the input stage holds the
     /// packet and stops reading its sources until there is room (a NIC
@@ -539,7 +558,9 @@ pub struct WorkerCounters {
     #[serde(skip)]
     pub frames: FrameCounters,
     #[serde(skip)]
+    /// Reassembly counters.
     pub reass: ReassCounters,
+    /// Output (send aggregation) counters.
     pub output: OutputCounters,
     /// CPU time this worker's thread used (ns): busy polling included, so
     /// packets per CPU-second is a lower bound of what a dedicated core does.
@@ -633,8 +654,11 @@ impl WorkerCounters {
 /// rings that feed it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WorkerReport {
+    /// Worker index.
     pub worker: usize,
+    /// The CPU it is pinned to.
     pub cpu: Option<usize>,
+    /// Its counters.
     pub counters: WorkerCounters,
     /// Packets queued to this worker (by other workers' inputs and re-injection).
     pub queued: u64,
@@ -697,8 +721,11 @@ pub struct Netisr<H: Handler> {
 /// The result of a run.
 #[derive(Debug)]
 pub struct RunReport<H> {
+    /// Each worker at the end.
     pub workers: Vec<WorkerReport>,
+    /// The handlers, index = worker.
     pub handlers: Vec<H>,
+    /// Run time.
     pub elapsed: Duration,
     /// Sources that ended early and why ([`Source::failure`]), e.g. a
     /// corrupt capture record: the counters cover what came before it.

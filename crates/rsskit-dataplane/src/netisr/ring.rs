@@ -75,8 +75,11 @@ impl<T> Drop for Shared<T> {
 pub struct RingStats {
     /// Items currently queued.
     pub len: usize,
+    /// Items pushed so far.
     pub queued: u64,
+    /// Pushes refused because the ring was full.
     pub drops: u64,
+    /// Highest occupancy seen.
     pub high_water: usize,
 }
 

@@ -19,22 +19,39 @@ use etherparse::{err, IpAuthHeaderSlice, Ipv4HeaderSlice, Ipv6HeaderSlice, Ipv6R
 
 /// IP protocol numbers used here.
 pub mod proto {
+    /// IPv6 hop-by-hop options.
     pub const HOPOPT: u8 = 0;
+    /// ICMP.
     pub const ICMP: u8 = 1;
+    /// IPv4 in IP.
     pub const IPIP: u8 = 4;
+    /// TCP.
     pub const TCP: u8 = 6;
+    /// UDP.
     pub const UDP: u8 = 17;
+    /// IPv6 in IP (6in4).
     pub const IPV6: u8 = 41;
+    /// IPv6 routing header.
     pub const ROUTING: u8 = 43;
+    /// IPv6 fragment header.
     pub const FRAGMENT: u8 = 44;
+    /// GRE.
     pub const GRE: u8 = 47;
+    /// IPsec ESP.
     pub const ESP: u8 = 50;
+    /// IPsec AH.
     pub const AH: u8 = 51;
+    /// ICMPv6.
     pub const ICMPV6: u8 = 58;
+    /// IPv6: no next header.
     pub const NO_NEXT: u8 = 59;
+    /// IPv6 destination options.
     pub const DSTOPTS: u8 = 60;
+    /// IPv6 mobility header.
     pub const MOBILITY: u8 = 135;
+    /// Host Identity Protocol.
     pub const HIP: u8 = 139;
+    /// Shim6.
     pub const SHIM6: u8 = 140;
 }
 
@@ -76,7 +93,9 @@ pub struct IpLayer<'a> {
     /// fixed header plus all extension headers present in this packet (for a
     /// non-first fragment: up to and including the fragment header).
     pub header_len: usize,
+    /// Source address.
     pub src: IpAddr,
+    /// Destination address.
     pub dst: IpAddr,
     /// Upper-layer protocol (after IPv6 extension headers).
     pub proto: u8,

@@ -11,26 +11,39 @@ use etherparse::{err, Icmpv4Slice, Icmpv6Slice, TcpHeaderSlice, UdpHeaderSlice};
 /// What follows the innermost IP header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport<'a> {
+    /// UDP.
     Udp {
+        /// Source port.
         src_port: u16,
+        /// Destination port.
         dst_port: u16,
         /// Datagram payload present in this packet (for a first fragment:
         /// the part in this fragment).
         payload: &'a [u8],
     },
+    /// TCP.
     Tcp {
+        /// Source port.
         src_port: u16,
+        /// Destination port.
         dst_port: u16,
         /// Flag byte (FIN 0x01, SYN 0x02, RST 0x04, PSH 0x08, ACK 0x10...).
         flags: u8,
+        /// Segment payload present in this packet.
         payload: &'a [u8],
     },
+    /// ICMP.
     Icmpv4 {
+        /// Type.
         icmp_type: u8,
+        /// Code.
         code: u8,
     },
+    /// ICMPv6.
     Icmpv6 {
+        /// Type.
         icmp_type: u8,
+        /// Code.
         code: u8,
     },
     /// A fragment other than the first: no transport header.

@@ -21,7 +21,9 @@ use etherparse::{Ethernet2Slice, SingleVlanSlice};
 
 /// Ethertypes used here.
 pub mod ethertype {
+    /// IPv4 EtherType.
     pub const IPV4: u16 = 0x0800;
+    /// IPv6 EtherType.
     pub const IPV6: u16 = 0x86dd;
     /// 802.1Q customer VLAN tag.
     pub const VLAN: u16 = 0x8100;
@@ -82,7 +84,12 @@ pub enum TunnelKind {
     /// IPv6 in IP (protocol 41: 6in4, or 6in6).
     Ip6in,
     /// GRE (protocol 47) carrying IPv4, IPv6 or Ethernet; `key` if the K bit was set.
-    Gre { ether_type: u16, key: Option<u32> },
+    Gre {
+        /// The payload's EtherType.
+        ether_type: u16,
+        /// The GRE key.
+        key: Option<u32>,
+    },
 }
 
 /// A parsed packet. `outer` is what a NIC sees (and hashes); `inner` is the
@@ -93,6 +100,7 @@ pub struct Packet<'a> {
     pub data: &'a [u8],
     /// VLAN tags, outermost first; `vlans[..vlan_count]` are valid.
     pub vlans: [VlanTag; 2],
+    /// How many of `vlans` are valid.
     pub vlan_count: u8,
     /// Outermost IP layer.
     pub outer: IpLayer<'a>,
