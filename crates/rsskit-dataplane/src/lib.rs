@@ -6,7 +6,19 @@
 //! - [`hash`]: the RSS hash of a packet exactly as a NIC configured with a
 //!   [`rsskit_core::HashConfig`] computes it, and the inner-flow hash used to
 //!   re-inject decapsulated or reassembled packets;
-//! - [`reass`]: bounded, sans-I/O IPv4/IPv6 fragment reassembly.
+//! - [`reass`]: bounded, sans-I/O IPv4/IPv6 fragment reassembly;
+//! - [`netisr`]: per-CPU dispatch over per-pair SPSC rings, with
+//!   [`output`] (send aggregation) and [`pool`] (frame buffers);
+//! - [`firewall`]: the per-CPU stateful firewall;
+//! - [`io`]: sources and sinks (memory, pcap/pcapng, AF_PACKET) and
+//!   [`io::spec`], the inputs and outputs a command names;
+//! - the builders the commands call: [`pipeline::PipelineSpec`] and
+//!   [`firewall::FirewallSpec`];
+//! - [`craft`]: frames built by hand (tests, generators).
+//!
+//! Errors are typed ([`netisr::NetisrError`], [`io::pcap::CaptureError`],
+//! [`io::spec::SpecError`]); threads start pinned through
+//! `rsskit_linux::affinity::spawn_pinned`.
 
 #![warn(missing_docs)]
 
