@@ -24,7 +24,7 @@ pub(super) struct Parts<H: Handler> {
     pub msg_monitors: Vec<RingMonitor<Msg>>,
 }
 
-struct Input {
+struct HomedSource {
     src: Box<dyn Source>,
     done: bool,
     /// [`Mbuf::flags`] bits of every frame read from it (the bridge port).
@@ -49,7 +49,7 @@ pub(super) struct WorkerLoop<H: Handler> {
     ret_staged: Vec<Vec<u32>>,
     /// Consecutive loops the input stayed paused (backpressure).
     stall_loops: u64,
-    inputs: Vec<Input>,
+    inputs: Vec<HomedSource>,
     pool: Pool,
     /// Every pool by id; keeps their memory alive while mbufs point into it.
     _pools: Vec<Arc<PoolMem>>,
@@ -147,9 +147,9 @@ pub(super) fn build<H: Handler>(
             msg_monitors.push(m);
         }
     }
-    let mut homed: Vec<Vec<Input>> = (0..n).map(|_| Vec::new()).collect();
+    let mut homed: Vec<Vec<HomedSource>> = (0..n).map(|_| Vec::new()).collect();
     for (w, flags, src) in inputs {
-        homed[w].push(Input { src, done: false, flags });
+        homed[w].push(HomedSource { src, done: false, flags });
     }
     let epoch = Instant::now();
     let mut workers = Vec::with_capacity(n);

@@ -42,11 +42,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 fn parse_in(s: &str) -> Result<InSpec, String> {
-    io_args::parse_in(s, io_args::Inputs { pcapng: false, gen: false })
+    io_args::parse_in(s, io_args::InKinds { pcapng: false, gen: false })
 }
 
 fn parse_out(s: &str) -> Result<OutSpec, String> {
-    io_args::parse_out(s, io_args::Outputs { pcapng: false })
+    io_args::parse_out(s, io_args::OutKinds { pcapng: false })
 }
 
 fn workers_arg(s: &str) -> Result<usize, String> {

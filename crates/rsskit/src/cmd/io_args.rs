@@ -8,7 +8,7 @@ pub use rsskit_dataplane::io::spec::{InSpec, OutSpec};
 /// The kinds of `--in` a command takes (the data plane's [`InSpec`]
 /// variants; the parser refuses the others with the command's own list).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Inputs {
+pub struct InKinds {
     /// `pcapng:FILE` accepted as a synonym of `pcap:FILE`.
     pub pcapng: bool,
     /// `gen[:SIZE]`.
@@ -17,13 +17,13 @@ pub struct Inputs {
 
 /// The kinds of `--out` a command takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Outputs {
+pub struct OutKinds {
     /// `pcapng:FILE`.
     pub pcapng: bool,
 }
 
 /// Parses `--in`.
-pub fn parse_in(s: &str, k: Inputs) -> Result<InSpec, String> {
+pub fn parse_in(s: &str, k: InKinds) -> Result<InSpec, String> {
     let usage = || {
         let mut kinds = vec!["pcap:FILE", "afpacket:IFNAME"];
         if k.gen {
@@ -45,7 +45,7 @@ pub fn parse_in(s: &str, k: Inputs) -> Result<InSpec, String> {
 }
 
 /// Parses `--out`.
-pub fn parse_out(s: &str, k: Outputs) -> Result<OutSpec, String> {
+pub fn parse_out(s: &str, k: OutKinds) -> Result<OutSpec, String> {
     let usage = || {
         let mut kinds = vec!["pcap:FILE"];
         if k.pcapng {
@@ -90,8 +90,8 @@ mod tests {
 
     #[test]
     fn the_messages_list_what_the_command_takes() {
-        let all = Inputs { pcapng: true, gen: true };
-        let fw = Inputs { pcapng: false, gen: false };
+        let all = InKinds { pcapng: true, gen: true };
+        let fw = InKinds { pcapng: false, gen: false };
         assert_eq!(
             parse_in("gen", fw).unwrap_err(),
             "'gen' is not an input: use pcap:FILE or afpacket:IFNAME"
@@ -103,11 +103,11 @@ mod tests {
         assert_eq!(parse_in("pcapng:a", all), Ok(InSpec::Pcap("a".into())));
         assert!(parse_in("pcapng:a", fw).is_err());
         assert_eq!(
-            parse_out("nul", Outputs { pcapng: true }).unwrap_err(),
+            parse_out("nul", OutKinds { pcapng: true }).unwrap_err(),
             "'nul' is not an output: use pcap:FILE, pcapng:FILE, afpacket:IFNAME or null"
         );
         assert_eq!(
-            parse_out("pcapng:x", Outputs { pcapng: false }).unwrap_err(),
+            parse_out("pcapng:x", OutKinds { pcapng: false }).unwrap_err(),
             "'pcapng:x' is not an output: use pcap:FILE, afpacket:IFNAME or null"
         );
     }

@@ -16,11 +16,11 @@ use serde_json::{json, Value};
 use std::time::Duration;
 
 fn parse_in(s: &str) -> Result<InSpec, String> {
-    io_args::parse_in(s, io_args::Inputs { pcapng: true, gen: true })
+    io_args::parse_in(s, io_args::InKinds { pcapng: true, gen: true })
 }
 
 fn parse_out(s: &str) -> Result<OutSpec, String> {
-    io_args::parse_out(s, io_args::Outputs { pcapng: true })
+    io_args::parse_out(s, io_args::OutKinds { pcapng: true })
 }
 
 /// `--cpus 0-3,5`.
@@ -33,9 +33,9 @@ fn parse_cpus(s: &str) -> Result<CpuList, String> {
 
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Inputs: pcap:FILE (pcap or pcapng; Ethernet or raw IP), afpacket:IFNAME (TPACKET_V3 \
+    after_help = "InKinds: pcap:FILE (pcap or pcapng; Ethernet or raw IP), afpacket:IFNAME (TPACKET_V3 \
 ring, one socket per worker in a PACKET_FANOUT group; needs CAP_NET_RAW), gen[:SIZE] (synthetic UDP \
-frames of SIZE bytes, default 64, from memory; one input per worker). Outputs: pcap:FILE, \
+frames of SIZE bytes, default 64, from memory; one input per worker). OutKinds: pcap:FILE, \
 pcapng:FILE, afpacket:IFNAME, null. A status line per second goes to stderr; the final counters (like netstat -Q) \
 to stdout, with the per-frame accounting: in = out + dropped by reason + held at exit. A corrupt capture record \
 ends the input with an error naming it (exit 1) unless --stop-at-bad-record."
