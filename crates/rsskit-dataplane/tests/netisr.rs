@@ -436,3 +436,23 @@ fn handler_messages_fifo_per_sender_and_non_ip_frames() {
         assert!(acct.dropped.is_empty() && acct.balanced(), "{}", acct.line());
     }
 }
+
+#[test]
+fn a_cpu_that_cannot_be_used_fails_start_and_stops_the_started_workers() {
+    use rsskit_dataplane::netisr::NetisrError;
+    let first = rsskit_linux::affinity::current_affinity().unwrap()[0];
+    let cfg = NetisrConfig { workers: 2, cpus: Some(vec![first, 100_000]), ..Default::default() };
+    // An endless source on worker 0: it must still stop when start fails.
+    let frames = Arc::new(traffic(4, 4));
+    let inputs: Vec<(usize, Box<dyn Source>)> = vec![(0, Box::new(MemSource::new(frames, u64::MAX)))];
+    let sinks: Vec<Box<dyn Sink>> = (0..2).map(|_| Box::new(NullSink::default()) as Box<dyn Sink>).collect();
+    let t = std::time::Instant::now();
+    match Netisr::start(cfg, inputs, sinks, vec![Recorder::default(), Recorder::default()]) {
+        Err(NetisrError::Spawn { worker: 1, source }) => {
+            assert!(source.to_string().contains("100000"), "{source}")
+        }
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("CPU 100000 accepted"),
+    }
+    assert!(t.elapsed() < std::time::Duration::from_secs(60), "the running worker was not stopped");
+}
