@@ -170,4 +170,48 @@ mod tests {
         assert_eq!(g.len(), 21, "9000 bytes in 1500-byte fragments: 7 each");
         assert!(g.iter().all(|x| x.len() <= 1514));
     }
+
+    fn spec(input: InSpec, workers: usize, gen: GenSpec) -> PipelineSpec {
+        PipelineSpec {
+            input,
+            output: OutSpec::Null,
+            // Backpressure: a full queue holds the input, nothing is dropped.
+            netisr: NetisrConfig { workers, backpressure: true, ..Default::default() },
+            loops: 1,
+            timing: false,
+            stop_at_bad_record: false,
+            gen,
+        }
+    }
+
+    #[test]
+    fn a_generated_run_is_counted_frame_by_frame() {
+        let gen = GenSpec { packets: 3000, flows: 64, owned: false, frag: None };
+        let r = spec(InSpec::Gen(64), 2, gen)
+            .start()
+            .unwrap()
+            .wait(None, Duration::from_secs(1), None, |_, _| ())
+            .unwrap();
+        let a = r.accounting();
+        assert_eq!(a.input, 6000, "{}", a.line());
+        assert!(a.balanced(), "{}", a.line());
+        assert_eq!(r.total().counters.handled, 6000);
+        // Owned flows: every frame dispatched directly, nothing queued.
+        let gen = GenSpec { owned: true, ..gen };
+        let r = spec(InSpec::Gen(64), 2, gen)
+            .start()
+            .unwrap()
+            .wait(None, Duration::from_secs(1), None, |_, _| ())
+            .unwrap();
+        assert_eq!(r.total().counters.dispatched, 6000);
+        assert_eq!(r.total().queued, 0);
+    }
+
+    #[test]
+    fn a_missing_capture_is_named() {
+        let e =
+            spec(InSpec::Pcap("/nonexistent/x.pcap".into()), 1, GenSpec::default()).start().err().unwrap();
+        assert!(matches!(e, SpecError::NoCapture(_)));
+        assert_eq!(e.to_string(), "input capture /nonexistent/x.pcap does not exist");
+    }
 }
