@@ -68,10 +68,10 @@ pub enum ServeError {
     Register(#[source] io::Error),
     /// Binding and steering the listeners ([`steer::build`]).
     #[error(transparent)]
-    Listen(Box<dyn std::error::Error + Send + Sync>),
+    Listen(#[from] crate::steer::SteerError),
     /// Spawning, pinning or joining the workers.
     #[error(transparent)]
-    Workers(Box<dyn std::error::Error + Send + Sync>),
+    Workers(#[from] crate::worker::WorkerError),
 }
 
 pub type Result<T, E = ServeError> = std::result::Result<T, E>;
@@ -343,7 +343,7 @@ pub fn listen(cfg: &ServeConfig) -> Result<SteeredGroup> {
             defer_accept: cfg.defer_accept,
         }),
     })
-    .map_err(|e| ServeError::Listen(e.into()))
+    .map_err(ServeError::Listen)
 }
 
 /// Running server.
@@ -378,10 +378,10 @@ impl Server {
             &cpus,
             states,
             stop,
-            move |_, (listener, counters)| Ok(Worker::new(&cfg, root.clone(), listener, counters)?),
+            move |_, (listener, counters)| Worker::new(&cfg, root.clone(), listener, counters),
             |ctx, mut w: Worker| w.run(&ctx.stop),
         )
-        .map_err(|e| ServeError::Workers(e.into()))?;
+        .map_err(ServeError::Workers)?;
         Ok(Server { workers, shared, local, program_len, cpus, nofile })
     }
 
@@ -397,7 +397,7 @@ impl Server {
 
     /// Stops the workers and returns their final counters.
     pub fn join(self) -> Result<Vec<ServeCounters>> {
-        self.workers.join().map_err(|e| ServeError::Workers(e.into()))
+        self.workers.join().map_err(ServeError::Workers)
     }
 }
 

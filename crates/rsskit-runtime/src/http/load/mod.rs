@@ -86,6 +86,12 @@ pub enum LoadError {
     },
     #[error("the tuple finder found no source port for worker {worker}")]
     NoSourcePort { worker: usize },
+    /// `SCHED_BATCH` refused on a worker's thread (`--sched-batch`).
+    #[error("SCHED_BATCH")]
+    SchedBatch(#[source] io::Error),
+    /// A worker's epoll instance.
+    #[error("epoll")]
+    Epoll(#[source] io::Error),
     /// A worker could not be set up (its CPU, epoll, scheduling policy).
     #[error("load worker setup: {0}")]
     Setup(String),
@@ -566,9 +572,9 @@ pub fn run(
         stop.clone(),
         move |ctx, (plan, phase, live): (SourcePlan, Vec<u64>, Arc<Live>)| {
             if sched_batch {
-                rsskit_linux::process::set_sched_batch().map_err(|e| anyhow::anyhow!("SCHED_BATCH: {e}"))?;
+                rsskit_linux::process::set_sched_batch().map_err(LoadError::SchedBatch)?;
             }
-            let ep = Epoll::new(1024).map_err(|e| anyhow::anyhow!("epoll: {e}"))?;
+            let ep = Epoll::new(1024).map_err(LoadError::Epoll)?;
             let n = phase.len();
             let slots =
                 (0..n).map(|_| Slot { conn: Conn::default(), sock: None, gen: 0, timer: 0 }).collect();
@@ -589,7 +595,7 @@ pub fn run(
                 inflight: 0,
                 ready: Vec::new(),
             };
-            Ok((wk, phase))
+            Ok::<_, LoadError>((wk, phase))
         },
         move |ctx, (mut wk, phase): (Worker, Vec<u64>)| {
             wk.run(t0, &phase, &ctx.stop);
