@@ -309,7 +309,12 @@ pub enum Outcome {
         reason: String,
     },
     /// Written, but it reads back as something else.
-    Changed { read_back: String, reason: String },
+    Changed {
+        /// What the file or driver reports after the write.
+        read_back: String,
+        /// What the difference means (a kernel rounding, a driver's own choice...).
+        reason: String,
+    },
 }
 
 fn write_reason(s: &Setting, e: &io::Error) -> String {
