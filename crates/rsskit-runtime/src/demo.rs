@@ -62,6 +62,7 @@ pub struct DemoConfig {
 }
 
 impl DemoConfig {
+    /// Defaults: every online CPU, two streams per worker, 3 s of 510-byte datagrams, window 32.
     pub fn new() -> Self {
         let cpus = rsskit_linux::cpulist::online();
         DemoConfig {
@@ -101,15 +102,21 @@ impl Default for DemoConfig {
 /// Per-second server figures: datagrams received per worker in that second.
 #[derive(Debug, Clone)]
 pub struct Second {
+    /// Seconds since the load started.
     pub t: f64,
+    /// Datagrams each worker received in that second, in worker order.
     pub per_worker: Vec<u64>,
 }
 
 /// Everything the demo saw.
 pub struct DemoOutcome {
+    /// The echo server's final report.
     pub server: EchoReport,
+    /// The load generator's report (per stream: bucket, owner, who served it).
     pub load: LoadReport,
+    /// The per-second figures, in order.
     pub seconds: Vec<Second>,
+    /// The server policy the streams were planned against.
     pub table: ServerTable,
     /// Streams served by a worker other than the owner of their bucket (or never echoed).
     pub mismatched: Vec<u32>,

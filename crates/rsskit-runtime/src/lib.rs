@@ -2,6 +2,7 @@
 //!
 //! No `unsafe` here: every system call goes through `rsskit_linux`.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 pub mod demo;
 pub mod http;
 pub mod proto;

@@ -76,9 +76,13 @@ pub type Result<T, E = SteerError> = std::result::Result<T, E>;
 /// Steering mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Steer {
+    /// A classic BPF program picks the socket of the CPU processing the packet.
     Cpu,
+    /// A classic BPF program computes the Toeplitz hash and picks the socket of the bucket's owner.
     Toeplitz,
+    /// The kernel's own reuseport hash picks the socket (no program).
     Kernel,
+    /// One socket shared by every worker (the anti-pattern, for comparison).
     Shared,
 }
 
@@ -135,6 +139,7 @@ impl Transport {
 /// What [`build`] needs to know.
 #[derive(Debug, Clone)]
 pub struct SteerSpec<'a> {
+    /// How packets or connections reach the sockets.
     pub mode: Steer,
     /// Where to bind; port 0 picks one port for the whole group.
     pub bind: SocketAddr,

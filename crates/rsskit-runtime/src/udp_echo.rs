@@ -192,8 +192,11 @@ impl EchoConfig {
 /// A worker as reported: index, CPU, owned buckets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerInfo {
+    /// The worker's index (also its socket's index in the group).
     pub worker: usize,
+    /// The CPU it is pinned to.
     pub cpu: usize,
+    /// The buckets it owns.
     pub buckets: Vec<u32>,
     /// CPUs (without a worker of their own) whose datagrams this worker also reads (`cpu` mode).
     pub extra_cpus: Vec<usize>,
@@ -442,10 +445,15 @@ impl EchoServer {
 /// Final figures of a run.
 #[derive(Debug, Clone)]
 pub struct EchoReport {
+    /// How datagrams reached the workers.
     pub steer: Steer,
+    /// The hash type used for buckets.
     pub hash_type: HashType,
+    /// The bound address.
     pub local: SocketAddr,
+    /// How long the server ran.
     pub duration: Duration,
+    /// Each worker and its final counters, in worker order.
     pub workers: Vec<(WorkerInfo, Counters)>,
     /// The kernel's UDP counter deltas (this network namespace, whole family).
     pub kernel: Option<UdpCounters>,
