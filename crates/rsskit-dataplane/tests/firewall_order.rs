@@ -9,6 +9,7 @@
 //! the single-threaded simulation's counters on 2-4 workers (unordered,
 //! they do not).
 
+use rsskit_core::rng::SplitMix64 as Rng;
 use rsskit_dataplane::craft;
 use rsskit_dataplane::firewall::netisr_handler::FwHandler;
 use rsskit_dataplane::firewall::order::{Classifier, Gate, OrderedSource};
@@ -225,21 +226,6 @@ fn unordered_limit_admits_exactly_n_whatever_the_interleaving() {
         let busy = r.snapshot.workers.iter().filter(|w| w.packets > 0).count();
         assert!(busy >= 2, "run {run}: the SYNs spread over workers");
         assert_eq!((t.installs, t.track_hits, passed), (10, 390, 10), "run {run}: {t:?}");
-    }
-}
-
-/// splitmix64
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
     }
 }
 
