@@ -4,20 +4,13 @@
 //!
 //! Usage: `tcp_server [BIND] [cpu|toeplitz|kernel|shared]`
 //! (default `127.0.0.1:0 cpu`); prints `listening on ADDR`.
-use rsskit_app::{online_cpus, per_cpu_policy, run_pinned, Error, Steer, TcpGroup};
+mod common;
+
+use rsskit_app::{online_cpus, per_cpu_policy, run_pinned, Error, TcpGroup};
 use std::io::{BufRead, BufReader, Write};
 
 fn main() -> Result<(), Error> {
-    let mut args = std::env::args().skip(1);
-    let bind = args.next().unwrap_or_else(|| "127.0.0.1:0".into());
-    let Ok(bind) = bind.parse() else {
-        eprintln!("error: '{bind}' is not an address:port");
-        std::process::exit(2);
-    };
-    let mode: Steer = args.next().unwrap_or_else(|| "cpu".into()).parse().unwrap_or_else(|e| {
-        eprintln!("error: {e}");
-        std::process::exit(2);
-    });
+    let (bind, mode) = common::args();
     let policy = per_cpu_policy(&online_cpus())?;
     let group = TcpGroup::bind(&policy, mode, bind)?;
     println!("listening on {}", group.local_addr());

@@ -4,21 +4,14 @@
 //!
 //! Usage: `udp_echo [BIND] [cpu|toeplitz|kernel|shared]`
 //! (default `127.0.0.1:0 cpu`); prints `listening on ADDR`.
-use rsskit_app::{online_cpus, run_pinned, HashConfig, RssKey, RssPolicy, Steer, UdpGroup};
+mod common;
+
+use rsskit_app::{online_cpus, run_pinned, HashConfig, RssKey, RssPolicy, UdpGroup};
 use rsskit_app::{CpuId, Error};
 use std::io::Write;
 
 fn main() -> Result<(), Error> {
-    let mut args = std::env::args().skip(1);
-    let bind = args.next().unwrap_or_else(|| "127.0.0.1:0".into());
-    let Ok(bind) = bind.parse() else {
-        eprintln!("error: '{bind}' is not an address:port");
-        std::process::exit(2);
-    };
-    let mode: Steer = args.next().unwrap_or_else(|| "cpu".into()).parse().unwrap_or_else(|e| {
-        eprintln!("error: {e}");
-        std::process::exit(2);
-    });
+    let (bind, mode) = common::args();
     // One worker per online CPU; UDP hashed on the 4-tuple.
     let cpus: Vec<CpuId> = online_cpus().into_iter().map(|c| CpuId(c as u32)).collect();
     let hash = HashConfig::default().with_udp_4tuple(true);

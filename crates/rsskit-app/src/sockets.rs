@@ -3,7 +3,7 @@
 use crate::Error;
 use rsskit_core::{CpuId, FlowTuple, L4Proto, RssPolicy, WorkerId};
 use rsskit_linux::socket::{incoming_cpu, Batch, TcpListenOptions, UdpOptions};
-use rsskit_runtime::steer::{self, Steer, SteerSpec, Transport};
+use rsskit_runtime::steer::{self, Steer, SteerError, SteerSpec, Transport};
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::Arc;
@@ -74,13 +74,10 @@ fn build(
     bind: SocketAddr,
     transport: Transport,
 ) -> Result<steer::SteeredGroup, Error> {
-    steer::build(&SteerSpec { mode, bind, policy, transport }).map_err(|e| {
-        let message = format!("{e:#}");
-        if message.contains("already in use") {
-            Error::PortInUse { bind }
-        } else {
-            Error::Group { mode, bind, message }
-        }
+    steer::build(&SteerSpec { mode, bind, policy, transport }).map_err(|e| match e {
+        SteerError::UdpPortInUse { .. } | SteerError::TcpPortInUse { .. } => Error::PortInUse { bind },
+        SteerError::Socket(e) if e.kind() == std::io::ErrorKind::AddrInUse => Error::PortInUse { bind },
+        e => Error::Group { mode, bind, message: rsskit_runtime::error_chain(&e) },
     })
 }
 

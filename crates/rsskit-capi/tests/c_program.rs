@@ -2,13 +2,14 @@
 //! against the static library and the committed header, run as a per-CPU
 //! UDP echo server and checked with the flows of the Rust example.
 
-use rsskit_app::{online_cpus, CpuId, FlowTuple, HashConfig, L4Proto, RssKey, RssPolicy, WorkerId};
-use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, UdpSocket};
+// The Rust examples' server handle and stamp checks, shared.
+#[path = "../../rsskit-app/tests/common/mod.rs"]
+mod common;
+
+use common::Server;
+use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
 const CRATE: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -50,79 +51,8 @@ fn c_echo() -> PathBuf {
         .clone()
 }
 
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Server {
-    fn start(host: &str, mode: &str) -> Server {
-        let mut child = Command::new(c_echo())
-            .args([host, "0", mode])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let addr =
-            line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("{line:?}")).parse().unwrap();
-        Server { child, addr }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn udp_flows(host: &str, mode: &str) {
-    let server = Server::start(host, mode);
-    let cpus: Vec<CpuId> = online_cpus().into_iter().map(|c| CpuId(c as u32)).collect();
-    let p = RssPolicy::new(RssKey::microsoft(), HashConfig::default().with_udp_4tuple(true), &cpus, None)
-        .unwrap();
-    let mut workers = std::collections::BTreeSet::new();
-    for i in 0..24 {
-        let c = UdpSocket::bind(SocketAddr::new(server.addr.ip(), 0)).unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let msg = format!("ping-{i}");
-        c.send_to(msg.as_bytes(), server.addr).unwrap();
-        let mut buf = [0u8; 2048];
-        let (n, from) = c.recv_from(&mut buf).expect("an echo within 10 s");
-        assert_eq!(from, server.addr);
-        let reply = std::str::from_utf8(&buf[..n]).unwrap();
-        let (payload, rest) = reply.split_once('|').expect("payload|stamp");
-        assert_eq!(payload, msg);
-        let st: HashMap<&str, &str> = rest.split_whitespace().filter_map(|kv| kv.split_once('=')).collect();
-        let me = c.local_addr().unwrap();
-        let hash = p.hash_tuple(&FlowTuple::new(
-            me.ip(),
-            me.port(),
-            server.addr.ip(),
-            server.addr.port(),
-            L4Proto::Udp,
-        ));
-        let owner = p.worker_of_hash(hash);
-        assert_eq!(st["hash"], format!("{hash:08x}"), "{st:?}");
-        assert_eq!(st["bucket"], p.bucket(hash).to_string(), "{st:?}");
-        assert_eq!(st["owner"], owner.0.to_string(), "{st:?}");
-        let worker: u32 = st["worker"].parse().unwrap();
-        assert_eq!(st["cpu"], p.cpu_of(WorkerId(worker)).unwrap().0.to_string(), "{st:?}");
-        match mode {
-            "toeplitz" => {
-                assert_eq!(worker, owner.0, "served by the owner: {st:?}");
-                assert_eq!(st["misdirected"], "false");
-            }
-            "cpu" => assert_eq!(st["kernel_cpu"], st["cpu"], "{st:?}"),
-            _ => unreachable!(),
-        }
-        workers.insert(worker);
-    }
-    if mode == "toeplitz" && p.workers() > 1 {
-        assert!(workers.len() > 1, "24 flows all on one worker");
-    }
+    common::udp_flows(&Server::start(Command::new(c_echo()).args([host, "0", mode])), mode);
 }
 
 #[test]

@@ -513,26 +513,17 @@ pub(crate) mod tests {
         (p, data_off)
     }
 
-    /// xorshift64*, no dependency needed.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
-    }
+    use crate::rng::XorShift64Star as Rng;
 
     fn random_tuple(r: &mut Rng, v6: bool) -> FlowTuple {
         let (s, d): (IpAddr, IpAddr) = if v6 {
-            let a = (u128::from(r.next()) << 64) | u128::from(r.next());
-            let b = (u128::from(r.next()) << 64) | u128::from(r.next());
+            let a = (u128::from(r.next_u64()) << 64) | u128::from(r.next_u64());
+            let b = (u128::from(r.next_u64()) << 64) | u128::from(r.next_u64());
             (Ipv6Addr::from(a).into(), Ipv6Addr::from(b).into())
         } else {
-            (Ipv4Addr::from(r.next() as u32).into(), Ipv4Addr::from(r.next() as u32).into())
+            (Ipv4Addr::from(r.next_u64() as u32).into(), Ipv4Addr::from(r.next_u64() as u32).into())
         };
-        FlowTuple::new(s, r.next() as u16, d, r.next() as u16, L4Proto::Udp)
+        FlowTuple::new(s, r.next_u64() as u16, d, r.next_u64() as u16, L4Proto::Udp)
     }
 
     #[test]

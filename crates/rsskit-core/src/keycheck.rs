@@ -236,33 +236,20 @@ pub fn rank(vs: impl IntoIterator<Item = u32>) -> u32 {
     r
 }
 
-/// splitmix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
-
 /// Chi-square statistic of the sample for `family`.
 fn spread(t: &Toeplitz, family: Family, bits: u32) -> f64 {
     let buckets = 1usize << bits;
     let mask = buckets as u32 - 1;
     let mut counts = alloc::vec![0u64; buckets];
-    let mut rng = Rng(SAMPLE_SEED ^ family.input_bits() as u64);
+    let mut rng = crate::rng::SplitMix64(SAMPLE_SEED ^ family.input_bits() as u64);
     const CLIENTS: usize = 32;
     const PORTS: usize = SAMPLE_FLOWS / CLIENTS;
     match family {
         Family::Ipv4 => {
             let mut inputs = Vec::with_capacity(SAMPLE_FLOWS);
             for _ in 0..CLIENTS {
-                let client = (rng.next() as u32).to_be_bytes();
-                let base = 1024 + (rng.next() % (65536 - 1024 - PORTS as u64)) as u16;
+                let client = (rng.next_u64() as u32).to_be_bytes();
+                let base = 1024 + (rng.next_u64() % (65536 - 1024 - PORTS as u64)) as u16;
                 for p in 0..PORTS as u16 {
                     let mut x = [0u8; 12];
                     x[0..4].copy_from_slice(&client);
@@ -280,8 +267,8 @@ fn spread(t: &Toeplitz, family: Family, bits: u32) -> f64 {
             let mut inputs = Vec::with_capacity(SAMPLE_FLOWS);
             let server: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
             for _ in 0..CLIENTS {
-                let client = ((u128::from(rng.next()) << 64) | u128::from(rng.next())).to_be_bytes();
-                let base = 1024 + (rng.next() % (65536 - 1024 - PORTS as u64)) as u16;
+                let client = ((u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64())).to_be_bytes();
+                let base = 1024 + (rng.next_u64() % (65536 - 1024 - PORTS as u64)) as u16;
                 for p in 0..PORTS as u16 {
                     let mut x = [0u8; 36];
                     x[0..16].copy_from_slice(&client);

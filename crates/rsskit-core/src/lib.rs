@@ -16,7 +16,8 @@
 //! - [`finder`]: solving for tuples that land in a chosen bucket;
 //! - [`cbpf`]: classic BPF steering programs (cpu, Toeplitz bucket) and an
 //!   interpreter that runs them as the kernel does;
-//! - [`netparse`]: the command line's networks and port ranges.
+//! - [`netparse`]: the command line's networks and port ranges;
+//! - [`rng`]: the deterministic generators of the key check, tests and benchmarks.
 #![cfg_attr(not(feature = "std"), no_std)]
 #![warn(missing_docs)]
 
@@ -30,6 +31,7 @@ pub mod keycheck;
 pub mod netparse;
 pub mod policy;
 pub mod ringmap;
+pub mod rng;
 pub mod rss;
 pub mod toeplitz;
 

@@ -9,9 +9,10 @@
 //! the single-threaded simulation's counters on 2-4 workers (unordered,
 //! they do not).
 
+use rsskit_core::rng::SplitMix64 as Rng;
 use rsskit_dataplane::craft;
 use rsskit_dataplane::firewall::netisr_handler::FwHandler;
-use rsskit_dataplane::firewall::order::{Classifier, Gate, OrderedSource};
+use rsskit_dataplane::firewall::order::{Classifier, Gate, OrderStats, OrderedSource};
 use rsskit_dataplane::firewall::run::{self, direction, Input, Order};
 use rsskit_dataplane::firewall::{parse, Config, Dir, Firewall};
 use rsskit_dataplane::io::pcap::read_all;
@@ -137,6 +138,34 @@ impl Sink for Count {
     }
 }
 
+/// One causal netisr replay of `frames` through `fw` on `workers` workers
+/// (the handlers behind one gate, every pass counted by the sinks): the
+/// gate's statistics and the frames sent.
+fn netisr_replay(fw: &Arc<Firewall>, frames: &[(u64, Vec<u8>)], workers: usize) -> (OrderStats, u64) {
+    let gate = Gate::new(workers);
+    let ncfg = NetisrConfig {
+        workers,
+        key: fw.config.key.clone(),
+        hash_config: fw.config.hash,
+        decap: false,
+        backpressure: true,
+        ..Default::default()
+    };
+    let handlers = (0..workers).map(|i| FwHandler::new(fw, i).ordered(gate.clone())).collect();
+    let sent = Arc::new(AtomicU64::new(0));
+    let sinks = (0..workers).map(|_| Box::new(Count(sent.clone())) as Box<dyn Sink>).collect();
+    let src = Frames { frames: frames.to_vec(), pos: 0 };
+    let src = OrderedSource::new(Box::new(src), fw, gate.clone(), ncfg.parse);
+    let report = Netisr::start(ncfg, vec![(0, Box::new(src) as Box<dyn Source>)], sinks, handlers)
+        .unwrap()
+        .join()
+        .unwrap();
+    for h in &report.handlers {
+        h.worker().publish();
+    }
+    (gate.stats(), sent.load(Ordering::Relaxed))
+}
+
 #[test]
 fn netisr_causal_replay_is_exact_for_any_worker_count() {
     for name in SCENARIOS {
@@ -145,32 +174,11 @@ fn netisr_causal_replay_is_exact_for_any_worker_count() {
         for workers in 1..=4 {
             for run in 0..3 {
                 let fw = firewall(&f, workers);
-                let gate = Gate::new(workers);
-                let ncfg = NetisrConfig {
-                    workers,
-                    key: fw.config.key.clone(),
-                    hash_config: fw.config.hash,
-                    decap: false,
-                    backpressure: true,
-                    ..Default::default()
-                };
-                let handlers = (0..workers).map(|i| FwHandler::new(&fw, i).ordered(gate.clone())).collect();
-                let sent = Arc::new(AtomicU64::new(0));
-                let sinks = (0..workers).map(|_| Box::new(Count(sent.clone())) as Box<dyn Sink>).collect();
-                let src = Frames { frames: f.frames.clone(), pos: 0 };
-                let src = OrderedSource::new(Box::new(src), &fw, gate.clone(), ncfg.parse);
-                let netisr =
-                    Netisr::start(ncfg, vec![(0, Box::new(src) as Box<dyn Source>)], sinks, handlers)
-                        .unwrap();
-                let report = netisr.join().unwrap();
-                for h in &report.handlers {
-                    h.worker().publish();
-                }
+                let (st, sent) = netisr_replay(&fw, &f.frames, workers);
                 let at = format!("{name}: {workers} workers, run {run}");
                 assert_eq!(got(&fw), counters, "{at}");
                 assert_eq!(fw.snapshot().total.passed, passes, "{at}: passed");
-                assert_eq!(sent.load(Ordering::Relaxed), passes, "{at}: sent");
-                let st = gate.stats();
+                assert_eq!(sent, passes, "{at}: sent");
                 assert_eq!(st.timeouts, 0, "{at}");
                 let cls = Classifier::new(&fw);
                 let shared = f.frames.iter().filter(|(_, fr)| cls.needs_barrier(fr)).count() as u64;
@@ -224,21 +232,6 @@ fn unordered_limit_admits_exactly_n_whatever_the_interleaving() {
         let busy = r.snapshot.workers.iter().filter(|w| w.packets > 0).count();
         assert!(busy >= 2, "run {run}: the SYNs spread over workers");
         assert_eq!((t.installs, t.track_hits, passed), (10, 390, 10), "run {run}: {t:?}");
-    }
-}
-
-/// splitmix64
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
     }
 }
 
@@ -355,35 +348,10 @@ fn causal_replays_of_random_mixed_captures_equal_the_simulation() {
                 assert_eq!(passed, passes, "{at}: own driver passes");
                 // netisr.
                 let fw = Firewall::new(cfg.clone(), parse(MIXED_RULES).unwrap());
-                let gate = Gate::new(workers);
-                let ncfg = NetisrConfig {
-                    workers,
-                    key: fw.config.key.clone(),
-                    hash_config: fw.config.hash,
-                    decap: false,
-                    backpressure: true,
-                    ..Default::default()
-                };
-                let handlers = (0..workers).map(|i| FwHandler::new(&fw, i).ordered(gate.clone())).collect();
-                let sent = Arc::new(AtomicU64::new(0));
-                let sinks = (0..workers).map(|_| Box::new(Count(sent.clone())) as Box<dyn Sink>).collect();
-                let src = OrderedSource::new(
-                    Box::new(Frames { frames: f.frames.clone(), pos: 0 }),
-                    &fw,
-                    gate.clone(),
-                    ncfg.parse,
-                );
-                let report =
-                    Netisr::start(ncfg, vec![(0, Box::new(src) as Box<dyn Source>)], sinks, handlers)
-                        .unwrap()
-                        .join()
-                        .unwrap();
-                for h in &report.handlers {
-                    h.worker().publish();
-                }
-                assert_eq!(gate.stats().timeouts, 0, "{at}");
+                let (st, sent) = netisr_replay(&fw, &f.frames, workers);
+                assert_eq!(st.timeouts, 0, "{at}");
                 assert_eq!(got(&fw), want, "{at}: netisr");
-                assert_eq!(sent.load(Ordering::Relaxed), passes, "{at}: netisr passes");
+                assert_eq!(sent, passes, "{at}: netisr passes");
             }
         }
     }

@@ -36,13 +36,21 @@ pub const ETH_RXFH_INDIR_NO_CHANGE: u32 = 0xffff_ffff;
 
 /// `RXH_*` bits of `ethtool_rxnfc.data` for `ETHTOOL_GRXFH`.
 pub mod rxh {
+    /// The destination MAC address is hashed.
     pub const L2DA: u64 = 1 << 1;
+    /// The VLAN tag is hashed.
     pub const VLAN: u64 = 1 << 2;
+    /// The L3 protocol number is hashed.
     pub const L3_PROTO: u64 = 1 << 3;
+    /// The IP source address is hashed.
     pub const IP_SRC: u64 = 1 << 4;
+    /// The IP destination address is hashed.
     pub const IP_DST: u64 = 1 << 5;
+    /// L4 bytes 0-1 (the source port) are hashed.
     pub const L4_B_0_1: u64 = 1 << 6;
+    /// L4 bytes 2-3 (the destination port) are hashed.
     pub const L4_B_2_3: u64 = 1 << 7;
+    /// Packets of this flow type are dropped, not hashed.
     pub const DISCARD: u64 = 1 << 31;
 }
 
@@ -50,7 +58,9 @@ pub mod rxh {
 /// IF rx-flow-hash NAME` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct FlowType {
+    /// The `ethtool` name (`tcp4`, `udp6`...).
     pub name: &'static str,
+    /// The kernel's `*_FLOW` constant.
     pub code: u32,
 }
 
@@ -123,13 +133,21 @@ struct EthtoolChannels {
 #[repr(C)]
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq, Serialize)]
 pub struct Channels {
+    /// Most RX-only channels the device supports.
     pub max_rx: u32,
+    /// Most TX-only channels.
     pub max_tx: u32,
+    /// Most "other" (link, mailbox) channels.
     pub max_other: u32,
+    /// Most combined (RX+TX) channels.
     pub max_combined: u32,
+    /// RX-only channels in use.
     pub rx_count: u32,
+    /// TX-only channels in use.
     pub tx_count: u32,
+    /// Other channels in use.
     pub other_count: u32,
+    /// Combined channels in use: the usual count of RSS queues.
     pub combined_count: u32,
 }
 
@@ -155,21 +173,25 @@ struct EthtoolDrvinfo {
 /// The answer to one query: the data, or the driver's refusal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reported<T> {
+    /// The driver answered.
     Supported(T),
     /// The driver does not implement the query (`EOPNOTSUPP`), or refused it
     /// for another reason (the reason then names the errno).
     Unsupported {
+        /// The errno (or other reason) the query failed with.
         reason: String,
     },
 }
 
 impl<T> Reported<T> {
+    /// The data, if the driver answered.
     pub fn ok(&self) -> Option<&T> {
         match self {
             Reported::Supported(t) => Some(t),
             Reported::Unsupported { .. } => None,
         }
     }
+    /// Why the driver did not answer, if it did not.
     pub fn reason(&self) -> Option<&str> {
         match self {
             Reported::Supported(_) => None,
@@ -218,6 +240,7 @@ pub struct Rss {
 /// Fields hashed for one flow type.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FlowHash {
+    /// The flow type's `ethtool` name (`tcp4`...).
     pub flow: &'static str,
     /// The raw `RXH_*` bitmask.
     pub raw: u64,

@@ -16,7 +16,9 @@ use std::path::{Path, PathBuf};
 /// Where sysfs and procfs are mounted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Roots {
+    /// Where sysfs is (`/sys`; a test tree's `DIR/sys`).
     pub sys: PathBuf,
+    /// Where procfs is (`/proc`; a test tree's `DIR/proc`).
     pub proc: PathBuf,
 }
 
@@ -95,6 +97,7 @@ pub fn parse_colon_hex(s: &str) -> Result<Vec<u8>, ParseError> {
 /// One IRQ line of `/proc/interrupts`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct IrqLine {
+    /// The IRQ number (first column).
     pub irq: u32,
     /// Interrupt count per CPU column.
     pub counts: Vec<u64>,
@@ -139,13 +142,16 @@ pub fn parse_interrupts(text: &str) -> Vec<IrqLine> {
 pub enum IrqKind {
     /// One vector for an RX and a TX queue (a "combined" channel).
     RxTx,
+    /// An RX queue's own vector.
     Rx,
+    /// A TX queue's own vector.
     Tx,
     /// Link, mailbox, configuration, async events...
     Other,
 }
 
 impl IrqKind {
+    /// The lowercase name used in text and JSON.
     pub fn as_str(self) -> &'static str {
         match self {
             IrqKind::RxTx => "rxtx",
@@ -154,9 +160,11 @@ impl IrqKind {
             IrqKind::Other => "other",
         }
     }
+    /// Whether the vector signals received packets (so its CPU runs the RX NAPI poll).
     pub fn serves_rx(self) -> bool {
         matches!(self, IrqKind::RxTx | IrqKind::Rx)
     }
+    /// Whether the vector signals transmit completions.
     pub fn serves_tx(self) -> bool {
         matches!(self, IrqKind::RxTx | IrqKind::Tx)
     }
@@ -209,6 +217,7 @@ fn read_trim(p: &Path) -> Option<String> {
 /// lazily from the RNG).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DefaultKey {
+    /// The key bytes (`/proc/sys/net/core/netdev_rss_key`).
     pub key: Vec<u8>,
     /// False while every byte is zero: no driver has used it yet.
     pub initialised: bool,
@@ -263,6 +272,7 @@ pub fn valid_name(name: &str) -> bool {
 /// One RX queue (`/sys/class/net/IF/queues/rx-N`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RxQueue {
+    /// The queue number `N` of `rx-N`.
     pub queue: usize,
     /// The raw `rps_cpus` mask; `None` when unreadable (kernel without RPS).
     pub rps_mask: Option<String>,
@@ -275,10 +285,12 @@ pub struct RxQueue {
 /// One TX queue (`/sys/class/net/IF/queues/tx-N`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TxQueue {
+    /// The queue number `N` of `tx-N`.
     pub queue: usize,
     /// The raw `xps_cpus` mask; `None` when unreadable (the kernel refuses
     /// it on single-queue devices).
     pub xps_mask: Option<String>,
+    /// CPUs in `xps_cpus`: the CPUs whose sends use this queue.
     pub xps_cpus: Option<Vec<usize>>,
 }
 
@@ -334,14 +346,18 @@ pub fn sysfs_driver(roots: &Roots, iface: &str) -> Option<String> {
 /// node (`-1` in sysfs = none -> `None`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct IfaceFacts {
+    /// `operstate` (`up`, `down`, `unknown`...).
     pub operstate: Option<String>,
+    /// The MTU, bytes.
     pub mtu: Option<u32>,
+    /// The NUMA node of the device, if the platform says.
     pub numa_node: Option<usize>,
     /// Whether the interface sits on a device (`device` link); false for
     /// virtual interfaces.
     pub has_device: bool,
 }
 
+/// Reads the [`IfaceFacts`] of `iface`; a missing file leaves its field `None`.
 pub fn facts(roots: &Roots, iface: &str) -> IfaceFacts {
     let base = roots.sys.join("class/net").join(iface);
     IfaceFacts {
@@ -379,9 +395,13 @@ pub fn device_irqs(roots: &Roots, iface: &str) -> Vec<u32> {
 /// One IRQ of an interface, with what it serves and where it runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct IfaceIrq {
+    /// The IRQ number.
     pub irq: u32,
+    /// Its action name in `/proc/interrupts` (`eth0-TxRx-3`).
     pub name: String,
+    /// What the vector serves, from its name.
     pub kind: IrqKind,
+    /// The queue number in its name, if any.
     pub queue: Option<usize>,
     /// `/proc/irq/N/smp_affinity_list`: the CPUs the IRQ may run on.
     pub cpus: Option<Vec<usize>>,

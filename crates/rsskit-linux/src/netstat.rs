@@ -19,10 +19,22 @@ use std::time::Instant;
 /// Errors reading the counters.
 #[derive(Debug, thiserror::Error)]
 pub enum NetstatError {
+    /// A counters file could not be read.
     #[error("reading {path}: {source}")]
-    Read { path: PathBuf, source: io::Error },
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The read error.
+        source: io::Error,
+    },
+    /// A counters file did not have the expected shape.
     #[error("{path}: {msg}")]
-    Parse { path: PathBuf, msg: String },
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What was wrong with it.
+        msg: String,
+    },
 }
 
 /// One CPU's row of `/proc/net/softnet_stat`.
@@ -93,33 +105,45 @@ pub fn parse_softirqs_net_rx(text: &str) -> Result<Vec<(usize, u64)>, String> {
 /// An interface's totals from `/sys/class/net/IF/statistics`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct IfaceCounters {
+    /// Packets received.
     pub rx_packets: u64,
+    /// Bytes received.
     pub rx_bytes: u64,
+    /// Received packets dropped by the kernel or driver.
     pub rx_dropped: u64,
+    /// Packets sent.
     pub tx_packets: u64,
+    /// Bytes sent.
     pub tx_bytes: u64,
 }
 
 /// One IRQ of an interface and its count per CPU.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct QueueIrq {
+    /// The IRQ number.
     pub irq: u32,
+    /// Its action name in `/proc/interrupts`.
     pub name: String,
+    /// The queue number in its name, if any.
     pub queue: Option<usize>,
+    /// Interrupts summed over every CPU.
     pub total: u64,
 }
 
 /// One read of every counter.
 #[derive(Debug, Clone)]
 pub struct Sample {
+    /// When the counters were read (rates divide by the time between samples).
     pub at: Instant,
     /// Indexed by CPU number (CPUs absent from the files hold zeros).
     pub softnet: Vec<Softnet>,
     /// The CPUs `/proc/net/softnet_stat` lists (the online ones).
     pub present: Vec<usize>,
+    /// `NET_RX` softirqs per CPU (`/proc/softirqs`), indexed by CPU number.
     pub net_rx: Vec<u64>,
     /// The interface's counters and IRQs, when one was asked for.
     pub iface: Option<IfaceCounters>,
+    /// The interface's queue IRQs, when an interface was asked for.
     pub irqs: Vec<QueueIrq>,
     /// RX queue -> (packets, bytes), where the driver's statistics name
     /// them ([`rx_queue_stats`]); empty otherwise.
@@ -235,38 +259,56 @@ pub fn sample(roots: &Roots, iface: Option<(&str, &[IfaceIrq])>) -> Result<Sampl
 /// Per-second rates of one CPU between two samples.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct CpuRates {
+    /// The CPU number.
     pub cpu: usize,
+    /// `NET_RX` softirqs per second.
     pub net_rx_softirqs: f64,
+    /// Packets its backlog processed per second (`softnet_stat`).
     pub processed: f64,
+    /// Packets dropped per second because its backlog was full.
     pub dropped: f64,
+    /// Times per second its NAPI budget or time ran out with work left.
     pub time_squeeze: f64,
+    /// RPS inter-processor interrupts received per second.
     pub rps_ipis: f64,
 }
 
 /// Per-second rates of one IRQ.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct IrqRate {
+    /// The IRQ number.
     pub irq: u32,
+    /// Its action name in `/proc/interrupts`.
     pub name: String,
+    /// The queue number in its name, if any.
     pub queue: Option<usize>,
+    /// Interrupts per second over every CPU.
     pub per_sec: f64,
 }
 
 /// Per-second rates of one RX queue (driver statistics).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct QueueRate {
+    /// The RX queue number.
     pub queue: usize,
+    /// Packets per second.
     pub packets: f64,
+    /// Bytes per second.
     pub bytes: f64,
 }
 
 /// Per-second rates of the interface.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct IfaceRates {
+    /// Packets received per second.
     pub rx_packets: f64,
+    /// Bytes received per second.
     pub rx_bytes: f64,
+    /// Received packets dropped per second.
     pub rx_dropped: f64,
+    /// Packets sent per second.
     pub tx_packets: f64,
+    /// Bytes sent per second.
     pub tx_bytes: f64,
 }
 
@@ -275,11 +317,14 @@ pub struct IfaceRates {
 pub struct Rates {
     /// Seconds between the samples.
     pub seconds: f64,
+    /// Per online CPU, in CPU order.
     pub cpus: Vec<CpuRates>,
     /// Max over mean of the CPUs' processed packets/s (1 = even; 0 = no packets).
     pub imbalance: f64,
+    /// The interface's rates, when one was asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub iface: Option<IfaceRates>,
+    /// Per queue IRQ, when an interface was asked for.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub irqs: Vec<IrqRate>,
     /// Per RX queue packets and bytes/s, where the driver counts them.

@@ -12,16 +12,29 @@ use serde::Serialize;
 /// Errors reading the device's steering.
 #[derive(Debug, thiserror::Error)]
 pub enum NicError {
+    /// The interface or its sysfs/ethtool facts could not be read.
     #[error(transparent)]
     Sysroot(#[from] SysrootError),
+    /// The driver does not report its key or table, so flows cannot be placed.
     #[error("{iface}: the driver{driver} reports no RSS {what} ({reason})")]
-    NoRss { iface: String, driver: String, what: &'static str, reason: String },
+    NoRss {
+        /// The interface.
+        iface: String,
+        /// ` NAME` (with its leading space) when sysfs names the driver, else empty.
+        driver: String,
+        /// What is missing: `key or table`, or `indirection table`.
+        what: &'static str,
+        /// The driver's answer (the errno).
+        reason: String,
+    },
 }
 
 /// One RX queue's CPUs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct QueueCpus {
+    /// The RX queue number.
     pub queue: usize,
+    /// The queue's IRQ, if one was found by name.
     pub irq: Option<u32>,
     /// Where the queue's IRQ runs: `effective_affinity_list`, else `smp_affinity_list`.
     pub irq_cpus: Vec<usize>,
@@ -32,14 +45,19 @@ pub struct QueueCpus {
 /// The NIC's steering state.
 #[derive(Debug, Clone, Serialize)]
 pub struct NicSteering {
+    /// The interface.
     pub iface: String,
+    /// Its driver, if sysfs names one.
     pub driver: Option<String>,
+    /// The RSS key the driver reports.
     pub key: Vec<u8>,
+    /// The indirection table: hash bucket -> RX queue.
     pub table: Vec<u32>,
     /// Hash function(s) the driver reports in use (`toeplitz`, `xor`...).
     pub hfunc: Vec<String>,
     /// Hashed fields per flow type; `None` when the driver does not report them.
     pub hash_fields: Option<Vec<FlowHash>>,
+    /// Per RX queue, where its packets are processed.
     pub queues: Vec<QueueCpus>,
 }
 
@@ -49,7 +67,9 @@ pub struct Landing {
     /// Indirection table index: hash modulo the table size (the low bits
     /// for the power-of-two tables NICs use).
     pub index: usize,
+    /// The RX queue the table entry names.
     pub queue: u32,
+    /// That queue's IRQ, if known.
     pub irq: Option<u32>,
     /// The CPU the queue's IRQ (and so its NAPI poll) runs on, if known.
     pub irq_cpu: Option<usize>,

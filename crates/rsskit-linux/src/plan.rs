@@ -33,16 +33,41 @@ use serde::{Deserialize, Serialize};
 /// Why no plan was made.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
+    /// No CPU was given or found online.
     #[error("no CPUs to use")]
     NoCpus,
+    /// A CPU asked for is not online.
     #[error("CPU {cpu} is not online (online CPUs: {online})")]
-    OfflineCpu { cpu: usize, online: String },
+    OfflineCpu {
+        /// The CPU asked for.
+        cpu: usize,
+        /// The online CPUs, as a CPU list.
+        online: String,
+    },
+    /// A key of another length than the device's.
     #[error("{device}: the key is {given} bytes but the device's key is {device_len} bytes")]
-    KeyLength { device: String, given: usize, device_len: usize },
+    KeyLength {
+        /// The interface.
+        device: String,
+        /// Bytes in the key given.
+        given: usize,
+        /// Bytes in the device's key.
+        device_len: usize,
+    },
+    /// The device lists no RX queues, so there is nothing to spread.
     #[error("{device}: has no RX queues in sysfs")]
-    NoQueues { device: String },
+    NoQueues {
+        /// The interface.
+        device: String,
+    },
+    /// The ringmap could not be laid out for the device.
     #[error("{device}: {msg}")]
-    Ringmap { device: String, msg: String },
+    Ringmap {
+        /// The interface.
+        device: String,
+        /// The ringmap's reason.
+        msg: String,
+    },
 }
 
 /// The key to plan.
@@ -53,7 +78,14 @@ pub enum KeyChoice {
     /// Set this key. `fit`: a pattern or random bytes that may be cut to
     /// the device's key length (symmetric, random); otherwise the length
     /// must be the device's.
-    Set { bytes: Vec<u8>, source: String, fit: bool },
+    Set {
+        /// The key bytes.
+        bytes: Vec<u8>,
+        /// How they were chosen (`random`, `symmetric`, `microsoft`, `given`): the plan's `key_source`.
+        source: String,
+        /// Whether they may be cut to the device's key length.
+        fit: bool,
+    },
 }
 
 /// What the user asked for.
@@ -64,6 +96,7 @@ pub struct PlanOptions {
     /// Device unit of the first device with hardware RSS; the next ones
     /// take the following units.
     pub unit: usize,
+    /// The key to keep or write.
     pub key: KeyChoice,
     /// RFS flow table size per RX queue.
     pub rps_flow_cnt: Option<u64>,
@@ -89,36 +122,50 @@ impl Default for PlanOptions {
 /// The whole plan (`rsskit plan --json`, the input of `rsskit apply`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Plan {
+    /// [`PLAN_VERSION`] when written; `apply` refuses other versions.
     pub version: u32,
+    /// The CPUs online when the plan was made; `apply` checks they still are.
     pub online_cpus: Vec<usize>,
     /// `net.core.rps_sock_flow_entries` to set, if asked.
     pub rps_sock_flow_entries: Option<u64>,
+    /// One plan per device.
     pub devices: Vec<DevicePlan>,
 }
 
+/// The plan format written and accepted by this build.
 pub const PLAN_VERSION: u32 = 1;
 
+/// The settings planned for one device.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DevicePlan {
+    /// Interface name.
     pub name: String,
+    /// Its driver, if known.
     pub driver: Option<String>,
+    /// Its NUMA node, if the platform says.
     pub numa_node: Option<usize>,
     /// The CPUs used, in ringmap order (ringmap CPU index i = `cpus[i]`).
     pub cpus: Vec<usize>,
+    /// Its ringmap device unit (which CPUs its rings start on).
     pub unit: usize,
     /// Hardware RSS (a table and more than one RX queue).
     pub hardware_rss: bool,
     /// Ringmap grid of the RX rings.
     pub grid: usize,
+    /// Per RX queue: CPU, IRQ and RPS.
     pub rx: Vec<RxPlan>,
+    /// Per TX queue: CPU, IRQ and XPS.
     pub tx: Vec<TxPlan>,
+    /// IRQ -> CPUs to write (`smp_affinity_list`).
     pub irqs: Vec<IrqPlan>,
     /// The redirect table to write; `None` = no table (no hardware RSS).
     pub table: Option<Vec<u32>>,
     /// Entries of `table` (and of the current table) whose ring runs on
     /// another CPU than `(hash & 127) % N` picks, and the fewest possible.
     pub table_mismatches: Option<usize>,
+    /// The same count for the table in place now.
     pub current_table_mismatches: Option<usize>,
+    /// The fewest mismatches any table can reach with these rings and CPUs.
     pub min_mismatches: Option<usize>,
     /// The key to write (hex); `None` = keep the NIC's.
     pub key: Option<String>,
@@ -127,32 +174,43 @@ pub struct DevicePlan {
     /// Hashed fields to set per flow type (`ETHTOOL_SRXFH`), when asked.
     #[serde(default)]
     pub hash_fields: Vec<HashFieldPlan>,
+    /// What rsskit's servers should use on this host.
     pub steering: SteeringAdvice,
+    /// What could not be planned, or should be known, in words.
     pub notes: Vec<String>,
 }
 
+/// What to do with one RX queue.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RxPlan {
+    /// The queue number.
     pub queue: usize,
     /// The CPU the queue is bound to (`None`: more queues than CPUs, the
     /// table never names it).
     pub cpu: Option<usize>,
+    /// Its IRQ, if one was found by name.
     pub irq: Option<u32>,
     /// `rps_cpus` to write ([] = off).
     pub rps_cpus: Vec<usize>,
+    /// Its `rps_flow_cnt` (RFS table size), if asked.
     pub rps_flow_cnt: Option<u64>,
 }
 
+/// What to do with one TX queue.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TxPlan {
+    /// The queue number.
     pub queue: usize,
+    /// The CPU whose sends go to this queue (its IRQ goes there too).
     pub cpu: Option<usize>,
+    /// Its IRQ, if one was found by name.
     pub irq: Option<u32>,
     /// `xps_cpus` to write; `None` on single-queue devices (the kernel
     /// refuses XPS there).
     pub xps_cpus: Option<Vec<usize>>,
 }
 
+/// Hashed fields to set for one flow type.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HashFieldPlan {
     /// Flow type: `tcp4`, `udp4`, `tcp6`, `udp6`...
@@ -161,10 +219,14 @@ pub struct HashFieldPlan {
     pub fields: Vec<String>,
 }
 
+/// Where one IRQ should run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IrqPlan {
+    /// The IRQ number.
     pub irq: u32,
+    /// Its action name in `/proc/interrupts`.
     pub name: String,
+    /// The CPUs to allow (`smp_affinity_list`).
     pub cpus: Vec<usize>,
 }
 
@@ -177,6 +239,7 @@ pub struct SteeringAdvice {
     pub cpus: Vec<usize>,
     /// For `toeplitz`: the key (hex) to hash with, if the NIC reports one.
     pub key: Option<String>,
+    /// Why this mode and these CPUs, in words.
     pub reason: String,
 }
 

@@ -19,19 +19,32 @@ use thiserror::Error;
 /// What can go wrong looking at another process.
 #[derive(Debug, Error)]
 pub enum ProcNetError {
+    /// The pid is not (or no longer) in `/proc`.
     #[error("process {0} does not exist (or has exited)")]
     NoProcess(i32),
+    /// A `/proc` file could not be read.
     #[error("reading {path}: {source}")]
     Read {
+        /// The file.
         path: String,
+        /// The read error.
         #[source]
         source: io::Error,
     },
+    /// A line of a socket table did not parse.
     #[error("{path}: cannot parse line {line:?}")]
-    Parse { path: String, line: String },
+    Parse {
+        /// The file.
+        path: String,
+        /// The line.
+        line: String,
+    },
+    /// A system call on the process failed (`pidfd_open`, `pidfd_getfd`, a signal).
     #[error("{what}: {source}")]
     Sys {
+        /// What was being done.
         what: String,
+        /// The call's error.
         #[source]
         source: io::Error,
     },
@@ -40,11 +53,14 @@ pub enum ProcNetError {
 /// Transport of a socket table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum SockProto {
+    /// `/proc/net/tcp[6]`.
     Tcp,
+    /// `/proc/net/udp[6]`.
     Udp,
 }
 
 impl SockProto {
+    /// The lowercase name (`tcp`, `udp`).
     pub fn name(self) -> &'static str {
         match self {
             SockProto::Tcp => "tcp",
@@ -61,8 +77,11 @@ pub const STATE_CLOSE: u8 = 0x07;
 /// One line of `/proc/net/{tcp,udp}[6]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SocketEntry {
+    /// Which table the line came from.
     pub proto: SockProto,
+    /// The local address and port.
     pub local: SocketAddr,
+    /// The remote address and port (unspecified for listeners and unconnected UDP).
     pub remote: SocketAddr,
     /// Kernel `TCP_*` state number ([`STATE_LISTEN`], [`STATE_CLOSE`]).
     pub state: u8,

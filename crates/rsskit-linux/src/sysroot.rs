@@ -21,28 +21,50 @@ use std::path::{Path, PathBuf};
 /// Errors reading the host.
 #[derive(Debug, thiserror::Error)]
 pub enum SysrootError {
+    /// The interface is not in `/sys/class/net`.
     #[error("interface '{0}' does not exist")]
     NoSuchInterface(String),
+    /// `/sys/class/net` could not be listed.
     #[error("listing interfaces in {path}: {source}")]
-    List { path: PathBuf, source: io::Error },
+    List {
+        /// The directory.
+        path: PathBuf,
+        /// The listing error.
+        source: io::Error,
+    },
+    /// An ethtool ioctl failed for a reason other than "not supported" (the message names it).
     #[error("{0}")]
     Ethtool(String),
+    /// A fake driver file of a test tree is unreadable or malformed.
     #[error("fake driver file {path}: {msg}")]
-    Fake { path: PathBuf, msg: String },
+    Fake {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        msg: String,
+    },
 }
 
 /// Everything about one interface that tuning needs.
 #[derive(Debug, Clone)]
 pub struct DeviceState {
+    /// Interface name.
     pub name: String,
+    /// Its driver, if sysfs names one.
     pub driver: Option<String>,
+    /// Operstate, MTU, NUMA node.
     pub facts: IfaceFacts,
+    /// Channel counts (`ETHTOOL_GCHANNELS`).
     pub channels: Reported<Channels>,
+    /// Key and indirection table (`ETHTOOL_GRSSH`).
     pub rss: Reported<Rss>,
     /// Fields hashed per flow type (`ETHTOOL_GRXFH`).
     pub hash: Reported<Vec<FlowHash>>,
+    /// Its RX queues in sysfs, in queue order.
     pub rx: Vec<RxQueue>,
+    /// Its TX queues in sysfs, in queue order.
     pub tx: Vec<TxQueue>,
+    /// Its IRQs with what they serve and where they run.
     pub irqs: Vec<IfaceIrq>,
 }
 
@@ -57,6 +79,7 @@ impl DeviceState {
 /// A running `irqbalance` and the IRQs it was told to leave alone.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct IrqBalance {
+    /// Its process id.
     pub pid: u32,
     /// IRQs from `--banirq=N` / `-i N` on its command line.
     pub banned_irqs: Vec<u32>,
@@ -65,6 +88,7 @@ pub struct IrqBalance {
 /// The fake driver of a test tree: `DIR/ethtool/IF.json`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct FakeDriver {
+    /// The driver name sysfs would show.
     #[serde(default)]
     pub driver: Option<String>,
     /// `combined` channel count, if the driver reports channels.
@@ -81,15 +105,19 @@ pub struct FakeDriver {
     pub refuse_set: Option<String>,
 }
 
+/// The fake RSS state of a test tree's driver.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct FakeRss {
+    /// The key, hex.
     pub key: String,
+    /// The indirection table: bucket -> RX queue.
     pub table: Vec<u32>,
 }
 
 /// Where the host is read and written.
 #[derive(Debug, Clone)]
 pub struct Sysroot {
+    /// Where sysfs and procfs are read (and written by `apply`).
     pub roots: Roots,
     /// `Some(DIR/ethtool)` for a test tree: the fake driver files.
     fake_ethtool: Option<PathBuf>,
@@ -121,10 +149,12 @@ impl Sysroot {
         }
     }
 
+    /// Whether this is the running system (not a test tree).
     pub fn is_live(&self) -> bool {
         self.fake_ethtool.is_none()
     }
 
+    /// The CPU/NUMA topology under these roots.
     pub fn topology(&self) -> Topology {
         Topology::read_from(&self.roots.sys)
     }
@@ -135,6 +165,7 @@ impl Sysroot {
             .map_err(|source| SysrootError::List { path: self.roots.sys.join("class/net"), source })
     }
 
+    /// Whether interface `name` exists.
     pub fn exists(&self, name: &str) -> bool {
         netdev::exists(&self.roots, name)
     }

@@ -309,7 +309,12 @@ pub enum Outcome {
         reason: String,
     },
     /// Written, but it reads back as something else.
-    Changed { read_back: String, reason: String },
+    Changed {
+        /// What the file or driver reports after the write.
+        read_back: String,
+        /// What the difference means (a kernel rounding, a driver's own choice...).
+        reason: String,
+    },
 }
 
 fn write_reason(s: &Setting, e: &io::Error) -> String {
@@ -393,19 +398,8 @@ pub fn write_one(root: &Sysroot, s: &Setting) -> Result<Outcome, TuneError> {
 
 /// Seconds since the epoch as `YYYYmmddTHHMMSSZ` (UTC), for save file names.
 pub fn utc_stamp(secs: u64) -> String {
-    let days = (secs / 86400) as i64;
-    let rem = secs % 86400;
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    let t = crate::clock::utc(secs);
+    format!("{:04}{:02}{:02}T{:02}{:02}{:02}Z", t.year, t.month, t.day, t.hour, t.minute, t.second)
 }
 
 #[cfg(test)]

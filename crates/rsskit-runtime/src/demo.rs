@@ -5,13 +5,42 @@
 //! that actually served it (from the echo stamps).
 
 use crate::steer::Steer;
-use crate::udp_echo::{EchoConfig, EchoReport, EchoServer};
-use crate::udp_load::{self, LoadConfig, LoadReport, ServerTable};
-use anyhow::{anyhow, bail, Result};
+use crate::udp_echo::{EchoConfig, EchoError, EchoReport, EchoServer};
+use crate::udp_load::{self, LoadConfig, LoadReport, ServerTable, UdpLoadError};
 use rsskit_core::HashConfig;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
+
+/// Why the demo did not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    /// An empty CPU list.
+    #[error("no CPUs to run workers on")]
+    NoCpus,
+    /// `--streams 0`.
+    #[error("--streams must be at least 1")]
+    NoStreams,
+    /// A datagram size the load generator cannot send.
+    #[error(
+        "--size {0} is out of range: a probe datagram is {min}..={max} bytes",
+        min = udp_load::MIN_SIZE,
+        max = udp_load::MAX_SIZE
+    )]
+    Size(usize),
+    /// The echo server did not start.
+    #[error("starting the echo server")]
+    Start(#[source] EchoError),
+    /// The echo server failed while stopping.
+    #[error(transparent)]
+    Stop(EchoError),
+    /// Planning or running the load.
+    #[error(transparent)]
+    Load(#[from] UdpLoadError),
+}
+
+/// Shorthand for this module's results.
+pub type Result<T, E = DemoError> = std::result::Result<T, E>;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -33,6 +62,7 @@ pub struct DemoConfig {
 }
 
 impl DemoConfig {
+    /// Defaults: every online CPU, two streams per worker, 3 s of 510-byte datagrams, window 32.
     pub fn new() -> Self {
         let cpus = rsskit_linux::cpulist::online();
         DemoConfig {
@@ -51,18 +81,13 @@ impl DemoConfig {
     /// Refuses what the run would refuse, before anything starts.
     pub fn validate(&self) -> Result<()> {
         if self.cpus.is_empty() {
-            bail!("no CPUs to run workers on");
+            return Err(DemoError::NoCpus);
         }
         if self.streams == 0 {
-            bail!("--streams must be at least 1");
+            return Err(DemoError::NoStreams);
         }
         if self.size < udp_load::MIN_SIZE || self.size > udp_load::MAX_SIZE {
-            bail!(
-                "--size {} is out of range: a probe datagram is {}..={} bytes",
-                self.size,
-                udp_load::MIN_SIZE,
-                udp_load::MAX_SIZE
-            );
+            return Err(DemoError::Size(self.size));
         }
         Ok(())
     }
@@ -77,15 +102,21 @@ impl Default for DemoConfig {
 /// Per-second server figures: datagrams received per worker in that second.
 #[derive(Debug, Clone)]
 pub struct Second {
+    /// Seconds since the load started.
     pub t: f64,
+    /// Datagrams each worker received in that second, in worker order.
     pub per_worker: Vec<u64>,
 }
 
 /// Everything the demo saw.
 pub struct DemoOutcome {
+    /// The echo server's final report.
     pub server: EchoReport,
+    /// The load generator's report (per stream: bucket, owner, who served it).
     pub load: LoadReport,
+    /// The per-second figures, in order.
     pub seconds: Vec<Second>,
+    /// The server policy the streams were planned against.
     pub table: ServerTable,
     /// Streams served by a worker other than the owner of their bucket (or never echoed).
     pub mismatched: Vec<u32>,
@@ -98,7 +129,7 @@ pub fn run(cfg: &DemoConfig, stop: &AtomicBool, mut on_second: impl FnMut(&Secon
     ec.cpus = cfg.cpus.clone();
     ec.steer = Steer::Toeplitz;
     ec.hash = HashConfig::default().with_udp_4tuple(cfg.udp_4tuple);
-    let server = EchoServer::start(ec).map_err(|e| anyhow!("starting the echo server: {e:#}"))?;
+    let server = EchoServer::start(ec).map_err(DemoError::Start)?;
     // The client assumes exactly the server's policy.
     let table = ServerTable::from_policy(server.policy().clone());
     let online = rsskit_linux::cpulist::online();
@@ -133,9 +164,9 @@ pub fn run(cfg: &DemoConfig, stop: &AtomicBool, mut on_second: impl FnMut(&Secon
             on_second(&s);
             seconds.push(s);
         })?;
-        Ok::<_, anyhow::Error>((load, seconds))
+        Ok::<_, DemoError>((load, seconds))
     })();
-    let report = server.stop()?;
+    let report = server.stop().map_err(DemoError::Stop)?;
     let (load, seconds) = result?;
     let mismatched = load.streams.iter().filter(|s| !s.matched).map(|s| s.stream).collect();
     Ok(DemoOutcome { server: report, load, seconds, table, mismatched })

@@ -21,8 +21,11 @@ pub enum FlushReason {
 /// Flush counts by reason.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Flushes {
+    /// Flushes because `--flush-packets` replies were pending.
     pub count: u64,
+    /// Flushes because `--flush-bytes` bytes were pending.
     pub bytes: u64,
+    /// Flushes because there was nothing more to read.
     pub idle: u64,
 }
 

@@ -12,8 +12,8 @@
 //! modes serve `rsskit udp-echo` ([`Transport::Udp`]) and `rsskit
 //! http-serve` ([`Transport::Tcp`]: the programs then see the SYN).
 
-use anyhow::{anyhow, bail, Context, Result};
-use rsskit_core::cbpf::cpu_program;
+use rsskit_core::cbpf::{cpu_program, BpfError};
+use rsskit_core::rss::RssError;
 use rsskit_core::{L4Proto, RssPolicy};
 use rsskit_linux::bpf::attach_reuseport;
 use rsskit_linux::socket::{tcp_bound, tcp_listener, udp_socket, TcpListenOptions, UdpOptions};
@@ -23,12 +23,66 @@ use std::io;
 use std::net::SocketAddr;
 use std::str::FromStr;
 
+/// Why a steered group could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum SteerError {
+    /// The policy has no workers to give sockets to.
+    #[error("no workers")]
+    NoWorkers,
+    /// Some socket already uses the UDP port: joining its reuseport group
+    /// would share (and steal) its datagrams.
+    #[error("binding UDP {bind}: port {} is already in use ({used} socket(s))", bind.port())]
+    UdpPortInUse {
+        /// The address asked for.
+        bind: SocketAddr,
+        /// Sockets found on the port (`/proc/net/udp`).
+        used: usize,
+    },
+    /// Something already listens on the TCP port.
+    #[error("binding TCP {bind}: port {} is already in use", bind.port())]
+    TcpPortInUse {
+        /// The address asked for.
+        bind: SocketAddr,
+    },
+    /// Creating, configuring or binding a socket of the group.
+    #[error(transparent)]
+    Socket(#[from] io::Error),
+    /// `dup` of the one socket in `shared` mode.
+    #[error("duplicating the shared socket")]
+    Duplicate(#[source] io::Error),
+    /// `getsockname` on a bound socket.
+    #[error("getsockname")]
+    LocalAddr(#[source] io::Error),
+    /// A bound socket reported a non-IP address.
+    #[error("bound socket has no IP address")]
+    NoIpAddress,
+    /// The mode's BPF program could not be generated.
+    #[error(transparent)]
+    Program(#[from] BpfError),
+    /// The kernel refused the mode's BPF program.
+    #[error("attaching the {mode} program")]
+    Attach {
+        /// The mode whose program it was.
+        mode: Steer,
+        /// What `setsockopt(SO_ATTACH_REUSEPORT_CBPF)` said.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Shorthand for this module's results.
+pub type Result<T, E = SteerError> = std::result::Result<T, E>;
+
 /// Steering mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Steer {
+    /// A classic BPF program picks the socket of the CPU processing the packet.
     Cpu,
+    /// A classic BPF program computes the Toeplitz hash and picks the socket of the bucket's owner.
     Toeplitz,
+    /// The kernel's own reuseport hash picks the socket (no program).
     Kernel,
+    /// One socket shared by every worker (the anti-pattern, for comparison).
     Shared,
 }
 
@@ -85,6 +139,7 @@ impl Transport {
 /// What [`build`] needs to know.
 #[derive(Debug, Clone)]
 pub struct SteerSpec<'a> {
+    /// How packets or connections reach the sockets.
     pub mode: Steer,
     /// Where to bind; port 0 picks one port for the whole group.
     pub bind: SocketAddr,
@@ -121,7 +176,7 @@ pub fn build(spec: &SteerSpec<'_>) -> Result<SteeredGroup> {
     let cpus: Vec<usize> = spec.policy.worker_cpus().iter().map(|c| c.as_usize()).collect();
     let n = cpus.len();
     if n == 0 {
-        bail!("no workers");
+        return Err(SteerError::NoWorkers);
     }
     let tcp = matches!(spec.transport, Transport::Tcp(_));
     // Where the group binds; for UDP port 0 the first socket picks the port.
@@ -131,7 +186,7 @@ pub fn build(spec: &SteerSpec<'_>) -> Result<SteeredGroup> {
         let local = local_of(&s)?;
         let mut sockets = Vec::with_capacity(n);
         for _ in 1..n {
-            sockets.push(s.try_clone().context("duplicating the shared socket")?);
+            sockets.push(s.try_clone().map_err(SteerError::Duplicate)?);
         }
         sockets.insert(0, s);
         return Ok(SteeredGroup { sockets, local, program_len: None, extra: Vec::new() });
@@ -164,7 +219,7 @@ pub fn build(spec: &SteerSpec<'_>) -> Result<SteeredGroup> {
     };
     let program_len = program.as_ref().map(|p| p.len());
     if let Some(p) = program {
-        attach_reuseport(&p, &sockets[0]).with_context(|| format!("attaching the {} program", spec.mode))?;
+        attach_reuseport(&p, &sockets[0]).map_err(|source| SteerError::Attach { mode: spec.mode, source })?;
     }
     Ok(SteeredGroup { sockets, local, program_len, extra })
 }
@@ -175,7 +230,7 @@ fn udp_port_free(bind: SocketAddr) -> Result<SocketAddr> {
         let used =
             rsskit_linux::snmp::socket_drops(bind.port(), bind.is_ipv6()).map(|d| d.sockets).unwrap_or(0);
         if used > 0 {
-            bail!("binding UDP {bind}: port {} is already in use ({used} socket(s))", bind.port());
+            return Err(SteerError::UdpPortInUse { bind, used });
         }
     }
     Ok(bind)
@@ -186,16 +241,16 @@ fn udp_port_free(bind: SocketAddr) -> Result<SocketAddr> {
 fn tcp_port_free(bind: SocketAddr) -> Result<SocketAddr> {
     let probe = tcp_bound(bind, false).map_err(|e| {
         if e.kind() == io::ErrorKind::AddrInUse {
-            anyhow!("binding TCP {bind}: port {} is already in use", bind.port())
+            SteerError::TcpPortInUse { bind }
         } else {
-            anyhow!("{e}")
+            SteerError::Socket(e)
         }
     })?;
     local_of(&probe)
 }
 
 fn local_of(s: &Socket) -> Result<SocketAddr> {
-    s.local_addr().context("getsockname")?.as_socket().context("bound socket has no IP address")
+    s.local_addr().map_err(SteerError::LocalAddr)?.as_socket().ok_or(SteerError::NoIpAddress)
 }
 
 #[cfg(test)]
@@ -299,9 +354,9 @@ pub fn policy_from_table(
     hash: rsskit_core::HashConfig,
     worker_cpus: &[rsskit_core::CpuId],
     bucket_cpus: &[usize],
-) -> Result<RssPolicy> {
+) -> Result<RssPolicy, RssError> {
     let table: Vec<rsskit_core::CpuId> = bucket_cpus.iter().map(|&c| rsskit_core::CpuId(c as u32)).collect();
-    RssPolicy::from_table(key, hash, worker_cpus, &table).map_err(|e| anyhow!("{e}"))
+    RssPolicy::from_table(key, hash, worker_cpus, &table)
 }
 
 #[cfg(test)]

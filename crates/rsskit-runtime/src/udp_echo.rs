@@ -8,9 +8,9 @@
 
 use crate::proto::{self, ServerStamp, CPU_UNKNOWN, FLAG_MISDIRECTED};
 use crate::stats::{Counters, FlushReason};
-use crate::steer::{self, Steer, SteerSpec, Transport};
-use crate::worker::{WorkerCtx, Workers};
-use anyhow::{bail, Context, Result};
+use crate::steer::{self, Steer, SteerError, SteerSpec, Transport};
+use crate::worker::{WorkerCtx, WorkerError, Workers};
+use rsskit_core::rss::RssError;
 use rsskit_core::{CpuId, FlowTuple, HashConfig, HashType, L4Proto, RssKey, RssPolicy, WorkerId};
 use rsskit_linux::snmp::{self, SocketDrops, UdpCounters};
 use rsskit_linux::socket::{Batch, UdpOptions};
@@ -27,6 +27,62 @@ use std::time::{Duration, Instant};
 pub const MAX_BATCH: usize = 1024;
 /// How long a worker sleeps in `poll` before looking at the stop flag.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Why the server did not start, or a worker failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EchoError {
+    /// An empty CPU list.
+    #[error("no CPUs to run workers on")]
+    NoCpus,
+    /// `--batch` out of range.
+    #[error("--batch must be 1..={MAX_BATCH}, not {0}")]
+    Batch(usize),
+    /// `--flush-packets` out of range.
+    #[error("--flush-packets must be 1..={MAX_BATCH}, not {0}")]
+    FlushPackets(usize),
+    /// `--flush-bytes` of zero.
+    #[error("--flush-bytes must be at least 1")]
+    FlushBytes,
+    /// `--rcvbuf` above what `SO_RCVBUF` can take.
+    #[error("--rcvbuf {0} is above the largest SO_RCVBUF request ({MAX_RCVBUF} bytes)")]
+    RcvBufTooLarge(usize),
+    /// A receive buffer that cannot hold a probe header, or over 1 MiB.
+    #[error("datagram buffer of {0} bytes: must be {min}..=1048576", min = proto::HEADER_LEN)]
+    DatagramBuffer(usize),
+    /// The same CPU twice in the list.
+    #[error("a CPU is listed twice")]
+    DuplicateCpu,
+    /// A CPU id that does not fit the probe stamp.
+    #[error("CPU ids must be below 65535")]
+    CpuTooLarge,
+    /// Bucket bits or the bucket table refused by the policy.
+    #[error(transparent)]
+    Policy(#[from] RssError),
+    /// Binding and steering the sockets.
+    #[error(transparent)]
+    Steer(#[from] SteerError),
+    /// Reading back the granted `SO_RCVBUF`.
+    #[error("getsockopt SO_RCVBUF")]
+    RcvBuf(#[source] io::Error),
+    /// `dup` of the sockets kept open for the final drop counts.
+    #[error("duplicating the sockets")]
+    Duplicate(#[source] io::Error),
+    /// Starting, pinning or joining the workers.
+    #[error(transparent)]
+    Workers(#[from] WorkerError),
+    /// A worker's socket failed while it ran.
+    #[error("worker {index}")]
+    Worker {
+        /// The worker's index.
+        index: usize,
+        /// The socket error that ended it.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Shorthand for this module's results.
+pub type Result<T, E = EchoError> = std::result::Result<T, E>;
 
 /// Server configuration.
 #[derive(Debug, Clone)]
@@ -103,31 +159,31 @@ impl EchoConfig {
 
     fn validate(&self) -> Result<()> {
         if self.cpus.is_empty() {
-            bail!("no CPUs to run workers on");
+            return Err(EchoError::NoCpus);
         }
         if self.batch == 0 || self.batch > MAX_BATCH {
-            bail!("--batch must be 1..={MAX_BATCH}, not {}", self.batch);
+            return Err(EchoError::Batch(self.batch));
         }
         if self.flush_packets == 0 || self.flush_packets > MAX_BATCH {
-            bail!("--flush-packets must be 1..={MAX_BATCH}, not {}", self.flush_packets);
+            return Err(EchoError::FlushPackets(self.flush_packets));
         }
         if self.flush_bytes == 0 {
-            bail!("--flush-bytes must be at least 1");
+            return Err(EchoError::FlushBytes);
         }
         if let Some(n) = self.rcvbuf.filter(|&n| n > MAX_RCVBUF) {
-            bail!("--rcvbuf {n} is above the largest SO_RCVBUF request ({MAX_RCVBUF} bytes)");
+            return Err(EchoError::RcvBufTooLarge(n));
         }
         if self.max_datagram < proto::HEADER_LEN || self.max_datagram > 1 << 20 {
-            bail!("datagram buffer of {} bytes: must be {}..=1048576", self.max_datagram, proto::HEADER_LEN);
+            return Err(EchoError::DatagramBuffer(self.max_datagram));
         }
         let mut seen = self.cpus.clone();
         seen.sort_unstable();
         seen.dedup();
         if seen.len() != self.cpus.len() {
-            bail!("a CPU is listed twice");
+            return Err(EchoError::DuplicateCpu);
         }
         if self.cpus.iter().any(|&c| c >= u16::MAX as usize) {
-            bail!("CPU ids must be below 65535");
+            return Err(EchoError::CpuTooLarge);
         }
         Ok(())
     }
@@ -136,8 +192,11 @@ impl EchoConfig {
 /// A worker as reported: index, CPU, owned buckets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerInfo {
+    /// The worker's index (also its socket's index in the group).
     pub worker: usize,
+    /// The CPU it is pinned to.
     pub cpu: usize,
+    /// The buckets it owns.
     pub buckets: Vec<u32>,
     /// CPUs (without a worker of their own) whose datagrams this worker also reads (`cpu` mode).
     pub extra_cpus: Vec<usize>,
@@ -220,8 +279,7 @@ impl EchoServer {
         let cpus: Vec<CpuId> = cfg.cpus.iter().map(|&c| CpuId(c as u32)).collect();
         // Buckets round-robin over workers: bucket b -> worker b % n.
         let policy = match &cfg.bucket_cpus {
-            None => RssPolicy::new(cfg.key.clone(), cfg.hash, &cpus, cfg.bits)
-                .map_err(|e| anyhow::anyhow!("{e}"))?,
+            None => RssPolicy::new(cfg.key.clone(), cfg.hash, &cpus, cfg.bits)?,
             Some(table) => crate::steer::policy_from_table(cfg.key.clone(), cfg.hash, &cpus, table)?,
         };
         let hash_type = cfg.hash_type();
@@ -248,7 +306,7 @@ impl EchoServer {
         })?;
         let rcvbuf = RcvBuf {
             requested: cfg.rcvbuf,
-            granted: st.sockets[0].recv_buffer_size().context("getsockopt SO_RCVBUF")?,
+            granted: st.sockets[0].recv_buffer_size().map_err(EchoError::RcvBuf)?,
         };
         let mut info: Vec<WorkerInfo> = (0..n)
             .map(|w| WorkerInfo {
@@ -264,7 +322,7 @@ impl EchoServer {
             .chain(st.extra.iter().map(|(_, s)| s))
             .map(|s| s.try_clone())
             .collect::<io::Result<Vec<Socket>>>()
-            .context("duplicating the sockets")?;
+            .map_err(EchoError::Duplicate)?;
         let mut per_worker: Vec<Vec<RxSocket>> = Vec::with_capacity(n);
         for (w, sock) in st.sockets.into_iter().enumerate() {
             let kernel_cpu = if cfg.steer == Steer::Cpu { cfg.cpus[w] as u16 } else { CPU_UNKNOWN };
@@ -365,7 +423,7 @@ impl EchoServer {
         drop(self.held);
         let mut counters = Vec::with_capacity(results.len());
         for (i, r) in results.into_iter().enumerate() {
-            counters.push(r.with_context(|| format!("worker {i}"))?);
+            counters.push(r.map_err(|source| EchoError::Worker { index: i, source })?);
         }
         let kernel = match (self.kernel_before, snmp::udp(self.local.is_ipv6()).ok()) {
             (Some(a), Some(b)) => Some(b.delta(&a)),
@@ -387,10 +445,15 @@ impl EchoServer {
 /// Final figures of a run.
 #[derive(Debug, Clone)]
 pub struct EchoReport {
+    /// How datagrams reached the workers.
     pub steer: Steer,
+    /// The hash type used for buckets.
     pub hash_type: HashType,
+    /// The bound address.
     pub local: SocketAddr,
+    /// How long the server ran.
     pub duration: Duration,
+    /// Each worker and its final counters, in worker order.
     pub workers: Vec<(WorkerInfo, Counters)>,
     /// The kernel's UDP counter deltas (this network namespace, whole family).
     pub kernel: Option<UdpCounters>,

@@ -5,10 +5,47 @@
 //! (written by the worker alone).
 
 use crate::stats::WorkerStats;
-use anyhow::{anyhow, Context, Result};
+use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
+
+/// Why workers could not be started or did not end well.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// The OS refused a thread.
+    #[error("spawning worker {index}")]
+    Spawn {
+        /// The worker's index.
+        index: usize,
+        /// What `std::thread::Builder::spawn` said.
+        #[source]
+        source: io::Error,
+    },
+    /// Pinning or the caller's setup failed on the worker's thread; the
+    /// other workers were stopped and joined.
+    #[error("worker {index} (CPU {cpu}): {reason}")]
+    Start {
+        /// The worker's index.
+        index: usize,
+        /// The CPU it was to run on.
+        cpu: usize,
+        /// The failure and its causes, `a: b` (it happened on another thread).
+        reason: String,
+    },
+    /// A worker thread ended before saying whether it started.
+    #[error("a worker died while starting")]
+    Died,
+    /// A worker's closure panicked (reported once every worker is joined).
+    #[error("worker {0} panicked")]
+    Panicked(usize),
+    /// A worker never ran its closure (its start failed).
+    #[error("worker {0} did not start")]
+    NotStarted(usize),
+}
+
+/// Shorthand for this module's results.
+pub type Result<T, E = WorkerError> = std::result::Result<T, E>;
 
 /// What a worker is told about itself.
 #[derive(Debug, Clone)]
@@ -50,7 +87,7 @@ impl<R: Send + 'static> Workers<R> {
         S: Send + 'static,
         F: Fn(WorkerCtx, S) -> R + Send + Sync + 'static,
     {
-        Self::spawn_with_setup(cpus, states, stop, |_, s| Ok(s), f)
+        Self::spawn_with_setup(cpus, states, stop, |_, s| Ok::<S, std::convert::Infallible>(s), f)
     }
 
     /// As [`Workers::spawn`], with a fallible `setup(&ctx, state)` run on
@@ -58,7 +95,7 @@ impl<R: Send + 'static> Workers<R> {
     /// touched on the worker's CPU, and need not be `Send`); `run(ctx, t)`
     /// gets what it built. Returns once every worker is pinned and set up;
     /// if any fails, stops the others and returns the first error.
-    pub fn spawn_with_setup<S, T, G, F>(
+    pub fn spawn_with_setup<S, T, E, G, F>(
         cpus: &[usize],
         states: Vec<S>,
         stop: Arc<AtomicBool>,
@@ -67,7 +104,8 @@ impl<R: Send + 'static> Workers<R> {
     ) -> Result<Workers<R>>
     where
         S: Send + 'static,
-        G: Fn(&WorkerCtx, S) -> Result<T> + Send + Sync + 'static,
+        E: std::error::Error,
+        G: Fn(&WorkerCtx, S) -> Result<T, E> + Send + Sync + 'static,
         F: Fn(WorkerCtx, T) -> R + Send + Sync + 'static,
     {
         Self::spawn_maybe_pinned(cpus, true, states, stop, setup, run)
@@ -76,7 +114,7 @@ impl<R: Send + 'static> Workers<R> {
     /// As [`Workers::spawn_with_setup`]; with `pin` false the threads are
     /// left wherever the scheduler puts them (`cpus` only names them), for
     /// tools that offer running unpinned (`http-load --no-pin`).
-    pub fn spawn_maybe_pinned<S, T, G, F>(
+    pub fn spawn_maybe_pinned<S, T, E, G, F>(
         cpus: &[usize],
         pin: bool,
         states: Vec<S>,
@@ -86,7 +124,8 @@ impl<R: Send + 'static> Workers<R> {
     ) -> Result<Workers<R>>
     where
         S: Send + 'static,
-        G: Fn(&WorkerCtx, S) -> Result<T> + Send + Sync + 'static,
+        E: std::error::Error,
+        G: Fn(&WorkerCtx, S) -> Result<T, E> + Send + Sync + 'static,
         F: Fn(WorkerCtx, T) -> R + Send + Sync + 'static,
     {
         assert_eq!(cpus.len(), states.len(), "one state per worker");
@@ -102,7 +141,11 @@ impl<R: Send + 'static> Workers<R> {
                 .name(format!("rsskit-w{index}-cpu{cpu}"))
                 .spawn(move || {
                     let pinned = if pin { rsskit_linux::affinity::pin_current_thread(cpu) } else { Ok(()) };
-                    let built = pinned.map_err(anyhow::Error::from).and_then(|()| setup(&ctx, state));
+                    // Said as a string: the error need not be `Send`.
+                    let built = match pinned {
+                        Ok(()) => setup(&ctx, state).map_err(|e| crate::error_chain(&e)),
+                        Err(e) => Err(crate::error_chain(&e)),
+                    };
                     match built {
                         Ok(t) => {
                             let _ = ready.send((index, Ok(())));
@@ -111,12 +154,12 @@ impl<R: Send + 'static> Workers<R> {
                         }
                         Err(e) => {
                             // The worker's state is simply dropped.
-                            let _ = ready.send((index, Err(format!("{e:#}"))));
+                            let _ = ready.send((index, Err(e)));
                             None
                         }
                     }
                 })
-                .with_context(|| format!("spawning worker {index}"));
+                .map_err(|source| WorkerError::Spawn { index, source });
             match h {
                 Ok(h) => w.handles.push(h),
                 Err(e) => {
@@ -132,10 +175,10 @@ impl<R: Send + 'static> Workers<R> {
             match ready_rx.recv() {
                 Ok((_, Ok(()))) => {}
                 Ok((i, Err(e))) => {
-                    first_err.get_or_insert(anyhow!("worker {i} (CPU {}): {e}", cpus[i]));
+                    first_err.get_or_insert(WorkerError::Start { index: i, cpu: cpus[i], reason: e });
                 }
                 Err(_) => {
-                    first_err.get_or_insert(anyhow!("a worker died while starting"));
+                    first_err.get_or_insert(WorkerError::Died);
                     break;
                 }
             }
@@ -198,8 +241,8 @@ impl<R: Send + 'static> Workers<R> {
             }
         }
         match (panicked, missing) {
-            (Some(i), _) => Err(anyhow!("worker {i} panicked")),
-            (None, Some(i)) => Err(anyhow!("worker {i} did not start")),
+            (Some(i), _) => Err(WorkerError::Panicked(i)),
+            (None, Some(i)) => Err(WorkerError::NotStarted(i)),
             (None, None) => Ok(out),
         }
     }
@@ -254,7 +297,12 @@ mod tests {
             &cpus,
             vec![7u32; cpus.len()],
             stop,
-            |ctx, s| Ok(std::rc::Rc::new((s, rsskit_linux::affinity::current_cpu() == Some(ctx.cpu)))),
+            |ctx, s| {
+                Ok::<_, io::Error>(std::rc::Rc::new((
+                    s,
+                    rsskit_linux::affinity::current_cpu() == Some(ctx.cpu),
+                )))
+            },
             |_, t| *t,
         )
         .unwrap();
@@ -266,7 +314,7 @@ mod tests {
             &[cpus[0], cpus[0]],
             vec![0usize, 1],
             Arc::new(AtomicBool::new(false)),
-            |_, i| if i == 1 { Err(anyhow!("no epoll for you")) } else { Ok(i) },
+            |_, i| if i == 1 { Err(io::Error::other("no epoll for you")) } else { Ok(i) },
             move |ctx, _| {
                 while !ctx.stopping() {
                     std::thread::sleep(std::time::Duration::from_millis(1));
@@ -289,7 +337,7 @@ mod tests {
             false,
             vec![(), ()],
             stop.clone(),
-            |_, ()| Ok(()),
+            |_, ()| Ok::<_, io::Error>(()),
             |_, ()| rsskit_linux::affinity::current_affinity().unwrap(),
         )
         .unwrap();

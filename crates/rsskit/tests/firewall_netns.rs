@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::netns::{ip, require_root_and_ip, rsskit, unique, Netns, Proc};
+use common::netns::{require_root_and_ip, rsskit, unique, veth, Netns, Proc};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -89,34 +89,8 @@ fn bridge(engine: &str) {
     let middle = Netns::new("fwm");
     let server = Netns::new("fws");
     let (c0, c1, s0, s1) = (unique("fc0"), unique("fc1"), unique("fs0"), unique("fs1"));
-    ip(&[
-        "link",
-        "add",
-        &c0,
-        "netns",
-        &client.name,
-        "type",
-        "veth",
-        "peer",
-        "name",
-        &c1,
-        "netns",
-        &middle.name,
-    ]);
-    ip(&[
-        "link",
-        "add",
-        &s0,
-        "netns",
-        &server.name,
-        "type",
-        "veth",
-        "peer",
-        "name",
-        &s1,
-        "netns",
-        &middle.name,
-    ]);
+    veth((&c0, &client), (&c1, &middle), None);
+    veth((&s0, &server), (&s1, &middle), None);
     for (ns, dev) in [(&client, &c0), (&middle, &c1), (&middle, &s1), (&server, &s0)] {
         ns.sysctl("net.ipv6.conf.all.disable_ipv6", "1");
         ns.ip(&["link", "set", dev, "up"]);

@@ -21,15 +21,32 @@ impl Tree {
         let d = std::env::temp_dir().join(format!("rsskit-hashnic-{tag}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&d);
         copy_dir(Path::new(FIXTURE), &d);
-        let eth = d.join("ethtool/eth0.json");
+        let t = Tree(d);
+        t.edit_driver(|j| j["rss"]["table"] = (0..128).map(|i| i % 4).collect::<Vec<u32>>().into());
+        t.irq_cpus(&[(40, 5), (41, 4), (42, 2), (43, 1)]);
+        t.rps_cpus_rx1("00000003");
+        t
+    }
+
+    /// Edits the fake driver file `ethtool/eth0.json`.
+    fn edit_driver(&self, f: impl FnOnce(&mut Value)) {
+        let eth = self.0.join("ethtool/eth0.json");
         let mut j: Value = serde_json::from_str(&fs::read_to_string(&eth).unwrap()).unwrap();
-        j["rss"]["table"] = (0..128).map(|i| i % 4).collect::<Vec<u32>>().into();
+        f(&mut j);
         fs::write(&eth, j.to_string()).unwrap();
-        for (irq, cpu) in [(40, 5), (41, 4), (42, 2), (43, 1)] {
-            fs::write(d.join(format!("proc/irq/{irq}/effective_affinity_list")), format!("{cpu}\n")).unwrap();
+    }
+
+    /// Where each `(irq, cpu)` IRQ runs (`effective_affinity_list`).
+    fn irq_cpus(&self, irqs: &[(u32, usize)]) {
+        for (irq, cpu) in irqs {
+            fs::write(self.0.join(format!("proc/irq/{irq}/effective_affinity_list")), format!("{cpu}\n"))
+                .unwrap();
         }
-        fs::write(d.join("sys/class/net/eth0/queues/rx-1/rps_cpus"), "00000003\n").unwrap();
-        Tree(d)
+    }
+
+    /// rx-1's `rps_cpus` mask.
+    fn rps_cpus_rx1(&self, mask: &str) {
+        fs::write(self.0.join("sys/class/net/eth0/queues/rx-1/rps_cpus"), format!("{mask}\n")).unwrap();
     }
 
     fn hash(&self, args: &[&str]) -> std::process::Output {
@@ -46,6 +63,11 @@ impl Tree {
         assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
         serde_json::from_slice(&out.stdout).unwrap()
     }
+
+    /// `hash --iface eth0 --src SRC --dst DST --proto PROTO --json`.
+    fn on_eth0(&self, src: &str, dst: &str, proto: &str) -> Value {
+        self.json(&["--iface", "eth0", "--src", src, "--dst", dst, "--proto", proto])
+    }
 }
 
 impl Drop for Tree {
@@ -58,44 +80,17 @@ impl Drop for Tree {
 fn flows_land_on_the_queue_and_cpu_of_the_devices_table() {
     let t = Tree::new("land");
     // TCP: the fixture hashes tcp4 on the 4-tuple. 0x51ccc178: entry 120, queue 0, IRQ 40 on CPU 5.
-    let v = t.json(&[
-        "--iface",
-        "eth0",
-        "--src",
-        "66.9.149.187:2794",
-        "--dst",
-        "161.142.100.80:1766",
-        "--proto",
-        "tcp",
-    ]);
+    let v = t.on_eth0("66.9.149.187:2794", "161.142.100.80:1766", "tcp");
     assert_eq!(v["hash_hex"], "0x51ccc178", "{v}");
     assert_eq!((v["table_index"].as_u64(), v["queue"].as_u64()), (Some(120), Some(0)), "{v}");
     assert_eq!((v["irq"].as_u64(), v["cpu"].as_u64()), (Some(40), Some(5)), "{v}");
     assert!(v["rps_cpu"].is_null());
     // 0xafc7327f: entry 127, queue 3, IRQ 43 on CPU 1.
-    let v = t.json(&[
-        "--iface",
-        "eth0",
-        "--src",
-        "38.27.205.30:48228",
-        "--dst",
-        "209.142.163.6:2217",
-        "--proto",
-        "tcp",
-    ]);
+    let v = t.on_eth0("38.27.205.30:48228", "209.142.163.6:2217", "tcp");
     assert_eq!(v["hash_hex"], "0xafc7327f");
     assert_eq!((v["queue"].as_u64(), v["cpu"].as_u64()), (Some(3), Some(1)), "{v}");
     // UDP: the fixture hashes udp4 on addresses only (2-tuple): 0x323e8fc2, entry 66, queue 2, CPU 2.
-    let v = t.json(&[
-        "--iface",
-        "eth0",
-        "--src",
-        "66.9.149.187:2794",
-        "--dst",
-        "161.142.100.80:1766",
-        "--proto",
-        "udp",
-    ]);
+    let v = t.on_eth0("66.9.149.187:2794", "161.142.100.80:1766", "udp");
     assert_eq!((v["hash_hex"].as_str(), v["hash_type"].as_str()), (Some("0x323e8fc2"), Some("ipv4")), "{v}");
     assert_eq!((v["queue"].as_u64(), v["cpu"].as_u64()), (Some(2), Some(2)), "{v}");
     // 0x5d1809c5: entry 69, queue 1 (IRQ 41 on CPU 4) with RPS over CPUs 0-1:
@@ -116,20 +111,10 @@ fn flows_land_on_the_queue_and_cpu_of_the_devices_table() {
 #[test]
 fn hash_fields_not_reported_are_assumed_and_said() {
     let t = Tree::new("nofields");
-    let eth = t.0.join("ethtool/eth0.json");
-    let mut j: Value = serde_json::from_str(&fs::read_to_string(&eth).unwrap()).unwrap();
-    j.as_object_mut().unwrap().remove("hash");
-    fs::write(&eth, j.to_string()).unwrap();
-    let v = t.json(&[
-        "--iface",
-        "eth0",
-        "--src",
-        "66.9.149.187:2794",
-        "--dst",
-        "161.142.100.80:1766",
-        "--proto",
-        "udp",
-    ]);
+    t.edit_driver(|j| {
+        j.as_object_mut().unwrap().remove("hash");
+    });
+    let v = t.on_eth0("66.9.149.187:2794", "161.142.100.80:1766", "udp");
     assert_eq!(v["hash_type"], "udp-ipv4", "{v}");
     assert!(v["note"].as_str().unwrap().contains("assumed 4-tuple"), "{v}");
 }
@@ -141,10 +126,9 @@ fn key_nic_reads_the_devices_key() {
     assert_eq!(v["key"], "6d5a56da255b0ec24167253d43a38fb0d0ca2bcbae7b30b477cb2da38030f20c6a42b73bbeac01fa");
     assert_eq!(v["hash_hex"], "0x323e8fc2");
     // A key the device does not have, or no device: refused by name.
-    let eth = t.0.join("ethtool/eth0.json");
-    let mut j: Value = serde_json::from_str(&fs::read_to_string(&eth).unwrap()).unwrap();
-    j.as_object_mut().unwrap().remove("rss");
-    fs::write(&eth, j.to_string()).unwrap();
+    t.edit_driver(|j| {
+        j.as_object_mut().unwrap().remove("rss");
+    });
     for (args, msg) in [
         (vec!["--key", "nic:eth0"], "eth0: the driver ixgbe reports no RSS key or table"),
         (vec!["--iface", "eth0"], "eth0: the driver ixgbe reports no RSS key or table"),
@@ -178,11 +162,9 @@ fn udp_echo_buckets_follow_the_nic_table() {
     let out = run(&["--table", "nic:eth0", "--cpus", "0-1"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("RPS is on for rx-1"), "{err}");
-    fs::write(t.0.join("sys/class/net/eth0/queues/rx-1/rps_cpus"), "00000000\n").unwrap();
+    t.rps_cpus_rx1("00000000");
     // Queues 0,2 -> CPU 0 and 1,3 -> CPU 1: table i % 4 puts even buckets on CPU 0.
-    for (irq, cpu) in [(40, 0), (41, 1), (42, 0), (43, 1)] {
-        fs::write(t.0.join(format!("proc/irq/{irq}/effective_affinity_list")), format!("{cpu}\n")).unwrap();
-    }
+    t.irq_cpus(&[(40, 0), (41, 1), (42, 0), (43, 1)]);
     let out = run(&["--table", "nic:eth0", "--key", "nic:eth0", "--cpus", "0-1"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
@@ -215,10 +197,8 @@ fn http_serve_takes_the_nic_table() {
     let out = run();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("RPS is on for rx-1"), "{err}");
-    fs::write(t.0.join("sys/class/net/eth0/queues/rx-1/rps_cpus"), "00000000\n").unwrap();
-    for (irq, cpu) in [(40, 0), (41, 1), (42, 0), (43, 1)] {
-        fs::write(t.0.join(format!("proc/irq/{irq}/effective_affinity_list")), format!("{cpu}\n")).unwrap();
-    }
+    t.rps_cpus_rx1("00000000");
+    t.irq_cpus(&[(40, 0), (41, 1), (42, 0), (43, 1)]);
     let out = run();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success() && err.contains("http-serve: ready on"), "{err}");
@@ -231,12 +211,11 @@ fn http_serve_takes_the_nic_table() {
 #[cfg_attr(rsskit_one_cpu, ignore = "needs 2 CPUs for 2 workers")]
 fn pipeline_buckets_follow_the_nic_table() {
     let t = Tree::new("pipe");
-    fs::write(t.0.join("sys/class/net/eth0/queues/rx-1/rps_cpus"), "00000000\n").unwrap();
+    t.rps_cpus_rx1("00000000");
     let run = |cpus: &[usize], extra: &[&str]| {
-        for (k, irq) in (40..44).enumerate() {
-            let c = cpus[k % cpus.len()];
-            fs::write(t.0.join(format!("proc/irq/{irq}/effective_affinity_list")), format!("{c}\n")).unwrap();
-        }
+        let irqs: Vec<(u32, usize)> =
+            (40..44).enumerate().map(|(k, irq)| (irq, cpus[k % cpus.len()])).collect();
+        t.irq_cpus(&irqs);
         Command::new(assert_cmd::cargo::cargo_bin("rsskit"))
             .env("RSSKIT_SYSROOT", &t.0)
             .args(["pipeline", "--in", "gen", "--packets", "20000", "--workers", "2", "--queue", "65536"])

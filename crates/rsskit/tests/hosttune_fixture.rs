@@ -101,6 +101,13 @@ fn text(b: &[u8]) -> String {
     out
 }
 
+/// The ringmap `plan` should follow for the fixture's 4-queue NIC
+/// (unit 0, 128-entry table) over `ncpus` CPUs.
+fn ringmap(ncpus: usize) -> RingmapPlan {
+    RingmapPlan::new(PlanSpec { ncpus, rings: 4, unit: 0, pow2: false, tx_rings: None, table_len: 128 })
+        .unwrap()
+}
+
 fn json_of(out: &std::process::Output) -> Value {
     assert!(out.status.success() || out.status.code() == Some(1), "{}", text(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(&out.stdout)))
@@ -118,15 +125,7 @@ fn default_plan_uses_the_nic_node_topped_up_and_matches_the_ringmap() {
     // Node 1 holds CPUs 3-5, the NIC has 4 queues: node 1 plus CPU 0.
     assert_eq!(nums(&d["cpus"]), vec![0, 3, 4, 5], "{d}");
     assert_eq!(d["hardware_rss"], true);
-    let rp = RingmapPlan::new(PlanSpec {
-        ncpus: 4,
-        rings: 4,
-        unit: 0,
-        pow2: false,
-        tx_rings: None,
-        table_len: 128,
-    })
-    .unwrap();
+    let rp = ringmap(4);
     assert_eq!(nums(&d["table"]), rp.table);
     assert_eq!(d["table_mismatches"], rp.mismatches);
     assert_eq!(d["table_mismatches"], 0);
@@ -167,15 +166,7 @@ fn six_cpu_plan_is_the_ringmap_of_six_cpus() {
     let t = Tree::new();
     let v = json_of(&t.rsskit(&["plan", "--iface", "eth0", "--cpus", "0-5", "--json"]));
     let d = &v["devices"][0];
-    let rp = RingmapPlan::new(PlanSpec {
-        ncpus: 6,
-        rings: 4,
-        unit: 0,
-        pow2: false,
-        tx_rings: None,
-        table_len: 128,
-    })
-    .unwrap();
+    let rp = ringmap(6);
     assert_eq!(d["grid"], rp.rx.grid());
     assert_eq!(d["grid"], 6);
     assert_eq!(nums(&d["table"]), rp.table);

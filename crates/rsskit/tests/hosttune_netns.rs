@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::netns::{ip, require_root_and_ip, rsskit, unique, Netns};
+use common::netns::{require_root_and_ip, rsskit, unique, veth, Netns};
 use serde_json::{json, Value};
 use std::process::Output;
 
@@ -25,29 +25,7 @@ impl Veth {
         require_root_and_ip();
         let ns = Netns::new("rskt");
         let (a, b) = (unique("vt"), unique("vu"));
-        let q = QUEUES.to_string();
-        ip(&[
-            "link",
-            "add",
-            &a,
-            "numtxqueues",
-            &q,
-            "numrxqueues",
-            &q,
-            "netns",
-            &ns.name,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &b,
-            "numtxqueues",
-            &q,
-            "numrxqueues",
-            &q,
-            "netns",
-            &ns.name,
-        ]);
+        veth((&a, &ns), (&b, &ns), Some(QUEUES));
         ns.ip(&["link", "set", &a, "up"]);
         ns.ip(&["link", "set", &b, "up"]);
         let dir = std::env::temp_dir().join(format!("rsskit-hosttune-netns-{}", unique("d")));

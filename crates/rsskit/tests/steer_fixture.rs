@@ -7,6 +7,7 @@
 mod common;
 
 use common::netns::rsskit;
+use common::steer::steer;
 use std::io::{BufRead, BufReader, Read};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::unix::process::CommandExt;
@@ -113,28 +114,13 @@ fn locality(fx: &Fixture, proto: &'static str) -> (usize, usize) {
 
 /// As [`locality`], from the fixture's network namespace if `netns`.
 fn locality_in(fx: &Fixture, proto: &'static str, netns: bool) -> (usize, usize) {
-    let mut total = (0, 0);
-    for cpu in cpus() {
-        let want = fx.worker_on(cpu);
-        let addr = fx.addr;
-        let pid = fx.pid() as i32;
-        let hits = std::thread::spawn(move || {
-            if netns {
-                rsskit_linux::procnet::enter_netns_of(pid).unwrap();
-            }
-            rsskit_linux::affinity::pin_current_thread(cpu).unwrap();
-            (0..CONNS).filter(|_| ask(proto, addr) == want).count()
-        })
-        .join()
-        .unwrap();
-        total.0 += CONNS;
-        total.1 += hits;
-    }
-    total
-}
-
-fn steer(args: &[&str]) -> std::process::Output {
-    Command::new(rsskit()).arg("steer").args(args).output().unwrap()
+    let (addr, pid) = (fx.addr, fx.pid() as i32);
+    let enter = move || {
+        if netns {
+            rsskit_linux::procnet::enter_netns_of(pid).unwrap();
+        }
+    };
+    common::steer::locality(&cpus(), CONNS, |cpu| fx.worker_on(cpu), enter, move || ask(proto, addr))
 }
 
 fn cpu_steering(proto: &'static str, ip: &str) {

@@ -13,6 +13,7 @@
 mod common;
 
 use common::netns::rsskit;
+use common::steer::steer;
 use rsskit_core::finder::find_src_ports;
 use rsskit_core::{CpuId, FlowTuple, HashConfig, L4Proto, RssKey, RssPolicy, WorkerId};
 use std::io::{Read, Write};
@@ -191,24 +192,8 @@ fn x_pid(dst: SocketAddr, src: Option<SocketAddr>) -> u32 {
 /// Per CPU, CONNS connections from a thread pinned there: (connections,
 /// those answered by the worker pinned to the same CPU).
 fn locality(ng: &Nginx, v6: bool) -> (usize, usize) {
-    let mut total = (0, 0);
-    for cpu in cpus() {
-        let want = ng.worker_on(cpu);
-        let dst = ng.addr(v6);
-        let hits = std::thread::spawn(move || {
-            rsskit_linux::affinity::pin_current_thread(cpu).unwrap();
-            (0..CONNS).filter(|_| x_pid(dst, None) == want).count()
-        })
-        .join()
-        .unwrap();
-        total.0 += CONNS;
-        total.1 += hits;
-    }
-    total
-}
-
-fn steer(args: &[&str]) -> std::process::Output {
-    Command::new(rsskit()).arg("steer").args(args).output().unwrap()
+    let dst = ng.addr(v6);
+    common::steer::locality(&cpus(), CONNS, |cpu| ng.worker_on(cpu), || {}, move || x_pid(dst, None))
 }
 
 fn need_two_cpus() {

@@ -125,7 +125,14 @@ pub enum Action<'a, B> {
     /// Write these bytes, then report [`Http::sent`], [`Http::blocked`] or [`Http::failed`].
     Write(&'a [u8]),
     /// Send up to `len` bytes of `body` from `offset`, then report as for `Write`.
-    SendFile { body: &'a B, offset: u64, len: usize },
+    SendFile {
+        /// The file.
+        body: &'a B,
+        /// Where to start, bytes.
+        offset: u64,
+        /// Most bytes to send.
+        len: usize,
+    },
     /// Shut the write side (the answer is out; the input is drained a
     /// moment so the client reads the answer rather than a reset), then poll again.
     ShutdownWrite,
@@ -147,9 +154,12 @@ impl<B> std::fmt::Debug for Action<'_, B> {
     }
 }
 
+/// What a connection waits for before its next action.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Interest {
+    /// Bytes to read (or EOF).
     Read,
+    /// Room in the send buffer.
     Write,
 }
 
@@ -167,7 +177,9 @@ pub enum ReadMode {
 /// Outcome of [`Http::expire`].
 #[derive(Debug, PartialEq, Eq)]
 pub enum Expiry<'a> {
+    /// Not expired: leave it.
     Keep,
+    /// Expired with nothing worth answering: close it.
     Close,
     /// Try to write this answer once (a 408), report it with
     /// [`Http::answered`], then close.
@@ -231,6 +243,7 @@ impl<F: Files> Http<F> {
         }
     }
 
+    /// Whether the shell should read `conn`'s socket now.
     pub fn read_mode(&self, conn: &Conn<F::Body>) -> ReadMode {
         if conn.lingering {
             ReadMode::Drain

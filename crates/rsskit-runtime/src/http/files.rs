@@ -34,6 +34,7 @@ pub enum FileError {
 }
 
 impl FileError {
+    /// The HTTP status that answers this error.
     pub fn status(self) -> u16 {
         match self {
             FileError::BadPath => 400,
@@ -99,8 +100,11 @@ pub struct Root {
 /// An opened regular file (`B`: its handle, a `File` for a real root).
 #[derive(Debug)]
 pub struct Opened<B = File> {
+    /// The open handle, for `sendfile`.
     pub file: B,
+    /// Its size in bytes (the Content-Length).
     pub size: u64,
+    /// The Content-Type chosen from its extension.
     pub content_type: &'static str,
 }
 

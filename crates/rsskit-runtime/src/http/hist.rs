@@ -26,6 +26,7 @@ impl Default for Latency {
 }
 
 impl Latency {
+    /// An empty histogram, 1 ns to its largest trackable latency, 3 significant digits.
     pub fn new() -> Latency {
         Latency { h: Histogram::new_with_bounds(1, MAX_NS, 3).expect("valid histogram bounds") }
     }
@@ -41,6 +42,7 @@ impl Latency {
         let _ = self.h.add(&o.h);
     }
 
+    /// Latencies recorded.
     pub fn count(&self) -> u64 {
         self.h.len()
     }
@@ -50,6 +52,7 @@ impl Latency {
         log2_buckets(&self.h)
     }
 
+    /// Count, mean, deviation and quantiles, in microseconds.
     pub fn summary(&self) -> LatencySummary {
         let us = |ns: f64| (ns / 1000.0 * 1000.0).round() / 1000.0;
         if self.h.is_empty() {
@@ -84,13 +87,21 @@ pub fn log2_buckets(h: &Histogram<u64>) -> Vec<(f64, u64)> {
 /// Latency summary in microseconds.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct LatencySummary {
+    /// Samples.
     pub count: u64,
+    /// Mean.
     pub mean: f64,
+    /// Standard deviation.
     pub stddev: f64,
+    /// Median.
     pub p50: f64,
+    /// 90th percentile.
     pub p90: f64,
+    /// 99th percentile.
     pub p99: f64,
+    /// 99.9th percentile.
     pub p999: f64,
+    /// Largest.
     pub max: f64,
 }
 

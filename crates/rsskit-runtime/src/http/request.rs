@@ -13,15 +13,19 @@ pub const MAX_BODY: usize = 1 << 20;
 /// Methods that exist but that this server does not allow (405).
 const KNOWN: [&str; 7] = ["POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT"];
 
+/// The methods the server answers (others are refused with 405 or 501).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
+    /// `GET`: the object and its body.
     Get,
+    /// `HEAD`: the headers a `GET` would get, no body.
     Head,
 }
 
 /// A request the server will answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request<'a> {
+    /// `GET` or `HEAD`.
     pub method: Method,
     /// The target as sent (origin-form: path and query).
     pub target: &'a str,
@@ -43,7 +47,9 @@ impl Request<'_> {
 /// A request refused: status and a short reason (also the body).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Refusal {
+    /// The HTTP status to answer with.
     pub status: u16,
+    /// Why, in a few words (also the response body).
     pub reason: &'static str,
 }
 
@@ -56,6 +62,7 @@ fn refuse(status: u16, reason: &'static str) -> Parsed<'static> {
 pub enum Parsed<'a> {
     /// More bytes needed.
     Partial,
+    /// A whole request head: answer it.
     Done(Request<'a>),
     /// Answer with this status and close the connection.
     Refused(Refusal),

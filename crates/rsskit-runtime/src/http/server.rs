@@ -50,38 +50,59 @@ const LISTENER: u64 = u64::MAX;
 /// Why the server did not start (or stopped badly).
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    /// An empty CPU list.
     #[error("no worker CPUs")]
     NoCpus,
+    /// `--accept-batch 0`.
     #[error("--accept-batch must be at least 1")]
     AcceptBatch,
+    /// A `/` object larger than the largest generated object.
     #[error("--object-size {size} exceeds the largest generated object ({max})")]
-    ObjectTooLarge { size: usize, max: usize },
+    ObjectTooLarge {
+        /// `--object-size`.
+        size: usize,
+        /// The largest generated object.
+        max: usize,
+    },
+    /// A zero idle or header timeout.
     #[error("timeouts must be positive")]
     Timeouts,
+    /// The policy refused the bucket table or CPUs.
     #[error("bucket table")]
     Policy(#[source] RssError),
+    /// `--root` could not be opened as a directory.
     #[error("--root {path}")]
-    Root { path: String, source: io::Error },
+    Root {
+        /// The directory.
+        path: String,
+        /// Why it could not be opened.
+        source: io::Error,
+    },
+    /// A worker's epoll instance.
     #[error("epoll_create1")]
     Epoll(#[source] io::Error),
+    /// A worker's listener could not be added to its epoll.
     #[error("registering the listener")]
     Register(#[source] io::Error),
     /// Binding and steering the listeners ([`steer::build`]).
     #[error(transparent)]
-    Listen(Box<dyn std::error::Error + Send + Sync>),
+    Listen(#[from] crate::steer::SteerError),
     /// Spawning, pinning or joining the workers.
     #[error(transparent)]
-    Workers(Box<dyn std::error::Error + Send + Sync>),
+    Workers(#[from] crate::worker::WorkerError),
 }
 
+/// Shorthand for this module's results.
 pub type Result<T, E = ServeError> = std::result::Result<T, E>;
 
 /// What to serve and how.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
+    /// Address and port to listen on (port 0: the kernel picks one).
     pub bind: SocketAddr,
     /// Worker `i` is pinned to `cpus[i]`.
     pub cpus: Vec<usize>,
+    /// How connections reach the workers' listeners.
     pub steer: Steer,
     /// Most connections accepted per wake-up.
     pub accept_batch: usize,
@@ -89,9 +110,13 @@ pub struct ServeConfig {
     pub object_size: usize,
     /// Largest `/bytes/N`.
     pub max_generated: usize,
+    /// Directory of static files (`None`: generated objects only).
     pub root: Option<PathBuf>,
+    /// A keep-alive connection with no request for this long is closed.
     pub idle_timeout: Duration,
+    /// A request head not complete within this is answered 408.
     pub header_timeout: Duration,
+    /// `listen` backlog per listener.
     pub backlog: i32,
     /// Requests per keep-alive connection; the last is answered with
     /// `Connection: close` (0: no limit).
@@ -126,6 +151,7 @@ impl ServeConfig {
         }
     }
 
+    /// Refuses settings the server cannot use, before anything is bound.
     pub fn validate(&self) -> Result<()> {
         if self.cpus.is_empty() {
             return Err(ServeError::NoCpus);
@@ -164,13 +190,19 @@ const NFIELDS: usize = 8 + NSTATUS;
 /// One worker's counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ServeCounters {
+    /// Connections accepted.
     pub accepted: u64,
+    /// Connections closed.
     pub closed: u64,
     /// Requests parsed (answered or refused).
     pub requests: u64,
+    /// Request bytes read.
     pub bytes_in: u64,
+    /// Response bytes written (headers and bodies).
     pub bytes_out: u64,
+    /// Connections closed for being idle.
     pub timeouts_idle: u64,
+    /// Request heads not complete within the header timeout (answered 408).
     pub timeouts_header: u64,
     /// Connections reset or failed by the peer.
     pub resets: u64,
@@ -232,6 +264,7 @@ impl ServeCounters {
         self.status[i] -= 1;
     }
 
+    /// Adds another worker's counts.
     pub fn add(&mut self, o: &ServeCounters) {
         let (mut a, b) = (self.to_array(), o.to_array());
         for (x, y) in a.iter_mut().zip(b) {
@@ -240,6 +273,7 @@ impl ServeCounters {
         *self = ServeCounters::from_array(&a);
     }
 
+    /// The sum of some workers' counts.
     pub fn total<'a>(it: impl IntoIterator<Item = &'a ServeCounters>) -> ServeCounters {
         let mut t = ServeCounters::default();
         for c in it {
@@ -260,6 +294,7 @@ impl ServeCounters {
         m.into()
     }
 
+    /// The `--json` form (statuses by code).
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "accepted": self.accepted,
@@ -305,6 +340,7 @@ impl SharedCounters {
         }
     }
 
+    /// The worker's counts as last published.
     pub fn snapshot(&self) -> ServeCounters {
         let mut a = [0; NFIELDS];
         for (x, slot) in a.iter_mut().zip(&self.v) {
@@ -343,15 +379,18 @@ pub fn listen(cfg: &ServeConfig) -> Result<SteeredGroup> {
             defer_accept: cfg.defer_accept,
         }),
     })
-    .map_err(|e| ServeError::Listen(e.into()))
+    .map_err(ServeError::Listen)
 }
 
 /// Running server.
 pub struct Server {
     workers: Workers<ServeCounters>,
     shared: Vec<Arc<SharedCounters>>,
+    /// The bound address (with the port the kernel picked for port 0).
     pub local: SocketAddr,
+    /// Instructions of the attached steering program, if any.
     pub program_len: Option<usize>,
+    /// Worker CPUs, in worker order.
     pub cpus: Vec<usize>,
     /// `RLIMIT_NOFILE` in force.
     pub nofile: u64,
@@ -378,10 +417,10 @@ impl Server {
             &cpus,
             states,
             stop,
-            move |_, (listener, counters)| Ok(Worker::new(&cfg, root.clone(), listener, counters)?),
+            move |_, (listener, counters)| Worker::new(&cfg, root.clone(), listener, counters),
             |ctx, mut w: Worker| w.run(&ctx.stop),
         )
-        .map_err(|e| ServeError::Workers(e.into()))?;
+        .map_err(ServeError::Workers)?;
         Ok(Server { workers, shared, local, program_len, cpus, nofile })
     }
 
@@ -397,7 +436,7 @@ impl Server {
 
     /// Stops the workers and returns their final counters.
     pub fn join(self) -> Result<Vec<ServeCounters>> {
-        self.workers.join().map_err(|e| ServeError::Workers(e.into()))
+        self.workers.join().map_err(ServeError::Workers)
     }
 }
 

@@ -45,35 +45,79 @@ pub enum UdpLoadError {
     /// A setting out of range (the message names the option).
     #[error("{0}")]
     Config(String),
+    /// The server table could not be built (the message says why).
     #[error("server table: {0}")]
     Table(String),
+    /// A socket call failed (`what` names it).
     #[error("{what}: {source}")]
-    Io { what: String, source: std::io::Error },
+    Io {
+        /// The call and its object.
+        what: String,
+        /// Its error.
+        source: std::io::Error,
+    },
+    /// No route to the target.
     #[error("target {target} is unreachable: no route to it ({source})")]
-    Unreachable { target: SocketAddr, source: std::io::Error },
+    Unreachable {
+        /// The target.
+        target: SocketAddr,
+        /// The routing error.
+        source: std::io::Error,
+    },
+    /// `connect` of a stream's socket failed.
     #[error("cannot connect a UDP socket to {target}: {source}")]
-    Connect { target: SocketAddr, source: std::io::Error },
+    Connect {
+        /// The target.
+        target: SocketAddr,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A source address could not be bound.
     #[error("binding a UDP socket to {src}: {source}")]
-    Bind { src: SocketAddr, source: std::io::Error },
+    Bind {
+        /// The source address.
+        src: SocketAddr,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A bound socket reported a non-IP address.
     #[error("socket has no IP address")]
     NoIpAddress,
+    /// Every port was in use.
     #[error("no free UDP port to bind")]
     NoFreePort,
+    /// The tuple finder could not search a bucket.
     #[error("finding a source for bucket {bucket}: {msg}")]
-    Finder { bucket: u32, msg: String },
+    Finder {
+        /// The bucket.
+        bucket: u32,
+        /// The finder's reason.
+        msg: String,
+    },
     /// No source lands in a bucket (the message says what to do).
     #[error("{0}")]
     NoSource(String),
+    /// A send failed for a reason other than back-pressure.
     #[error("sending to {target}: {source}")]
-    Send { target: SocketAddr, source: std::io::Error },
+    Send {
+        /// The target.
+        target: SocketAddr,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// `poll` for echoes failed.
     #[error("waiting for echoes: {0}")]
     Poll(std::io::Error),
+    /// A bucket of the table has no worker.
     #[error("bucket {0} has no owner")]
     NoOwner(u32),
+    /// `--pin-owner` needs the server's CPUs online here.
     #[error("cannot pin a sender to server CPU {0}: not online here")]
     CpuOffline(usize),
+    /// A sender thread could not be pinned.
     #[error("pinning a sender thread: {0}")]
     Pin(String),
+    /// A sender thread panicked.
     #[error("a sender thread panicked")]
     SenderPanicked,
 }
@@ -87,7 +131,9 @@ fn config_err(msg: String) -> Result<()> {
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct LoadConfig {
+    /// The echo server's address.
     pub target: SocketAddr,
+    /// Streams (distinct source tuples) to send on.
     pub streams: usize,
     /// Datagram size (payload bytes), `MIN_SIZE..=MAX_SIZE`.
     pub size: usize,
@@ -117,6 +163,7 @@ pub struct LoadConfig {
     pub pin_owner: bool,
     /// How long to wait for the last echoes after sending stops.
     pub drain: Duration,
+    /// The server's policy, as the client assumes it: which bucket each stream lands in and who owns it.
     pub table: ServerTable,
 }
 
@@ -180,7 +227,9 @@ impl LoadConfig {
 /// Progress totals, updated by the sender threads.
 #[derive(Debug, Default)]
 pub struct Progress {
+    /// Datagrams sent so far, over every thread.
     pub sent: AtomicU64,
+    /// Echoes received so far.
     pub echoed: AtomicU64,
 }
 

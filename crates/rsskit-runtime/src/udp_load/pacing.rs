@@ -24,6 +24,7 @@ pub struct Pacer {
 }
 
 impl Pacer {
+    /// A pacer for `rate` datagrams per second (`None`: unpaced), `burst` at a time; `windowed`: closed loop.
     pub fn new(rate: Option<f64>, burst: u32, windowed: bool) -> Self {
         Pacer { rate, burst: burst.max(1), windowed }
     }
@@ -68,9 +69,11 @@ impl Pacer {
 /// Where a sender thread is in its run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
+    /// Sending datagrams.
     Sending,
     /// Waiting for the last echoes.
     Draining,
+    /// Done: sending and draining are over.
     Finished,
 }
 
@@ -85,6 +88,7 @@ pub struct Schedule {
 }
 
 impl Schedule {
+    /// Send for `duration` (`None`: until every stream is done), then drain for up to `drain`.
     pub fn new(duration: Option<Duration>, drain: Duration) -> Self {
         let ns = |d: Duration| d.as_nanos().min(u128::from(u64::MAX)) as u64;
         Schedule { duration_ns: duration.map(ns), drain_ns: ns(drain), draining_since: None }
@@ -114,6 +118,7 @@ impl Schedule {
         }
     }
 
+    /// Whether sending is over and the last echoes are awaited.
     pub fn draining(&self) -> bool {
         self.draining_since.is_some()
     }

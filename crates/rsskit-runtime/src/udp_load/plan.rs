@@ -83,7 +83,9 @@ impl ServerTable {
 /// Where sources come from when spreading.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IpNet {
+    /// The network address.
     pub addr: IpAddr,
+    /// Bits of the prefix.
     pub prefix_len: u8,
 }
 
@@ -111,16 +113,22 @@ impl std::fmt::Display for IpNet {
 /// One planned stream: its socket (bound and connected) and where it lands.
 #[derive(Debug)]
 pub struct Stream<S = Socket> {
+    /// Stream number (carried in every probe).
     pub id: u32,
+    /// The bound source address and port.
     pub src: SocketAddr,
+    /// The flow's Toeplitz hash, as the server computes it.
     pub hash: u32,
+    /// Its bucket.
     pub bucket: u32,
+    /// The server worker owning the bucket, if any.
     pub owner: Option<usize>,
     pub(super) socket: S,
 }
 
 /// What planning needs from the host.
 pub trait Host {
+    /// The socket type the host hands out (a real `Socket`, or a test double).
     type Sock;
     /// The local address the kernel picks to reach `target`.
     fn route_source(&mut self, target: SocketAddr) -> Result<IpAddr>;

@@ -9,12 +9,17 @@ use std::net::SocketAddr;
 /// Per-stream results.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct StreamReport {
+    /// Stream number.
     pub stream: u32,
+    /// Source address and port.
     pub src: String,
+    /// The flow's Toeplitz hash.
     pub hash: u32,
+    /// Its bucket.
     pub bucket: u32,
     /// The worker owning `bucket` in the assumed server table.
     pub owner_worker: Option<usize>,
+    /// The CPU of that worker.
     pub owner_cpu: Option<usize>,
     /// Workers that served it (from the echo stamps).
     pub served_by_workers: Vec<u16>,
@@ -24,10 +29,15 @@ pub struct StreamReport {
     pub kernel_cpus: Vec<u16>,
     /// Buckets the server computed (should be just `bucket`).
     pub server_buckets: Vec<u16>,
+    /// Probes sent.
     pub sent: u64,
+    /// Probes echoed.
     pub echoed: u64,
+    /// Probes never echoed.
     pub lost: u64,
+    /// Echoes that arrived after a later one.
     pub out_of_order: u64,
+    /// Echoes received more than once.
     pub duplicates: u64,
     /// ECONNREFUSED errors (ICMP port unreachable: nothing listens at the
     /// target any more); the stream stops sending at the first.
@@ -44,13 +54,19 @@ pub struct StreamReport {
 /// Whole-run results.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct LoadReport {
+    /// Probes sent, all streams.
     pub sent: u64,
+    /// Probes echoed.
     pub echoed: u64,
+    /// Probes never echoed.
     pub lost: u64,
+    /// Echoes that arrived after a later one.
     pub out_of_order: u64,
+    /// Echoes received more than once.
     pub duplicates: u64,
     /// Datagrams that were not our probes (bad magic, wrong stream).
     pub invalid: u64,
+    /// Round-trip time quantiles, microseconds.
     pub rtt_us: RttSummary,
     /// The RTT distribution (for `--plot`): see [`crate::http::hist::log2_buckets`].
     #[serde(skip)]
@@ -58,8 +74,11 @@ pub struct LoadReport {
     /// Once a second: (seconds since the start, sent so far, echoed so far), for `--plot`.
     #[serde(skip)]
     pub per_second: Vec<(f64, u64, u64)>,
+    /// Seconds the run took, draining included.
     pub elapsed_s: f64,
+    /// Per stream, in stream order.
     pub streams: Vec<StreamReport>,
+    /// The hash configuration the streams were planned for.
     pub hash_config: serde_json::Value,
     /// ECONNREFUSED errors over all streams (the target went away or was
     /// never there).
@@ -69,11 +88,16 @@ pub struct LoadReport {
     pub cut_short: bool,
 }
 
+/// Round-trip time quantiles, microseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub struct RttSummary {
+    /// Median.
     pub p50: f64,
+    /// 99th percentile.
     pub p99: f64,
+    /// 99.9th percentile.
     pub p999: f64,
+    /// Largest.
     pub max: f64,
 }
 
@@ -101,14 +125,20 @@ impl RttSummary {
 /// Where a stream was planned to land.
 #[derive(Debug, Clone, Copy)]
 pub struct StreamInfo {
+    /// Stream number.
     pub id: u32,
+    /// Source address and port.
     pub src: SocketAddr,
+    /// The flow's Toeplitz hash.
     pub hash: u32,
+    /// Its bucket.
     pub bucket: u32,
+    /// The server worker owning it, if any.
     pub owner: Option<usize>,
 }
 
 impl StreamReport {
+    /// The report of one stream from its plan, its tracker and the server table.
     pub fn new(info: &StreamInfo, st: &StreamTracker, table: &ServerTable) -> Self {
         let owner_cpu = table.owner_cpu(info.bucket);
         StreamReport {

@@ -32,7 +32,10 @@ pub fn classify(e: &io::Error) -> IoClass {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Echo {
     /// A first echo of one of our probes, after `rtt_ns`.
-    Fresh { rtt_ns: u64 },
+    Fresh {
+        /// Round-trip time, nanoseconds.
+        rtt_ns: u64,
+    },
     /// An echo already counted.
     Duplicate,
     /// Not an echo of this stream (bad magic, truncated, other stream, a
@@ -43,12 +46,17 @@ pub enum Echo {
 /// State of one stream.
 #[derive(Debug, Clone)]
 pub struct StreamTracker {
+    /// Stream number.
     pub id: u32,
+    /// Probes sent.
     pub sent: u64,
+    /// First echoes received.
     pub echoed: u64,
     highest: Option<u64>,
     seen: Vec<u64>,
+    /// Echoes that arrived after a later one.
     pub out_of_order: u64,
+    /// Echoes received more than once.
     pub duplicates: u64,
     /// Datagrams given up for the window (presumed lost).
     written_off: u64,
@@ -56,8 +64,11 @@ pub struct StreamTracker {
     last_progress_ns: u64,
     /// Echoes per serving worker.
     pub workers: BTreeMap<u16, u64>,
+    /// CPUs of the workers that served it.
     pub cpus: BTreeSet<u16>,
+    /// CPUs the server's kernel processed its datagrams on.
     pub kcpus: BTreeSet<u16>,
+    /// Buckets the server computed for it.
     pub buckets: BTreeSet<u16>,
     /// Echoes the server flagged as misdirected.
     pub flagged: u64,
@@ -70,6 +81,7 @@ pub struct StreamTracker {
 }
 
 impl StreamTracker {
+    /// A fresh stream; `now_ns` starts its window clock.
     pub fn new(id: u32, now_ns: u64) -> Self {
         StreamTracker {
             id,
@@ -218,8 +230,11 @@ impl StreamTracker {
 /// Limits a send pass applies to every stream.
 #[derive(Debug, Clone, Copy)]
 pub struct SendLimits {
+    /// Probes per stream; `None`: no limit.
     pub count: Option<u64>,
+    /// Most probes outstanding per stream; `None`: open loop.
     pub window: Option<u32>,
+    /// How long without progress before the window's outstanding probes are written off.
     pub window_timeout_ns: u64,
 }
 

@@ -78,7 +78,7 @@ pub fn gen_inputs<const N: usize>(count: usize, seed: u64) -> Vec<[u8; N]> {
         .map(|_| {
             core::array::from_fn(|_| {
                 if pending.is_empty() {
-                    pending = g.next().to_le_bytes().into_iter().rev().collect();
+                    pending = g.next_u64().to_le_bytes().into_iter().rev().collect();
                 }
                 pending.pop().unwrap()
             })

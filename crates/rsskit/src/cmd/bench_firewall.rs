@@ -212,7 +212,7 @@ pub fn flows(flows: u32, seed: u64) -> Vec<Vec<u8>> {
     let mut rng = SplitMix(seed);
     let mut out = Vec::with_capacity(flows as usize * 8);
     for _ in 0..flows {
-        let r = rng.next();
+        let r = rng.next_u64();
         let c = Ipv4Addr::from(0xac10_0000 | (r as u32 & 0x000f_ffff));
         let p = 1024 + ((r >> 32) as u16 % 64000);
         out.push(tcp(c, p, server, 80, 0x02, 0));

@@ -131,21 +131,14 @@ impl Table {
     }
 }
 
-/// xorshift64*.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn addr(&mut self) -> u32 {
-        loop {
-            let a = self.next() as u32;
-            if a != 0 {
-                return a;
-            }
+use rsskit_core::rng::XorShift64Star as Rng;
+
+/// A random IPv4 address other than 0.0.0.0 (the table's empty slot).
+fn random_addr(rng: &mut Rng) -> u32 {
+    loop {
+        let a = rng.next_u64() as u32;
+        if a != 0 {
+            return a;
         }
     }
 }
@@ -157,7 +150,7 @@ pub fn build_table(entries: usize, buckets: usize, seed: u64) -> (Table, Vec<u32
     let mut rng = Rng(seed | 1);
     let mut sample = Vec::new();
     while t.len() < entries.min(t.buckets() * BUCKET_KEYS * 9 / 10) {
-        let a = rng.addr();
+        let a = random_addr(&mut rng);
         if t.insert(a) && sample.len() < 1 << 16 {
             sample.push(a);
         }
@@ -181,10 +174,10 @@ impl PacketRing {
         for _ in 0..count {
             let i = pool.alloc().expect("pool sized for count");
             let pick = |rng: &mut Rng| {
-                if !hits.is_empty() && rng.next() & 1 == 0 {
-                    hits[(rng.next() % hits.len() as u64) as usize]
+                if !hits.is_empty() && rng.next_u64() & 1 == 0 {
+                    hits[(rng.next_u64() % hits.len() as u64) as usize]
                 } else {
-                    rng.addr()
+                    random_addr(rng)
                 }
             };
             let (s, d) = (pick(&mut rng), pick(&mut rng));
@@ -619,7 +612,7 @@ mod tests {
         assert_eq!(t.len(), 50_000);
         assert!(hits.iter().all(|&a| t.contains(a)));
         let mut rng = Rng(99);
-        let misses = (0..10_000).filter(|_| t.contains(rng.addr())).count();
+        let misses = (0..10_000).filter(|_| t.contains(random_addr(&mut rng))).count();
         assert!(misses < 5, "random addresses are almost never present");
         // Overflowing buckets still find their keys.
         let mut small = Table::new(4);

@@ -317,17 +317,7 @@ pub fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// splitmix64: the benchmarks' input generator (the C harness repeats it).
-pub struct SplitMix(pub u64);
-
-impl SplitMix {
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
+pub use rsskit_core::rng::SplitMix64 as SplitMix;
 
 #[cfg(test)]
 mod tests {

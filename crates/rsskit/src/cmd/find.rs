@@ -316,21 +316,13 @@ impl Model {
 mod tests {
     use super::*;
 
+    /// The parsers are `rsskit_core::netparse`'s (tested there, case by
+    /// case); these wrappers only pass their answers and error text on.
     #[test]
-    fn port_ranges() {
+    fn port_ranges_and_cidrs_come_from_netparse() {
         assert_eq!(parse_port_range("1024-2048"), Ok((1024, 2048)));
-        assert_eq!(parse_port_range("80"), Ok((80, 80)));
         assert!(parse_port_range("2048-1024").unwrap_err().contains("empty"));
-        assert!(parse_port_range("1-70000").is_err());
-        assert!(parse_port_range("a-b").is_err());
-    }
-
-    #[test]
-    fn cidrs() {
         assert_eq!(parse_cidr("10.0.0.0/8"), Ok(("10.0.0.0".parse().unwrap(), 8)));
-        assert_eq!(parse_cidr("::1"), Ok(("::1".parse().unwrap(), 128)));
-        assert!(parse_cidr("10.0.0.0/33").is_err());
-        assert!(parse_cidr("::/129").is_err());
-        assert!(parse_cidr("10.0.0/8").is_err());
+        assert!(parse_cidr("10.0.0.0/33").unwrap_err().contains("0-32"));
     }
 }

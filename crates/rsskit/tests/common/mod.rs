@@ -5,3 +5,4 @@ pub mod fixture;
 pub mod http;
 pub mod netns;
 pub mod proc;
+pub mod steer;

@@ -43,6 +43,19 @@ pub fn unique(prefix: &str) -> String {
     format!("{prefix}{}{n}", std::process::id() % 100000)
 }
 
+/// A veth pair, `a.0` in namespace `a.1` and its peer `b.0` in `b.1`,
+/// each end with `queues` TX and RX queues (`None`: the kernel's one).
+pub fn veth(a: (&str, &Netns), b: (&str, &Netns), queues: Option<usize>) {
+    let q = queues.map(|n| n.to_string());
+    let qs: Vec<&str> = q.as_deref().map_or(Vec::new(), |q| vec!["numtxqueues", q, "numrxqueues", q]);
+    let mut args = vec!["link", "add", a.0];
+    args.extend(&qs);
+    args.extend(["netns", &a.1.name, "type", "veth", "peer", "name", b.0]);
+    args.extend(&qs);
+    args.extend(["netns", &b.1.name]);
+    ip(&args);
+}
+
 /// A network namespace, deleted on drop.
 pub struct Netns {
     pub name: String,
@@ -136,28 +149,7 @@ impl Pair {
         let client = Netns::new("rskc");
         let vs = unique("vs");
         let vc = unique("vc");
-        ip(&[
-            "link",
-            "add",
-            &vs,
-            "numtxqueues",
-            "2",
-            "numrxqueues",
-            "2",
-            "netns",
-            &server.name,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &vc,
-            "numtxqueues",
-            "2",
-            "numrxqueues",
-            "2",
-            "netns",
-            &client.name,
-        ]);
+        veth((&vs, &server), (&vc, &client), Some(2));
         for (ns, dev) in [(&server, &vs), (&client, &vc)] {
             ns.sysctl("net.ipv6.conf.all.disable_ipv6", "0");
             ns.sysctl("net.ipv6.conf.all.accept_dad", "0");

@@ -34,13 +34,17 @@ pub struct Params {
     pub end: u64,
 }
 
+/// Where a connection is in its exchange.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum State {
     /// Waiting for its start time (or finished, when `done`).
     #[default]
     Idle,
+    /// Connect in progress.
     Connecting,
+    /// Writing the request.
     Writing,
+    /// Reading the answer.
     Reading,
 }
 
@@ -65,9 +69,12 @@ pub enum Outcome {
     /// A whole answer (any status); latency from the request's start
     /// (its scheduled start in rate mode).
     Answer {
+        /// The answer's status code.
         status: u16,
+        /// From the request's start to the whole answer, nanoseconds.
         latency_ns: u64,
     },
+    /// The request failed; see [`Fail`].
     Failed(Fail),
 }
 
@@ -76,7 +83,10 @@ pub enum Outcome {
 pub enum Next {
     /// Now (once the current batch of events is handled), with this
     /// latency origin (earlier than now when behind schedule).
-    Now { start: u64 },
+    Now {
+        /// The latency origin of the request.
+        start: u64,
+    },
     /// At this time (a timer).
     At(u64),
     /// Never: the run is over for this connection.
@@ -86,9 +96,11 @@ pub enum Next {
 /// The end of an exchange.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Done {
+    /// How the exchange ended.
     pub outcome: Outcome,
     /// The socket may carry the next request (else close it).
     pub keep: bool,
+    /// When the next request on this connection starts.
     pub next: Next,
 }
 
@@ -104,10 +116,12 @@ pub enum Step {
     /// one write on an idle keep-alive connection, where the answer can
     /// only come later and wake the loop (saves an `EAGAIN` read).
     Sent {
+        /// Whether to try reading at once (see above).
         read_now: bool,
     },
     /// Keep reading; feed the bytes to `on_read` (EOF: `on_eof`).
     Read,
+    /// The exchange is over: count it, then act on [`Done::keep`] and [`Done::next`].
     Done(Done),
 }
 
@@ -138,6 +152,7 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// Where the connection is now.
     pub fn state(&self) -> State {
         self.state
     }

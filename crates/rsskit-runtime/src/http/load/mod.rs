@@ -53,39 +53,79 @@ use std::time::Duration;
 /// Why a load run could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
+    /// `--url` could not be used (syntax, scheme, name resolution).
     #[error("--url '{url}': {reason}")]
-    Url { url: String, reason: String },
+    Url {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// `--connections 0`.
     #[error("--connections must be at least 1")]
     NoConnections,
+    /// No CPU to run a worker on.
     #[error("no worker threads")]
     NoThreads,
+    /// `--rate` not a positive finite number.
     #[error("--rate must be a positive number of requests per second")]
     BadRate,
+    /// `--sources` and the target are of different families.
     #[error("--sources {sources} and the target {target} are of different address families")]
-    FamilyMismatch { sources: IpNet, target: SocketAddr },
+    FamilyMismatch {
+        /// The source network.
+        sources: IpNet,
+        /// The target.
+        target: SocketAddr,
+    },
+    /// `--src-ports server` with an empty `--server-cpus`.
     #[error("--server-cpus is empty")]
     NoServerCpus,
+    /// More connections than the file descriptor limit allows.
     #[error(
         "{connections} connections need more file descriptors than RLIMIT_NOFILE allows ({limit}); raise the hard limit (ulimit -Hn)"
     )]
-    Nofile { connections: usize, limit: u64 },
+    Nofile {
+        /// Connections asked for.
+        connections: usize,
+        /// `RLIMIT_NOFILE` after raising it as far as allowed (0: unknown).
+        limit: u64,
+    },
+    /// The kernel's route to the target gave no local address.
     #[error("finding the local address towards the target")]
     LocalAddress(#[source] io::Error),
+    /// The policy refused a bucket table.
     #[error("{which} table")]
     Table {
+        /// Whose table: `server` or `client`.
         which: &'static str,
+        /// The policy's reason.
         #[source]
         source: RssError,
     },
+    /// The tuple finder could not be set up for a source and target.
     #[error("tuple finder for {src} -> {dst}")]
     Finder {
+        /// The source address.
         src: IpAddr,
+        /// The target.
         dst: SocketAddr,
+        /// The finder's reason.
         #[source]
         source: FindError,
     },
+    /// No source port lands a connection in one of the worker's buckets.
     #[error("the tuple finder found no source port for worker {worker}")]
-    NoSourcePort { worker: usize },
+    NoSourcePort {
+        /// The client worker.
+        worker: usize,
+    },
+    /// `SCHED_BATCH` refused on a worker's thread (`--sched-batch`).
+    #[error("SCHED_BATCH")]
+    SchedBatch(#[source] io::Error),
+    /// A worker's epoll instance.
+    #[error("epoll")]
+    Epoll(#[source] io::Error),
     /// A worker could not be set up (its CPU, epoll, scheduling policy).
     #[error("load worker setup: {0}")]
     Setup(String),
@@ -97,8 +137,11 @@ pub enum LoadError {
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct LoadConfig {
+    /// Target host, port and path.
     pub url: Url,
+    /// Connections kept open over all workers.
     pub connections: usize,
+    /// How long requests are started.
     pub duration: Duration,
     /// Requests per second over all connections (scheduled starts).
     pub rate: Option<f64>,
@@ -106,9 +149,13 @@ pub struct LoadConfig {
     pub close: bool,
     /// Worker `i` runs on `cpus[i]` (pinned if `pin`).
     pub cpus: Vec<usize>,
+    /// Pin worker `i` to `cpus[i]` (`false`: `--no-pin`).
     pub pin: bool,
+    /// Source addresses to spread connections over; `None`: the kernel's choice.
     pub sources: Option<IpNet>,
+    /// A request with no whole answer within this fails as a timeout.
     pub timeout: Duration,
+    /// How source ports are chosen.
     pub src_ports: SrcPorts,
     /// Key of the tuple finder.
     pub key: rsskit_core::RssKey,
@@ -123,6 +170,7 @@ pub struct LoadConfig {
 }
 
 impl LoadConfig {
+    /// Refuses settings the run cannot use, before anything is opened.
     pub fn validate(&self) -> Result<(), LoadError> {
         if self.connections == 0 {
             return Err(LoadError::NoConnections);
@@ -566,9 +614,9 @@ pub fn run(
         stop.clone(),
         move |ctx, (plan, phase, live): (SourcePlan, Vec<u64>, Arc<Live>)| {
             if sched_batch {
-                rsskit_linux::process::set_sched_batch().map_err(|e| anyhow::anyhow!("SCHED_BATCH: {e}"))?;
+                rsskit_linux::process::set_sched_batch().map_err(LoadError::SchedBatch)?;
             }
-            let ep = Epoll::new(1024).map_err(|e| anyhow::anyhow!("epoll: {e}"))?;
+            let ep = Epoll::new(1024).map_err(LoadError::Epoll)?;
             let n = phase.len();
             let slots =
                 (0..n).map(|_| Slot { conn: Conn::default(), sock: None, gen: 0, timer: 0 }).collect();
@@ -589,7 +637,7 @@ pub fn run(
                 inflight: 0,
                 ready: Vec::new(),
             };
-            Ok((wk, phase))
+            Ok::<_, LoadError>((wk, phase))
         },
         move |ctx, (mut wk, phase): (Worker, Vec<u64>)| {
             wk.run(t0, &phase, &ctx.stop);

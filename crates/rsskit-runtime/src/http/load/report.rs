@@ -31,6 +31,7 @@ impl Errors {
         self.refused + self.timeout + self.reset + self.short_body + self.other
     }
 
+    /// Adds another worker's counts.
     pub fn add(&mut self, o: &Errors) {
         self.refused += o.refused;
         self.timeout += o.timeout;
@@ -55,8 +56,11 @@ impl Errors {
 /// One worker's results.
 #[derive(Debug, Clone, Serialize)]
 pub struct WorkerReport {
+    /// The worker's index.
     pub worker: usize,
+    /// Its CPU.
     pub cpu: usize,
+    /// Connections it ran.
     pub connections: usize,
     /// Requests written in full.
     pub sent: u64,
@@ -64,15 +68,20 @@ pub struct WorkerReport {
     pub responses: u64,
     /// Connections opened (connect completed).
     pub connects: u64,
+    /// Bytes of answers received.
     pub bytes_in: u64,
+    /// Failed requests by reason.
     pub errors: Errors,
+    /// Request latencies, nanoseconds.
     #[serde(skip)]
     pub latency: Latency,
+    /// Connect (to established) latencies, nanoseconds.
     #[serde(skip)]
     pub connect: Latency,
 }
 
 impl WorkerReport {
+    /// An empty report for worker `worker` on `cpu` running `connections` connections.
     pub fn new(worker: usize, cpu: usize, connections: usize) -> WorkerReport {
         WorkerReport {
             worker,
@@ -106,28 +115,47 @@ impl WorkerReport {
 /// The run's summary.
 #[derive(Debug, Clone, Serialize)]
 pub struct LoadReport {
+    /// The URL as given.
     pub url: String,
+    /// The resolved target address.
     pub target: String,
+    /// `keep-alive` or `close` (one request per connection).
     pub mode: &'static str,
+    /// Connections over all workers.
     pub connections: usize,
+    /// Worker threads.
     pub threads: usize,
+    /// Their CPUs.
     pub cpus: Vec<usize>,
+    /// Requests per second asked for; `None`: closed loop.
     pub rate: Option<f64>,
+    /// How source ports were chosen.
     pub src_ports: SrcPorts,
+    /// Distinct source addresses used.
     pub source_addresses: usize,
+    /// The duration asked for, seconds.
     pub duration_s: f64,
+    /// From the first scheduled start to the last worker's end, seconds.
     pub elapsed_s: f64,
+    /// Requests written in full.
     pub sent: u64,
+    /// Answers received in full (any status).
     pub responses: u64,
+    /// Answers with a success status.
     pub ok: u64,
+    /// Answers per second of `elapsed_s`.
     pub requests_per_s: f64,
+    /// Connections established.
     pub connects: u64,
+    /// Bytes of answers received.
     pub bytes_in: u64,
     /// Latency in microseconds (from the scheduled start with `rate`).
     pub latency_us: LatencySummary,
     /// Connection setup (connect to established), microseconds.
     pub connect_us: LatencySummary,
+    /// Failed requests by reason, summed.
     pub errors: Errors,
+    /// Per worker, in worker order.
     pub workers: Vec<WorkerReport>,
     /// Once a second: (seconds since the start, each worker's responses so
     /// far), for `--plot`.
@@ -140,8 +168,11 @@ pub struct LoadReport {
 /// What the run looked like, besides the workers' results.
 #[derive(Debug, Clone)]
 pub struct RunInfo {
+    /// The workers' CPUs.
     pub cpus: Vec<usize>,
+    /// Distinct source addresses used.
     pub source_addresses: usize,
+    /// `RLIMIT_NOFILE` in force.
     pub nofile: u64,
     /// From the first scheduled start to the last worker's end.
     pub elapsed_ns: u64,
@@ -194,8 +225,11 @@ impl LoadReport {
 /// Live counters of one worker, for the per-second line.
 #[derive(Debug, Default)]
 pub struct Live {
+    /// Answers received so far.
     pub responses: AtomicU64,
+    /// Failed requests so far.
     pub failures: AtomicU64,
+    /// Connections open now.
     pub open: AtomicU64,
 }
 

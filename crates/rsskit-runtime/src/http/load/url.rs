@@ -6,6 +6,7 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 /// A parsed `http://HOST[:PORT]/PATH` URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Url {
+    /// The target, resolved.
     pub addr: SocketAddr,
     /// Host header value.
     pub host: String,
