@@ -12,8 +12,12 @@
 //!
 //! Tests run on the machine that built them (no cross-compiled test runs).
 
+// The backends' feature lists (the same the vector backends check at run time).
+include!("../crates/rsskit-core/src/toeplitz/features.rs");
+
 fn main() {
     println!("cargo::rerun-if-changed=../../build/host_probe.rs");
+    println!("cargo::rerun-if-changed=../rsskit-core/src/toeplitz/features.rs");
     println!("cargo::rustc-check-cfg=cfg(rsskit_no_avx512_clmul)");
     println!("cargo::rustc-check-cfg=cfg(rsskit_no_avx512_gfni)");
     println!("cargo::rustc-check-cfg=cfg(rsskit_one_cpu)");
@@ -31,22 +35,12 @@ fn main() {
 
 #[cfg(target_arch = "x86_64")]
 fn avx512_clmul() -> bool {
-    // The same list the vector backends check at run time.
-    std::is_x86_feature_detected!("avx512f")
-        && std::is_x86_feature_detected!("avx512bw")
-        && std::is_x86_feature_detected!("avx512vl")
-        && std::is_x86_feature_detected!("gfni")
-        && std::is_x86_feature_detected!("vpclmulqdq")
-        && std::is_x86_feature_detected!("pclmulqdq")
+    clmul_features!(cpu_has)
 }
 
 #[cfg(target_arch = "x86_64")]
 fn avx512_gfni() -> bool {
-    std::is_x86_feature_detected!("avx512f")
-        && std::is_x86_feature_detected!("avx512bw")
-        && std::is_x86_feature_detected!("avx512vl")
-        && std::is_x86_feature_detected!("avx512vbmi")
-        && std::is_x86_feature_detected!("gfni")
+    gfni_features!(cpu_has)
 }
 
 #[cfg(not(target_arch = "x86_64"))]

@@ -23,6 +23,9 @@ use crate::hashtype::HashInput;
 use crate::key::RssKey;
 use alloc::vec::Vec;
 
+// Before the backends: they use its macros.
+#[cfg(target_arch = "x86_64")]
+include!("toeplitz/features.rs");
 #[cfg(target_arch = "x86_64")]
 mod clmul;
 #[cfg(target_arch = "x86_64")]

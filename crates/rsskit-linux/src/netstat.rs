@@ -20,7 +20,7 @@ use std::time::Instant;
 #[derive(Debug, thiserror::Error)]
 pub enum NetstatError {
     /// A counters file could not be read.
-    #[error("reading {path}: {source}")]
+    #[error("reading {path}")]
     Read {
         /// The file.
         path: PathBuf,

@@ -23,7 +23,7 @@ pub enum ProcNetError {
     #[error("process {0} does not exist (or has exited)")]
     NoProcess(i32),
     /// A `/proc` file could not be read.
-    #[error("reading {path}: {source}")]
+    #[error("reading {path}")]
     Read {
         /// The file.
         path: String,
@@ -40,7 +40,7 @@ pub enum ProcNetError {
         line: String,
     },
     /// A system call on the process failed (`pidfd_open`, `pidfd_getfd`, a signal).
-    #[error("{what}: {source}")]
+    #[error("{what}")]
     Sys {
         /// What was being done.
         what: String,

@@ -25,7 +25,7 @@ pub enum SysrootError {
     #[error("interface '{0}' does not exist")]
     NoSuchInterface(String),
     /// `/sys/class/net` could not be listed.
-    #[error("listing interfaces in {path}: {source}")]
+    #[error("listing interfaces in {path}")]
     List {
         /// The directory.
         path: PathBuf,

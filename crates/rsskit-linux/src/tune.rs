@@ -91,7 +91,7 @@ pub enum TuneError {
     #[error(transparent)]
     Host(#[from] SysrootError),
     /// The save file could not be written.
-    #[error("writing the save file {path}: {source}")]
+    #[error("writing the save file {path}")]
     Save {
         /// The save file.
         path: PathBuf,

@@ -32,23 +32,11 @@ pub(super) struct Clmul {
 fn detected() -> bool {
     #[cfg(feature = "std")]
     {
-        std::is_x86_feature_detected!("avx512f")
-            && std::is_x86_feature_detected!("avx512bw")
-            && std::is_x86_feature_detected!("avx512vl")
-            && std::is_x86_feature_detected!("gfni")
-            && std::is_x86_feature_detected!("vpclmulqdq")
-            && std::is_x86_feature_detected!("pclmulqdq")
+        clmul_features!(cpu_has)
     }
     #[cfg(not(feature = "std"))]
     {
-        cfg!(all(
-            target_feature = "avx512f",
-            target_feature = "avx512bw",
-            target_feature = "avx512vl",
-            target_feature = "gfni",
-            target_feature = "vpclmulqdq",
-            target_feature = "pclmulqdq"
-        ))
+        clmul_features!(target_has)
     }
 }
 

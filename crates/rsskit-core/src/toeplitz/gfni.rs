@@ -52,21 +52,11 @@ pub(super) struct Gfni {
 fn detected() -> bool {
     #[cfg(feature = "std")]
     {
-        std::is_x86_feature_detected!("avx512f")
-            && std::is_x86_feature_detected!("avx512bw")
-            && std::is_x86_feature_detected!("avx512vl")
-            && std::is_x86_feature_detected!("avx512vbmi")
-            && std::is_x86_feature_detected!("gfni")
+        gfni_features!(cpu_has)
     }
     #[cfg(not(feature = "std"))]
     {
-        cfg!(all(
-            target_feature = "avx512f",
-            target_feature = "avx512bw",
-            target_feature = "avx512vl",
-            target_feature = "avx512vbmi",
-            target_feature = "gfni"
-        ))
+        gfni_features!(target_has)
     }
 }
 

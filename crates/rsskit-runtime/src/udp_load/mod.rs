@@ -39,7 +39,9 @@ pub const MAX_SIZE: usize = 65507;
 /// Smallest datagram: the probe header.
 pub const MIN_SIZE: usize = proto::HEADER_LEN;
 
-/// What can go wrong planning or running the load.
+/// What can go wrong planning or running the load. Variants with a
+/// `source` say it through [`std::error::Error::source`] (shown after the
+/// message as `: cause` by the CLI), not in their own message.
 #[derive(Debug, thiserror::Error)]
 pub enum UdpLoadError {
     /// A setting out of range (the message names the option).
@@ -49,7 +51,7 @@ pub enum UdpLoadError {
     #[error("server table: {0}")]
     Table(String),
     /// A socket call failed (`what` names it).
-    #[error("{what}: {source}")]
+    #[error("{what}")]
     Io {
         /// The call and its object.
         what: String,
@@ -57,7 +59,7 @@ pub enum UdpLoadError {
         source: std::io::Error,
     },
     /// No route to the target.
-    #[error("target {target} is unreachable: no route to it ({source})")]
+    #[error("target {target} is unreachable: no route to it")]
     Unreachable {
         /// The target.
         target: SocketAddr,
@@ -65,7 +67,7 @@ pub enum UdpLoadError {
         source: std::io::Error,
     },
     /// `connect` of a stream's socket failed.
-    #[error("cannot connect a UDP socket to {target}: {source}")]
+    #[error("cannot connect a UDP socket to {target}")]
     Connect {
         /// The target.
         target: SocketAddr,
@@ -73,7 +75,7 @@ pub enum UdpLoadError {
         source: std::io::Error,
     },
     /// A source address could not be bound.
-    #[error("binding a UDP socket to {src}: {source}")]
+    #[error("binding a UDP socket to {src}")]
     Bind {
         /// The source address.
         src: SocketAddr,
@@ -98,7 +100,7 @@ pub enum UdpLoadError {
     #[error("{0}")]
     NoSource(String),
     /// A send failed for a reason other than back-pressure.
-    #[error("sending to {target}: {source}")]
+    #[error("sending to {target}")]
     Send {
         /// The target.
         target: SocketAddr,

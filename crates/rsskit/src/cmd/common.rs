@@ -56,7 +56,7 @@ pub fn nic(iface: &str) -> Result<rsskit_linux::nicsteer::NicSteering> {
         Some(d) => rsskit_linux::sysroot::Sysroot::tree(std::path::Path::new(&d)),
         None => rsskit_linux::sysroot::Sysroot::live(),
     };
-    rsskit_linux::nicsteer::NicSteering::read(&root, iface).map_err(|e| anyhow!("{e}"))
+    Ok(rsskit_linux::nicsteer::NicSteering::read(&root, iface)?)
 }
 
 /// Table entry -> CPU (one value, so clap does not take it for a list).
