@@ -261,7 +261,8 @@ impl Counters {
 pub struct XdpSteer {
     bpf: aya::Ebpf,
     iface: String,
-    mode: XdpMode,
+    /// `None`: loaded only ([`XdpSteer::load`]).
+    mode: Option<XdpMode>,
     cpus: Vec<u32>,
     fallback: Option<String>,
 }
@@ -282,6 +283,35 @@ impl XdpSteer {
         mode: ModeRequest,
     ) -> Result<XdpSteer, XdpSteerError> {
         let idx = ifindex(iface)?;
+        let mut s = Self::load(policy, queue_size)?;
+        let prog: &mut Xdp = program(&mut s.bpf, PROGRAM)?;
+        let (mode, fallback) = match mode {
+            ModeRequest::Generic => {
+                attach_in(prog, iface, idx, XdpMode::Generic)?;
+                (XdpMode::Generic, None)
+            }
+            ModeRequest::Native => {
+                attach_in(prog, iface, idx, XdpMode::Native)?;
+                (XdpMode::Native, None)
+            }
+            ModeRequest::Auto => match attach_in(prog, iface, idx, XdpMode::Native) {
+                Ok(()) => (XdpMode::Native, None),
+                Err(XdpSteerError::NoNativeXdp { source, .. }) => {
+                    attach_in(prog, iface, idx, XdpMode::Generic)?;
+                    (XdpMode::Generic, Some(format!("no native XDP in the driver ({source})")))
+                }
+                Err(e) => return Err(e),
+            },
+        };
+        s.iface = iface.to_owned();
+        s.mode = Some(mode);
+        s.fallback = fallback;
+        Ok(s)
+    }
+
+    /// Loads the program and fills its maps from `policy`, without
+    /// attaching it anywhere: for [`XdpSteer::test_run`].
+    pub fn load(policy: &RssPolicy, queue_size: u32) -> Result<XdpSteer, XdpSteerError> {
         if queue_size == 0 || queue_size > MAX_QUEUE_SIZE {
             return Err(XdpSteerError::BadQueueSize(queue_size));
         }
@@ -334,30 +364,64 @@ impl XdpSteer {
 
         let prog: &mut Xdp = program(&mut bpf, PROGRAM)?;
         prog.load().map_err(|e| kernel("loading the XDP program", &e))?;
-        let (mode, fallback) = match mode {
-            ModeRequest::Generic => {
-                attach_in(prog, iface, idx, XdpMode::Generic)?;
-                (XdpMode::Generic, None)
-            }
-            ModeRequest::Native => {
-                attach_in(prog, iface, idx, XdpMode::Native)?;
-                (XdpMode::Native, None)
-            }
-            ModeRequest::Auto => match attach_in(prog, iface, idx, XdpMode::Native) {
-                Ok(()) => (XdpMode::Native, None),
-                Err(XdpSteerError::NoNativeXdp { source, .. }) => {
-                    attach_in(prog, iface, idx, XdpMode::Generic)?;
-                    (XdpMode::Generic, Some(format!("no native XDP in the driver ({source})")))
-                }
-                Err(e) => return Err(e),
-            },
-        };
-        Ok(XdpSteer { bpf, iface: iface.to_owned(), mode, cpus, fallback })
+        Ok(XdpSteer { bpf, iface: String::new(), mode: None, cpus, fallback: None })
     }
 
-    /// The mode the program was attached in.
+    /// Runs the steering program once on `frame` in the kernel
+    /// (`BPF_PROG_TEST_RUN`, nothing attached or sent) and returns its XDP
+    /// action (`XDP_PASS` = 2, `XDP_REDIRECT` = 4).
+    pub fn test_run(&mut self, frame: &[u8]) -> Result<u32, XdpSteerError> {
+        use std::os::fd::{AsFd, AsRawFd};
+        let prog: &mut Xdp = program(&mut self.bpf, PROGRAM)?;
+        let fd = prog.fd().map_err(|e| kernel("the XDP program's fd", &e))?.as_fd().as_raw_fd();
+        // union bpf_attr, the `test` member (linux/bpf.h), zero padded.
+        #[repr(C)]
+        #[derive(Default)]
+        struct TestAttr {
+            prog_fd: u32,
+            retval: u32,
+            data_size_in: u32,
+            data_size_out: u32,
+            data_in: u64,
+            data_out: u64,
+            repeat: u32,
+            duration: u32,
+            ctx_size_in: u32,
+            ctx_size_out: u32,
+            ctx_in: u64,
+            ctx_out: u64,
+            flags: u32,
+            cpu: u32,
+            batch_size: u32,
+            _pad: [u32; 5],
+        }
+        const BPF_PROG_TEST_RUN: libc::c_long = 10;
+        let mut attr = TestAttr {
+            prog_fd: fd as u32,
+            data_size_in: frame.len() as u32,
+            data_in: frame.as_ptr() as u64,
+            repeat: 1,
+            ..Default::default()
+        };
+        // SAFETY: bpf(2) with a zero-padded bpf_attr of the size given; the
+        // kernel reads `frame` (alive for the call) and writes `retval`.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_bpf,
+                BPF_PROG_TEST_RUN,
+                &mut attr as *mut TestAttr,
+                std::mem::size_of::<TestAttr>() as u32,
+            )
+        };
+        if rc < 0 {
+            return Err(kernel("BPF_PROG_TEST_RUN", &io::Error::last_os_error()));
+        }
+        Ok(attr.retval)
+    }
+
+    /// The mode the program was attached in (generic when only loaded).
     pub fn mode(&self) -> XdpMode {
-        self.mode
+        self.mode.unwrap_or(XdpMode::Generic)
     }
 
     /// Why native mode was not used, when [`ModeRequest::Auto`] fell back.
