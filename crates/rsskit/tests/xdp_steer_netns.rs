@@ -157,7 +157,18 @@ fn send_one(tx: &UdpSocket, rx: &UdpSocket, dst: SocketAddr, size: usize, seq: u
 }
 
 #[test]
-fn every_flow_is_processed_on_its_buckets_cpu() {
+fn every_flow_is_processed_on_its_buckets_cpu_native() {
+    flows_on_their_cpus("native");
+}
+
+/// Generic (SKB) mode: the same steering after the skb is built (what a
+/// driver without native XDP gets).
+#[test]
+fn every_flow_is_processed_on_its_buckets_cpu_generic() {
+    flows_on_their_cpus("generic");
+}
+
+fn flows_on_their_cpus(mode: &str) {
     let s = setup();
     let ncpu = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(64);
     assert!(ncpu >= 2, "this test needs at least 2 CPUs to tell steering from chance (found {ncpu})");
@@ -167,7 +178,7 @@ fn every_flow_is_processed_on_its_buckets_cpu() {
 
     let mut cmd = s.server.command(&rsskit());
     cmd.args(["xdp-steer", "--iface", &s.vs, "--cpus", &cpu_list, "--hash-types", "all", "--json"]);
-    cmd.args(["--duration", "120", "--queue-size", "256"]);
+    cmd.args(["--duration", "120", "--queue-size", "256", "--mode", mode]);
     let proc = Proc::spawn(cmd);
     let vs = s.vs.clone();
     let sname = s.server.name.clone();
@@ -252,6 +263,8 @@ fn every_flow_is_processed_on_its_buckets_cpu() {
         "rsskit xdp-steer failed: {}\n{stdout}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let first: Value = serde_json::from_str(stdout.lines().next().unwrap_or("")).unwrap_or(Value::Null);
+    assert_eq!(first["mode"], mode, "attached in the mode asked for: {stdout}");
     let last: Value = stdout
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -324,6 +337,25 @@ fn detach_removes_a_program_left_attached() {
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("\"detached\": false"), "{out}");
 
+    let show = || {
+        let o = Command::new("ip").args(["-n", &ns.name, "link", "show", &dev]).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+
+    // Held by a running xdp-steer (a BPF link): refused, with the reason;
+    // stopping that process removes it.
+    let mut c = ns.command(&rsskit());
+    c.args(["xdp-steer", "--iface", &dev, "--duration", "60"]);
+    let running = Proc::spawn(c);
+    assert!(wait_until(Duration::from_secs(20), || show().contains("rsskit_xdp_cpum")), "{}", show());
+    let (code, _, err) = detach();
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("BPF link held by a running process"), "{err}");
+    running.signal(libc::SIGTERM);
+    let out = running.wait(Duration::from_secs(20));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!show().contains("xdp"), "{}", show());
+
     // Attach rsskit's program with iproute2 (netlink, no BPF link), from the
     // object the build embedded: write it out first.
     let obj = std::env::temp_dir().join(format!("{}.o", unique("xsobj")));
@@ -336,10 +368,6 @@ fn detach_removes_a_program_left_attached() {
         .unwrap();
     let _ = std::fs::remove_file(&obj);
     assert!(r.status.success(), "ip link set xdpgeneric obj: {}", String::from_utf8_lossy(&r.stderr));
-    let show = || {
-        let o = Command::new("ip").args(["-n", &ns.name, "link", "show", &dev]).output().unwrap();
-        String::from_utf8_lossy(&o.stdout).to_string()
-    };
     assert!(show().contains("rsskit_xdp_cpum"), "{}", show());
     let (code, out, err) = detach();
     assert_eq!(code, Some(0), "{err}");
