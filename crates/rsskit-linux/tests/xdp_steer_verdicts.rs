@@ -62,7 +62,7 @@ fn v4_case(r: &mut Rng) -> Case {
         1 => Some((false, 185)), // last fragment
         _ => None,
     };
-    let vlan = (r.next() % 4 == 0).then_some(7);
+    let vlan = r.next().is_multiple_of(4).then_some(7);
     let mut f = eth(0x0800, vlan);
     let payload = l4(proto, sport, dport);
     let total = 20 + opts + payload.len();
@@ -88,7 +88,7 @@ fn v6_case(r: &mut Rng) -> Case {
     let (sport, dport) = (r.next() as u16, r.next() as u16);
     // Extension headers: none, destination options, hop-by-hop + fragment.
     let kind = r.next() % 4;
-    let vlan = (r.next() % 4 == 0).then_some(9);
+    let vlan = r.next().is_multiple_of(4).then_some(9);
     let mut ext = Vec::new();
     let mut fragment = false;
     let first = match kind {
