@@ -91,7 +91,7 @@ pub enum XdpSteerError {
     #[error("no network interface {0:?}")]
     NoInterface(String),
     /// Loading or attaching needs root (`CAP_BPF` + `CAP_NET_ADMIN`).
-    #[error("no permission to {what} (XDP needs root, or CAP_BPF and CAP_NET_ADMIN)")]
+    #[error("{what}: permission denied (XDP needs root, or CAP_BPF and CAP_NET_ADMIN)")]
     Permission {
         /// What was refused.
         what: String,
@@ -509,7 +509,7 @@ fn attach_in(prog: &mut Xdp, iface: &str, idx: u32, mode: XdpMode) -> Result<(),
             let io = io_cause(&e);
             match io.and_then(|i| i.raw_os_error()) {
                 Some(libc::EPERM) | Some(libc::EACCES) => {
-                    Err(XdpSteerError::Permission { what: format!("attach XDP to {iface:?}") })
+                    Err(XdpSteerError::Permission { what: format!("attaching XDP to {iface:?}") })
                 }
                 Some(libc::EBUSY) | Some(libc::EEXIST) => Err(XdpSteerError::Busy {
                     iface: iface.to_owned(),
@@ -697,7 +697,7 @@ pub fn detach_left(iface: &str) -> Result<Option<Detached>, XdpSteerError> {
                 " (program id {id} through a BPF link held by a running process, e.g. `rsskit xdp-steer`: stop it and the program goes)"
             ),
         }),
-        Some(e) if -e == libc::EPERM => Err(XdpSteerError::Permission { what: format!("detach XDP from {iface:?}") }),
+        Some(e) if -e == libc::EPERM => Err(XdpSteerError::Permission { what: format!("detaching XDP from {iface:?}") }),
         Some(e) => Err(kernel("detaching (RTM_SETLINK)", &io::Error::from_raw_os_error(-e))),
         None => Err(XdpSteerError::Kernel { what: "RTM_SETLINK".into(), detail: "no acknowledgement".into() }),
     }

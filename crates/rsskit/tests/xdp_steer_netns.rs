@@ -374,3 +374,25 @@ fn detach_removes_a_program_left_attached() {
     assert!(out.contains("\"detached\": true"), "{out}");
     assert!(!show().contains("xdp"), "{}", show());
 }
+
+/// Without privileges (uid nobody, no capabilities): one error line that
+/// names the permission problem, exit 1, nothing attached.
+#[test]
+fn no_permission_is_one_error_line() {
+    require_root_and_ip();
+    let ns = Netns::new("xstp");
+    let dev = unique("xn");
+    let peer = unique("xo");
+    ns.ip(&["link", "add", &dev, "type", "veth", "peer", "name", &peer]);
+    let o = Command::new("ip")
+        .args(["netns", "exec", &ns.name, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(rsskit())
+        .args(["xdp-steer", "--iface", &dev, "--duration", "1"])
+        .output()
+        .expect("setpriv (util-linux)");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("rsskit: error: ") && err.contains("permission denied"), "{err}");
+    assert!(err.contains("CAP_BPF"), "{err}");
+}
