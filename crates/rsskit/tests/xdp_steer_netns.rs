@@ -396,3 +396,33 @@ fn no_permission_is_one_error_line() {
     assert!(err.starts_with("rsskit: error: ") && err.contains("permission denied"), "{err}");
     assert!(err.contains("CAP_BPF"), "{err}");
 }
+
+/// A driver without native XDP (the namespace's own loopback): `--mode
+/// native` is one clear error; `auto` falls back to generic mode and says
+/// why.
+#[test]
+fn driver_without_native_xdp() {
+    require_root_and_ip();
+    let ns = Netns::new("xstn");
+    let dev = "lo".to_string();
+    let o = ns
+        .command(&rsskit())
+        .args(["xdp-steer", "--iface", &dev, "--mode", "native", "--duration", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("no native XDP support"), "{err}");
+
+    let o = ns
+        .command(&rsskit())
+        .args(["xdp-steer", "--iface", &dev, "--duration", "0.5", "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let first: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(first["mode"], "generic", "{out}");
+    assert!(first["fallback"].as_str().is_some_and(|r| r.contains("no native XDP")), "{out}");
+}
