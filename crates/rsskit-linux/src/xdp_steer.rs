@@ -371,6 +371,13 @@ impl XdpSteer {
     /// (`BPF_PROG_TEST_RUN`, nothing attached or sent) and returns its XDP
     /// action (`XDP_PASS` = 2, `XDP_REDIRECT` = 4).
     pub fn test_run(&mut self, frame: &[u8]) -> Result<u32, XdpSteerError> {
+        self.test_run_repeat(frame, 1).map(|(act, _)| act)
+    }
+
+    /// [`XdpSteer::test_run`] `repeat` times in the kernel: the action and
+    /// the mean run time in ns the kernel measured (the program's cost per
+    /// frame, without the driver or the stack).
+    pub fn test_run_repeat(&mut self, frame: &[u8], repeat: u32) -> Result<(u32, u32), XdpSteerError> {
         use std::os::fd::{AsFd, AsRawFd};
         let prog: &mut Xdp = program(&mut self.bpf, PROGRAM)?;
         let fd = prog.fd().map_err(|e| kernel("the XDP program's fd", &e))?.as_fd().as_raw_fd();
@@ -400,7 +407,7 @@ impl XdpSteer {
             prog_fd: fd as u32,
             data_size_in: frame.len() as u32,
             data_in: frame.as_ptr() as u64,
-            repeat: 1,
+            repeat: repeat.max(1),
             ..Default::default()
         };
         // SAFETY: bpf(2) with a zero-padded bpf_attr of the size given; the
@@ -416,7 +423,7 @@ impl XdpSteer {
         if rc < 0 {
             return Err(kernel("BPF_PROG_TEST_RUN", &io::Error::last_os_error()));
         }
-        Ok(attr.retval)
+        Ok((attr.retval, attr.duration))
     }
 
     /// The mode the program was attached in (generic when only loaded).

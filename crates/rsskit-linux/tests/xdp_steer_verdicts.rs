@@ -190,3 +190,42 @@ fn verdicts_equal_the_software_policy() {
         assert_eq!(after.seen, after.redirected() + after.passed(), "every frame accounted for");
     }
 }
+
+/// The program's own cost per frame (kernel-timed `BPF_PROG_TEST_RUN`,
+/// 1,000,000 runs per frame kind): `cargo test -p rsskit-linux --release
+/// --test xdp_steer_verdicts -- --ignored --nocapture`.
+#[test]
+#[ignore = "benchmark: run by hand"]
+fn program_cost_per_frame() {
+    let ncpu = rsskit_linux::cpulist::online().len().min(256);
+    let cpus: Vec<CpuId> = (0..ncpu as u32).map(CpuId).collect();
+    let policy = RssPolicy::new(RssKey::microsoft(), HashConfig::all(), &cpus, None).unwrap();
+    let mut steer = XdpSteer::load(&policy, 64).expect("load (needs root)");
+    let mut r = Rng(42);
+    let mut kinds: Vec<(&str, Vec<u8>)> = Vec::new();
+    let mut arp = eth(0x0806, None);
+    arp.extend_from_slice(&[0; 28]);
+    kinds.push(("non-IP (pass)", arp));
+    loop {
+        let c = v4_case(&mut r);
+        if c.tuple.proto == L4Proto::Udp && !c.fragment && c.frame.len() == 14 + 20 + 20 {
+            kinds.push(("IPv4 UDP 4-tuple (12 bytes hashed)", c.frame));
+            break;
+        }
+    }
+    loop {
+        let c = v6_case(&mut r);
+        if c.tuple.proto == L4Proto::Udp && !c.fragment && c.frame.len() == 14 + 40 + 20 {
+            kinds.push(("IPv6 UDP 4-tuple (36 bytes hashed)", c.frame));
+            break;
+        }
+    }
+    for (name, frame) in &kinds {
+        let mut ns = Vec::new();
+        for _ in 0..5 {
+            ns.push(steer.test_run_repeat(frame, 1_000_000).unwrap().1);
+        }
+        ns.sort_unstable();
+        println!("{name}: {} ns per frame (median of 5 x 1e6 runs; min {} max {})", ns[2], ns[0], ns[4]);
+    }
+}
