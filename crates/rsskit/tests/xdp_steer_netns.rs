@@ -351,6 +351,11 @@ fn detach_removes_a_program_left_attached() {
     let (code, _, err) = detach();
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("BPF link held by a running process"), "{err}");
+    // A second xdp-steer on the same interface: one clear error.
+    let o = ns.command(&rsskit()).args(["xdp-steer", "--iface", &dev, "--duration", "1"]).output().unwrap();
+    let e2 = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e2}");
+    assert!(e2.contains("already has an XDP program attached"), "{e2}");
     running.signal(libc::SIGTERM);
     let out = running.wait(Duration::from_secs(20));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
