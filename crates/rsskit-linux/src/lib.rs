@@ -27,3 +27,4 @@ pub mod socket;
 pub mod sysroot;
 pub mod topology;
 pub mod tune;
+pub mod xdp_steer;

@@ -16,7 +16,9 @@
 //! - IRQ affinity: each queue IRQ on its queue's CPU. XPS: every CPU sends
 //!   on the TX queue bound to it (round robin for CPUs without one).
 //! - RPS over the CPUs for devices without hardware RSS (veth, single-queue
-//!   virtio); off where hardware RSS spreads (no double steering).
+//!   virtio); off where hardware RSS spreads (no double steering). With
+//!   [`SoftwareRss::Xdp`] such devices get rsskit's XDP Toeplitz steering
+//!   (`rsskit xdp-steer`) over the CPUs instead, and RPS off.
 //! - RFS sizes (`rps_flow_cnt`, `rps_sock_flow_entries`) only when asked,
 //!   rounded up to a power of two as the kernel does.
 //! - Steering for rsskit's servers: `cpu` when each flow arrives on one CPU
@@ -88,6 +90,27 @@ pub enum KeyChoice {
     },
 }
 
+/// How to spread a device without hardware RSS over its CPUs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SoftwareRss {
+    /// The kernel's RPS (its own hash, after the packet entered the stack).
+    #[default]
+    Rps,
+    /// rsskit's XDP program: Toeplitz with rsskit's key, cpumap redirect
+    /// before the stack (`rsskit xdp-steer`).
+    Xdp,
+}
+
+/// XDP software RSS for a device: what `rsskit xdp-steer` must run with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct XdpSteerPlan {
+    /// CPUs the buckets are spread over.
+    pub cpus: Vec<usize>,
+    /// The command that attaches it (the program lives with that process).
+    pub command: String,
+}
+
 /// What the user asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlanOptions {
@@ -104,6 +127,8 @@ pub struct PlanOptions {
     pub rps_sock_flow_entries: Option<u64>,
     /// Hashed fields to set (`ETHTOOL_SRXFH`): flow type name and `RXH_*` mask.
     pub hash_fields: Vec<(String, u64)>,
+    /// Software RSS for devices without hardware RSS.
+    pub software_rss: SoftwareRss,
 }
 
 impl Default for PlanOptions {
@@ -115,6 +140,7 @@ impl Default for PlanOptions {
             rps_flow_cnt: None,
             rps_sock_flow_entries: None,
             hash_fields: Vec::new(),
+            software_rss: SoftwareRss::Rps,
         }
     }
 }
@@ -174,6 +200,9 @@ pub struct DevicePlan {
     /// Hashed fields to set per flow type (`ETHTOOL_SRXFH`), when asked.
     #[serde(default)]
     pub hash_fields: Vec<HashFieldPlan>,
+    /// XDP software RSS instead of RPS (`--software-rss xdp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xdp_steer: Option<XdpSteerPlan>,
     /// What rsskit's servers should use on this host.
     pub steering: SteeringAdvice,
     /// What could not be planned, or should be known, in words.
@@ -408,7 +437,13 @@ pub fn plan_device(
     // Queue -> CPU.
     let rx_cpu = |q: usize| rxm.cpu(q).map(|i| cpus[i]);
     let tx_cpu = |q: usize| txm.cpu(q).map(|i| cpus[i]);
-    let rps_on = !hw && n > 1;
+    let software = !hw && n > 1;
+    let xdp_on = software && opts.software_rss == SoftwareRss::Xdp;
+    let rps_on = software && !xdp_on;
+    let xdp_steer = xdp_on.then(|| XdpSteerPlan {
+        cpus: sorted(&cpus),
+        command: format!("rsskit xdp-steer --iface {} --cpus {}", d.name, cpulist::format(&sorted(&cpus))),
+    });
     let flow_cnt = opts.rps_flow_cnt.map(pow2_up);
     let rx: Vec<RxPlan> =
         d.rx.iter()
@@ -480,6 +515,16 @@ pub fn plan_device(
                      queue; run a worker on each of those CPUs"
                 .into(),
         }
+    } else if xdp_on {
+        SteeringAdvice {
+            mode: "cpu".into(),
+            cpus: sorted(&cpus),
+            key: None,
+            reason:
+                "rsskit's XDP program redirects each flow to its Toeplitz bucket's CPU before the stack, \
+                     which runs the socket lookup there"
+                    .into(),
+        }
     } else if rps_on {
         SteeringAdvice {
             mode: "cpu".into(),
@@ -519,7 +564,8 @@ pub fn plan_device(
         Vec::new()
     };
     if !hw && d.rss.ok().is_some() && nrx <= 1 {
-        notes.push("one RX queue: RPS spreads its flows instead of the NIC".into());
+        let by = if xdp_on { "rsskit's XDP program" } else { "RPS" };
+        notes.push(format!("one RX queue: {by} spreads its flows instead of the NIC"));
     }
 
     Ok(DevicePlan {
@@ -540,6 +586,7 @@ pub fn plan_device(
         key,
         key_source,
         hash_fields,
+        xdp_steer,
         steering,
         notes,
     })
@@ -698,6 +745,28 @@ pub(crate) mod tests {
         assert!(p.devices[0].rx.iter().all(|q| q.rps_flow_cnt == Some(1024)));
         assert_eq!(pow2_up(0), 1);
         assert_eq!(pow2_up(4096), 4096);
+    }
+
+    #[test]
+    fn software_rss_xdp_replaces_rps() {
+        let t = topo(4);
+        let mut d = nic("veth0", 1, None, 128);
+        d.rss = Reported::Unsupported { reason: "no".into() };
+        d.irqs.clear();
+        d.facts.has_device = false;
+        let opts = PlanOptions { software_rss: SoftwareRss::Xdp, ..PlanOptions::default() };
+        let p = plan_device(&t, &d, &opts, 0).unwrap();
+        assert!(p.rx.iter().all(|q| q.rps_cpus.is_empty()), "no RPS under XDP steering");
+        let x = p.xdp_steer.as_ref().expect("an XDP steering plan");
+        assert_eq!(x.cpus, vec![0, 1, 2, 3]);
+        assert_eq!(x.command, "rsskit xdp-steer --iface veth0 --cpus 0-3");
+        assert_eq!(p.steering.mode, "cpu");
+        // Over hardware RSS: nothing to do in software.
+        let p = plan_device(&t, &nic("eth0", 4, None, 128), &opts, 0).unwrap();
+        assert!(p.xdp_steer.is_none());
+        // The default stays RPS.
+        let p = plan_device(&t, &d, &PlanOptions::default(), 0).unwrap();
+        assert!(p.xdp_steer.is_none() && !p.rx[0].rps_cpus.is_empty());
     }
 
     #[test]

@@ -55,6 +55,8 @@ enum Command {
     Run(cmd::run::Args),
     /// Live per-CPU NET_RX softirqs and packets/s, queue IRQs/s, imbalance (like top, for the network).
     Top(cmd::top::Args),
+    /// Software RSS in XDP: Toeplitz-hash each frame and redirect it to its bucket's CPU (cpumap).
+    XdpSteer(cmd::xdp_steer::Args),
     /// Micro-benchmarks.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
@@ -87,6 +89,7 @@ fn main() -> ExitCode {
         Command::UdpEcho(a) => cmd::udp_echo::run(a),
         Command::Steer(a) => cmd::steer::run(a),
         Command::Run(a) => cmd::run::run(a),
+        Command::XdpSteer(a) => cmd::xdp_steer::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

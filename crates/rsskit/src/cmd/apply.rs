@@ -115,6 +115,16 @@ pub fn run(a: Args) -> Result<()> {
     for s in &changes {
         println!("{}", diff_line(s));
     }
+    // XDP software RSS lives with the process that attached it (a BPF
+    // link): apply turns RPS off and says what to run.
+    for d in &plan.devices {
+        if let Some(x) = &d.xdp_steer {
+            println!(
+                "{}: XDP software RSS instead of RPS: run `{}` (it detaches when stopped)",
+                d.name, x.command
+            );
+        }
+    }
     if plan.devices.iter().any(|d| !d.irqs.is_empty()) {
         if let Some(ib) = root.irqbalance() {
             let irqs: Vec<u32> = plan.devices.iter().flat_map(|d| d.irqs.iter().map(|x| x.irq)).collect();

@@ -25,3 +25,4 @@ pub mod table;
 pub mod top;
 pub mod udp_echo;
 pub mod udp_load;
+pub mod xdp_steer;

@@ -20,8 +20,9 @@ lowest other CPUs when it has fewer CPUs than RX queues), ascending.
 Queues are bound to CPUs with DragonFly's ringmap (as `rsskit table`); the
 indirection table is the ringmap's: fewest entries whose ring runs on another
 CPU than the host's (hash & 127) % N. Devices without hardware RSS (veth,
-single-queue virtio) get RPS over the CPUs instead; devices with it get RPS
-off (no double steering). RFS sizes only when asked (rounded up to a power of
+single-queue virtio) get RPS over the CPUs instead (or, with --software-rss
+xdp, rsskit's XDP Toeplitz steering: `rsskit xdp-steer`); devices with it get
+RPS off (no double steering). RFS sizes only when asked (rounded up to a power of
 two, as the kernel does).
 
 Examples:
@@ -55,6 +56,10 @@ pub struct PlanArgs {
     /// (FLOW: tcp4 udp4 sctp4 tcp6 udp6 sctp6; ip4 ip6 take 2-tuple); repeat for several.
     #[arg(long = "hash-fields", value_name = "FLOW=TUPLE", value_parser = hash_fields_arg)]
     pub hash_fields: Vec<(String, u64)>,
+    /// Software RSS for devices without hardware RSS: rps (the kernel's hash) or
+    /// xdp (rsskit's Toeplitz in XDP, run by `rsskit xdp-steer`; RPS off).
+    #[arg(long, value_enum, default_value = "rps")]
+    pub software_rss: SoftwareRssArg,
     /// Bucket rebalancing: measure each RX queue's load for S seconds (default 5)
     /// and move table entries from the busiest queues to the least busy (the
     /// current table, not the ringmap's); reports the imbalance before and after.
@@ -63,6 +68,14 @@ pub struct PlanArgs {
     /// Read and write a tree shaped like /sys and /proc under DIR instead (tests).
     #[arg(long, value_name = "DIR", hide = true)]
     pub sysroot: Option<PathBuf>,
+}
+
+/// `--software-rss`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum SoftwareRssArg {
+    #[default]
+    Rps,
+    Xdp,
 }
 
 /// `FLOW=4-tuple|2-tuple` -> (flow, RXH_* mask).
@@ -96,6 +109,7 @@ impl PlanArgs {
             || self.rps_sock_flow_entries.is_some()
             || !self.hash_fields.is_empty()
             || self.rebalance.is_some()
+            || self.software_rss != SoftwareRssArg::Rps
     }
 }
 
@@ -197,6 +211,10 @@ pub fn make_plan(p: &PlanArgs) -> Result<(Sysroot, Plan)> {
         rps_flow_cnt: p.rps_flow_cnt,
         rps_sock_flow_entries: p.rps_sock_flow_entries,
         hash_fields: p.hash_fields.clone(),
+        software_rss: match p.software_rss {
+            SoftwareRssArg::Rps => plan::SoftwareRss::Rps,
+            SoftwareRssArg::Xdp => plan::SoftwareRss::Xdp,
+        },
     };
     let devs = devices(&root, &p.ifaces)?;
     let mut plan = plan::plan(&topo, &devs, &opts).map_err(|e| anyhow!("{e}"))?;
@@ -311,6 +329,10 @@ fn device_text(s: &mut String, d: &DevicePlan) {
     }
     for h in &d.hash_fields {
         let _ = writeln!(s, "  hashed fields {}: {}", h.flow, h.fields.join(", "));
+    }
+    if let Some(x) = &d.xdp_steer {
+        let _ =
+            writeln!(s, "  XDP software RSS on CPUs {} (RPS off): {}", cpulist::format(&x.cpus), x.command);
     }
     let st = &d.steering;
     let _ = writeln!(s, "  steering for rsskit servers: {} on CPUs {}", st.mode, cpulist::format(&st.cpus));
