@@ -113,6 +113,7 @@ pub struct Counters {
 /// A loaded reuseport steering program and its maps.
 pub struct ReuseportSteering {
     prog: OwnedFd,
+    insns: usize,
     socks: MapData,
     buckets: Array<MapData, u32>,
     counters: PerCpuArray<MapData, u64>,
@@ -153,7 +154,7 @@ impl ReuseportSteering {
             )));
         }
         let mut ebpf = super::load_with("reuseport", aya::EbpfLoader::new().allow_unsupported_maps())?;
-        let prog = load_program(&ebpf)?;
+        let (prog, insns) = load_program(&ebpf)?;
         let mut take = |name: &'static str| {
             ebpf.take_map(name).ok_or_else(|| ReuseportError::Object(format!("no map {name:?}")))
         };
@@ -190,6 +191,7 @@ impl ReuseportSteering {
         config.set(0, Config { mask: policy.mask(), flags }, 0).map_err(map_err("config"))?;
         Ok(ReuseportSteering {
             prog,
+            insns,
             socks,
             buckets,
             counters,
@@ -240,6 +242,11 @@ impl ReuseportSteering {
             return Err(ReuseportError::Attach(io::Error::last_os_error()));
         }
         Ok(())
+    }
+
+    /// Instructions of the loaded program.
+    pub fn insns(&self) -> usize {
+        self.insns
     }
 
     /// The program's descriptor (to attach it elsewhere, or inspect it).
@@ -343,7 +350,7 @@ impl ReuseportSteering {
 
 /// Relocates the program against `ebpf`'s maps (aya created them) and
 /// loads it as `BPF_PROG_TYPE_SK_REUSEPORT`.
-fn load_program(ebpf: &aya::Ebpf) -> Result<OwnedFd, ReuseportError> {
+fn load_program(ebpf: &aya::Ebpf) -> Result<(OwnedFd, usize), ReuseportError> {
     let bytes = super::object("reuseport")?;
     let mut obj = aya_obj::Object::parse(bytes).map_err(|e| ReuseportError::Object(e.to_string()))?;
     let mut fds: Vec<(String, RawFd, aya_obj::Map)> = Vec::new();
@@ -367,7 +374,7 @@ fn load_program(ebpf: &aya::Ebpf) -> Result<OwnedFd, ReuseportError> {
         .get(&p.function_key())
         .ok_or_else(|| ReuseportError::Object(format!("no code for {PROGRAM:?}")))?;
     let license = obj.license.clone();
-    prog_load(&f.instructions, &license)
+    Ok((prog_load(&f.instructions, &license)?, f.instructions.len()))
 }
 
 /// `union bpf_attr` for `BPF_PROG_LOAD`, up to `expected_attach_type`.
