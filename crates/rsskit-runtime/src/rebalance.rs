@@ -55,7 +55,8 @@ pub fn imbalance(loads: &[u64]) -> f64 {
 /// The moves that even out the workers' loads: while the imbalance is
 /// above `target`, the busiest worker gives the least busy one the bucket
 /// that brings the two closest together, provided it lowers the busiest
-/// load (a single elephant bucket never bounces). Only workers marked
+/// load by a tenth of their gap at least (an elephant bucket never
+/// bounces between two workers). Only workers marked
 /// `eligible` (with a socket) receive buckets. `min_sample`: below that
 /// many datagrams in all, nothing moves.
 pub fn plan(
@@ -85,9 +86,14 @@ pub fn plan(
         let min = *live.iter().min_by_key(|&&w| (load[w], w)).expect("live");
         let gap = load[max] - load[min];
         // The bucket whose move leaves the pair closest: |gap - 2h| smallest,
-        // among those that strictly lower the busiest load.
+        // among those that lower the busiest load by a tenth of the gap at
+        // least (min(h, gap - h)): a bucket about as heavy as the gap would
+        // only swap the two workers' roles, and bounce back next round.
         let best = (0..owner.len())
-            .filter(|&b| owner[b] as usize == max && bucket_load[b] > 0 && bucket_load[b] < gap)
+            .filter(|&b| {
+                let h = bucket_load[b];
+                owner[b] as usize == max && h > 0 && h < gap && h.min(gap - h) * 10 >= gap
+            })
             .min_by_key(|&b| (gap.abs_diff(2 * bucket_load[b]), b));
         let Some(b) = best else { break };
         let h = bucket_load[b];
@@ -232,6 +238,9 @@ mod tests {
         assert!(plan(&owner, &[50, 0, 0, 0], &[true, true], 1.1, 100).is_empty());
         // One bucket carries everything: moving it only moves the peak.
         assert!(plan(&owner, &[1000, 0, 0, 0], &[true, true], 1.1, 1).is_empty());
+        // Three equal flows on two workers (2 : 1): moving one only swaps
+        // the roles, so it stays (it used to bounce every round).
+        assert!(plan(&owner, &[6400, 0, 6401, 6400], &[true, true], 1.1, 1).is_empty());
     }
 
     #[test]
