@@ -30,6 +30,9 @@ pub const MAX_BUCKETS: u32 = 128;
 const PROGRAM: &str = "rsskit_reuseport";
 const V4_PORTS: u32 = 1;
 const V6_PORTS: u32 = 2;
+const WINDOWS: u32 = 4;
+const MAX_BITS: usize = 7;
+const MAX_WORDS: usize = 9;
 
 /// `struct rsskit_rp_config` (bpf/reuseport.h).
 #[derive(Debug, Clone, Copy, Default)]
@@ -37,6 +40,22 @@ const V6_PORTS: u32 = 2;
 struct Config {
     mask: u32,
     flags: u32,
+    bits: u32,
+    _pad: u32,
+    win: [[u32; MAX_WORDS]; MAX_BITS],
+}
+
+/// How the program computes the bucket; both give the policy's bucket bit
+/// for bit (docs/BENCHMARKS.md compares their cost).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BucketMethod {
+    /// Only the `bits` bucket bits, each the parity of the input ANDed with
+    /// its key windows (as the classic BPF program): no table.
+    #[default]
+    Windows,
+    /// The whole 32-bit hash from the byte table of `bpf/toeplitz.h`
+    /// (one lookup per input byte), then masked.
+    Table,
 }
 // SAFETY: plain integers, no padding.
 unsafe impl aya::Pod for Config {}
@@ -89,6 +108,9 @@ pub enum ReuseportError {
     /// `SO_ATTACH_REUSEPORT_EBPF` failed.
     #[error("SO_ATTACH_REUSEPORT_EBPF: {0}")]
     Attach(#[source] io::Error),
+    /// `BPF_OBJ_GET_INFO_BY_FD` failed.
+    #[error("reading the SK_REUSEPORT program's info: {0}")]
+    Info(#[source] io::Error),
     /// More workers or buckets than the maps hold, or none.
     #[error("{0}")]
     Limits(String),
@@ -141,6 +163,15 @@ impl ReuseportSteering {
     /// protocol). Sockets are added with [`Self::insert_socket`], then the
     /// program is attached with [`Self::attach`].
     pub fn load(policy: &RssPolicy, proto: L4Proto) -> Result<Self, ReuseportError> {
+        Self::load_with(policy, proto, BucketMethod::default())
+    }
+
+    /// [`Self::load`] with the bucket computed by `method`.
+    pub fn load_with(
+        policy: &RssPolicy,
+        proto: L4Proto,
+        method: BucketMethod,
+    ) -> Result<Self, ReuseportError> {
         let workers = policy.workers() as u32;
         if workers == 0 || workers > MAX_SOCKETS {
             return Err(ReuseportError::Limits(format!(
@@ -188,7 +219,18 @@ impl ReuseportSteering {
         if policy.hash_type(true, proto, false).has_ports() {
             flags |= V6_PORTS;
         }
-        config.set(0, Config { mask: policy.mask(), flags }, 0).map_err(map_err("config"))?;
+        let mut win = [[0u32; MAX_WORDS]; MAX_BITS];
+        let key = policy.key().as_bytes();
+        for (j, row) in win.iter_mut().enumerate().take(policy.bits() as usize) {
+            for (w, x) in row.iter_mut().enumerate() {
+                *x = rsskit_core::toeplitz::key_window(key, 32 * w + 31 - j);
+            }
+        }
+        if method == BucketMethod::Windows {
+            flags |= WINDOWS;
+        }
+        let cfg = Config { mask: policy.mask(), flags, bits: policy.bits(), _pad: 0, win };
+        config.set(0, cfg, 0).map_err(map_err("config"))?;
         Ok(ReuseportSteering {
             prog,
             insns,
@@ -342,6 +384,20 @@ impl ReuseportSteering {
             .collect()
     }
 
+    /// The kernel's run statistics of the program, `(total ns, runs)`:
+    /// counted only while some [`enable_run_stats`] descriptor is open.
+    pub fn run_stats(&self) -> Result<(u64, u64), ReuseportError> {
+        // SAFETY: bpf_prog_info is plain integers; all-zero is valid.
+        let mut info: aya_obj::generated::bpf_prog_info = unsafe { std::mem::zeroed() };
+        let mut a = InfoAttr {
+            bpf_fd: self.prog.as_raw_fd() as u32,
+            info_len: std::mem::size_of_val(&info) as u32,
+            info: &mut info as *mut _ as u64,
+        };
+        sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &mut a).map_err(ReuseportError::Info)?;
+        Ok((info.run_time_ns, info.run_cnt))
+    }
+
     /// The worker owning `bucket` now.
     pub fn owner_of(&self, bucket: u32) -> Option<WorkerId> {
         self.owner.get(bucket as usize).map(|&w| WorkerId(w))
@@ -405,6 +461,22 @@ struct MapElemAttr {
     flags: u64,
 }
 
+/// `union bpf_attr` for `BPF_OBJ_GET_INFO_BY_FD`.
+#[repr(C)]
+struct InfoAttr {
+    bpf_fd: u32,
+    info_len: u32,
+    info: u64,
+}
+
+/// Turns on the kernel's per-program run-time statistics while the
+/// returned descriptor is open (`BPF_ENABLE_STATS`, kernel >= 5.8), for
+/// measuring [`ReuseportSteering::run_stats`].
+pub fn enable_run_stats() -> io::Result<OwnedFd> {
+    aya::sys::enable_stats(aya::sys::Stats::RunTime).map_err(|e| io::Error::other(e.to_string()))
+}
+
+const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
 const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
 const BPF_PROG_LOAD: libc::c_long = 5;
@@ -554,18 +626,34 @@ mod tests {
         got
     }
 
+    /// 4 bytes of IPv4 options (NOP NOP NOP EOL): IHL 6, the ports are
+    /// past them.
+    fn set_ip_options(s: &impl AsRawFd) {
+        let opts = [1u8, 1, 1, 0];
+        // SAFETY: `opts` is live for the call and its length is passed.
+        let rc = unsafe {
+            libc::setsockopt(s.as_raw_fd(), libc::IPPROTO_IP, libc::IP_OPTIONS, opts.as_ptr().cast(), 4)
+        };
+        assert_eq!(rc, 0, "IP_OPTIONS: {}", io::Error::last_os_error());
+    }
+
     /// The program's verdicts are the software policy's, through real
     /// sockets (BPF_PROG_TEST_RUN does not run SK_REUSEPORT programs):
-    /// IPv4 and IPv6, 2- and 4-tuple, and again after a live bucket move.
+    /// IPv4 (every other sender with IP options) and IPv6, 2- and 4-tuple,
+    /// and again after a live bucket move.
     #[test]
     #[cfg_attr(rsskit_no_clang, ignore = "built without clang: no eBPF objects")]
     fn verdicts_equal_the_policy_on_loopback() {
         use rsskit_core::FlowTuple;
-        for (ipv6, four) in [(false, true), (false, false), (true, true), (true, false)] {
+        let cases = [(false, true), (false, false), (true, true), (true, false)];
+        for (method, (ipv6, four)) in
+            [BucketMethod::Windows, BucketMethod::Table].into_iter().flat_map(|m| cases.map(|c| (m, c)))
+        {
             let cpus = [CpuId(0), CpuId(0), CpuId(0)];
             let hc = HashConfig::default().with_udp_4tuple(four);
             let mut p = RssPolicy::new(RssKey::microsoft(), hc, &cpus, Some(4)).unwrap();
-            let mut st = ReuseportSteering::load(&p, L4Proto::Udp).expect("load (needs root / CAP_BPF)");
+            let mut st =
+                ReuseportSteering::load_with(&p, L4Proto::Udp, method).expect("load (needs root / CAP_BPF)");
             let opts = UdpOptions { reuseport: true, ..Default::default() };
             let bind: std::net::SocketAddr = if ipv6 { "[::1]:0" } else { "127.0.0.1:0" }.parse().unwrap();
             let first = udp_socket(bind, &opts).unwrap();
@@ -588,7 +676,11 @@ mod tests {
                         format!("127.0.{}.{}", i / 200, 1 + i % 200)
                     };
                     let a = if ipv6 { format!("[{a}]:0") } else { format!("{a}:0") };
-                    std::net::UdpSocket::bind(a.as_str()).unwrap()
+                    let s = std::net::UdpSocket::bind(a.as_str()).unwrap();
+                    if !ipv6 && i % 2 == 1 {
+                        set_ip_options(&s);
+                    }
+                    s
                 })
                 .collect();
             let want = |p: &RssPolicy| -> Vec<usize> {
@@ -609,7 +701,7 @@ mod tests {
             if four || !ipv6 {
                 assert!(w0.iter().any(|&w| w != w0[0]), "the flows should spread: {w0:?}");
             }
-            assert_eq!(receivers(&socks, &srcs, local), w0, "ipv6={ipv6} 4-tuple={four}");
+            assert_eq!(receivers(&socks, &srcs, local), w0, "{method:?} ipv6={ipv6} 4-tuple={four}");
             // Live: every bucket to worker (b + 1) % 3.
             for b in 0..p.buckets() {
                 let w = (p.worker_of_bucket(b).0 + 1) % 3;
