@@ -719,6 +719,51 @@ mod tests {
         }
     }
 
+    /// Removing a worker moves its buckets first, so once its socket is
+    /// closed nothing is steered to it (no datagram left to the kernel's
+    /// hash either); a worker added later (a new socket joining the group)
+    /// gets buckets by map updates alone.
+    #[test]
+    #[cfg_attr(rsskit_no_clang, ignore = "built without clang: no eBPF objects")]
+    fn remove_then_add_a_worker_live() {
+        let hc = HashConfig::default().with_udp_4tuple(true);
+        let p = RssPolicy::new(RssKey::microsoft(), hc, &[CpuId(0), CpuId(0), CpuId(0)], Some(3)).unwrap();
+        let mut st = ReuseportSteering::load(&p, L4Proto::Udp).expect("load (needs root / CAP_BPF)");
+        let opts = UdpOptions { reuseport: true, ..Default::default() };
+        let first = udp_socket("127.0.0.1:0".parse().unwrap(), &opts).unwrap();
+        let local = first.local_addr().unwrap().as_socket().unwrap();
+        let mut socks = vec![first, udp_socket(local, &opts).unwrap(), udp_socket(local, &opts).unwrap()];
+        for (w, s) in socks.iter().enumerate() {
+            st.insert_socket(w as u32, s.as_fd()).unwrap();
+        }
+        st.attach(socks[0].as_fd()).unwrap();
+        let srcs: Vec<std::net::UdpSocket> =
+            (0..32).map(|_| std::net::UdpSocket::bind("127.0.0.1:0").unwrap()).collect();
+        let moves = st.remove_worker(2).unwrap();
+        assert!(moves.iter().all(|&(_, to)| to < 2) && !moves.is_empty(), "{moves:?}");
+        drop(socks.pop()); // worker 2's socket closes
+        let got = receivers(&socks, &srcs, local);
+        assert!(got.iter().all(|&w| w < 2));
+        let c = st.counters().unwrap();
+        assert_eq!((c.steered, c.no_socket, c.fallback, c.errors), (32, 0, 0, 0), "{c:?}");
+        // A new worker 2: a new socket in the group, then its buckets.
+        socks.push(udp_socket(local, &opts).unwrap());
+        st.insert_socket(2, socks[2].as_fd()).unwrap();
+        for (b, _) in &moves {
+            st.move_bucket(*b, 2).unwrap();
+        }
+        let got = receivers(&socks, &srcs, local);
+        let owners = st.owners().to_vec();
+        for (s, w) in srcs.iter().zip(&got) {
+            let a = s.local_addr().unwrap();
+            let t = rsskit_core::FlowTuple::new(a.ip(), a.port(), local.ip(), local.port(), L4Proto::Udp);
+            let b = p.bucket(p.hash_tuple(&t));
+            assert_eq!(*w as u32, owners[b as usize], "from {a}");
+        }
+        assert!(got.contains(&2), "the new worker got its buckets' datagrams: {got:?}");
+        assert_eq!(st.counters().unwrap().steered, 64);
+    }
+
     #[test]
     fn too_many_buckets_or_workers_is_named() {
         let p = policy(300, 2);
