@@ -6,6 +6,7 @@
 pub mod demo;
 pub mod http;
 pub mod proto;
+pub mod rebalance;
 pub mod stats;
 pub mod steer;
 pub mod udp_echo;

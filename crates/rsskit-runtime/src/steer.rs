@@ -5,6 +5,11 @@
 //!   the socket of the CPU the kernel is processing the datagram on;
 //! - [`Steer::Toeplitz`]: one group, a BPF program computing the Toeplitz
 //!   hash in the kernel and returning the socket of the bucket's owner;
+//! - [`Steer::Ebpf`]: one group, an eBPF `SK_REUSEPORT` program computing
+//!   the same bucket and picking the socket through maps that can change
+//!   live (`rsskit_linux::ebpf::reuseport`); where eBPF cannot be loaded,
+//!   the classic `toeplitz` program with the reason in
+//!   [`SteeredGroup::fallback`];
 //! - [`Steer::Kernel`]: one group, the kernel's own reuseport hash;
 //! - [`Steer::Shared`]: one socket, read by every worker (the anti-pattern).
 //!
@@ -16,11 +21,13 @@ use rsskit_core::cbpf::{cpu_program, BpfError};
 use rsskit_core::rss::RssError;
 use rsskit_core::{L4Proto, RssPolicy};
 use rsskit_linux::bpf::attach_reuseport;
+use rsskit_linux::ebpf::reuseport::{ReuseportError, ReuseportSteering};
 use rsskit_linux::socket::{tcp_bound, tcp_listener, udp_socket, TcpListenOptions, UdpOptions};
 use socket2::Socket;
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::AsFd;
 use std::str::FromStr;
 
 /// Why a steered group could not be built.
@@ -84,11 +91,14 @@ pub enum Steer {
     Kernel,
     /// One socket shared by every worker (the anti-pattern, for comparison).
     Shared,
+    /// An eBPF program computes the Toeplitz bucket and picks the owner's
+    /// socket through maps, which can be changed live (`--rebalance`).
+    Ebpf,
 }
 
 impl Steer {
     /// All modes.
-    pub const ALL: [Steer; 4] = [Steer::Cpu, Steer::Toeplitz, Steer::Kernel, Steer::Shared];
+    pub const ALL: [Steer; 5] = [Steer::Cpu, Steer::Toeplitz, Steer::Kernel, Steer::Shared, Steer::Ebpf];
 
     /// Name on the command line and in JSON.
     pub fn name(self) -> &'static str {
@@ -97,6 +107,7 @@ impl Steer {
             Steer::Toeplitz => "toeplitz",
             Steer::Kernel => "kernel",
             Steer::Shared => "shared",
+            Steer::Ebpf => "ebpf",
         }
     }
 }
@@ -113,7 +124,7 @@ impl FromStr for Steer {
         Steer::ALL
             .into_iter()
             .find(|m| m.name() == s)
-            .ok_or_else(|| format!("'{s}' is not a steering mode: cpu, toeplitz, kernel or shared"))
+            .ok_or_else(|| format!("'{s}' is not a steering mode: cpu, toeplitz, kernel, shared or ebpf"))
     }
 }
 
@@ -166,6 +177,12 @@ pub struct SteeredGroup {
     /// empty for TCP (a listener nobody polls would strand its
     /// connections; the kernel's hash picks a worker's listener instead).
     pub extra: Vec<(usize, Socket)>,
+    /// The mode in force: [`Steer::Toeplitz`] when `ebpf` fell back.
+    pub mode: Steer,
+    /// `ebpf` mode: the loaded program and its live maps.
+    pub ebpf: Option<ReuseportSteering>,
+    /// `ebpf` mode fell back to the classic `toeplitz` program: why (one line).
+    pub fallback: Option<String>,
 }
 
 /// Binds the sockets for `spec` and attaches the mode's program.
@@ -189,7 +206,15 @@ pub fn build(spec: &SteerSpec<'_>) -> Result<SteeredGroup> {
             sockets.push(s.try_clone().map_err(SteerError::Duplicate)?);
         }
         sockets.insert(0, s);
-        return Ok(SteeredGroup { sockets, local, program_len: None, extra: Vec::new() });
+        return Ok(SteeredGroup {
+            sockets,
+            local,
+            program_len: None,
+            extra: Vec::new(),
+            mode: Steer::Shared,
+            ebpf: None,
+            fallback: None,
+        });
     }
     let first = spec.transport.socket(bind, true)?;
     let local = local_of(&first)?;
@@ -205,23 +230,60 @@ pub fn build(spec: &SteerSpec<'_>) -> Result<SteeredGroup> {
             }
         }
     }
-    let program = match spec.mode {
+    let proto = if tcp { L4Proto::Tcp } else { L4Proto::Udp };
+    let (mut mode, mut fallback) = (spec.mode, None);
+    if spec.mode == Steer::Ebpf {
+        match ebpf_steering(spec.policy, proto, &sockets) {
+            Ok(st) => {
+                let program_len = Some(st.insns());
+                return Ok(SteeredGroup {
+                    sockets,
+                    local,
+                    program_len,
+                    extra,
+                    mode,
+                    ebpf: Some(st),
+                    fallback,
+                });
+            }
+            Err(e) => {
+                mode = Steer::Toeplitz;
+                fallback =
+                    Some(format!("eBPF reuseport steering unavailable ({e}): classic BPF toeplitz instead"));
+            }
+        }
+    }
+    let program = match mode {
         Steer::Cpu => {
             let by_index: Vec<usize> = cpus.iter().copied().chain(extra.iter().map(|e| e.0)).collect();
             Some(cpu_program(&by_index)?)
         }
         Steer::Toeplitz => {
             // The program parses one family: the group's.
-            let proto = if tcp { L4Proto::Tcp } else { L4Proto::Udp };
             Some(spec.policy.toeplitz_program(spec.policy.hash_type(local.is_ipv6(), proto, false))?)
         }
-        Steer::Kernel | Steer::Shared => None,
+        Steer::Kernel | Steer::Shared | Steer::Ebpf => None,
     };
     let program_len = program.as_ref().map(|p| p.len());
     if let Some(p) = program {
         attach_reuseport(&p, &sockets[0]).map_err(|source| SteerError::Attach { mode: spec.mode, source })?;
     }
-    Ok(SteeredGroup { sockets, local, program_len, extra })
+    Ok(SteeredGroup { sockets, local, program_len, extra, mode, ebpf: None, fallback })
+}
+
+/// Loads the eBPF program for `policy`, puts socket `i` in slot `i` and
+/// attaches it to the group.
+fn ebpf_steering(
+    policy: &RssPolicy,
+    proto: L4Proto,
+    sockets: &[Socket],
+) -> Result<ReuseportSteering, ReuseportError> {
+    let mut st = ReuseportSteering::load(policy, proto)?;
+    for (w, s) in sockets.iter().enumerate() {
+        st.insert_socket(w as u32, s.as_fd())?;
+    }
+    st.attach(sockets[0].as_fd())?;
+    Ok(st)
 }
 
 /// UDP: refuses a port with sockets on it (`/proc/net/udp`); returns `bind`.
@@ -289,7 +351,7 @@ mod tests {
             let st = build(&spec(m, &two)).unwrap();
             assert_eq!(st.sockets.len(), 2);
             assert_ne!(st.local.port(), 0);
-            assert_eq!(st.program_len.is_some(), matches!(m, Steer::Cpu | Steer::Toeplitz));
+            assert_eq!(st.program_len.is_some(), matches!(m, Steer::Cpu | Steer::Toeplitz | Steer::Ebpf));
             for s in &st.sockets {
                 assert_eq!(local_of(s).unwrap(), st.local);
             }
@@ -310,7 +372,7 @@ mod tests {
             let st = build(&sp).unwrap();
             assert_eq!(st.sockets.len(), 2);
             assert!(st.extra.is_empty());
-            assert_eq!(st.program_len.is_some(), matches!(m, Steer::Cpu | Steer::Toeplitz));
+            assert_eq!(st.program_len.is_some(), matches!(m, Steer::Cpu | Steer::Toeplitz | Steer::Ebpf));
             for s in &st.sockets {
                 assert_eq!(local_of(s).unwrap(), st.local);
                 assert_eq!(s.r#type().unwrap(), socket2::Type::STREAM);

@@ -7,11 +7,13 @@
 //! worker CPU, bucket, kernel CPU, hash, flags.
 
 use crate::proto::{self, ServerStamp, CPU_UNKNOWN, FLAG_MISDIRECTED};
+use crate::rebalance::{LiveBuckets, Round};
 use crate::stats::{Counters, FlushReason};
 use crate::steer::{self, Steer, SteerError, SteerSpec, Transport};
 use crate::worker::{WorkerCtx, WorkerError, Workers};
 use rsskit_core::rss::RssError;
 use rsskit_core::{CpuId, FlowTuple, HashConfig, HashType, L4Proto, RssKey, RssPolicy, WorkerId};
+use rsskit_linux::ebpf::reuseport::{Counters as EbpfCounters, ReuseportError};
 use rsskit_linux::snmp::{self, SocketDrops, UdpCounters};
 use rsskit_linux::socket::{Batch, UdpOptions};
 use serde_json::json;
@@ -20,6 +22,7 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -70,6 +73,18 @@ pub enum EchoError {
     /// Starting, pinning or joining the workers.
     #[error(transparent)]
     Workers(#[from] WorkerError),
+    /// Reading or updating the eBPF bucket map (`ebpf` steering).
+    #[error("{what}")]
+    Ebpf {
+        /// What was being done with the map.
+        what: String,
+        /// What the map operation said.
+        #[source]
+        source: ReuseportError,
+    },
+    /// A live bucket move without `ebpf` steering in force.
+    #[error("moving a bucket live needs --steer ebpf")]
+    NotLive,
     /// A worker's socket failed while it ran.
     #[error("worker {index}")]
     Worker {
@@ -216,6 +231,8 @@ struct Plan {
     flush_bytes: usize,
     max_datagram: usize,
     pktinfo: bool,
+    /// `ebpf` steering: bucket -> worker as it is now (buckets move live).
+    owners: Option<Arc<[AtomicU32]>>,
 }
 
 /// One socket a worker reads, and what the kernel CPU of its datagrams is
@@ -243,6 +260,12 @@ pub struct EchoServer {
     /// `/proc/net/udp` with it. These keep them all listed until the final
     /// counts are read.
     held: Vec<Socket>,
+    /// `ebpf` steering: the program's live maps.
+    live: Option<LiveBuckets>,
+    /// `ebpf` asked for, classic `toeplitz` in force: why.
+    fallback: Option<String>,
+    /// Rebalancing rounds that moved something.
+    rounds: Vec<Round>,
 }
 
 /// `SO_RCVBUF`: what was asked and what the kernel granted.
@@ -304,6 +327,11 @@ impl EchoServer {
             policy: &policy,
             transport: Transport::Udp(opts),
         })?;
+        let live = st
+            .ebpf
+            .map(LiveBuckets::new)
+            .transpose()
+            .map_err(|source| EchoError::Ebpf { what: "reading the eBPF bucket counters".into(), source })?;
         let rcvbuf = RcvBuf {
             requested: cfg.rcvbuf,
             granted: st.sockets[0].recv_buffer_size().map_err(EchoError::RcvBuf)?,
@@ -337,13 +365,14 @@ impl EchoServer {
             local: st.local,
             hash_type,
             policy: policy.clone(),
-            mode: cfg.steer,
+            mode: st.mode,
             sink: cfg.sink,
             batch: cfg.batch,
             flush_packets: cfg.flush_packets,
             flush_bytes: cfg.flush_bytes,
             max_datagram: cfg.max_datagram,
             pktinfo,
+            owners: live.as_ref().map(|l| l.owners()),
         };
         let workers = Workers::spawn(&cfg.cpus, per_worker, stop, move |ctx, socks| {
             run_worker(&ctx, plan.clone(), socks)
@@ -353,13 +382,16 @@ impl EchoServer {
             info,
             policy,
             local: st.local,
-            steer: cfg.steer,
+            steer: st.mode,
             hash_type,
             program_len: st.program_len,
             started: Instant::now(),
             kernel_before,
             rcvbuf,
             held,
+            live,
+            fallback: st.fallback,
+            rounds: Vec::new(),
         })
     }
 
@@ -381,6 +413,68 @@ impl EchoServer {
     /// Steering mode.
     pub fn steer(&self) -> Steer {
         self.steer
+    }
+
+    /// `ebpf` steering asked for but classic `toeplitz` in force: why.
+    pub fn fallback(&self) -> Option<&str> {
+        self.fallback.as_deref()
+    }
+
+    /// `ebpf` steering: the program's counters.
+    pub fn ebpf_counters(&self) -> Option<EbpfCounters> {
+        self.live.as_ref().and_then(|l| l.counters().ok())
+    }
+
+    /// Whether buckets can move live (`ebpf` steering in force).
+    pub fn can_rebalance(&self) -> bool {
+        self.live.is_some()
+    }
+
+    /// One rebalancing round ([`crate::rebalance`]): measures each
+    /// bucket's datagrams since the last round and moves buckets from the
+    /// busiest worker to the least busy one. `None` without `ebpf` steering.
+    pub fn rebalance(&mut self, target: f64, min_sample: u64) -> Result<Option<Round>> {
+        let Some(live) = self.live.as_mut() else { return Ok(None) };
+        let r = live
+            .rebalance(target, min_sample)
+            .map_err(|source| EchoError::Ebpf { what: "rebalancing the eBPF bucket map".into(), source })?;
+        self.apply_moves(&r);
+        Ok(Some(r))
+    }
+
+    /// Moves `bucket` to `worker` live (`ebpf` steering only).
+    pub fn move_bucket(&mut self, bucket: u32, worker: u32) -> Result<()> {
+        let Some(live) = self.live.as_mut() else { return Err(EchoError::NotLive) };
+        let from = self.policy.worker_of_bucket(bucket).0;
+        live.move_bucket(bucket, worker).map_err(|source| EchoError::Ebpf {
+            what: format!("moving bucket {bucket} to worker {worker}"),
+            source,
+        })?;
+        let m = crate::rebalance::BucketMove { bucket, from, to: worker, load: 0 };
+        let r = Round {
+            t_s: self.started.elapsed().as_secs_f64(),
+            interval_s: 0.0,
+            loads: Vec::new(),
+            imbalance_before: 0.0,
+            imbalance_after: 0.0,
+            moves: vec![m],
+        };
+        self.apply_moves(&r);
+        Ok(())
+    }
+
+    /// Records `r`'s moves in the policy and the worker table.
+    fn apply_moves(&mut self, r: &Round) {
+        if r.moves.is_empty() {
+            return;
+        }
+        for m in &r.moves {
+            let _ = self.policy.assign(m.bucket, WorkerId(m.to));
+        }
+        for w in &mut self.info {
+            w.buckets = self.policy.buckets_of(WorkerId(w.worker as u32));
+        }
+        self.rounds.push(r.clone());
     }
 
     /// Hash type in force.
@@ -420,6 +514,7 @@ impl EchoServer {
         // Per-socket drops: read once no worker reads any more (final
         // counts) and before the sockets close (`held` keeps them open).
         let socket_drops = snmp::socket_drops(self.local.port(), self.local.is_ipv6()).ok();
+        let ebpf = self.live.as_ref().and_then(|l| l.counters().ok());
         drop(self.held);
         let mut counters = Vec::with_capacity(results.len());
         for (i, r) in results.into_iter().enumerate() {
@@ -438,6 +533,9 @@ impl EchoServer {
             kernel,
             socket_drops,
             rcvbuf: self.rcvbuf,
+            fallback: self.fallback,
+            ebpf,
+            rebalance: self.rounds,
         })
     }
 }
@@ -461,6 +559,12 @@ pub struct EchoReport {
     pub socket_drops: Option<SocketDrops>,
     /// `SO_RCVBUF` asked for and granted.
     pub rcvbuf: RcvBuf,
+    /// `ebpf` steering asked for, classic `toeplitz` in force: why.
+    pub fallback: Option<String>,
+    /// `ebpf` steering: the program's counters at the end.
+    pub ebpf: Option<EbpfCounters>,
+    /// Bucket moves made live (rebalancing rounds that moved something).
+    pub rebalance: Vec<Round>,
 }
 
 impl EchoReport {
@@ -502,6 +606,9 @@ impl EchoReport {
             "kernel": self.kernel,
             "socket": self.socket_drops,
             "rcvbuf": self.rcvbuf,
+            "steer_fallback": self.fallback,
+            "ebpf": self.ebpf,
+            "rebalance": self.rebalance,
         })
     }
 }
@@ -656,7 +763,11 @@ impl WorkerState {
                 (Some(f), Some(l)) => self.cls.classify(f, l).unwrap_or((0, 0)),
                 _ => (0, 0),
             };
-            let unowned = self.cls.policy.worker_of_bucket(bucket) != WorkerId(self.me);
+            let owner = match &self.plan.owners {
+                Some(o) => WorkerId(o[bucket as usize].load(Relaxed)),
+                None => self.cls.policy.worker_of_bucket(bucket),
+            };
+            let unowned = owner != WorkerId(self.me);
             c.unowned += u64::from(unowned);
             let misdirected = match self.plan.mode {
                 Steer::Cpu => rs.kernel_cpu != self.my_cpu,

@@ -50,6 +50,9 @@ const LISTENER: u64 = u64::MAX;
 /// Why the server did not start (or stopped badly).
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    /// Reading the eBPF bucket map (`ebpf` steering).
+    #[error("reading the eBPF bucket counters")]
+    Ebpf(#[source] rsskit_linux::ebpf::reuseport::ReuseportError),
     /// An empty CPU list.
     #[error("no worker CPUs")]
     NoCpus,
@@ -394,6 +397,12 @@ pub struct Server {
     pub cpus: Vec<usize>,
     /// `RLIMIT_NOFILE` in force.
     pub nofile: u64,
+    /// The steering mode in force (`toeplitz` when `ebpf` fell back).
+    pub mode: Steer,
+    /// `ebpf` asked for, classic `toeplitz` in force: why.
+    pub fallback: Option<String>,
+    /// `ebpf` steering: the live bucket maps (`--rebalance`).
+    live: Option<crate::rebalance::LiveBuckets>,
 }
 
 impl Server {
@@ -410,6 +419,8 @@ impl Server {
         };
         let ls = listen(&cfg)?;
         let (local, program_len, cpus) = (ls.local, ls.program_len, cfg.cpus.clone());
+        let (mode, fallback) = (ls.mode, ls.fallback.clone());
+        let live = ls.ebpf.map(crate::rebalance::LiveBuckets::new).transpose().map_err(ServeError::Ebpf)?;
         let shared: Vec<Arc<SharedCounters>> = cpus.iter().map(|_| Arc::default()).collect();
         let states: Vec<_> = ls.sockets.into_iter().zip(shared.iter().cloned()).collect();
         let cfg = Arc::new(cfg);
@@ -421,7 +432,28 @@ impl Server {
             |ctx, mut w: Worker| w.run(&ctx.stop),
         )
         .map_err(ServeError::Workers)?;
-        Ok(Server { workers, shared, local, program_len, cpus, nofile })
+        Ok(Server { workers, shared, local, program_len, cpus, nofile, mode, fallback, live })
+    }
+
+    /// One rebalancing round over the connections (SYNs) each bucket got
+    /// since the last ([`crate::rebalance`]); `None` without `ebpf` steering.
+    pub fn rebalance(
+        &mut self,
+        target: f64,
+        min_sample: u64,
+    ) -> std::result::Result<Option<crate::rebalance::Round>, rsskit_linux::ebpf::reuseport::ReuseportError>
+    {
+        self.live.as_mut().map(|l| l.rebalance(target, min_sample)).transpose()
+    }
+
+    /// `ebpf` steering: the program's counters.
+    pub fn ebpf_counters(&self) -> Option<rsskit_linux::ebpf::reuseport::Counters> {
+        self.live.as_ref().and_then(|l| l.counters().ok())
+    }
+
+    /// `ebpf` steering: bucket -> worker now.
+    pub fn bucket_owners(&self) -> Option<Vec<u32>> {
+        self.live.as_ref().map(|l| l.steering().owners().to_vec())
     }
 
     /// Every worker's counters now.

@@ -7,6 +7,7 @@ use super::common::{
 use anyhow::{bail, Result};
 use rsskit_core::RssKey;
 use rsskit_runtime::http::server::{ServeConfig, ServeCounters, Server, MAX_GENERATED};
+use rsskit_runtime::rebalance::{round_line, DEFAULT_TARGET, MIN_SAMPLE};
 use rsskit_runtime::steer::Steer;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -30,7 +31,9 @@ pub struct Args {
     cpus: Option<String>,
     /// How connections reach the workers: cpu (BPF: the CPU that processed
     /// the SYN), toeplitz (BPF: Toeplitz hash of the 4-tuple -> bucket ->
-    /// worker), kernel (reuseport hash), shared (one listener for all).
+    /// worker), ebpf (the same bucket in an eBPF SK_REUSEPORT program with
+    /// live maps; root/CAP_BPF, else toeplitz with the reason printed),
+    /// kernel (reuseport hash), shared (one listener for all).
     #[arg(long, default_value = "cpu")]
     steer: Steer,
     /// Most connections accepted per wake-up before serving ready ones (1-65536).
@@ -69,6 +72,14 @@ pub struct Args {
     /// Print the final summary as one JSON object on stdout.
     #[arg(long)]
     json: bool,
+    /// Move buckets live from the busiest worker to the least busy one (each
+    /// worker's new connections over --rebalance-every); needs --steer ebpf.
+    /// Every move is printed (and listed under "rebalance" in --json).
+    #[arg(long)]
+    rebalance: bool,
+    /// Seconds between rebalancing rounds, above 0 and below 10^7.
+    #[arg(long, default_value_t = 2.0, value_parser = seconds_arg)]
+    rebalance_every: f64,
     /// Buckets follow a NIC's table: nic:IF (each entry owned by the worker on
     /// its queue's IRQ CPU); use with --key nic:IF.
     #[arg(long, value_name = "nic:IF", value_parser = super::common::table_arg)]
@@ -90,6 +101,9 @@ fn config(a: &Args) -> Result<ServeConfig> {
     cfg.key = a.key.clone();
     cfg.defer_accept = a.defer_accept;
     cfg.bucket_cpus = a.table.clone().map(|t| t.0);
+    if a.rebalance && a.steer != Steer::Ebpf {
+        bail!("--rebalance needs --steer ebpf (bucket maps that change live), not --steer {}", a.steer);
+    }
     cfg.validate()?;
     Ok(cfg)
 }
@@ -98,8 +112,19 @@ pub fn run(a: Args) -> Result<()> {
     let cfg = config(&a)?;
     let duration = a.duration.map(|d| seconds("--duration", d)).transpose()?;
     let stop = stop_on_signals()?;
-    let (steer, batch, size) = (cfg.steer, cfg.accept_batch, cfg.object_size);
-    let srv = Server::start(cfg, stop.clone())?;
+    let rebalance_every = seconds("--rebalance-every", a.rebalance_every)?;
+    let (batch, size) = (cfg.accept_batch, cfg.object_size);
+    let mut srv = Server::start(cfg, stop.clone())?;
+    let steer = srv.mode;
+    if let Some(why) = &srv.fallback {
+        eprintln!("http-serve: {why}");
+    }
+    let rebalance = a.rebalance && srv.bucket_owners().is_some();
+    if a.rebalance && !rebalance {
+        eprintln!("http-serve: --rebalance off: eBPF steering is not in force");
+    }
+    let mut rounds: Vec<rsskit_runtime::rebalance::Round> = Vec::new();
+    let mut next_rebalance = rebalance_every;
     let program = srv.program_len.map_or(String::new(), |n| format!(" (BPF program of {n} instructions)"));
     eprintln!(
         "http-serve: ready on {} ({} workers on CPUs {}, steer {steer}{program}, accept batch {batch}, object {size} B, nofile {})",
@@ -116,6 +141,18 @@ pub fn run(a: Args) -> Result<()> {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
+        if rebalance && t0.elapsed() >= next_rebalance {
+            next_rebalance += rebalance_every;
+            if let Some(r) = srv.rebalance(DEFAULT_TARGET, MIN_SAMPLE)?.filter(|r| !r.moves.is_empty()) {
+                let line = round_line(&r);
+                if a.json {
+                    eprintln!("http-serve: {line}");
+                } else {
+                    println!("http-serve: {line}");
+                }
+                rounds.push(r);
+            }
+        }
         if t0.elapsed() >= next {
             next += Duration::from_secs(1);
             let now = ServeCounters::total(&srv.snapshot());
@@ -141,6 +178,8 @@ pub fn run(a: Args) -> Result<()> {
     let why = if stop.load(Ordering::Relaxed) { "signal" } else { "duration" };
     srv.request_stop();
     let (local, cpus) = (srv.local, srv.cpus.clone());
+    let ebpf = srv.ebpf_counters();
+    let fallback = srv.fallback.clone();
     let per = srv.join()?;
     let total = ServeCounters::total(&per);
     if a.json {
@@ -164,6 +203,9 @@ pub fn run(a: Args) -> Result<()> {
             "stopped_by": why,
             "workers": workers,
             "total": total.to_json(),
+            "steer_fallback": fallback,
+            "ebpf": ebpf,
+            "rebalance": rounds,
         }))?;
     } else {
         eprintln!("http-serve: stopped ({why}) after {elapsed:.1}s; final counters:");
@@ -188,6 +230,16 @@ pub fn run(a: Args) -> Result<()> {
             row(i.to_string(), cpu.to_string(), c);
         }
         row("total".into(), "-".into(), &total);
+        if let Some(e) = &ebpf {
+            println!(
+                "eBPF program: steered {} no-socket {} fallback {} errors {}; {} bucket move(s) live",
+                e.steered,
+                e.no_socket,
+                e.fallback,
+                e.errors,
+                rounds.iter().map(|x| x.moves.len()).sum::<usize>()
+            );
+        }
     }
     Ok(())
 }

@@ -4,6 +4,7 @@ use super::common::{
     cpu_list_arg, int_in, print_json, seconds, seconds_arg, stop_on_signals, worker_cpus, UdpHashArgs,
 };
 use anyhow::{anyhow, bail, Result};
+use rsskit_runtime::rebalance::{round_line, DEFAULT_TARGET, MIN_SAMPLE};
 use rsskit_runtime::stats::Counters;
 use rsskit_runtime::steer::Steer;
 use rsskit_runtime::udp_echo::{
@@ -17,7 +18,9 @@ use std::time::{Duration, Instant};
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "Steering modes:\n  toeplitz  in-kernel Toeplitz hash (classic BPF) -> the bucket's worker \
-(default)\n  cpu       the worker of the CPU the kernel processes the datagram on\n  kernel    plain \
+(default)\n  ebpf      the same bucket computed by an eBPF SK_REUSEPORT program, socket picked through \
+maps that change live (--rebalance); needs root or CAP_BPF, kernel >= 4.19, else classic toeplitz with the \
+reason printed\n  cpu       the worker of the CPU the kernel processes the datagram on\n  kernel    plain \
 SO_REUSEPORT (the kernel's own hash)\n  shared    one socket read by every worker\n\nPrints the bucket table \
 and \"ready\" on stderr once serving; one line per second; totals and the kernel's UDP counter deltas on \
 exit (SIGINT, SIGTERM or --duration).\n\nExample:\n  rsskit udp-echo --bind 127.0.0.1:9000 --steer \
@@ -30,7 +33,7 @@ pub struct Args {
     /// CPUs to run one worker each on, e.g. 0-3,6 (ids 0-8191; default: every online CPU).
     #[arg(long, value_parser = cpu_list_arg)]
     cpus: Option<String>,
-    /// How datagrams reach the workers: cpu, toeplitz, kernel or shared.
+    /// How datagrams reach the workers: cpu, toeplitz, ebpf, kernel or shared.
     #[arg(long, default_value = "toeplitz")]
     steer: Steer,
     /// Count only, never reply.
@@ -62,6 +65,14 @@ pub struct Args {
     /// entry owned by the worker on its queue's IRQ CPU); use with --key nic:IF.
     #[arg(long, value_name = "nic:IF", value_parser = super::common::table_arg)]
     table: Option<super::common::BucketCpus>,
+    /// Move buckets live from the busiest worker to the least busy one
+    /// (each worker's datagrams over --rebalance-every); needs --steer ebpf.
+    /// Every move is printed (and listed under "rebalance" in --json).
+    #[arg(long)]
+    rebalance: bool,
+    /// Seconds between rebalancing rounds, above 0 and below 10^7.
+    #[arg(long, default_value_t = 2.0, value_parser = seconds_arg)]
+    rebalance_every: f64,
     /// Write datagrams/s received per worker over time as an SVG chart at the end.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<std::path::PathBuf>,
@@ -90,10 +101,22 @@ pub fn run(a: Args) -> Result<()> {
     cfg.bits = a.hash.bits;
     cfg.bucket_cpus = a.table.clone().map(|t| t.0);
     cfg.rcvbuf = (a.rcvbuf > 0).then_some(a.rcvbuf);
+    if a.rebalance && a.steer != Steer::Ebpf {
+        bail!("--rebalance needs --steer ebpf (bucket maps that change live), not --steer {}", a.steer);
+    }
+    let rebalance_every = seconds("--rebalance-every", a.rebalance_every)?;
 
     let stop = stop_on_signals()?;
-    let srv = EchoServer::start_with_stop(cfg, stop.clone())?;
+    let mut srv = EchoServer::start_with_stop(cfg, stop.clone())?;
+    if let Some(why) = srv.fallback() {
+        eprintln!("udp-echo: {why}");
+    }
+    let rebalance = a.rebalance && srv.can_rebalance();
+    if a.rebalance && !rebalance {
+        eprintln!("udp-echo: --rebalance off: eBPF steering is not in force");
+    }
     banner(&srv, &a);
+    let mut next_rebalance = Instant::now() + rebalance_every;
 
     let deadline = duration.map(|d| Instant::now() + d);
     let mut last = srv.snapshot();
@@ -122,6 +145,18 @@ pub fn run(a: Args) -> Result<()> {
             last = cur;
             last_t = now;
             next_tick += Duration::from_secs(1);
+        }
+        if rebalance && now >= next_rebalance {
+            next_rebalance += rebalance_every;
+            let r = srv.rebalance(DEFAULT_TARGET, MIN_SAMPLE)?;
+            if let Some(r) = r.filter(|r| !r.moves.is_empty()) {
+                let line = round_line(&r);
+                if a.json {
+                    eprintln!("{line}");
+                } else {
+                    println!("{line}");
+                }
+            }
         }
         let mut nap = Duration::from_millis(50);
         if let Some(d) = deadline {
@@ -255,6 +290,19 @@ fn print_summary(r: &EchoReport) {
         println!("kernel, our {} sockets: drops {} queued bytes {}", s.sockets, s.drops, s.rx_queue);
     }
     println!("{}", rcvbuf_line(&r.rcvbuf));
+    if let Some(why) = &r.fallback {
+        println!("{why}");
+    }
+    if let Some(e) = &r.ebpf {
+        println!(
+            "eBPF program: steered {} no-socket {} fallback {} errors {}; {} bucket move(s) live",
+            e.steered,
+            e.no_socket,
+            e.fallback,
+            e.errors,
+            r.rebalance.iter().map(|x| x.moves.len()).sum::<usize>()
+        );
+    }
 }
 
 #[cfg(test)]

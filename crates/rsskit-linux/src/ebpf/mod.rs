@@ -8,6 +8,8 @@
 
 use thiserror::Error;
 
+pub mod reuseport;
+
 mod objects {
     include!(concat!(env!("OUT_DIR"), "/bpf_objects.rs"));
 }

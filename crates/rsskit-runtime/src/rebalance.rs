@@ -1,0 +1,275 @@
+//! Live bucket rebalancing over eBPF reuseport steering (`--rebalance`):
+//! every interval, the load of each bucket (datagrams, or SYNs, the
+//! program hashed into it: `bucket_hits`) is summed per owning worker,
+//! and buckets move from the busiest worker to the least busy one through
+//! the bucket map, effective from the next datagram or connection.
+//!
+//! [`plan`] is the policy, without I/O; [`LiveBuckets`] measures and
+//! applies it, and keeps a table of owners the workers read so their
+//! "unowned" accounting follows the moves.
+
+use rsskit_linux::ebpf::reuseport::{Counters as EbpfCounters, ReuseportError, ReuseportSteering};
+use serde::Serialize;
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Imbalance (busiest worker's load over the mean) at or below which
+/// nothing moves.
+pub const DEFAULT_TARGET: f64 = 1.1;
+/// Fewer datagrams (or connections) than this in an interval: too little
+/// to judge, nothing moves.
+pub const MIN_SAMPLE: u64 = 100;
+
+/// One bucket moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct BucketMove {
+    /// The bucket that moved.
+    pub bucket: u32,
+    /// The worker that owned it.
+    pub from: u32,
+    /// The worker that owns it now.
+    pub to: u32,
+    /// The bucket's load in the interval (datagrams or connections).
+    pub load: u64,
+}
+
+/// Each worker's load: the sum of its buckets' loads.
+pub fn worker_loads(owner: &[u32], bucket_load: &[u64], workers: usize) -> Vec<u64> {
+    let mut l = vec![0u64; workers];
+    for (&w, &h) in owner.iter().zip(bucket_load) {
+        if let Some(x) = l.get_mut(w as usize) {
+            *x += h;
+        }
+    }
+    l
+}
+
+/// Max over mean (1.0: even; 0.0 without load).
+pub fn imbalance(loads: &[u64]) -> f64 {
+    let total: u64 = loads.iter().sum();
+    if total == 0 || loads.is_empty() {
+        return 0.0;
+    }
+    let mean = total as f64 / loads.len() as f64;
+    *loads.iter().max().expect("non-empty") as f64 / mean
+}
+
+/// The moves that even out the workers' loads: while the imbalance is
+/// above `target`, the busiest worker gives the least busy one the bucket
+/// that brings the two closest together, provided it lowers the busiest
+/// load by a tenth of their gap at least (an elephant bucket never
+/// bounces between two workers). Only workers marked
+/// `eligible` (with a socket) receive buckets. `min_sample`: below that
+/// many datagrams in all, nothing moves.
+pub fn plan(
+    owner: &[u32],
+    bucket_load: &[u64],
+    eligible: &[bool],
+    target: f64,
+    min_sample: u64,
+) -> Vec<BucketMove> {
+    let n = eligible.len();
+    let mut owner = owner.to_vec();
+    let mut load = worker_loads(&owner, bucket_load, n);
+    let mut moves = Vec::new();
+    if load.iter().sum::<u64>() < min_sample.max(1) {
+        return moves;
+    }
+    let live: Vec<usize> = (0..n).filter(|&w| eligible[w]).collect();
+    if live.len() < 2 {
+        return moves;
+    }
+    for _ in 0..owner.len() {
+        let loads: Vec<u64> = live.iter().map(|&w| load[w]).collect();
+        if imbalance(&loads) <= target {
+            break;
+        }
+        let max = *live.iter().max_by_key(|&&w| (load[w], std::cmp::Reverse(w))).expect("live");
+        let min = *live.iter().min_by_key(|&&w| (load[w], w)).expect("live");
+        let gap = load[max] - load[min];
+        // The bucket whose move leaves the pair closest: |gap - 2h| smallest,
+        // among those that lower the busiest load by a tenth of the gap at
+        // least (min(h, gap - h)): a bucket about as heavy as the gap would
+        // only swap the two workers' roles, and bounce back next round.
+        let best = (0..owner.len())
+            .filter(|&b| {
+                let h = bucket_load[b];
+                owner[b] as usize == max && h > 0 && h < gap && h.min(gap - h) * 10 >= gap
+            })
+            .min_by_key(|&b| (gap.abs_diff(2 * bucket_load[b]), b));
+        let Some(b) = best else { break };
+        let h = bucket_load[b];
+        load[max] -= h;
+        load[min] += h;
+        owner[b] = min as u32;
+        moves.push(BucketMove { bucket: b as u32, from: max as u32, to: min as u32, load: h });
+    }
+    moves
+}
+
+/// One rebalancing round, as reported.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Round {
+    /// Seconds since the server started.
+    pub t_s: f64,
+    /// Length of the measured interval.
+    pub interval_s: f64,
+    /// Each worker's load in the interval (datagrams or connections).
+    pub loads: Vec<u64>,
+    /// Imbalance (busiest worker's load over the mean) before the moves.
+    pub imbalance_before: f64,
+    /// The same, estimated from this interval's loads as if the moves had
+    /// been in force.
+    pub imbalance_after: f64,
+    /// The buckets moved in this round.
+    pub moves: Vec<BucketMove>,
+}
+
+/// The eBPF steering of a running server, with what rebalancing needs.
+pub struct LiveBuckets {
+    steer: ReuseportSteering,
+    owners: Arc<[AtomicU32]>,
+    last: Vec<u64>,
+    last_at: Instant,
+    started: Instant,
+}
+
+impl LiveBuckets {
+    /// Takes over `steer`; measuring starts now.
+    pub fn new(steer: ReuseportSteering) -> Result<Self, ReuseportError> {
+        let owners: Arc<[AtomicU32]> = steer.owners().iter().map(|&w| AtomicU32::new(w)).collect();
+        let last = steer.bucket_hits()?;
+        let now = Instant::now();
+        Ok(LiveBuckets { steer, owners, last, last_at: now, started: now })
+    }
+
+    /// Bucket -> worker, shared with the workers (updated on every move).
+    pub fn owners(&self) -> Arc<[AtomicU32]> {
+        self.owners.clone()
+    }
+
+    /// The program and its maps.
+    pub fn steering(&self) -> &ReuseportSteering {
+        &self.steer
+    }
+
+    /// The program's counters.
+    pub fn counters(&self) -> Result<EbpfCounters, ReuseportError> {
+        self.steer.counters()
+    }
+
+    /// Moves `bucket` to `worker` now (map first, then the shared table).
+    pub fn move_bucket(&mut self, bucket: u32, worker: u32) -> Result<(), ReuseportError> {
+        self.steer.move_bucket(bucket, worker)?;
+        self.owners[bucket as usize].store(worker, Relaxed);
+        Ok(())
+    }
+
+    /// Measures the interval since the last call and applies [`plan`].
+    pub fn rebalance(&mut self, target: f64, min_sample: u64) -> Result<Round, ReuseportError> {
+        let hits = self.steer.bucket_hits()?;
+        let now = Instant::now();
+        let delta: Vec<u64> = hits.iter().zip(&self.last).map(|(a, b)| a.saturating_sub(*b)).collect();
+        let interval_s = now.duration_since(self.last_at).as_secs_f64();
+        self.last = hits;
+        self.last_at = now;
+        let n = self.steer.workers();
+        let eligible: Vec<bool> = (0..n as u32).map(|w| self.steer.has_socket(w)).collect();
+        let before = worker_loads(self.steer.owners(), &delta, n);
+        let moves = plan(self.steer.owners(), &delta, &eligible, target, min_sample);
+        for m in &moves {
+            self.move_bucket(m.bucket, m.to)?;
+        }
+        let after = worker_loads(self.steer.owners(), &delta, n);
+        Ok(Round {
+            t_s: now.duration_since(self.started).as_secs_f64(),
+            interval_s,
+            imbalance_before: imbalance(&before),
+            imbalance_after: imbalance(&after),
+            loads: before,
+            moves,
+        })
+    }
+}
+
+/// `rebalance 12.0s: bucket 3 worker 0 -> 1 (4521 in 5.0s) ...; loads [..] imbalance 1.80 -> 1.02`.
+pub fn round_line(r: &Round) -> String {
+    let moves: Vec<String> = r
+        .moves
+        .iter()
+        .map(|m| {
+            format!("bucket {} worker {} -> {} ({} in {:.1}s)", m.bucket, m.from, m.to, m.load, r.interval_s)
+        })
+        .collect();
+    format!(
+        "rebalance {:.1}s: {}; loads {:?}, imbalance {:.2} -> {:.2}",
+        r.t_s,
+        if moves.is_empty() { "no move".to_string() } else { moves.join(", ") },
+        r.loads,
+        r.imbalance_before,
+        r.imbalance_after
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busiest_worker_gives_buckets_to_the_idle_one() {
+        // 8 buckets round robin over 2 workers; worker 0's buckets are hot.
+        let owner: Vec<u32> = (0..8).map(|b| b % 2).collect();
+        let load = [400, 10, 300, 10, 200, 10, 100, 10];
+        let m = plan(&owner, &load, &[true, true], 1.1, 100);
+        assert!(!m.is_empty());
+        assert!(m.iter().all(|x| x.from == 0 && x.to == 1 && x.load == load[x.bucket as usize]));
+        let mut after = owner.clone();
+        for x in &m {
+            after[x.bucket as usize] = x.to;
+        }
+        let before = imbalance(&worker_loads(&owner, &load, 2));
+        let l = worker_loads(&after, &load, 2);
+        assert!(imbalance(&l) < before, "{l:?}");
+        // 1000 vs 40: moving 400 + 100 (or 300 + 200) evens it best.
+        assert!(l[0].abs_diff(l[1]) <= 60, "{l:?} {m:?}");
+    }
+
+    #[test]
+    fn balanced_idle_or_single_elephant_moves_nothing() {
+        let owner: Vec<u32> = (0..4).map(|b| b % 2).collect();
+        assert!(plan(&owner, &[100, 100, 100, 100], &[true, true], 1.1, 1).is_empty());
+        assert!(plan(&owner, &[0; 4], &[true, true], 1.1, 1).is_empty());
+        // Too small a sample.
+        assert!(plan(&owner, &[50, 0, 0, 0], &[true, true], 1.1, 100).is_empty());
+        // One bucket carries everything: moving it only moves the peak.
+        assert!(plan(&owner, &[1000, 0, 0, 0], &[true, true], 1.1, 1).is_empty());
+        // Three equal flows on two workers (2 : 1): moving one only swaps
+        // the roles, so it stays (it used to bounce every round).
+        assert!(plan(&owner, &[6400, 0, 6401, 6400], &[true, true], 1.1, 1).is_empty());
+    }
+
+    #[test]
+    fn only_workers_with_a_socket_receive() {
+        let owner = [0, 0, 0, 0];
+        let m = plan(&owner, &[100, 100, 100, 100], &[true, false, true], 1.1, 1);
+        assert!(!m.is_empty());
+        assert!(m.iter().all(|x| x.to == 2), "{m:?}");
+        // Nobody else to give to.
+        assert!(plan(&owner, &[100; 4], &[true, false], 1.1, 1).is_empty());
+    }
+
+    #[test]
+    fn round_line_names_every_move() {
+        let r = Round {
+            t_s: 3.0,
+            interval_s: 1.0,
+            loads: vec![900, 100],
+            imbalance_before: 1.8,
+            imbalance_after: 1.0,
+            moves: vec![BucketMove { bucket: 3, from: 0, to: 1, load: 400 }],
+        };
+        let l = round_line(&r);
+        assert!(l.contains("bucket 3 worker 0 -> 1 (400 in 1.0s)") && l.contains("1.80 -> 1.00"), "{l}");
+    }
+}
