@@ -20,8 +20,16 @@ use std::sync::Arc;
 /// Default buffer stride (bytes): two cache lines less than 2048.
 pub const DEFAULT_STRIDE: usize = 1920;
 
+/// Unused slots after the free list's last entry (a cache-line pair).
+const FREE_LIST_PAD: usize = 128 / core::mem::size_of::<u32>();
+
 /// The buffer memory. Shared (`Arc`) between the owner and every thread a
 /// buffer may travel to.
+///
+/// Aligned to 128 bytes (a cache-line pair): its owner reads it for every
+/// frame, and the pools of all workers are made one after the other by one
+/// thread, so it must not share lines with another worker's written data.
+#[repr(align(128))]
 pub struct PoolMem {
     base: *mut u8,
     layout: Layout,
@@ -105,7 +113,12 @@ impl Pool {
             std::alloc::handle_alloc_error(layout);
         }
         let mem = Arc::new(PoolMem { base, layout, stride, count });
-        Pool { mem, free: (0..count as u32).rev().collect() }
+        // The top of the free stack (its end) is written for every frame and
+        // sits within a batch or two of `count`: 32 spare slots (128 bytes)
+        // keep the next allocation, maybe another worker's, off its lines.
+        let mut free = Vec::with_capacity(count + FREE_LIST_PAD);
+        free.extend((0..count as u32).rev());
+        Pool { mem, free }
     }
 
     /// The shared memory handle.
@@ -140,6 +153,17 @@ impl Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What one worker writes or reads for every frame stays off the lines
+    /// of the next allocation (another worker's pool, made right after).
+    #[test]
+    fn hot_pool_state_is_padded() {
+        let (a, b) = (Pool::new(1000, DEFAULT_STRIDE), Pool::new(1000, DEFAULT_STRIDE));
+        for p in [&a, &b] {
+            assert_eq!(Arc::as_ptr(&p.mem) as usize % 128, 0);
+            assert!(p.free.capacity() >= p.free.len() + 32);
+        }
+    }
 
     #[test]
     fn stride_and_alignment() {

@@ -114,7 +114,8 @@ pub struct EchoConfig {
     pub batch: usize,
     /// Flush queued replies at this many packets...
     pub flush_packets: usize,
-    /// ...or at this many bytes.
+    /// ...or at this many bytes, or else when the receive queue is drained
+    /// (see [`DEFAULT_FLUSH_PACKETS`]).
     pub flush_bytes: usize,
     /// Which tuple is hashed (UDP 2-tuple by default, as FreeBSD).
     pub hash: HashConfig,
@@ -135,6 +136,22 @@ pub struct EchoConfig {
     pub max_datagram: usize,
 }
 
+/// Default `--flush-packets`: one `sendmmsg` per full `recvmmsg` batch.
+///
+/// DragonFly flushes replies at 16 packets or ~1500 bytes: a NIC doorbell
+/// rule, where a flush is a register write. In user space a flush is a
+/// system call: 1500 bytes meant one `sendmmsg` per three 510-byte
+/// datagrams, ~5x the calls of the plain C loop and most of the cost above
+/// it (docs/BENCHMARKS.md, "Issue 15 analysis"). Replies are flushed when
+/// the receive queue is drained (a `recvmmsg` returns less than a batch),
+/// so a reply waits at most for the rest of its own batch, as in the C
+/// loop; the thresholds only bound a queue that never drains.
+pub const DEFAULT_FLUSH_PACKETS: usize = 32;
+/// Default `--flush-bytes`: 64 KiB, a bound for large datagrams (one
+/// `sendmmsg` stays well inside the default send buffer), not reached by
+/// 32 datagrams of up to 2 KiB.
+pub const DEFAULT_FLUSH_BYTES: usize = 64 << 10;
+
 /// Default `SO_RCVBUF` request: 4 MiB. The kernel default (208 KiB) lets
 /// a worker that is briefly descheduled on a shared machine overflow
 /// (0.1-0.7% `RcvbufErrors` under load); the C floor of the benchmark asks
@@ -145,8 +162,9 @@ pub const DEFAULT_RCVBUF: usize = 4 << 20;
 pub const MAX_RCVBUF: usize = i32::MAX as usize / 2;
 
 impl EchoConfig {
-    /// Defaults: every online CPU, `toeplitz`, batch 32, flush at 16
-    /// packets or 1500 bytes, UDP hashed on addresses, Microsoft key,
+    /// Defaults: every online CPU, `toeplitz`, batch 32, flush when the
+    /// queue drains or at [`DEFAULT_FLUSH_PACKETS`] packets or
+    /// [`DEFAULT_FLUSH_BYTES`] bytes, UDP hashed on addresses, Microsoft key,
     /// `SO_RCVBUF` of [`DEFAULT_RCVBUF`].
     pub fn new(bind: SocketAddr) -> Self {
         EchoConfig {
@@ -155,8 +173,8 @@ impl EchoConfig {
             steer: Steer::Toeplitz,
             sink: false,
             batch: 32,
-            flush_packets: 16,
-            flush_bytes: 1500,
+            flush_packets: DEFAULT_FLUSH_PACKETS,
+            flush_bytes: DEFAULT_FLUSH_BYTES,
             hash: HashConfig::default(),
             key: RssKey::microsoft(),
             bits: None,
@@ -678,27 +696,40 @@ fn run_worker(ctx: &WorkerCtx, plan: Plan, socks: Vec<RxSocket>) -> io::Result<C
             ctx.stats.publish(&c);
         }
     } else {
-        // Several sockets (cpu steering, CPUs without a worker): poll them.
+        // Several sockets (cpu steering, CPUs without a worker): poll them,
+        // then read only the ready ones until each returns less than a batch
+        // (drained); then flush and wait. No extra round of reads that can
+        // only return EAGAIN: the system calls per wakeup stay poll + one
+        // recvmmsg per ready socket + one sendmmsg.
         let mut pfds = rsskit_linux::poll::PollSet::readable(socks.iter().map(|s| s.sock.as_raw_fd()));
+        let mut more = vec![true; socks.len()];
         while !ctx.stopping() {
-            let mut got_any = false;
-            for rs in &socks {
+            for (i, rs) in socks.iter().enumerate() {
+                if !more[i] {
+                    continue;
+                }
                 match w.rx.recv(&rs.sock, true) {
                     Ok(n) => {
                         errors = 0;
-                        got_any = true;
+                        more[i] = n == w.plan.batch;
                         w.handle(rs, reply, n, &mut c);
                     }
-                    Err(e) if transient(&e) => {}
-                    Err(e) => recv_error(e, &mut errors)?,
+                    Err(e) if transient(&e) => more[i] = false,
+                    Err(e) => {
+                        more[i] = false;
+                        recv_error(e, &mut errors)?
+                    }
                 }
             }
-            if !got_any {
+            if !more.contains(&true) {
                 if !w.tx.is_empty() {
                     w.flush(reply, &mut c, FlushReason::Idle);
-                } else {
-                    // A signal ends the wait early (0 ready): the loop checks the stop flag.
-                    pfds.wait(POLL_INTERVAL)?;
+                }
+                // A signal ends the wait early (0 ready): the loop checks the stop flag.
+                if pfds.wait(POLL_INTERVAL)? > 0 {
+                    for (i, m) in more.iter_mut().enumerate() {
+                        *m = pfds.ready(i);
+                    }
                 }
             }
             ctx.stats.publish(&c);
@@ -1031,6 +1062,55 @@ mod tests {
         assert_eq!(t.flushes.bytes, 0, "byte threshold never reached");
         assert!(t.flushes.count * 4 + t.flushes.idle * 4 >= 64);
         assert!(t.flushes.count <= 16);
+    }
+
+    /// The default policy: at most one flush (`sendmmsg`) per `recvmmsg`
+    /// that returned data, for 510-byte datagrams too (the old 1500-byte
+    /// rule flushed every third one), on one socket (toeplitz) and on
+    /// several (cpu steering with a worker on one CPU of two).
+    #[test]
+    fn default_flush_at_most_once_per_batch() {
+        let online = rsskit_linux::cpulist::online();
+        for steer in [Steer::Toeplitz, Steer::Cpu] {
+            let mut cfg = EchoConfig::new("127.0.0.1:0".parse().unwrap());
+            cfg.steer = steer;
+            cfg.cpus = vec![online[0]];
+            let srv = EchoServer::start(cfg).unwrap();
+            let at = srv.local_addr();
+            let senders: Vec<_> = online
+                .iter()
+                .take(2)
+                .map(|&cpu| {
+                    std::thread::spawn(move || {
+                        rsskit_linux::affinity::pin_current_thread(cpu).unwrap();
+                        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+                        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                        let mut got = 0;
+                        for burst in 0..8u64 {
+                            for i in 0..20 {
+                                s.send_to(&probe(0, burst * 20 + i, 510), at).unwrap();
+                            }
+                            for _ in 0..20 {
+                                s.recv(&mut [0u8; 1024]).unwrap();
+                                got += 1;
+                            }
+                        }
+                        got
+                    })
+                })
+                .collect();
+            let got: u64 = senders.into_iter().map(|t| t.join().unwrap()).sum();
+            let t = srv.stop().unwrap().totals();
+            assert_eq!(got, t.received, "{steer:?}: every datagram echoed");
+            assert_eq!(t.sent, t.received, "{steer:?}");
+            assert_eq!(t.flushes.bytes, 0, "{steer:?}: 64 KiB never pending");
+            let flushes = t.flushes.count + t.flushes.idle + t.flushes.bytes;
+            assert!(
+                flushes <= t.batches,
+                "{steer:?}: {flushes} flushes for {} recvmmsg batches with data",
+                t.batches
+            );
+        }
     }
 
     #[test]

@@ -8,7 +8,8 @@ use rsskit_runtime::rebalance::{round_line, DEFAULT_TARGET, MIN_SAMPLE};
 use rsskit_runtime::stats::Counters;
 use rsskit_runtime::steer::Steer;
 use rsskit_runtime::udp_echo::{
-    EchoConfig, EchoReport, EchoServer, RcvBuf, DEFAULT_RCVBUF, MAX_BATCH, MAX_RCVBUF,
+    EchoConfig, EchoReport, EchoServer, RcvBuf, DEFAULT_FLUSH_BYTES, DEFAULT_FLUSH_PACKETS, DEFAULT_RCVBUF,
+    MAX_BATCH, MAX_RCVBUF,
 };
 use std::io::Write;
 use std::net::SocketAddr;
@@ -42,11 +43,12 @@ pub struct Args {
     /// Datagrams per recvmmsg call (1-1024).
     #[arg(long, default_value_t = 32, value_parser = int_in(1usize, MAX_BATCH))]
     batch: usize,
-    /// Flush queued replies once this many are pending (1-1024).
-    #[arg(long, default_value_t = 16, value_parser = int_in(1usize, MAX_BATCH))]
+    /// Flush queued replies once this many are pending (1-1024); they are
+    /// flushed anyway when the receive queue drains.
+    #[arg(long, default_value_t = DEFAULT_FLUSH_PACKETS, value_parser = int_in(1usize, MAX_BATCH))]
     flush_packets: usize,
     /// Flush queued replies once this many bytes are pending (1-16777216).
-    #[arg(long, default_value_t = 1500, value_parser = int_in(1usize, 1 << 24))]
+    #[arg(long, default_value_t = DEFAULT_FLUSH_BYTES, value_parser = int_in(1usize, 1 << 24))]
     flush_bytes: usize,
     #[command(flatten)]
     hash: UdpHashArgs,

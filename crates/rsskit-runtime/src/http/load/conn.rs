@@ -213,10 +213,14 @@ impl Conn {
     }
 
     /// The connection is established: returns the connect time, and the
-    /// request is to be written.
-    pub fn on_connected(&mut self, now: u64) -> (u64, Step) {
+    /// request is to be written. `readable`: the event that reported the
+    /// connect also reported input (an early answer). Without it, an
+    /// answer can only arrive after this event and will raise an edge of its
+    /// own, so a request sent in one write needs no `EAGAIN` read
+    /// (bench/http-perf: 0.9 per short-lived request).
+    pub fn on_connected(&mut self, now: u64, readable: bool) -> (u64, Step) {
         self.state = State::Writing;
-        self.one_write = false;
+        self.one_write = !readable;
         (now.saturating_sub(self.connect_start), Step::Write)
     }
 
@@ -634,8 +638,19 @@ mod tests {
         let mut c = Conn::default();
         assert_eq!(c.begin(0, 100, false), Step::Connect);
         assert_eq!(c.state(), State::Connecting);
-        assert_eq!(c.on_connected(350), (250, Step::Write));
+        assert_eq!(c.on_connected(350, true), (250, Step::Write));
         assert_eq!(c.on_written(&p, REQ.len()), Step::Sent { read_now: true });
+        // A connect whose event showed no input: the answer raises its own edge.
+        let mut c = Conn::default();
+        c.begin(0, 100, false);
+        assert_eq!(c.on_connected(350, false), (250, Step::Write));
+        assert_eq!(c.on_written(&p, REQ.len()), Step::Sent { read_now: false });
+        // ... unless the request needed more than one write.
+        let mut c = Conn::default();
+        c.begin(0, 100, false);
+        c.on_connected(350, false);
+        assert_eq!(c.on_written(&p, 3), Step::Write);
+        assert_eq!(c.on_written(&p, REQ.len() - 3), Step::Sent { read_now: true });
     }
 
     #[test]
@@ -674,7 +689,7 @@ mod tests {
         c.schedule_first(t0);
         // The start timer fires 30 us late: latency still from t0.
         assert_eq!(c.on_timer(&p, t0, t0 + 30_000, false), Some(Step::Connect));
-        c.on_connected(t0 + 50_000);
+        c.on_connected(t0 + 50_000, true);
         assert_eq!(c.on_written(&p, REQ.len()), Step::Sent { read_now: true });
         let d = done(c.on_read(&p, OK, t0 + 5 * MS));
         assert_eq!(d.outcome, Outcome::Answer { status: 200, latency_ns: 5 * MS });

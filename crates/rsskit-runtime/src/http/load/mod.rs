@@ -415,7 +415,7 @@ impl Worker {
                     let d = s.conn.on_connect_error(&self.p, err.map(|e| e.kind()), now);
                     return self.done(i, d);
                 }
-                let (t, step) = s.conn.on_connected(now);
+                let (t, step) = s.conn.on_connected(now, ev & event::IN != 0);
                 self.report.connects += 1;
                 self.report.connect.record(t);
                 self.step(i, step, now);
