@@ -48,10 +48,17 @@ fn start_server(pair: &Pair, bind: &str, port: u16, steer: &str, extra: &[&str])
     let server = Proc::spawn(cmd);
     let hex = format!(":{port:04X} ");
     let v6 = bind.starts_with('[');
+    // Every worker's socket, not just the first: a datagram that arrives
+    // while the group is still being bound (and before its program is
+    // attached, right after the last bind) is steered by the kernel's hash.
+    let sockets =
+        if steer == "shared" { 1 } else { std::thread::available_parallelism().map_or(1, |n| n.get()) };
     let up = netns::wait_until(Duration::from_secs(10), || {
-        pair.server.read(if v6 { "/proc/net/udp6" } else { "/proc/net/udp" }).contains(&hex)
+        pair.server.read(if v6 { "/proc/net/udp6" } else { "/proc/net/udp" }).matches(&hex).count() >= sockets
     });
-    assert!(up, "udp-echo did not bind {bind} within 10 s");
+    assert!(up, "udp-echo did not bind {sockets} socket(s) on {bind} within 10 s");
+    // The program is attached after the last bind: leave it that moment.
+    std::thread::sleep(Duration::from_millis(200));
     server
 }
 
