@@ -16,26 +16,12 @@
 //! `STEER_COST_REPS=9 cargo test --release -p rsskit-runtime --test steer_cost_ebpf -- --ignored --nocapture`
 
 use rsskit_core::{CpuId, HashConfig, HashType, L4Proto, RssKey, RssPolicy};
-use rsskit_linux::affinity::thread_cpu_time as thread_cpu;
 use rsskit_linux::bpf::attach_reuseport;
 use rsskit_linux::ebpf::reuseport::{enable_run_stats, BucketMethod, ReuseportSteering};
-use rsskit_linux::socket::{udp_socket, wait_readable, Batch, UdpOptions};
-use std::net::{SocketAddr, UdpSocket as Socket};
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
-use std::sync::Arc;
-use std::time::Duration;
 
-fn group(ip: &str, n: usize) -> (Vec<Socket>, SocketAddr) {
-    let opts = UdpOptions { reuseport: true, nonblocking: true, ..Default::default() };
-    let first: Socket = udp_socket(format!("{ip}:0").parse().unwrap(), &opts).unwrap().into();
-    let at = first.local_addr().unwrap();
-    let mut v = vec![first];
-    for _ in 1..n {
-        v.push(udp_socket(at, &opts).unwrap().into());
-    }
-    (v, at)
-}
+mod common;
+use common::{group, median};
 
 #[derive(Clone, Copy)]
 enum Prog {
@@ -44,21 +30,10 @@ enum Prog {
     Ebpf(HashType, BucketMethod),
 }
 
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
-
 #[test]
 #[ignore = "benchmark: run by hand with --ignored --nocapture (docs/BENCHMARKS.md)"]
 fn steering_cost_ebpf_vs_classic() {
-    std::thread::spawn(|| {
-        // SAFETY: unshare only affects this thread's namespaces.
-        let rc = unsafe { libc::unshare(libc::CLONE_NEWNET) };
-        assert_eq!(rc, 0, "unshare(CLONE_NEWNET) needs root: {}", std::io::Error::last_os_error());
-        let st = std::process::Command::new("ip").args(["link", "set", "lo", "up"]).status().unwrap();
-        assert!(st.success());
+    common::in_private_netns(|| {
         let _stats = enable_run_stats().expect("BPF_ENABLE_STATS (kernel >= 5.8, root)");
         let cpus = rsskit_linux::cpulist::online();
         rsskit_linux::affinity::pin_current_thread(*cpus.last().unwrap()).unwrap();
@@ -104,7 +79,8 @@ fn steering_cost_ebpf_vs_classic() {
                     }
                     Prog::Ebpf(ht, method) => {
                         let mut s =
-                            ReuseportSteering::load_with(&policy(ht.has_ports()), L4Proto::Udp, method).unwrap();
+                            ReuseportSteering::load_with(&policy(ht.has_ports()), L4Proto::Udp, method)
+                                .unwrap();
                         for (w, sock) in socks.iter().enumerate() {
                             s.insert_socket(w as u32, sock.as_fd()).unwrap();
                         }
@@ -113,53 +89,9 @@ fn steering_cost_ebpf_vs_classic() {
                         ebpf = Some(s);
                     }
                 }
-                let stop = Arc::new(AtomicBool::new(false));
-                let received = Arc::new(AtomicUsize::new(0));
-                let drains: Vec<_> = socks
-                    .into_iter()
-                    .map(|s| {
-                        let (stop, received) = (stop.clone(), received.clone());
-                        std::thread::spawn(move || {
-                            let mut b = Batch::new(64, 128, false);
-                            let mut got = 0usize;
-                            while !stop.load(Relaxed) {
-                                match b.recv(&s, true) {
-                                    Ok(n) => {
-                                        got += n;
-                                        received.fetch_add(n, Relaxed);
-                                    }
-                                    Err(_) => {
-                                        wait_readable(&s, Duration::from_millis(2)).ok();
-                                    }
-                                }
-                            }
-                            while let Ok(n) = b.recv(&s, true) {
-                                got += n;
-                            }
-                            got
-                        })
-                    })
-                    .collect();
-                let tx = udp_socket(SocketAddr::new(at.ip(), 0), &UdpOptions::default()).unwrap();
-                let mut batch = Batch::new(32, 64, false);
                 let before = ebpf.as_ref().map(|s| s.run_stats().unwrap());
-                let t0 = thread_cpu();
-                let mut sent = 0;
-                while sent < n {
-                    while !batch.is_full() {
-                        batch.push(&[0u8; 64], &at);
-                    }
-                    sent += batch.send(&tx).sent;
-                    while sent - received.load(Relaxed) > 256 {
-                        std::thread::sleep(Duration::from_micros(20));
-                    }
-                }
-                let dt = thread_cpu() - t0;
-                std::thread::sleep(Duration::from_millis(50));
-                stop.store(true, Relaxed);
-                let got: usize = drains.into_iter().map(|h| h.join().unwrap()).sum();
-                assert!(got * 100 >= sent * 95, "{got} of {sent} received: drains fell behind");
-                results[k].push(dt.as_nanos() as f64 / sent as f64);
+                let (ns, sent) = common::sender_cpu_per_datagram(socks, at, n);
+                results[k].push(ns);
                 if let (Some(s), Some((t0, c0))) = (&ebpf, before) {
                     let (t1, c1) = s.run_stats().unwrap();
                     assert_eq!(c1 - c0, sent as u64, "the program ran once per datagram");
@@ -176,8 +108,11 @@ fn steering_cost_ebpf_vs_classic() {
         for (k, (name, ip, _)) in setups.iter().enumerate() {
             let m = median(&results[k]);
             let base = if ip.starts_with('[') { base6 } else { base4 };
-            let alone =
-                if prog_ns[k].is_empty() { String::new() } else { format!("  program alone {:.0} ns/run", median(&prog_ns[k])) };
+            let alone = if prog_ns[k].is_empty() {
+                String::new()
+            } else {
+                format!("  program alone {:.0} ns/run", median(&prog_ns[k]))
+            };
             println!(
                 "  {name:<27} {:>5} insns  {m:>7.0} ns  ({:+.0} ns, {:.3}x vs no program){alone}",
                 lens[k],
@@ -185,7 +120,5 @@ fn steering_cost_ebpf_vs_classic() {
                 m / base
             );
         }
-    })
-    .join()
-    .unwrap();
+    });
 }

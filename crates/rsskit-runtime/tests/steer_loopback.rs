@@ -11,18 +11,10 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-/// `n` reuseport sockets on one port of `ip`, in bind order.
-fn group(ip: &str, n: usize) -> (Vec<Socket>, SocketAddr) {
-    let opts = UdpOptions { reuseport: true, nonblocking: true, ..Default::default() };
-    let first: Socket = udp_socket(format!("{ip}:0").parse().unwrap(), &opts).unwrap().into();
-    let at = first.local_addr().unwrap();
-    let mut v = vec![first];
-    for _ in 1..n {
-        v.push(udp_socket(at, &opts).unwrap().into());
-    }
-    (v, at)
-}
+mod common;
+use common::{group, median};
 
+/// `n` reuseport sockets on one port of `ip`, in bind order.
 /// Receives until `want` datagrams have arrived (or 5 s pass); returns
 /// (socket index, source address, payload) for each.
 fn collect(socks: &[Socket], want: usize) -> Vec<(usize, SocketAddr, Vec<u8>)> {
@@ -139,8 +131,6 @@ fn cpu_steering_follows_the_sending_cpu() {
     }
 }
 
-use rsskit_linux::affinity::thread_cpu_time as thread_cpu;
-
 /// What the steering program costs the kernel per datagram.
 ///
 /// On loopback the receive path (reuseport selection and its BPF program
@@ -155,13 +145,7 @@ use rsskit_linux::affinity::thread_cpu_time as thread_cpu;
 #[test]
 #[ignore = "benchmark: run by hand with --ignored --nocapture (docs/BENCHMARKS.md)"]
 fn steering_cost() {
-    use rsskit_linux::socket::Batch;
-    std::thread::spawn(|| {
-        // SAFETY: unshare only affects this thread's namespaces.
-        let rc = unsafe { libc::unshare(libc::CLONE_NEWNET) };
-        assert_eq!(rc, 0, "unshare(CLONE_NEWNET) needs root: {}", std::io::Error::last_os_error());
-        let st = std::process::Command::new("ip").args(["link", "set", "lo", "up"]).status().unwrap();
-        assert!(st.success());
+    common::in_private_netns(|| {
         let cpus = rsskit_linux::cpulist::online();
         let send_cpu = *cpus.last().unwrap();
         rsskit_linux::affinity::pin_current_thread(send_cpu).unwrap();
@@ -192,55 +176,7 @@ fn steering_cost() {
                     lens[k] = p.len();
                     attach_reuseport(&p, &socks[0]).unwrap();
                 }
-                let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-                let received = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-                let drains: Vec<_> = socks
-                    .into_iter()
-                    .map(|s| {
-                        let stop = stop.clone();
-                        let received = received.clone();
-                        std::thread::spawn(move || {
-                            let mut b = Batch::new(64, 128, false);
-                            let mut got = 0usize;
-                            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                                match b.recv(&s, true) {
-                                    Ok(n) => {
-                                        got += n;
-                                        received.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
-                                    }
-                                    Err(_) => {
-                                        wait_readable(&s, Duration::from_millis(2)).ok();
-                                    }
-                                }
-                            }
-                            while let Ok(n) = b.recv(&s, true) {
-                                got += n;
-                            }
-                            got
-                        })
-                    })
-                    .collect();
-                let tx = udp_socket(SocketAddr::new(at.ip(), 0), &UdpOptions::default()).unwrap();
-                let mut batch = Batch::new(32, 64, false);
-                let t0 = thread_cpu();
-                let mut sent = 0;
-                while sent < n {
-                    while !batch.is_full() {
-                        batch.push(&[0u8; 64], &at);
-                    }
-                    sent += batch.send(&tx).sent;
-                    // Let the drains keep up (no drops: the same path for
-                    // every mode); sleeping costs the sender no CPU time.
-                    while sent - received.load(std::sync::atomic::Ordering::Relaxed) > 256 {
-                        std::thread::sleep(Duration::from_micros(20));
-                    }
-                }
-                let dt = thread_cpu() - t0;
-                std::thread::sleep(Duration::from_millis(50));
-                stop.store(true, std::sync::atomic::Ordering::Relaxed);
-                let got: usize = drains.into_iter().map(|h| h.join().unwrap()).sum();
-                assert!(got * 100 >= sent * 95, "{got} of {sent} received: drains fell behind");
-                results[k].push(dt.as_nanos() as f64 / sent as f64);
+                results[k].push(common::sender_cpu_per_datagram(socks, at, n).0);
             }
         }
         println!("\nsender CPU ns per datagram (64 B payload, sendmmsg x32, median of {reps}, {n} datagrams each):");
@@ -251,13 +187,5 @@ fn steering_cost() {
             let base = if ip.starts_with('[') { base6 } else { base4 };
             println!("  {name:<26} {:>5} insns  {m:>7.0} ns  ({:+.0} ns vs no program)", lens[k], m - base);
         }
-    })
-    .join()
-    .unwrap();
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
+    });
 }

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::netns::{self, Pair, Proc};
+use common::netns::{self, all_cpus, bracket, Pair, Proc};
 use rsskit_core::{CpuId, FlowTuple, HashConfig, L4Proto, RssKey, RssPolicy};
 use rsskit_linux::socket::TcpListenOptions;
 use rsskit_runtime::steer::{self, Steer, SteerSpec, Transport};
@@ -17,29 +17,10 @@ use serde_json::Value;
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-fn all_cpus() -> String {
-    let n = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    if n == 1 {
-        "0".into()
-    } else {
-        format!("0-{}", n - 1)
-    }
-}
-
 const BITS: &str = "2";
 
-static PORT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
-
 fn port() -> u16 {
-    30000 + (std::process::id() % 15000) as u16 + PORT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-}
-
-fn bracket(addr: &str, port: u16) -> String {
-    if addr.contains(':') {
-        format!("[{addr}]:{port}")
-    } else {
-        format!("{addr}:{port}")
-    }
+    netns::test_port(30000, 15000)
 }
 
 fn json_of(out: &std::process::Output, what: &str) -> Value {

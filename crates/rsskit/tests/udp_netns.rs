@@ -5,37 +5,16 @@
 
 mod common;
 
-use common::netns::{self, Pair, Proc};
+use common::netns::{self, all_cpus, bracket, Pair, Proc};
 use serde_json::Value;
 use std::time::Duration;
-
-/// Online CPUs as a list string for --cpus / --server-cpus.
-fn all_cpus() -> String {
-    let n = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    if n == 1 {
-        "0".into()
-    } else {
-        format!("0-{}", n - 1)
-    }
-}
 
 /// Bucket bits on both ends: 4 buckets whatever the machine's CPU count, so
 /// the 24 extra client addresses are known to cover every bucket.
 const BITS: &str = "2";
 
-static PORT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
-
 fn port() -> u16 {
-    // Namespaces are private: any port is free; vary it per test anyway.
-    20000 + (std::process::id() % 20000) as u16 + PORT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-}
-
-fn bracket(addr: &str, port: u16) -> String {
-    if addr.contains(':') {
-        format!("[{addr}]:{port}")
-    } else {
-        format!("{addr}:{port}")
-    }
+    netns::test_port(20000, 20000)
 }
 
 /// Starts `rsskit udp-echo` in the server namespace and waits until its

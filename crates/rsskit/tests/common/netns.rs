@@ -241,3 +241,32 @@ pub fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     }
     false
 }
+
+/// Every online CPU as a list for `--cpus` / `--server-cpus` (`0` or `0-N`).
+pub fn all_cpus() -> String {
+    let n = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    if n == 1 {
+        "0".into()
+    } else {
+        format!("0-{}", n - 1)
+    }
+}
+
+/// `addr:port`, with brackets around an IPv6 address.
+pub fn bracket(addr: &str, port: u16) -> String {
+    if addr.contains(':') {
+        format!("[{addr}]:{port}")
+    } else {
+        format!("{addr}:{port}")
+    }
+}
+
+static NEXT_PORT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+
+/// A port for the next test server: `base` plus this process's share of
+/// `span`, different for every call (namespaces are private, so any port
+/// is free there; varying it keeps a lingering socket out of the way).
+pub fn test_port(base: u16, span: u16) -> u16 {
+    base + (std::process::id() % span as u32) as u16
+        + NEXT_PORT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
