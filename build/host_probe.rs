@@ -8,6 +8,8 @@
 //!   VPCLMULQDQ, so the VPCLMULQDQ single-hash backend cannot run;
 //! - `rsskit_no_avx512_gfni`: the CPU lacks AVX-512 (F/BW/VL/VBMI) or GFNI,
 //!   so the GFNI batch backend cannot run.
+//! - `rsskit_no_avx2_clmul`: the CPU lacks AVX2, PCLMULQDQ or VPCLMULQDQ,
+//!   so the AVX2 carry-less multiplication backend cannot run.
 //! - `rsskit_one_cpu`: fewer than two CPUs are available to this process.
 //!
 //! Tests run on the machine that built them (no cross-compiled test runs).
@@ -17,12 +19,16 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(rsskit_no_avx512_clmul)");
     println!("cargo::rustc-check-cfg=cfg(rsskit_no_avx512_gfni)");
     println!("cargo::rustc-check-cfg=cfg(rsskit_one_cpu)");
+    println!("cargo::rustc-check-cfg=cfg(rsskit_no_avx2_clmul)");
 
     if !avx512_clmul() {
         println!("cargo::rustc-cfg=rsskit_no_avx512_clmul");
     }
     if !avx512_gfni() {
         println!("cargo::rustc-cfg=rsskit_no_avx512_gfni");
+    }
+    if !avx2_clmul() {
+        println!("cargo::rustc-cfg=rsskit_no_avx2_clmul");
     }
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
         println!("cargo::rustc-cfg=rsskit_one_cpu");
@@ -47,6 +53,18 @@ fn avx512_gfni() -> bool {
         && std::is_x86_feature_detected!("avx512vl")
         && std::is_x86_feature_detected!("avx512vbmi")
         && std::is_x86_feature_detected!("gfni")
+}
+
+#[cfg(target_arch = "x86_64")]
+fn avx2_clmul() -> bool {
+    std::is_x86_feature_detected!("avx2")
+        && std::is_x86_feature_detected!("pclmulqdq")
+        && std::is_x86_feature_detected!("vpclmulqdq")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn avx2_clmul() -> bool {
+    false
 }
 
 #[cfg(not(target_arch = "x86_64"))]
