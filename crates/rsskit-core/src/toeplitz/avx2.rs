@@ -42,8 +42,14 @@ const STEP: usize = 8;
 pub(super) struct Avx2Clmul {
     /// `k[c]` = `K_c`: key bits `32c + m` at bit `m + 1`; zero past the key.
     k: [u64; MAX_CHUNKS],
+    /// The single-hash kernel's constants: `[K0, K1, K4, K5, K2, K3, K6, K7,
+    /// K8, 0]`, then for inputs of up to 16 bytes the plain key windows
+    /// (64 bits from bit 32c, big-endian) for c = 0..4.
+    ks: [u64; 14],
     /// Longest input the key allows (`key.len() - 4`).
     max_input: usize,
+    /// Longest input [`Self::hash`] takes: `max_input`, at most 36.
+    max_single: usize,
 }
 
 /// Whether this CPU runs the kernels.
@@ -60,12 +66,16 @@ fn detected() -> bool {
     }
 }
 
+/// Key bits `32c .. 32c + 64`, big-endian (key bit `32c + m` at bit `63 - m`).
+fn window64(key: &[u8], c: usize) -> u64 {
+    (u64::from(key_window(key, 32 * c)) << 32) | u64::from(key_window(key, 32 * c + 32))
+}
+
 /// `K_c` of `key` for chunk `c`.
 fn key_word(key: &[u8], c: usize) -> u64 {
     // Key bits 32c .. 32c + 64, big-endian (bit m at 63 - m), reversed so
     // bit m is at m, then moved up one.
-    let w = (u64::from(key_window(key, 32 * c)) << 32) | u64::from(key_window(key, 32 * c + 32));
-    w.reverse_bits() << 1
+    window64(key, c).reverse_bits() << 1
 }
 
 impl Avx2Clmul {
@@ -78,13 +88,17 @@ impl Avx2Clmul {
     }
 
     fn build(key: &[u8]) -> Self {
-        Avx2Clmul { k: core::array::from_fn(|c| key_word(key, c)), max_input: key.len().saturating_sub(4) }
+        let k: [u64; MAX_CHUNKS] = core::array::from_fn(|c| key_word(key, c));
+        let w = |c| window64(key, c);
+        let ks = [k[0], k[1], k[4], k[5], k[2], k[3], k[6], k[7], k[8], 0, w(0), w(1), w(2), w(3)];
+        let max_input = key.len().saturating_sub(4);
+        Avx2Clmul { k, ks, max_input, max_single: max_input.min(MAX_SINGLE) }
     }
 
     /// Whether [`Self::hash`] takes inputs of `n` bytes.
     #[inline]
     pub(super) fn single_handles(&self, n: usize) -> bool {
-        n <= MAX_SINGLE && n <= self.max_input
+        n <= self.max_single
     }
 
     /// Whether [`Self::hash_batch`] takes inputs of `n` bytes.
@@ -94,21 +108,56 @@ impl Avx2Clmul {
     }
 
     /// Hash of `input`; the caller checked [`Self::single_handles`].
-    #[inline]
+    #[inline(always)]
     pub(super) fn hash(&self, input: &[u8]) -> u32 {
         debug_assert!(self.single_handles(input.len()));
+        // The RSS 4-tuples inline, straight to their kernel.
+        match input.len() {
+            // SAFETY: `Avx2Clmul` only exists when `detected()` found every
+            // feature `single` is compiled for; it reads 12 / 36 bytes.
+            12 => unsafe { single::<3>(&self.ks, input.as_ptr()) },
+            // SAFETY: as above.
+            36 => unsafe { single::<9>(&self.ks, input.as_ptr()) },
+            _ => self.hash_other(input),
+        }
+    }
+
+    #[inline(never)]
+    fn hash_other(&self, input: &[u8]) -> u32 {
         let n = input.len();
         if n.is_multiple_of(4) {
-            // SAFETY: `Avx2Clmul` only exists when `detected()` found every
-            // feature `single` is compiled for; it reads the `n / 4 <= 9`
-            // whole dwords of `input`.
-            unsafe { single(&self.k, input.as_ptr(), n / 4) }
+            // SAFETY: as in `hash`; `dwords` reads the `n / 4 <= 9` dwords
+            // of `input`.
+            unsafe { self.dwords(input.as_ptr(), n / 4) }
         } else {
             // Zero bytes add nothing: pad to whole dwords.
             let mut buf = [0u8; MAX_SINGLE];
             buf[..n].copy_from_slice(input);
             // SAFETY: as above; `buf` holds `n.div_ceil(4) <= 9` dwords.
-            unsafe { single(&self.k, buf.as_ptr(), n.div_ceil(4)) }
+            unsafe { self.dwords(buf.as_ptr(), n.div_ceil(4)) }
+        }
+    }
+
+    /// Hash of the `d <= 9` dwords at `p`.
+    ///
+    /// # Safety
+    /// The features `detected()` checks; `4 d` bytes at `p` readable.
+    unsafe fn dwords(&self, p: *const u8, d: usize) -> u32 {
+        let ks = &self.ks;
+        // SAFETY: the caller's contract, passed on.
+        unsafe {
+            match d {
+                1 => single::<1>(ks, p),
+                2 => single::<2>(ks, p),
+                3 => single::<3>(ks, p),
+                4 => single::<4>(ks, p),
+                5 => single::<5>(ks, p),
+                6 => single::<6>(ks, p),
+                7 => single::<7>(ks, p),
+                8 => single::<8>(ks, p),
+                9 => single::<9>(ks, p),
+                _ => 0,
+            }
         }
     }
 
@@ -126,16 +175,6 @@ impl Avx2Clmul {
         // `inputs` (see there) and writes `inputs.len()` outputs.
         unsafe { batch::<N>(&self.k, inputs, out) }
     }
-}
-
-/// The first `n` (at most 8) dwords' mask for `vpmaskmovd`.
-#[target_feature(enable = "avx2")]
-#[inline]
-unsafe fn dword_mask(n: usize) -> __m256i {
-    static MASKS: [i32; 16] = [-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0];
-    debug_assert!(n <= 8);
-    // SAFETY: `8 - n + 8 <= 16`: 8 dwords inside `MASKS`.
-    unsafe { _mm256_loadu_si256(MASKS.as_ptr().add(8 - n).cast()) }
 }
 
 /// Byte swap of every dword.
@@ -156,39 +195,127 @@ fn bytes32(b: &[u8; 32]) -> __m256i {
     unsafe { _mm256_loadu_si256(b.as_ptr().cast()) }
 }
 
-/// Hash of the first `dwords` (at most 9) dwords at `p`.
+/// The first `d` (at most 4) dwords at `p`, the rest zero.
 ///
 /// # Safety
-/// AVX2, PCLMULQDQ and VPCLMULQDQ must be available; `4 * dwords` bytes at `p`
+/// `4 d` bytes at `p` readable.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn load_dwords(p: *const u8, d: usize) -> __m128i {
+    // SAFETY: every arm reads `4 d` bytes at `p`, unaligned.
+    unsafe {
+        match d {
+            0 => _mm_setzero_si128(),
+            1 => _mm_cvtsi32_si128(p.cast::<i32>().read_unaligned()),
+            2 => _mm_loadl_epi64(p.cast()),
+            3 => _mm_insert_epi32::<2>(_mm_loadl_epi64(p.cast()), p.add(8).cast::<i32>().read_unaligned()),
+            _ => _mm_loadu_si128(p.cast()),
+        }
+    }
+}
+
+/// Per 128-bit lane: dwords 0 and 1 (`ZX01`) or 2 and 3 (`ZX23`),
+/// byte-swapped, zero-extended to qwords.
+const ZX01: [u8; 32] = zx(0);
+const ZX23: [u8; 32] = zx(2);
+
+const fn zx(first: usize) -> [u8; 32] {
+    let mut s = [0x80u8; 32];
+    let mut j = 0;
+    while j < 32 {
+        let (q, b) = ((j % 16) / 8, j % 8);
+        if b < 4 {
+            s[j] = (4 * (first + q) + 3 - b) as u8;
+        }
+        j += 1;
+    }
+    s
+}
+
+/// Per-byte bit reversal with nibble tables (`vpshufb`).
+#[target_feature(enable = "avx2")]
+#[inline]
+fn reverse_byte_bits(x: __m256i) -> __m256i {
+    const REV_LO: [u8; 32] = {
+        let mut t = [0u8; 32];
+        let mut i = 0;
+        while i < 32 {
+            t[i] = ((i % 16) as u8).reverse_bits() >> 4;
+            i += 1;
+        }
+        t
+    };
+    const REV_HI: [u8; 32] = {
+        let mut t = [0u8; 32];
+        let mut i = 0;
+        while i < 32 {
+            t[i] = ((i % 16) as u8).reverse_bits();
+            i += 1;
+        }
+        t
+    };
+    let nib = _mm256_set1_epi8(0x0f);
+    let lo = _mm256_and_si256(x, nib);
+    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(x), nib);
+    _mm256_or_si256(_mm256_shuffle_epi8(bytes32(&REV_HI), lo), _mm256_shuffle_epi8(bytes32(&REV_LO), hi))
+}
+
+/// Hash of the `D` (at most 9) dwords at `p`.
+///
+/// # Safety
+/// AVX2, PCLMULQDQ and VPCLMULQDQ must be available; `4 D` bytes at `p`
 /// must be readable.
 #[target_feature(enable = "avx2,pclmulqdq,vpclmulqdq")]
-unsafe fn single(k: &[u64; MAX_CHUNKS], p: *const u8, dwords: usize) -> u32 {
-    debug_assert!(dwords <= 9);
-    // SAFETY: the mask covers the first min(dwords, 8) dwords, all readable;
-    // masked-off dwords are not accessed (and read as zero).
-    let x = unsafe { _mm256_maskload_epi32(p.cast(), dword_mask(dwords.min(8))) };
-    let x = _mm256_shuffle_epi8(x, bytes32(&BSWAP32));
-    // SAFETY: `k` holds 12 u64s; bytes 0..32 are read.
-    let k0 = unsafe { _mm256_loadu_si256(k.as_ptr().cast()) };
-    // Lane l: chunk 2l times K_2l (0x00), chunk 2l + 1 times K_2l+1 (0x11).
-    let a = _mm256_cvtepu32_epi64(_mm256_castsi256_si128(x));
-    let mut acc =
-        _mm256_xor_si256(_mm256_clmulepi64_epi128::<0x00>(a, k0), _mm256_clmulepi64_epi128::<0x11>(a, k0));
-    if dwords > 4 {
-        // SAFETY: bytes 32..64 of the 96 in `k`.
-        let k1 = unsafe { _mm256_loadu_si256(k.as_ptr().add(4).cast()) };
-        let b = _mm256_cvtepu32_epi64(_mm256_extracti128_si256::<1>(x));
-        acc = _mm256_xor_si256(acc, _mm256_clmulepi64_epi128::<0x00>(b, k1));
-        acc = _mm256_xor_si256(acc, _mm256_clmulepi64_epi128::<0x11>(b, k1));
+unsafe fn single<const D: usize>(ks: &[u64; 14], p: *const u8) -> u32 {
+    if D <= 4 {
+        // Up to 16 bytes: cheaper to reverse the bits of each input byte
+        // (then input bit q sits at bit q of its little-endian chunk) and
+        // multiply by the plain big-endian key windows: the hash comes out
+        // in order at bits 32..63, no byte swaps.
+        // SAFETY: `4 D` bytes readable.
+        let x = unsafe { load_dwords(p, D) };
+        let x = _mm256_castsi256_si128(reverse_byte_bits(_mm256_castsi128_si256(x)));
+        let x = _mm256_cvtepu32_epi64(x);
+        // SAFETY: `ks[10..14]`: the windows from bits 0, 32, 64, 96.
+        let k = unsafe { _mm256_loadu_si256(ks.as_ptr().add(10).cast()) };
+        let s =
+            _mm256_xor_si256(_mm256_clmulepi64_epi128::<0x00>(x, k), _mm256_clmulepi64_epi128::<0x11>(x, k));
+        let s = _mm_xor_si128(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
+        return _mm_extract_epi32::<1>(s) as u32;
     }
-    let mut s = _mm_xor_si128(_mm256_castsi256_si128(acc), _mm256_extracti128_si256::<1>(acc));
-    if dwords > 8 {
-        // SAFETY: dword 8 is readable (`dwords == 9`).
-        let c8 = u32::from_be(unsafe { p.add(32).cast::<u32>().read_unaligned() });
-        let k8 = _mm_cvtsi64_si128(k[8] as i64);
-        s = _mm_xor_si128(s, _mm_clmulepi64_si128::<0x00>(_mm_cvtsi32_si128(c8 as i32), k8));
-    }
-    (_mm_extract_epi32::<1>(s) as u32).reverse_bits()
+    let mut s = {
+        // SAFETY: `4 D >= 20` bytes readable: 16, then up to 16 more.
+        let x =
+            unsafe { _mm256_set_m128i(load_dwords(p.add(16), (D - 4).min(4)), _mm_loadu_si128(p.cast())) };
+        // SAFETY: `ks` holds [K0, K1, K4, K5, K2, K3, K6, K7, K8, 0].
+        let (k0145, k2367) = unsafe {
+            (_mm256_loadu_si256(ks.as_ptr().cast()), _mm256_loadu_si256(ks.as_ptr().add(4).cast()))
+        };
+        let a = _mm256_shuffle_epi8(x, bytes32(&ZX01));
+        let b = _mm256_shuffle_epi8(x, bytes32(&ZX23));
+        let s = _mm256_xor_si256(
+            _mm256_xor_si256(
+                _mm256_clmulepi64_epi128::<0x00>(a, k0145),
+                _mm256_clmulepi64_epi128::<0x11>(a, k0145),
+            ),
+            _mm256_xor_si256(
+                _mm256_clmulepi64_epi128::<0x00>(b, k2367),
+                _mm256_clmulepi64_epi128::<0x11>(b, k2367),
+            ),
+        );
+        let mut s = _mm_xor_si128(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
+        if D > 8 {
+            // SAFETY: dword 8 is readable (`D == 9`).
+            let c8 = u32::from_be(unsafe { p.add(32).cast::<u32>().read_unaligned() });
+            let k8 = _mm_cvtsi64_si128(ks[8] as i64);
+            s = _mm_xor_si128(s, _mm_clmulepi64_si128::<0x00>(_mm_cvtsi32_si128(c8 as i32), k8));
+        }
+        s
+    };
+    // Bits 32..63: the hash, bit-reversed; reverse the bits of each byte
+    // here, the byte order after the extraction.
+    s = _mm256_castsi256_si128(reverse_byte_bits(_mm256_castsi128_si256(s)));
+    (_mm_extract_epi32::<1>(s) as u32).swap_bytes()
 }
 
 /// Shuffle controls for inputs of `N` bytes: `[2b + t]` for the 16-byte
@@ -233,29 +360,7 @@ fn key_pairs(k: &[u64; MAX_CHUNKS]) -> [__m256i; MAX_CHUNKS / 2] {
 #[target_feature(enable = "avx2")]
 #[inline]
 fn reverse_dwords(x: __m256i) -> __m256i {
-    const REV_LO: [u8; 32] = {
-        let mut t = [0u8; 32];
-        let mut i = 0;
-        while i < 32 {
-            t[i] = ((i % 16) as u8).reverse_bits() >> 4;
-            i += 1;
-        }
-        t
-    };
-    const REV_HI: [u8; 32] = {
-        let mut t = [0u8; 32];
-        let mut i = 0;
-        while i < 32 {
-            t[i] = ((i % 16) as u8).reverse_bits();
-            i += 1;
-        }
-        t
-    };
-    let x = _mm256_shuffle_epi8(x, bytes32(&BSWAP32));
-    let nib = _mm256_set1_epi8(0x0f);
-    let lo = _mm256_and_si256(x, nib);
-    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(x), nib);
-    _mm256_or_si256(_mm256_shuffle_epi8(bytes32(&REV_HI), lo), _mm256_shuffle_epi8(bytes32(&REV_LO), hi))
+    reverse_byte_bits(_mm256_shuffle_epi8(x, bytes32(&BSWAP32)))
 }
 
 /// Hashes of 8 inputs of `N` bytes at `p` (input `i` at `p + i N`) into
