@@ -10,6 +10,8 @@
 //!   so the GFNI batch backend cannot run.
 //! - `rsskit_no_avx2_clmul`: the CPU lacks AVX2, PCLMULQDQ or VPCLMULQDQ,
 //!   so the AVX2 carry-less multiplication backend cannot run.
+//! - `rsskit_no_pmull`: an aarch64 build host without PMULL (cross builds
+//!   for aarch64 run their tests under `qemu-aarch64`, which has it).
 //! - `rsskit_one_cpu`: fewer than two CPUs are available to this process.
 //!
 //! Tests run on the machine that built them (no cross-compiled test runs).
@@ -20,6 +22,7 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(rsskit_no_avx512_gfni)");
     println!("cargo::rustc-check-cfg=cfg(rsskit_one_cpu)");
     println!("cargo::rustc-check-cfg=cfg(rsskit_no_avx2_clmul)");
+    println!("cargo::rustc-check-cfg=cfg(rsskit_no_pmull)");
 
     if !avx512_clmul() {
         println!("cargo::rustc-cfg=rsskit_no_avx512_clmul");
@@ -29,6 +32,9 @@ fn main() {
     }
     if !avx2_clmul() {
         println!("cargo::rustc-cfg=rsskit_no_avx2_clmul");
+    }
+    if !pmull() {
+        println!("cargo::rustc-cfg=rsskit_no_pmull");
     }
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
         println!("cargo::rustc-cfg=rsskit_one_cpu");
@@ -53,6 +59,22 @@ fn avx512_gfni() -> bool {
         && std::is_x86_feature_detected!("avx512vl")
         && std::is_x86_feature_detected!("avx512vbmi")
         && std::is_x86_feature_detected!("gfni")
+}
+
+/// PMULL for aarch64 targets: the host's when it is the target, else assumed
+/// (cross-built tests run under `qemu-aarch64`, which emulates it).
+fn pmull() -> bool {
+    if std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() != Ok("aarch64") {
+        return true; // no such tests on other targets
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        std::arch::is_aarch64_feature_detected!("pmull")
+    }
+    #[cfg(not(target_arch = "aarch64"))]
+    {
+        true
+    }
 }
 
 #[cfg(target_arch = "x86_64")]

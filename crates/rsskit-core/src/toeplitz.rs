@@ -29,6 +29,8 @@ mod avx2;
 mod clmul;
 #[cfg(target_arch = "x86_64")]
 mod gfni;
+#[cfg(target_arch = "aarch64")]
+mod pmull;
 
 /// The 32-bit key window starting at bit `bit` of `key` (MSB-first bit order).
 ///
@@ -84,16 +86,21 @@ pub enum Backend {
     /// key bits it meets, bit-reversed; bits 32..63 of the XOR of the
     /// products are the hash, bit-reversed.
     Avx2Clmul,
+    /// aarch64 NEON + PMULL: the input's bytes bit-reversed (`rbit`), each
+    /// 32-bit chunk multiplied (`pmull`) by the 64 key bits it meets, as
+    /// [`Backend::Avx2Clmul`]; single hashes and batches of up to 48 bytes.
+    Pmull,
 }
 
 impl Backend {
-    /// Short name: `scalar`, `gfni`, `clmul` or `avx2-clmul`.
+    /// Short name: `scalar`, `gfni`, `clmul`, `avx2-clmul` or `pmull`.
     pub fn name(self) -> &'static str {
         match self {
             Backend::Scalar => "scalar",
             Backend::Avx512Gfni => "gfni",
             Backend::Avx512Clmul => "clmul",
             Backend::Avx2Clmul => "avx2-clmul",
+            Backend::Pmull => "pmull",
         }
     }
 }
@@ -111,6 +118,8 @@ pub struct Toeplitz {
     clmul: Option<clmul::Clmul>,
     #[cfg(target_arch = "x86_64")]
     avx2: Option<avx2::Avx2Clmul>,
+    #[cfg(target_arch = "aarch64")]
+    pmull: Option<pmull::Pmull>,
 }
 
 impl core::fmt::Debug for Toeplitz {
@@ -128,8 +137,12 @@ impl Toeplitz {
     /// the fastest backends this CPU supports. This costs ~10 µs and ~40 KB
     /// (40-byte key): build one per key and keep it, never one per packet.
     pub fn new(key: &RssKey) -> Self {
-        #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
+        #[cfg_attr(not(any(target_arch = "x86_64", target_arch = "aarch64")), allow(unused_mut))]
         let mut t = Self::scalar(key);
+        #[cfg(target_arch = "aarch64")]
+        {
+            t.pmull = pmull::Pmull::new(key.as_bytes());
+        }
         #[cfg(target_arch = "x86_64")]
         {
             t.gfni = gfni::Gfni::new(key.as_bytes());
@@ -169,6 +182,8 @@ impl Toeplitz {
             clmul: None,
             #[cfg(target_arch = "x86_64")]
             avx2: None,
+            #[cfg(target_arch = "aarch64")]
+            pmull: None,
         }
     }
 
@@ -200,6 +215,10 @@ impl Toeplitz {
                 return Backend::Avx2Clmul;
             }
         }
+        #[cfg(target_arch = "aarch64")]
+        if self.pmull.is_some() {
+            return Backend::Pmull;
+        }
         Backend::Scalar
     }
 
@@ -214,6 +233,10 @@ impl Toeplitz {
             if self.avx2.is_some() {
                 return Backend::Avx2Clmul;
             }
+        }
+        #[cfg(target_arch = "aarch64")]
+        if self.pmull.is_some() {
+            return Backend::Pmull;
         }
         Backend::Scalar
     }
@@ -233,6 +256,10 @@ impl Toeplitz {
             if c.single_handles(input.len()) {
                 return c.hash(input);
             }
+        }
+        #[cfg(target_arch = "aarch64")]
+        if let Some(p) = self.pmull.as_ref().filter(|p| p.handles(input.len())) {
+            return p.hash(input);
         }
         self.hash_table(input)
     }
@@ -298,6 +325,11 @@ impl Toeplitz {
         #[cfg(target_arch = "x86_64")]
         if let Some(c) = self.avx2.as_ref().filter(|c| c.batch_handles(N)) {
             c.hash_batch(inputs, out);
+            return;
+        }
+        #[cfg(target_arch = "aarch64")]
+        if let Some(p) = self.pmull.as_ref().filter(|p| p.handles(N)) {
+            p.hash_batch(inputs, out);
             return;
         }
         self.hash_batch_scalar(inputs, out);
@@ -396,6 +428,36 @@ mod tests {
                 assert_eq!(*h, reference(t.key().as_bytes(), x), "N={N} count={count}");
             }
         }
+    }
+
+    /// `Toeplitz::new` picks the fastest backend this CPU runs.
+    #[test]
+    #[cfg(feature = "std")]
+    fn picks_the_cpu_backend() {
+        let t = Toeplitz::new(&RssKey::microsoft());
+        #[allow(unused_mut)]
+        let (mut batch, mut single) = (Backend::Scalar, Backend::Scalar);
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::is_x86_feature_detected as has;
+            let avx512 = has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("gfni");
+            if has!("avx2") && has!("pclmulqdq") && has!("vpclmulqdq") {
+                (batch, single) = (Backend::Avx2Clmul, Backend::Avx2Clmul);
+            }
+            if avx512 && has!("avx512vbmi") {
+                batch = Backend::Avx512Gfni;
+            }
+            if avx512 && has!("vpclmulqdq") && has!("pclmulqdq") {
+                single = Backend::Avx512Clmul;
+            }
+        }
+        #[cfg(target_arch = "aarch64")]
+        if std::arch::is_aarch64_feature_detected!("pmull") {
+            (batch, single) = (Backend::Pmull, Backend::Pmull);
+        }
+        assert_eq!((t.backend(), t.single_backend()), (batch, single));
+        let s = Toeplitz::scalar(&RssKey::microsoft());
+        assert_eq!((s.backend(), s.single_backend()), (Backend::Scalar, Backend::Scalar));
     }
 
     #[test]
