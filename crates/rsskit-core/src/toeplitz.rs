@@ -105,6 +105,17 @@ impl Backend {
     }
 }
 
+/// The x86-64 carry-less multiplication backend of a [`Toeplitz`].
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone)]
+enum Vclmul {
+    None,
+    /// AVX-512 single hashes ([`Backend::Avx512Clmul`]).
+    Avx512(clmul::Clmul),
+    /// AVX2 single hashes and batches ([`Backend::Avx2Clmul`]).
+    Avx2(avx2::Avx2Clmul),
+}
+
 /// Fast Toeplitz hasher for one key: one 256-entry table per input byte
 /// position, plus the GFNI matrices when the CPU has them.
 #[derive(Clone)]
@@ -114,10 +125,10 @@ pub struct Toeplitz {
     tables: Vec<[u32; 256]>,
     #[cfg(target_arch = "x86_64")]
     gfni: Option<gfni::Gfni>,
+    /// The carry-less multiplication backend, if any (one or the other:
+    /// they share the space).
     #[cfg(target_arch = "x86_64")]
-    clmul: Option<clmul::Clmul>,
-    #[cfg(target_arch = "x86_64")]
-    avx2: Option<avx2::Avx2Clmul>,
+    vclmul: Vclmul,
     #[cfg(target_arch = "aarch64")]
     pmull: Option<pmull::Pmull>,
 }
@@ -146,11 +157,16 @@ impl Toeplitz {
         #[cfg(target_arch = "x86_64")]
         {
             t.gfni = gfni::Gfni::new(key.as_bytes());
-            t.clmul = clmul::Clmul::new(key.as_bytes());
-            // Only where the AVX-512 backends are missing: they are faster.
-            if t.gfni.is_none() || t.clmul.is_none() {
-                t.avx2 = avx2::Avx2Clmul::new(key.as_bytes());
-            }
+            // The AVX2 backend only where the AVX-512 ones are missing:
+            // they are faster.
+            t.vclmul = match clmul::Clmul::new(key.as_bytes()) {
+                Some(c) if t.gfni.is_some() => Vclmul::Avx512(c),
+                avx512 => match (avx2::Avx2Clmul::new(key.as_bytes()), avx512) {
+                    (Some(c), _) => Vclmul::Avx2(c),
+                    (None, Some(c)) => Vclmul::Avx512(c),
+                    (None, None) => Vclmul::None,
+                },
+            };
         }
         t
     }
@@ -179,9 +195,7 @@ impl Toeplitz {
             #[cfg(target_arch = "x86_64")]
             gfni: None,
             #[cfg(target_arch = "x86_64")]
-            clmul: None,
-            #[cfg(target_arch = "x86_64")]
-            avx2: None,
+            vclmul: Vclmul::None,
             #[cfg(target_arch = "aarch64")]
             pmull: None,
         }
@@ -211,7 +225,7 @@ impl Toeplitz {
             if self.gfni.is_some() {
                 return Backend::Avx512Gfni;
             }
-            if self.avx2.is_some() {
+            if let Vclmul::Avx2(_) = self.vclmul {
                 return Backend::Avx2Clmul;
             }
         }
@@ -226,13 +240,10 @@ impl Toeplitz {
     /// (longer ones: [`Backend::Scalar`]).
     pub fn single_backend(&self) -> Backend {
         #[cfg(target_arch = "x86_64")]
-        {
-            if self.clmul.is_some() {
-                return Backend::Avx512Clmul;
-            }
-            if self.avx2.is_some() {
-                return Backend::Avx2Clmul;
-            }
+        match self.vclmul {
+            Vclmul::Avx512(_) => return Backend::Avx512Clmul,
+            Vclmul::Avx2(_) => return Backend::Avx2Clmul,
+            Vclmul::None => {}
         }
         #[cfg(target_arch = "aarch64")]
         if self.pmull.is_some() {
@@ -248,14 +259,10 @@ impl Toeplitz {
     #[inline]
     pub fn hash(&self, input: &[u8]) -> u32 {
         #[cfg(target_arch = "x86_64")]
-        if let Some(c) = &self.clmul {
-            if input.len() <= clmul::MAX_LEN {
-                return c.hash(input);
-            }
-        } else if let Some(c) = &self.avx2 {
-            if c.single_handles(input.len()) {
-                return c.hash(input);
-            }
+        match &self.vclmul {
+            Vclmul::Avx512(c) if input.len() <= clmul::MAX_LEN => return c.hash(input),
+            Vclmul::Avx2(c) if c.single_handles(input.len()) => return c.hash(input),
+            _ => {}
         }
         #[cfg(target_arch = "aarch64")]
         if let Some(p) = self.pmull.as_ref().filter(|p| p.handles(input.len())) {
@@ -323,9 +330,11 @@ impl Toeplitz {
             return;
         }
         #[cfg(target_arch = "x86_64")]
-        if let Some(c) = self.avx2.as_ref().filter(|c| c.batch_handles(N)) {
-            c.hash_batch(inputs, out);
-            return;
+        if let Vclmul::Avx2(c) = &self.vclmul {
+            if c.batch_handles(N) {
+                c.hash_batch(inputs, out);
+                return;
+            }
         }
         #[cfg(target_arch = "aarch64")]
         if let Some(p) = self.pmull.as_ref().filter(|p| p.handles(N)) {
@@ -435,21 +444,32 @@ mod tests {
     #[cfg(feature = "std")]
     fn picks_the_cpu_backend() {
         let t = Toeplitz::new(&RssKey::microsoft());
-        #[allow(unused_mut)]
+        #[allow(unused_mut, unused_assignments)]
         let (mut batch, mut single) = (Backend::Scalar, Backend::Scalar);
         #[cfg(target_arch = "x86_64")]
         {
             use std::is_x86_feature_detected as has;
             let avx512 = has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("gfni");
-            if has!("avx2") && has!("pclmulqdq") && has!("vpclmulqdq") {
-                (batch, single) = (Backend::Avx2Clmul, Backend::Avx2Clmul);
-            }
-            if avx512 && has!("avx512vbmi") {
-                batch = Backend::Avx512Gfni;
-            }
-            if avx512 && has!("vpclmulqdq") && has!("pclmulqdq") {
-                single = Backend::Avx512Clmul;
-            }
+            let gfni = avx512 && has!("avx512vbmi");
+            let clmul512 = avx512 && has!("vpclmulqdq") && has!("pclmulqdq");
+            let avx2 = has!("avx2") && has!("pclmulqdq") && has!("vpclmulqdq");
+            // AVX-512 for both where it has both; else AVX2 for what it lacks.
+            single = if clmul512 && gfni {
+                Backend::Avx512Clmul
+            } else if avx2 {
+                Backend::Avx2Clmul
+            } else if clmul512 {
+                Backend::Avx512Clmul
+            } else {
+                Backend::Scalar
+            };
+            batch = if gfni {
+                Backend::Avx512Gfni
+            } else if avx2 {
+                Backend::Avx2Clmul
+            } else {
+                Backend::Scalar
+            };
         }
         #[cfg(target_arch = "aarch64")]
         if std::arch::is_aarch64_feature_detected!("pmull") {

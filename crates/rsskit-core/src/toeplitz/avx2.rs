@@ -26,6 +26,7 @@
 //! together (byte swap + nibble tables).
 
 use super::key_window;
+use alloc::boxed::Box;
 use core::arch::x86_64::*;
 
 /// Longest input the single-hash kernel takes (longer: the table path).
@@ -37,19 +38,21 @@ const MAX_CHUNKS: usize = MAX_BATCH / 4;
 /// Inputs per batch step.
 const STEP: usize = 8;
 
-/// Per-key constants.
+/// Per-key constants (128 bytes, the size of the AVX-512 single-hash
+/// backend's, so `Toeplitz` holds either in the same space).
 #[derive(Clone)]
 pub(super) struct Avx2Clmul {
-    /// `k[c]` = `K_c`: key bits `32c + m` at bit `m + 1`; zero past the key.
-    k: [u64; MAX_CHUNKS],
     /// The single-hash kernel's constants: `[K0, K1, K4, K5, K2, K3, K6, K7,
-    /// K8, 0]`, then for inputs of up to 16 bytes the plain key windows
-    /// (64 bits from bit 32c, big-endian) for c = 0..4.
-    ks: [u64; 14],
+    /// K8]`, then for inputs of up to 16 bytes the plain key windows (64 bits
+    /// from bit 32c, big-endian) for c = 0..4.
+    ks: [u64; 13],
+    /// The batch's `k[c]` = `K_c`: key bits `32c + m` at bit `m + 1`; zero
+    /// past the key. Boxed: one pointer load per batch, not per hash.
+    k: Box<[u64; MAX_CHUNKS]>,
     /// Longest input the key allows (`key.len() - 4`).
-    max_input: usize,
+    max_input: u32,
     /// Longest input [`Self::hash`] takes: `max_input`, at most 36.
-    max_single: usize,
+    max_single: u32,
 }
 
 /// Whether this CPU runs the kernels.
@@ -90,21 +93,22 @@ impl Avx2Clmul {
     fn build(key: &[u8]) -> Self {
         let k: [u64; MAX_CHUNKS] = core::array::from_fn(|c| key_word(key, c));
         let w = |c| window64(key, c);
-        let ks = [k[0], k[1], k[4], k[5], k[2], k[3], k[6], k[7], k[8], 0, w(0), w(1), w(2), w(3)];
-        let max_input = key.len().saturating_sub(4);
-        Avx2Clmul { k, ks, max_input, max_single: max_input.min(MAX_SINGLE) }
+        let ks = [k[0], k[1], k[4], k[5], k[2], k[3], k[6], k[7], k[8], w(0), w(1), w(2), w(3)];
+        // Keys are short (RSS: 40-52 bytes); more than 4 GB is never a key.
+        let max_input = u32::try_from(key.len().saturating_sub(4)).unwrap_or(u32::MAX);
+        Avx2Clmul { ks, k: Box::new(k), max_input, max_single: max_input.min(MAX_SINGLE as u32) }
     }
 
     /// Whether [`Self::hash`] takes inputs of `n` bytes.
     #[inline]
     pub(super) fn single_handles(&self, n: usize) -> bool {
-        n <= self.max_single
+        n <= self.max_single as usize
     }
 
     /// Whether [`Self::hash_batch`] takes inputs of `n` bytes.
     #[inline]
     pub(super) fn batch_handles(&self, n: usize) -> bool {
-        n <= MAX_BATCH && n <= self.max_input
+        n <= MAX_BATCH && n <= self.max_input as usize
     }
 
     /// Hash of `input`; the caller checked [`Self::single_handles`].
@@ -266,7 +270,7 @@ fn reverse_byte_bits(x: __m256i) -> __m256i {
 /// AVX2, PCLMULQDQ and VPCLMULQDQ must be available; `4 D` bytes at `p`
 /// must be readable.
 #[target_feature(enable = "avx2,pclmulqdq,vpclmulqdq")]
-unsafe fn single<const D: usize>(ks: &[u64; 14], p: *const u8) -> u32 {
+unsafe fn single<const D: usize>(ks: &[u64; 13], p: *const u8) -> u32 {
     if D <= 4 {
         // Up to 16 bytes: cheaper to reverse the bits of each input byte
         // (then input bit q sits at bit q of its little-endian chunk) and
@@ -276,8 +280,8 @@ unsafe fn single<const D: usize>(ks: &[u64; 14], p: *const u8) -> u32 {
         let x = unsafe { load_dwords(p, D) };
         let x = _mm256_castsi256_si128(reverse_byte_bits(_mm256_castsi128_si256(x)));
         let x = _mm256_cvtepu32_epi64(x);
-        // SAFETY: `ks[10..14]`: the windows from bits 0, 32, 64, 96.
-        let k = unsafe { _mm256_loadu_si256(ks.as_ptr().add(10).cast()) };
+        // SAFETY: `ks[9..13]`: the windows from bits 0, 32, 64, 96.
+        let k = unsafe { _mm256_loadu_si256(ks.as_ptr().add(9).cast()) };
         let s =
             _mm256_xor_si256(_mm256_clmulepi64_epi128::<0x00>(x, k), _mm256_clmulepi64_epi128::<0x11>(x, k));
         let s = _mm_xor_si128(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
@@ -287,7 +291,7 @@ unsafe fn single<const D: usize>(ks: &[u64; 14], p: *const u8) -> u32 {
         // SAFETY: `4 D >= 20` bytes readable: 16, then up to 16 more.
         let x =
             unsafe { _mm256_set_m128i(load_dwords(p.add(16), (D - 4).min(4)), _mm_loadu_si128(p.cast())) };
-        // SAFETY: `ks` holds [K0, K1, K4, K5, K2, K3, K6, K7, K8, 0].
+        // SAFETY: `ks[0..8]` is [K0, K1, K4, K5, K2, K3, K6, K7].
         let (k0145, k2367) = unsafe {
             (_mm256_loadu_si256(ks.as_ptr().cast()), _mm256_loadu_si256(ks.as_ptr().add(4).cast()))
         };
