@@ -13,11 +13,15 @@
 //!   unrolled for the RSS input lengths (8, 12, 32 and 36 bytes). On x86-64
 //!   with VPCLMULQDQ, GFNI and AVX-512 (run-time detected), inputs of up to
 //!   36 bytes use carry-less multiplication instead ([`Backend::Avx512Clmul`]):
-//!   one multiplication per 4 input bytes, 4 per instruction.
+//!   one multiplication per 4 input bytes, 4 per instruction. On x86-64 with
+//!   AVX2 and VPCLMULQDQ but not those, the same multiplication without GFNI
+//!   ([`Backend::Avx2Clmul`]); on aarch64 with PMULL, [`Backend::Pmull`].
 //! - [`Toeplitz::hash_batch`] / [`Toeplitz::hash_inputs`]: many inputs at once.
 //!   On x86-64 CPUs with GFNI and AVX-512 (F, BW, VL, VBMI), detected at run
 //!   time, 16 inputs are hashed together with `vgf2p8affineqb` (see
-//!   [`Backend::Avx512Gfni`]); elsewhere the batch runs the scalar path.
+//!   [`Backend::Avx512Gfni`]); with AVX2 + VPCLMULQDQ only, 8 at a time by
+//!   carry-less multiplication ([`Backend::Avx2Clmul`]); on aarch64 with
+//!   PMULL, one at a time with it; elsewhere the batch runs the scalar path.
 
 use crate::hashtype::HashInput;
 use crate::key::RssKey;

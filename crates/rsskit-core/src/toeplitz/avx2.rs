@@ -11,8 +11,11 @@
 //! terms with `m = q + r`, `r < 32`: exactly the chunk's Toeplitz
 //! contribution, hash bit `r` (MSB first) at bit `32 + r`. The products of
 //! all chunks XOR together; the hash is bits 32..63 of the sum, bit-reversed
-//! once at the end. (Without GFNI a per-byte bit reversal of the input costs
-//! more than one 32-bit reversal of the result.)
+//! once at the end. (Without GFNI, reversing the bits of every input byte
+//! takes two `vpshufb` nibble lookups per register, so the batch reverses
+//! its 8 results together instead; the single hash reverses the input when
+//! it fits one register, up to 16 bytes, and then needs no byte swaps: see
+//! [`single`].)
 //!
 //! One 64x64 multiplication per 32 input bits is the minimum (a 64-bit key
 //! operand covers 32 input bits for 32 hash bits), so an IPv4 4-tuple is 3
