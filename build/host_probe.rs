@@ -8,6 +8,10 @@
 //!   VPCLMULQDQ, so the VPCLMULQDQ single-hash backend cannot run;
 //! - `rsskit_no_avx512_gfni`: the CPU lacks AVX-512 (F/BW/VL/VBMI) or GFNI,
 //!   so the GFNI batch backend cannot run.
+//! - `rsskit_no_avx2_clmul`: the CPU lacks AVX2, PCLMULQDQ or VPCLMULQDQ,
+//!   so the AVX2 carry-less multiplication backend cannot run.
+//! - `rsskit_no_pmull`: an aarch64 build host without PMULL (cross builds
+//!   for aarch64 run their tests under `qemu-aarch64`, which has it).
 //! - `rsskit_one_cpu`: fewer than two CPUs are available to this process.
 //!
 //! Tests run on the machine that built them (no cross-compiled test runs).
@@ -21,12 +25,20 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(rsskit_no_avx512_clmul)");
     println!("cargo::rustc-check-cfg=cfg(rsskit_no_avx512_gfni)");
     println!("cargo::rustc-check-cfg=cfg(rsskit_one_cpu)");
+    println!("cargo::rustc-check-cfg=cfg(rsskit_no_avx2_clmul)");
+    println!("cargo::rustc-check-cfg=cfg(rsskit_no_pmull)");
 
     if !avx512_clmul() {
         println!("cargo::rustc-cfg=rsskit_no_avx512_clmul");
     }
     if !avx512_gfni() {
         println!("cargo::rustc-cfg=rsskit_no_avx512_gfni");
+    }
+    if !avx2_clmul() {
+        println!("cargo::rustc-cfg=rsskit_no_avx2_clmul");
+    }
+    if !pmull() {
+        println!("cargo::rustc-cfg=rsskit_no_pmull");
     }
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
         println!("cargo::rustc-cfg=rsskit_one_cpu");
@@ -41,6 +53,34 @@ fn avx512_clmul() -> bool {
 #[cfg(target_arch = "x86_64")]
 fn avx512_gfni() -> bool {
     gfni_features!(cpu_has)
+}
+
+/// PMULL for aarch64 targets: the host's when it is the target, else assumed
+/// (cross-built tests run under `qemu-aarch64`, which emulates it).
+fn pmull() -> bool {
+    if std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() != Ok("aarch64") {
+        return true; // no such tests on other targets
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        std::arch::is_aarch64_feature_detected!("pmull")
+    }
+    #[cfg(not(target_arch = "aarch64"))]
+    {
+        true
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn avx2_clmul() -> bool {
+    std::is_x86_feature_detected!("avx2")
+        && std::is_x86_feature_detected!("pclmulqdq")
+        && std::is_x86_feature_detected!("vpclmulqdq")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn avx2_clmul() -> bool {
+    false
 }
 
 #[cfg(not(target_arch = "x86_64"))]

@@ -13,11 +13,15 @@
 //!   unrolled for the RSS input lengths (8, 12, 32 and 36 bytes). On x86-64
 //!   with VPCLMULQDQ, GFNI and AVX-512 (run-time detected), inputs of up to
 //!   36 bytes use carry-less multiplication instead ([`Backend::Avx512Clmul`]):
-//!   one multiplication per 4 input bytes, 4 per instruction.
+//!   one multiplication per 4 input bytes, 4 per instruction. On x86-64 with
+//!   AVX2 and VPCLMULQDQ but not those, the same multiplication without GFNI
+//!   ([`Backend::Avx2Clmul`]); on aarch64 with PMULL, [`Backend::Pmull`].
 //! - [`Toeplitz::hash_batch`] / [`Toeplitz::hash_inputs`]: many inputs at once.
 //!   On x86-64 CPUs with GFNI and AVX-512 (F, BW, VL, VBMI), detected at run
 //!   time, 16 inputs are hashed together with `vgf2p8affineqb` (see
-//!   [`Backend::Avx512Gfni`]); elsewhere the batch runs the scalar path.
+//!   [`Backend::Avx512Gfni`]); with AVX2 + VPCLMULQDQ only, 8 at a time by
+//!   carry-less multiplication ([`Backend::Avx2Clmul`]); on aarch64 with
+//!   PMULL, one at a time with it; elsewhere the batch runs the scalar path.
 
 use crate::hashtype::HashInput;
 use crate::key::RssKey;
@@ -27,9 +31,13 @@ use alloc::vec::Vec;
 #[cfg(target_arch = "x86_64")]
 include!("toeplitz/features.rs");
 #[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
 mod clmul;
 #[cfg(target_arch = "x86_64")]
 mod gfni;
+#[cfg(target_arch = "aarch64")]
+mod pmull;
 
 /// The 32-bit key window starting at bit `bit` of `key` (MSB-first bit order).
 ///
@@ -78,17 +86,41 @@ pub enum Backend {
     /// carry-less multiplied by the 64 key bits it meets; bits 32..63 of the
     /// XOR of the products are the hash.
     Avx512Clmul,
+    /// x86-64 AVX2 + PCLMULQDQ + 256-bit VPCLMULQDQ (no AVX-512 or GFNI
+    /// needed, e.g. AMD Zen 3), for both single hashes (inputs of up to 36
+    /// bytes) and batches (up to 48 bytes, 8 inputs per step): each 32-bit
+    /// chunk of the input, byte-swapped, is carry-less multiplied by the 63
+    /// key bits it meets, bit-reversed; bits 32..63 of the XOR of the
+    /// products are the hash, bit-reversed.
+    Avx2Clmul,
+    /// aarch64 NEON + PMULL: the input's bytes bit-reversed (`rbit`), each
+    /// 32-bit chunk multiplied (`pmull`) by the 64 key bits it meets, as
+    /// [`Backend::Avx2Clmul`]; single hashes and batches of up to 48 bytes.
+    Pmull,
 }
 
 impl Backend {
-    /// Short name: `scalar` or `gfni`.
+    /// Short name: `scalar`, `gfni`, `clmul`, `avx2-clmul` or `pmull`.
     pub fn name(self) -> &'static str {
         match self {
             Backend::Scalar => "scalar",
             Backend::Avx512Gfni => "gfni",
             Backend::Avx512Clmul => "clmul",
+            Backend::Avx2Clmul => "avx2-clmul",
+            Backend::Pmull => "pmull",
         }
     }
+}
+
+/// The x86-64 carry-less multiplication backend of a [`Toeplitz`].
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone)]
+enum Vclmul {
+    None,
+    /// AVX-512 single hashes ([`Backend::Avx512Clmul`]).
+    Avx512(clmul::Clmul),
+    /// AVX2 single hashes and batches ([`Backend::Avx2Clmul`]).
+    Avx2(avx2::Avx2Clmul),
 }
 
 /// Fast Toeplitz hasher for one key: one 256-entry table per input byte
@@ -100,8 +132,12 @@ pub struct Toeplitz {
     tables: Vec<[u32; 256]>,
     #[cfg(target_arch = "x86_64")]
     gfni: Option<gfni::Gfni>,
+    /// The carry-less multiplication backend, if any (one or the other:
+    /// they share the space).
     #[cfg(target_arch = "x86_64")]
-    clmul: Option<clmul::Clmul>,
+    vclmul: Vclmul,
+    #[cfg(target_arch = "aarch64")]
+    pmull: Option<pmull::Pmull>,
 }
 
 impl core::fmt::Debug for Toeplitz {
@@ -119,12 +155,25 @@ impl Toeplitz {
     /// the fastest backends this CPU supports. This costs ~10 µs and ~40 KB
     /// (40-byte key): build one per key and keep it, never one per packet.
     pub fn new(key: &RssKey) -> Self {
-        #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
+        #[cfg_attr(not(any(target_arch = "x86_64", target_arch = "aarch64")), allow(unused_mut))]
         let mut t = Self::scalar(key);
+        #[cfg(target_arch = "aarch64")]
+        {
+            t.pmull = pmull::Pmull::new(key.as_bytes());
+        }
         #[cfg(target_arch = "x86_64")]
         {
             t.gfni = gfni::Gfni::new(key.as_bytes());
-            t.clmul = clmul::Clmul::new(key.as_bytes());
+            // The AVX2 backend only where the AVX-512 ones are missing:
+            // they are faster.
+            t.vclmul = match clmul::Clmul::new(key.as_bytes()) {
+                Some(c) if t.gfni.is_some() => Vclmul::Avx512(c),
+                avx512 => match (avx2::Avx2Clmul::new(key.as_bytes()), avx512) {
+                    (Some(c), _) => Vclmul::Avx2(c),
+                    (None, Some(c)) => Vclmul::Avx512(c),
+                    (None, None) => Vclmul::None,
+                },
+            };
         }
         t
     }
@@ -153,7 +202,9 @@ impl Toeplitz {
             #[cfg(target_arch = "x86_64")]
             gfni: None,
             #[cfg(target_arch = "x86_64")]
-            clmul: None,
+            vclmul: Vclmul::None,
+            #[cfg(target_arch = "aarch64")]
+            pmull: None,
         }
     }
 
@@ -177,8 +228,17 @@ impl Toeplitz {
     /// The backend [`Toeplitz::hash_batch`] uses.
     pub fn backend(&self) -> Backend {
         #[cfg(target_arch = "x86_64")]
-        if self.gfni.is_some() {
-            return Backend::Avx512Gfni;
+        {
+            if self.gfni.is_some() {
+                return Backend::Avx512Gfni;
+            }
+            if let Vclmul::Avx2(_) = self.vclmul {
+                return Backend::Avx2Clmul;
+            }
+        }
+        #[cfg(target_arch = "aarch64")]
+        if self.pmull.is_some() {
+            return Backend::Pmull;
         }
         Backend::Scalar
     }
@@ -187,8 +247,14 @@ impl Toeplitz {
     /// (longer ones: [`Backend::Scalar`]).
     pub fn single_backend(&self) -> Backend {
         #[cfg(target_arch = "x86_64")]
-        if self.clmul.is_some() {
-            return Backend::Avx512Clmul;
+        match self.vclmul {
+            Vclmul::Avx512(_) => return Backend::Avx512Clmul,
+            Vclmul::Avx2(_) => return Backend::Avx2Clmul,
+            Vclmul::None => {}
+        }
+        #[cfg(target_arch = "aarch64")]
+        if self.pmull.is_some() {
+            return Backend::Pmull;
         }
         Backend::Scalar
     }
@@ -200,10 +266,14 @@ impl Toeplitz {
     #[inline]
     pub fn hash(&self, input: &[u8]) -> u32 {
         #[cfg(target_arch = "x86_64")]
-        if let Some(c) = &self.clmul {
-            if input.len() <= clmul::MAX_LEN {
-                return c.hash(input);
-            }
+        match &self.vclmul {
+            Vclmul::Avx512(c) if input.len() <= clmul::MAX_LEN => return c.hash(input),
+            Vclmul::Avx2(c) if c.single_handles(input.len()) => return c.hash(input),
+            _ => {}
+        }
+        #[cfg(target_arch = "aarch64")]
+        if let Some(p) = self.pmull.as_ref().filter(|p| p.handles(input.len())) {
+            return p.hash(input);
         }
         self.hash_table(input)
     }
@@ -264,6 +334,18 @@ impl Toeplitz {
         #[cfg(target_arch = "x86_64")]
         if let Some(g) = self.gfni.as_ref().filter(|g| g.handles(N)) {
             g.hash_batch(inputs, out);
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if let Vclmul::Avx2(c) = &self.vclmul {
+            if c.batch_handles(N) {
+                c.hash_batch(inputs, out);
+                return;
+            }
+        }
+        #[cfg(target_arch = "aarch64")]
+        if let Some(p) = self.pmull.as_ref().filter(|p| p.handles(N)) {
+            p.hash_batch(inputs, out);
             return;
         }
         self.hash_batch_scalar(inputs, out);
@@ -362,6 +444,47 @@ mod tests {
                 assert_eq!(*h, reference(t.key().as_bytes(), x), "N={N} count={count}");
             }
         }
+    }
+
+    /// `Toeplitz::new` picks the fastest backend this CPU runs.
+    #[test]
+    #[cfg(feature = "std")]
+    fn picks_the_cpu_backend() {
+        let t = Toeplitz::new(&RssKey::microsoft());
+        #[allow(unused_mut, unused_assignments)]
+        let (mut batch, mut single) = (Backend::Scalar, Backend::Scalar);
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::is_x86_feature_detected as has;
+            let avx512 = has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("gfni");
+            let gfni = avx512 && has!("avx512vbmi");
+            let clmul512 = avx512 && has!("vpclmulqdq") && has!("pclmulqdq");
+            let avx2 = has!("avx2") && has!("pclmulqdq") && has!("vpclmulqdq");
+            // AVX-512 for both where it has both; else AVX2 for what it lacks.
+            single = if clmul512 && gfni {
+                Backend::Avx512Clmul
+            } else if avx2 {
+                Backend::Avx2Clmul
+            } else if clmul512 {
+                Backend::Avx512Clmul
+            } else {
+                Backend::Scalar
+            };
+            batch = if gfni {
+                Backend::Avx512Gfni
+            } else if avx2 {
+                Backend::Avx2Clmul
+            } else {
+                Backend::Scalar
+            };
+        }
+        #[cfg(target_arch = "aarch64")]
+        if std::arch::is_aarch64_feature_detected!("pmull") {
+            (batch, single) = (Backend::Pmull, Backend::Pmull);
+        }
+        assert_eq!((t.backend(), t.single_backend()), (batch, single));
+        let s = Toeplitz::scalar(&RssKey::microsoft());
+        assert_eq!((s.backend(), s.single_backend()), (Backend::Scalar, Backend::Scalar));
     }
 
     #[test]

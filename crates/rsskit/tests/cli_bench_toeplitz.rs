@@ -26,9 +26,26 @@ fn json_has_every_impl_and_input() {
             assert!(ns > 0.0 && ns.is_finite(), "{imp}/{input}: {ns}");
         }
     }
-    assert!(["gfni", "scalar"].contains(&v["batch_backend"].as_str().unwrap()));
+    // The backend the run-time detection must pick on this CPU.
+    assert_eq!(v["batch_backend"], expected_batch_backend(), "{v}");
+    assert!(["clmul", "avx2-clmul", "scalar"].contains(&v["fast_backend"].as_str().unwrap()), "{v}");
     // The default key hashes the spec vector to 0x51ccc178.
     assert_eq!(v["check"]["spec_vector_tcp_ipv4"], 0x51ccc178u32);
+}
+
+/// What `Toeplitz::backend` must pick on this CPU (its run-time detection).
+fn expected_batch_backend() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::is_x86_feature_detected as has;
+        if has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512vbmi") && has!("gfni") {
+            return "gfni";
+        }
+        if has!("avx2") && has!("pclmulqdq") && has!("vpclmulqdq") {
+            return "avx2-clmul";
+        }
+    }
+    "scalar"
 }
 
 #[test]
