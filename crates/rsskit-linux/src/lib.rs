@@ -26,3 +26,4 @@ pub mod socket;
 pub mod sysroot;
 pub mod topology;
 pub mod tune;
+pub mod xsk;
