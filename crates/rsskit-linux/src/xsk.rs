@@ -431,9 +431,18 @@ unsafe impl Send for XskSocket {}
 /// Number of RX queues of `ifname` from sysfs (`None` if this network
 /// namespace's sysfs does not show it).
 pub fn rx_queue_count(ifname: &str) -> Option<u32> {
+    queue_count(ifname, "rx-")
+}
+
+/// Number of TX queues of `ifname`, as [`rx_queue_count`].
+pub fn tx_queue_count(ifname: &str) -> Option<u32> {
+    queue_count(ifname, "tx-")
+}
+
+fn queue_count(ifname: &str, prefix: &str) -> Option<u32> {
     let dir = format!("/sys/class/net/{ifname}/queues");
     let d = std::fs::read_dir(dir).ok()?;
-    let n = d.filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().starts_with("rx-")).count();
+    let n = d.filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().starts_with(prefix)).count();
     Some(n as u32)
 }
 
@@ -691,6 +700,11 @@ impl XskRx {
     /// The socket.
     pub fn socket(&self) -> &XskSocket {
         &self.sock
+    }
+
+    /// The next [`XskRx::next_frame`] starts a new batch.
+    pub fn at_batch_start(&self) -> bool {
+        self.next == self.got
     }
 
     fn recycle(&mut self) {

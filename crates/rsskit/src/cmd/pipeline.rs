@@ -10,6 +10,7 @@ use rsskit_core::HashConfig;
 use rsskit_dataplane::craft::udp4_frame;
 use rsskit_dataplane::hash::PacketHasher;
 use rsskit_dataplane::io::afpacket::{AfPacketSink, AfPacketSource, RingConfig};
+use rsskit_dataplane::io::afxdp;
 use rsskit_dataplane::io::pcap::{PcapSink, PcapSource};
 use rsskit_dataplane::io::{MemSource, Source};
 use rsskit_dataplane::netisr::{
@@ -30,6 +31,8 @@ use std::time::Duration;
 pub enum InSpec {
     Pcap(PathBuf),
     AfPacket(String),
+    /// AF_XDP on an interface: its queues (default: all).
+    Xdp(String, Option<Vec<u32>>),
     /// Synthetic UDP frames of this size from memory.
     Gen(usize),
 }
@@ -40,6 +43,7 @@ pub enum OutSpec {
     Pcap(PathBuf),
     PcapNg(PathBuf),
     AfPacket(String),
+    Xdp(String),
     Null,
 }
 
@@ -47,12 +51,15 @@ fn parse_in(s: &str) -> Result<InSpec, String> {
     match s.split_once(':') {
         Some(("pcap" | "pcapng", f)) if !f.is_empty() => Ok(InSpec::Pcap(f.into())),
         Some(("afpacket", i)) if !i.is_empty() => Ok(InSpec::AfPacket(i.into())),
+        Some(("xdp", rest)) => afxdp::parse_in_spec(rest).map(|(i, q)| InSpec::Xdp(i, q)),
         Some(("gen", n)) => match n.parse::<usize>() {
             Ok(n) if (60..=1514).contains(&n) => Ok(InSpec::Gen(n)),
             _ => Err(format!("gen:SIZE needs a frame size 60..=1514, not {n:?}")),
         },
         None if s == "gen" => Ok(InSpec::Gen(64)),
-        _ => Err(format!("'{s}' is not an input: use pcap:FILE, afpacket:IFNAME or gen[:SIZE]")),
+        _ => Err(format!(
+            "'{s}' is not an input: use pcap:FILE, afpacket:IFNAME, xdp:IFNAME[:QUEUES] or gen[:SIZE]"
+        )),
     }
 }
 
@@ -61,8 +68,11 @@ fn parse_out(s: &str) -> Result<OutSpec, String> {
         Some(("pcap", f)) if !f.is_empty() => Ok(OutSpec::Pcap(f.into())),
         Some(("pcapng", f)) if !f.is_empty() => Ok(OutSpec::PcapNg(f.into())),
         Some(("afpacket", i)) if !i.is_empty() => Ok(OutSpec::AfPacket(i.into())),
+        Some(("xdp", i)) if !i.is_empty() && !i.contains(':') => Ok(OutSpec::Xdp(i.into())),
         None if s == "null" => Ok(OutSpec::Null),
-        _ => Err(format!("'{s}' is not an output: use pcap:FILE, pcapng:FILE, afpacket:IFNAME or null")),
+        _ => Err(format!(
+            "'{s}' is not an output: use pcap:FILE, pcapng:FILE, afpacket:IFNAME, xdp:IFNAME or null"
+        )),
     }
 }
 
@@ -77,17 +87,20 @@ fn parse_cpus(s: &str) -> Result<CpuList, String> {
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "Inputs: pcap:FILE (pcap or pcapng; Ethernet or raw IP), afpacket:IFNAME (TPACKET_V3 \
-ring, one socket per worker in a PACKET_FANOUT group; needs CAP_NET_RAW), gen[:SIZE] (synthetic UDP \
+ring, one socket per worker in a PACKET_FANOUT group; needs CAP_NET_RAW), xdp:IFNAME[:QUEUES] (AF_XDP: \
+an XDP program redirects each RX queue into its own socket, queue i read by worker i mod --workers; QUEUES \
+like 0-3 or 0,2, default all; zero-copy where the driver supports it, else copy; needs root and a driver \
+with native XDP), gen[:SIZE] (synthetic UDP \
 frames of SIZE bytes, default 64, from memory; one input per worker). Outputs: pcap:FILE, \
-pcapng:FILE, afpacket:IFNAME, null. A status line per second goes to stderr; the final counters (like netstat -Q) \
+pcapng:FILE, afpacket:IFNAME, xdp:IFNAME (AF_XDP TX, worker w on TX queue w mod queues), null. A status line per second goes to stderr; the final counters (like netstat -Q) \
 to stdout, with the per-frame accounting: in = out + dropped by reason + held at exit. A corrupt capture record \
 ends the input with an error naming it (exit 1) unless --stop-at-bad-record."
 )]
 pub struct Args {
-    /// Input: pcap:FILE | afpacket:IFNAME | gen[:SIZE].
+    /// Input: pcap:FILE | afpacket:IFNAME | xdp:IFNAME[:QUEUES] | gen[:SIZE].
     #[arg(long = "in", value_parser = parse_in)]
     input: InSpec,
-    /// Output: pcap:FILE | pcapng:FILE | afpacket:IFNAME | null.
+    /// Output: pcap:FILE | pcapng:FILE | afpacket:IFNAME | xdp:IFNAME | null.
     #[arg(long = "out", value_parser = parse_out, default_value = "null")]
     output: OutSpec,
     /// Worker threads (1-64).
@@ -273,6 +286,14 @@ pub fn run(a: Args) -> Result<()> {
                 inputs.push((w, Box::new(s)));
             }
         }
+        InSpec::Xdp(ifname, queues) => {
+            let (srcs, setup) = afxdp::open_sources(ifname, queues.as_deref(), n, cfg.stride)
+                .with_context(|| format!("input xdp:{ifname}"))?;
+            if !a.quiet {
+                eprintln!("{}", setup.line(ifname, "input"));
+            }
+            inputs.extend(srcs);
+        }
         InSpec::Gen(size) => {
             let hasher = cfg.hasher()?;
             for w in 0..n {
@@ -322,6 +343,14 @@ pub fn run(a: Args) -> Result<()> {
                     AfPacketSink::open(ifname).with_context(|| format!("output afpacket:{ifname}"))?,
                 ));
             }
+        }
+        OutSpec::Xdp(ifname) => {
+            let (s, setup) = afxdp::open_sinks(ifname, n, a.stride as usize)
+                .with_context(|| format!("output xdp:{ifname}"))?;
+            if !a.quiet {
+                eprintln!("{}", setup.line(ifname, "output"));
+            }
+            sinks.extend(s);
         }
     }
     let handlers = (0..n).map(|_| FlowCounter::new(1 << 14)).collect();
@@ -535,6 +564,12 @@ mod tests {
         assert_eq!(parse_out("null"), Ok(OutSpec::Null));
         assert_eq!(parse_out("pcapng:x"), Ok(OutSpec::PcapNg("x".into())));
         assert!(parse_out("nul").is_err());
+        assert_eq!(parse_in("xdp:veth0"), Ok(InSpec::Xdp("veth0".into(), None)));
+        assert_eq!(parse_in("xdp:veth0:0-2"), Ok(InSpec::Xdp("veth0".into(), Some(vec![0, 1, 2]))));
+        assert!(parse_in("xdp:").is_err());
+        assert!(parse_in("xdp:veth0:x").is_err());
+        assert_eq!(parse_out("xdp:veth1"), Ok(OutSpec::Xdp("veth1".into())));
+        assert!(parse_out("xdp:").is_err());
         let f = gen_frames(16, 64, 0);
         assert!(f.iter().all(|x| x.len() == 64));
         let g = gen_fragmented(3, 9000, 0);
