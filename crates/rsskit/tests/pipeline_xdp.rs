@@ -87,10 +87,17 @@ fn xdp_attached(ns: &Netns, dev: &str) -> bool {
 /// Receives on vB through AF_XDP with `workers` workers while a second
 /// pipeline sends the capture out of vA through AF_XDP.
 fn xdp_to_xdp(workers: &str, out_spec: &str, n: u32) -> (Value, Value, String) {
+    receive_while_injecting(&["pipeline"], workers, out_spec, n)
+}
+
+/// `cmd --in xdp:vB --workers W --out OUT` receiving what a pipeline
+/// sends out of vA through AF_XDP.
+fn receive_while_injecting(cmd0: &[&str], workers: &str, out_spec: &str, n: u32) -> (Value, Value, String) {
     let ns = veth_ns();
     let (capture, _) = inject_capture(n);
     let mut cmd = ns.command(&netns::rsskit());
-    cmd.args(["pipeline", "--in", "xdp:vB", "--workers", workers, "--duration", "6", "--json"])
+    cmd.args(cmd0)
+        .args(["--in", "xdp:vB", "--workers", workers, "--duration", "6", "--json"])
         .args(["--out", out_spec]);
     let rx = Proc::spawn(cmd);
     assert!(
@@ -165,6 +172,21 @@ fn xdp_in_frames_arrive_intact() {
     assert!(got == sent, "the frames received through AF_XDP are the frames sent");
 }
 
+#[test]
+fn firewall_on_xdp_input() {
+    let n = 2100u32;
+    let rules = tmp("deny3000.rules");
+    std::fs::write(&rules, "deny udp from any 3000 to any\ndefault allow\n").unwrap();
+    let r = rules.display().to_string();
+    let (_, fw, stderr) = receive_while_injecting(&["firewall", "--rules", &r], "2", "null", n);
+    let a = &fw["accounting"];
+    // Source port 3000 + i % 7: one frame in seven is denied.
+    assert_eq!(a["in"], u64::from(n), "{a} {stderr}");
+    assert_eq!(a["dropped"]["firewall_deny"], u64::from(n / 7), "{a}");
+    assert_eq!(a["out"], u64::from(n - n / 7), "{a}");
+    assert_balanced(&fw);
+}
+
 fn fails_in_ns(ns: &Netns, args: &[&str], needle: &str) {
     let out = ns.command(&netns::rsskit()).args(args).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -202,6 +224,7 @@ fn xdp_bad_inputs() {
         (&["pipeline", "--in", "xdp:"][..], "needs an interface"),
         (&["pipeline", "--in", "xdp:vB:x"], "bad queue list"),
         (&["pipeline", "--in", "gen", "--out", "xdp:"], "is not an output"),
+        (&["firewall", "--rules", "/dev/null", "--in", "xdp:"], "needs an interface"),
     ] {
         let out = Command::new(netns::rsskit()).args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");

@@ -39,6 +39,7 @@ use rsskit_dataplane::firewall::order::{self, Gate, Order, OrderStats, OrderedSo
 use rsskit_dataplane::firewall::run::{self, direction, Input};
 use rsskit_dataplane::firewall::{self, Config, Dir, Firewall, Snapshot};
 use rsskit_dataplane::io::afpacket::{AfPacketSink, AfPacketSource, RingConfig};
+use rsskit_dataplane::io::afxdp;
 use rsskit_dataplane::io::pcap::{PcapSink, PcapSource};
 use rsskit_dataplane::io::{Recv, Source};
 use rsskit_dataplane::netisr::{Accounting, Netisr, NetisrConfig, FLAG_PORT_B};
@@ -56,6 +57,8 @@ use std::time::{Duration, Instant};
 pub enum InSpec {
     Pcap(PathBuf),
     AfPacket(String),
+    /// AF_XDP on an interface: its queues (default: all).
+    Xdp(String, Option<Vec<u32>>),
 }
 
 /// Where passed frames go.
@@ -63,6 +66,7 @@ pub enum InSpec {
 pub enum OutSpec {
     Pcap(PathBuf),
     AfPacket(String),
+    Xdp(String),
     Null,
 }
 
@@ -70,7 +74,8 @@ fn parse_in(s: &str) -> Result<InSpec, String> {
     match s.split_once(':') {
         Some(("pcap", f)) if !f.is_empty() => Ok(InSpec::Pcap(f.into())),
         Some(("afpacket", i)) if !i.is_empty() => Ok(InSpec::AfPacket(i.into())),
-        _ => Err(format!("'{s}' is not an input: use pcap:FILE or afpacket:IFNAME")),
+        Some(("xdp", rest)) => afxdp::parse_in_spec(rest).map(|(i, q)| InSpec::Xdp(i, q)),
+        _ => Err(format!("'{s}' is not an input: use pcap:FILE, afpacket:IFNAME or xdp:IFNAME[:QUEUES]")),
     }
 }
 
@@ -78,8 +83,9 @@ fn parse_out(s: &str) -> Result<OutSpec, String> {
     match s.split_once(':') {
         Some(("pcap", f)) if !f.is_empty() => Ok(OutSpec::Pcap(f.into())),
         Some(("afpacket", i)) if !i.is_empty() => Ok(OutSpec::AfPacket(i.into())),
+        Some(("xdp", i)) if !i.is_empty() && !i.contains(':') => Ok(OutSpec::Xdp(i.into())),
         None if s == "null" => Ok(OutSpec::Null),
-        _ => Err(format!("'{s}' is not an output: use pcap:FILE, afpacket:IFNAME or null")),
+        _ => Err(format!("'{s}' is not an output: use pcap:FILE, afpacket:IFNAME, xdp:IFNAME or null")),
     }
 }
 
@@ -100,10 +106,10 @@ pub struct Args {
     /// Rule file (at most 65536 rules, 64 MiB).
     #[arg(long)]
     pub rules: PathBuf,
-    /// Input: pcap:FILE | afpacket:IFNAME.
+    /// Input: pcap:FILE | afpacket:IFNAME | xdp:IFNAME[:QUEUES] (AF_XDP, --engine netisr).
     #[arg(long = "in", value_parser = parse_in)]
     pub input: InSpec,
-    /// Output of passed frames: pcap:FILE | afpacket:IFNAME | null.
+    /// Output of passed frames: pcap:FILE | afpacket:IFNAME | xdp:IFNAME (--engine netisr) | null.
     #[arg(long = "out", value_parser = parse_out, default_value = "null")]
     pub output: OutSpec,
     /// Worker threads, 1-64 (each with its own state table).
@@ -164,10 +170,10 @@ impl Args {
     /// The replay order: causal by default for a capture, none live.
     fn order(&self) -> Result<Order> {
         match (self.order, &self.input) {
-            (Some(OrderArg::Causal), InSpec::AfPacket(_)) => {
+            (Some(OrderArg::Causal), InSpec::AfPacket(_) | InSpec::Xdp(..)) => {
                 bail!("--order causal needs a capture input (pcap:FILE): live traffic has no recorded order")
             }
-            (Some(OrderArg::None), _) | (None, InSpec::AfPacket(_)) => Ok(Order::None),
+            (Some(OrderArg::None), _) | (None, InSpec::AfPacket(_) | InSpec::Xdp(..)) => Ok(Order::None),
             (Some(OrderArg::Causal), InSpec::Pcap(_)) | (None, InSpec::Pcap(_)) => Ok(Order::Causal),
         }
     }
@@ -276,6 +282,13 @@ pub fn run(a: Args) -> Result<()> {
             out.to_out =
                 Some(Box::new(AfPacketSink::open(i).with_context(|| format!("output afpacket:{i}"))?));
         }
+        // Opened by the netisr engine, one socket per TX queue.
+        OutSpec::Xdp(_) => {}
+    }
+    if a.engine != Engine::Netisr
+        && (matches!(a.input, InSpec::Xdp(..)) || matches!(a.output, OutSpec::Xdp(_)))
+    {
+        bail!("xdp: input and output need --engine netisr (the default)");
     }
     let interrupted = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -397,6 +410,7 @@ pub fn run(a: Args) -> Result<()> {
             // Live: small batches so a lone packet is not held back.
             run::run(&fw, inputs, 1, Some(start), Order::None, |f, d| out.send(f, d), None, |_| {})
         }
+        InSpec::Xdp(..) => bail!("xdp: input needs --engine netisr (the default)"),
     };
     done.store(true, Ordering::Relaxed);
     if let Some(h) = status {
@@ -543,7 +557,7 @@ fn run_netisr(a: &Args, fw: &Arc<Firewall>, out: Out, interrupted: &AtomicBool, 
     let handlers = (0..n)
         .map(|i| {
             FwHandler::new(fw, i).map(|h| {
-                let h = if matches!(a.input, InSpec::AfPacket(_)) { h.live() } else { h };
+                let h = if matches!(a.input, InSpec::AfPacket(_) | InSpec::Xdp(..)) { h.live() } else { h };
                 let h = match &gate {
                     Some(g) => h.ordered(g.clone()),
                     None => h,
@@ -605,7 +619,26 @@ fn run_netisr(a: &Args, fw: &Arc<Firewall>, out: Out, interrupted: &AtomicBool, 
                 }
             }
         }
+        InSpec::Xdp(i, queues) => {
+            let (srcs, setup) = afxdp::open_sources(i, queues.as_deref(), n, 1920)
+                .with_context(|| format!("input xdp:{i}"))?;
+            if !a.quiet {
+                eprintln!("{}", setup.line(i, "input"));
+            }
+            inputs.extend(srcs.into_iter().map(|(w, s)| (w, 0u8, s)));
+        }
     }
+    let mut xdp_sinks = match &a.output {
+        OutSpec::Xdp(o) => {
+            let (s, setup) = afxdp::open_sinks(o, n, 1920).with_context(|| format!("output xdp:{o}"))?;
+            if !a.quiet {
+                eprintln!("{}", setup.line(o, "output"));
+            }
+            s
+        }
+        _ => Vec::new(),
+    }
+    .into_iter();
     let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
     let pcap = out.pcap.clone();
     for _ in 0..n {
@@ -621,6 +654,7 @@ fn run_netisr(a: &Args, fw: &Arc<Firewall>, out: Out, interrupted: &AtomicBool, 
             (OutSpec::AfPacket(i), _) => {
                 Box::new(AfPacketSink::open(i).with_context(|| format!("output afpacket:{i}"))?)
             }
+            (OutSpec::Xdp(_), _) => xdp_sinks.next().expect("one AF_XDP sink per worker"),
             _ => Box::new(NullSink::default()),
         });
     }
@@ -665,6 +699,8 @@ mod tests {
     fn specs() {
         assert_eq!(parse_in("pcap:a.pcap"), Ok(InSpec::Pcap("a.pcap".into())));
         assert_eq!(parse_in("afpacket:veth0"), Ok(InSpec::AfPacket("veth0".into())));
+        assert_eq!(parse_in("xdp:veth0:1"), Ok(InSpec::Xdp("veth0".into(), Some(vec![1]))));
+        assert_eq!(parse_out("xdp:veth0"), Ok(OutSpec::Xdp("veth0".into())));
         assert!(parse_in("gen").is_err());
         assert_eq!(parse_out("null"), Ok(OutSpec::Null));
         assert!(parse_out("pcap:").is_err());
