@@ -113,3 +113,32 @@ fn driver_without_xdp_is_one_clear_error() {
     let e = e.expect("lo has no native XDP");
     assert!(e.contains("lo: the driver has no native XDP support"), "{e}");
 }
+
+/// Nothing lost unseen: with a small RX ring nobody reads, the frames that
+/// did not fit are the kernel's `XDP_STATISTICS` drops, exactly.
+#[test]
+fn ring_full_drops_are_counted() {
+    let (sent, read, stats) = in_netns(|| {
+        let cfg = XskConfig { ring_size: 64, batch: 16, ..Default::default() };
+        let mut prog = XdpProgram::attach("vB").expect("attach");
+        let mut rx = XskRx::open("vB", 0, cfg).expect("rx socket");
+        prog.register(rx.socket()).expect("register");
+        let mut tx = XskTx::open("vA", 0, XskConfig::default()).expect("tx socket");
+        let frames: Vec<Vec<u8>> = (0..1000u32).map(|i| frame(i, 64)).collect();
+        let mut sent = 0;
+        for chunk in frames.chunks(32) {
+            sent += tx.send(chunk.iter().map(|f| &f[..])).expect("send");
+        }
+        assert_eq!(tx.drain(Duration::from_secs(5)), 0);
+        let mut read = 0;
+        while rx.next_frame().is_some() {
+            read += 1;
+        }
+        (sent, read, rx.socket().stats())
+    });
+    assert_eq!(sent, 1000);
+    assert!(stats.rx_lost() > 0, "a 64-slot ring cannot hold 1000 frames: {stats:?}");
+    assert_eq!(read as u64 + stats.rx_lost(), 1000, "read {read} + lost {stats:?}");
+    let reasons = stats.rx_loss_reasons();
+    assert_eq!(reasons.iter().map(|r| r.1).sum::<u64>(), stats.rx_lost());
+}
