@@ -374,7 +374,7 @@ impl<T: Copy> Ring<T> {
     /// Consumer: entries ready, up to `want`.
     fn ready(&mut self, want: u32) -> u32 {
         let mut n = self.cached.wrapping_sub(self.local);
-        if n == 0 {
+        if n < want {
             self.cached = self.prod().load(Ordering::Acquire);
             n = self.cached.wrapping_sub(self.local);
         }
