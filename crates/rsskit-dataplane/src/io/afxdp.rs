@@ -12,7 +12,8 @@ use super::{Recv, Source};
 use crate::output::Sink;
 use crate::pool::Mbuf;
 use anyhow::{bail, Context, Result};
-use rsskit_linux::xsk::{self, XdpProgram, XskConfig, XskMode, XskRx, XskTx};
+use rsskit_linux::xsk::{self, XdpProgram, XskConfig, XskMode, XskRx, XskStats, XskTx};
+use std::cell::Cell;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -30,6 +31,8 @@ pub struct AfXdpSource {
     /// Keeps the redirect program attached while any socket reads.
     _prog: Arc<Mutex<XdpProgram>>,
     ts_ns: u64,
+    /// The kernel's counters as last read by [`Source::drops`].
+    stats: Cell<XskStats>,
 }
 
 fn realtime_ns() -> u64 {
@@ -52,11 +55,19 @@ impl Source for AfXdpSource {
     }
 
     fn drops(&self) -> u64 {
-        self.rx.socket().stats().rx_lost()
+        // One getsockopt per publish: drop_reasons (asked right after)
+        // uses the same reading.
+        let st = self.rx.socket().stats();
+        self.stats.set(st);
+        st.rx_lost()
     }
 
     fn drop_reasons(&self) -> Vec<(&'static str, u64)> {
-        self.rx.socket().stats().rx_loss_reasons().into_iter().filter(|r| r.1 > 0).collect()
+        let st = self.stats.get();
+        if st.rx_lost() == 0 {
+            return Vec::new();
+        }
+        st.rx_loss_reasons().into_iter().filter(|r| r.1 > 0).collect()
     }
 }
 
@@ -113,7 +124,10 @@ pub fn open_sources(
         let rx = XskRx::open(ifname, q, cfg)?;
         prog.lock().unwrap_or_else(|e| e.into_inner()).register(rx.socket())?;
         mode = rx.socket().mode();
-        out.push((i % workers.max(1), Box::new(AfXdpSource { rx, _prog: prog.clone(), ts_ns: 0 })));
+        out.push((
+            i % workers.max(1),
+            Box::new(AfXdpSource { rx, _prog: prog.clone(), ts_ns: 0, stats: Cell::default() }),
+        ));
     }
     Ok((out, XdpSetup { queues, mode, frame_size: cfg.frame_size }))
 }
