@@ -653,7 +653,8 @@ impl XskSocket {
         };
     }
 
-    /// Asks the kernel to send what is on the TX ring; false on a hard error.
+    /// Asks the kernel to send what is on the TX ring; an error only for a
+    /// hard failure (busy or no buffers means "later").
     fn kick_tx(&self) -> io::Result<()> {
         // SAFETY: a zero-length non-blocking sendto only starts transmission.
         let rc =

@@ -98,16 +98,19 @@ fn roundtrip(frame_size: u32) {
 }
 
 #[test]
+#[cfg_attr(rsskit_no_clang, ignore = "built without clang: no XDP program")]
 fn veth_roundtrip_default_frames() {
     roundtrip(2048);
 }
 
 #[test]
+#[cfg_attr(rsskit_no_clang, ignore = "built without clang: no XDP program")]
 fn veth_roundtrip_unaligned_frames() {
     roundtrip(3000);
 }
 
 #[test]
+#[cfg_attr(rsskit_no_clang, ignore = "built without clang: no XDP program")]
 fn driver_without_xdp_is_one_clear_error() {
     let e = in_netns(|| XdpProgram::attach("lo").err().map(|e| e.to_string()));
     let e = e.expect("lo has no native XDP");
@@ -117,6 +120,7 @@ fn driver_without_xdp_is_one_clear_error() {
 /// Nothing lost unseen: with a small RX ring nobody reads, the frames that
 /// did not fit are the kernel's `XDP_STATISTICS` drops, exactly.
 #[test]
+#[cfg_attr(rsskit_no_clang, ignore = "built without clang: no XDP program")]
 fn ring_full_drops_are_counted() {
     let (sent, read, stats) = in_netns(|| {
         let cfg = XskConfig { ring_size: 64, batch: 16, ..Default::default() };
