@@ -146,3 +146,15 @@ fn ring_full_drops_are_counted() {
     let reasons = stats.rx_loss_reasons();
     assert_eq!(reasons.iter().map(|r| r.1).sum::<u64>(), stats.rx_lost());
 }
+
+/// A second socket on a queue that already has one: one clear error.
+#[test]
+#[cfg_attr(rsskit_no_clang, ignore = "built without clang: no XDP program")]
+fn second_socket_on_a_queue_is_busy() {
+    let e = in_netns(|| {
+        let _first = XskRx::open("vB", 1, XskConfig::default()).expect("first socket");
+        XskTx::open("vB", 1, XskConfig::default()).err().map(|e| e.to_string())
+    });
+    let e = e.expect("the queue is taken");
+    assert!(e.contains("vB queue 1 already has an AF_XDP socket"), "{e}");
+}
