@@ -231,4 +231,34 @@ mod tests {
         assert!(matches!(e, SpecError::NoCapture(_)));
         assert_eq!(e.to_string(), "input capture /nonexistent/x.pcap does not exist");
     }
+
+    #[test]
+    fn a_missing_xdp_interface_is_named_with_its_side() {
+        use crate::io::afxdp::AfXdpError;
+        use std::error::Error;
+        let chain = |e: &dyn Error| {
+            let mut s = e.to_string();
+            let mut cur = e.source();
+            while let Some(c) = cur {
+                s.push_str(&format!(": {c}"));
+                cur = c.source();
+            }
+            s
+        };
+        let e = spec(InSpec::Xdp("nosuchif0xyz".into(), Some(vec![1])), 1, GenSpec::default())
+            .start()
+            .err()
+            .unwrap();
+        assert!(
+            matches!(&e, SpecError::Xdp(AfXdpError::Program { ifname, .. }) if ifname == "nosuchif0xyz"),
+            "{e:?}"
+        );
+        assert_eq!(chain(&e), "input xdp:nosuchif0xyz: no such interface: nosuchif0xyz");
+        let mut s = spec(InSpec::Gen(64), 1, GenSpec { packets: 1, ..GenSpec::default() });
+        s.output = OutSpec::Xdp("nosuchif0xyz".into());
+        let e = s.start().err().unwrap();
+        assert!(matches!(&e, SpecError::Xdp(AfXdpError::Socket { dir: "output", queue: 0, .. })), "{e:?}");
+        assert!(chain(&e).starts_with("output xdp:nosuchif0xyz queue 0: "), "{}", chain(&e));
+        assert!(chain(&e).contains("nosuchif0xyz"), "{}", chain(&e));
+    }
 }

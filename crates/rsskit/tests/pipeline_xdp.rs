@@ -206,6 +206,9 @@ fn xdp_bad_inputs() {
         "no such interface: nosuchif0xyz",
     );
     fails_in_ns(&ns, &["pipeline", "--in", "xdp:lo"], "lo: the driver has no native XDP support");
+    let out = ns.command(&netns::rsskit()).args(["pipeline", "--in", "xdp:lo"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("(os error").count(), 1, "the kernel's reason once: {err}");
     fails_in_ns(&ns, &["pipeline", "--in", "xdp:vB:5"], "vB has 2 RX queue(s): no queue 5");
     // The firewall's own engine has no AF_XDP: refused before anything opens.
     for args in [
