@@ -5,7 +5,9 @@
 
 use crate::craft::{eth, fragment_v4, udp, udp4_frame, V4};
 use crate::hash::PacketHasher;
-use crate::io::spec::{afpacket_inputs, open_capture, open_outputs, InSpec, OutSpec, Outputs, SpecError};
+use crate::io::spec::{
+    afpacket_inputs, open_capture, open_outputs, open_xdp_inputs, InSpec, OutSpec, Outputs, SpecError,
+};
 use crate::io::{MemSource, Source};
 use crate::netisr::{FlowCounter, Netisr, NetisrConfig, RunReport, WorkerReport};
 use crate::wire::{parse_ethernet, ParseConfig};
@@ -61,22 +63,30 @@ impl PipelineSpec {
     /// and the output, and starts the workers.
     pub fn start(self) -> Result<Pipeline, SpecError> {
         let n = self.netisr.workers;
+        let stride = self.netisr.stride;
         let mut inputs: Vec<(usize, Box<dyn Source>)> = Vec::new();
+        let mut notes = Vec::new();
         match &self.input {
             InSpec::Pcap(p) => {
                 let src = open_capture(p, self.loops, self.timing, self.stop_at_bad_record)?;
                 inputs.push((0, Box::new(src)));
             }
             InSpec::AfPacket(ifname) => inputs.extend(afpacket_inputs(ifname, n, 0)?.into_iter().enumerate()),
+            InSpec::Xdp(ifname, queues) => {
+                let (srcs, note) = open_xdp_inputs(ifname, queues.as_deref(), n, stride)?;
+                inputs.extend(srcs);
+                notes.push(note);
+            }
             InSpec::Gen(size) => {
                 let hasher = self.netisr.hasher()?;
                 inputs.extend((0..n).map(|w| (w, gen_source(&self.gen, *size, w, &hasher))));
             }
         }
-        let Outputs { sinks, capture } = open_outputs(&self.output, n, None)?;
+        let out = open_outputs(&self.output, n, None, stride)?;
+        notes.extend(out.notes);
         let handlers = (0..n).map(|_| FlowCounter::new(FLOW_SLOTS)).collect();
-        let netisr = Netisr::start(self.netisr, inputs, sinks, handlers)?;
-        Ok(Pipeline { netisr, capture })
+        let netisr = Netisr::start(self.netisr, inputs, out.sinks, handlers)?;
+        Ok(Pipeline { netisr, capture: out.capture, notes })
     }
 }
 
@@ -84,9 +94,16 @@ impl PipelineSpec {
 pub struct Pipeline {
     netisr: Netisr<FlowCounter>,
     capture: Option<crate::io::pcap::PcapSink>,
+    notes: Vec<String>,
 }
 
 impl Pipeline {
+    /// How the input and output were set up, one line each for the user
+    /// (AF_XDP: mode, queues, UMEM frame size); empty for the others.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
     /// Waits until the input is done and drained (or `duration` passed, or
     /// `interrupt` was set), calling `status` every `interval`; then closes
     /// the output.
@@ -213,5 +230,35 @@ mod tests {
             spec(InSpec::Pcap("/nonexistent/x.pcap".into()), 1, GenSpec::default()).start().err().unwrap();
         assert!(matches!(e, SpecError::NoCapture(_)));
         assert_eq!(e.to_string(), "input capture /nonexistent/x.pcap does not exist");
+    }
+
+    #[test]
+    fn a_missing_xdp_interface_is_named_with_its_side() {
+        use crate::io::afxdp::AfXdpError;
+        use std::error::Error;
+        let chain = |e: &dyn Error| {
+            let mut s = e.to_string();
+            let mut cur = e.source();
+            while let Some(c) = cur {
+                s.push_str(&format!(": {c}"));
+                cur = c.source();
+            }
+            s
+        };
+        let e = spec(InSpec::Xdp("nosuchif0xyz".into(), Some(vec![1])), 1, GenSpec::default())
+            .start()
+            .err()
+            .unwrap();
+        assert!(
+            matches!(&e, SpecError::Xdp(AfXdpError::Program { ifname, .. }) if ifname == "nosuchif0xyz"),
+            "{e:?}"
+        );
+        assert_eq!(chain(&e), "input xdp:nosuchif0xyz: no such interface: nosuchif0xyz");
+        let mut s = spec(InSpec::Gen(64), 1, GenSpec { packets: 1, ..GenSpec::default() });
+        s.output = OutSpec::Xdp("nosuchif0xyz".into());
+        let e = s.start().err().unwrap();
+        assert!(matches!(&e, SpecError::Xdp(AfXdpError::Socket { dir: "output", queue: 0, .. })), "{e:?}");
+        assert!(chain(&e).starts_with("output xdp:nosuchif0xyz queue 0: "), "{}", chain(&e));
+        assert!(chain(&e).contains("nosuchif0xyz"), "{}", chain(&e));
     }
 }

@@ -69,3 +69,27 @@ fn the_firewall_refuses_generated_input() {
         assert!(matches!(e, SpecError::Unsupported(_)), "{e}");
     }
 }
+
+#[test]
+fn the_own_engine_refuses_af_xdp() {
+    let fw = Firewall::new(Config::default(), parse("allow ip from any to any").unwrap());
+    let specs = [
+        (InSpec::Xdp("nosuchif0xyz".into(), None), OutSpec::Null),
+        (InSpec::Pcap("/nonexistent/x.pcap".into()), OutSpec::Xdp("nosuchif0xyz".into())),
+    ];
+    for (input, output) in specs {
+        let spec = FirewallSpec {
+            input,
+            output,
+            engine: Engine::Own,
+            order: Order::None,
+            batch: 1,
+            stop_at_bad_record: false,
+            duration: None,
+        };
+        // Refused before anything opens (not the missing interface or capture).
+        let e = spec.run(&fw, &AtomicBool::new(false), None).expect_err("xdp refused");
+        assert!(matches!(e, SpecError::Unsupported(_)), "{e}");
+        assert_eq!(e.to_string(), "xdp: input and output need --engine netisr (the default)");
+    }
+}

@@ -28,3 +28,4 @@ pub mod sysroot;
 pub mod topology;
 pub mod tune;
 pub mod xdp_steer;
+pub mod xsk;

@@ -16,8 +16,8 @@ use super::run::{self, direction, Input};
 use super::{Dir, Firewall, Snapshot};
 use crate::io::pcap::PcapSink;
 use crate::io::spec::{
-    afpacket_inputs, open_afpacket_input, open_afpacket_output, open_capture, open_outputs, InSpec, OutSpec,
-    Outputs, SpecError,
+    afpacket_inputs, open_afpacket_input, open_afpacket_output, open_capture, open_outputs, open_xdp_inputs,
+    InSpec, OutSpec, Outputs, SpecError,
 };
 use crate::io::{Recv, Source};
 use crate::netisr::{Accounting, Netisr, NetisrConfig, FLAG_PORT_B};
@@ -81,6 +81,13 @@ pub struct FirewallOutcome {
 /// A status callback: the firewall's counters and the time since start.
 pub type Status<'a> = &'a (dyn Fn(&Snapshot, Duration) + Sync);
 
+/// A setup note callback: one line on how an input or output was set up
+/// (the AF_XDP mode, queues and frame size), called before the run starts.
+pub type Note<'a> = &'a dyn Fn(&str);
+
+/// The own engine's refusal of AF_XDP.
+const XDP_NEEDS_NETISR: &str = "xdp: input and output need --engine netisr (the default)";
+
 impl FirewallSpec {
     /// Runs `fw` until the input ends, `interrupted` is set or the duration
     /// passed; `status` (if any) is called about once a second.
@@ -90,12 +97,29 @@ impl FirewallSpec {
         interrupted: &AtomicBool,
         status: Option<Status<'_>>,
     ) -> Result<FirewallOutcome, SpecError> {
+        self.run_with_notes(fw, interrupted, status, &|_| {})
+    }
+
+    /// [`FirewallSpec::run`], telling `note` how the input and output were
+    /// set up (AF_XDP: mode, queues, UMEM frame size) once they are open.
+    pub fn run_with_notes(
+        &self,
+        fw: &Arc<Firewall>,
+        interrupted: &AtomicBool,
+        status: Option<Status<'_>>,
+        note: Note<'_>,
+    ) -> Result<FirewallOutcome, SpecError> {
         if matches!(self.input, InSpec::Gen(_)) {
             return Err(SpecError::Unsupported("the firewall reads a capture or an interface, not gen"));
         }
         match self.engine {
-            Engine::Netisr => self.run_netisr(fw, interrupted, status),
-            Engine::Own => self.run_own(fw, interrupted, status),
+            Engine::Netisr => self.run_netisr(fw, interrupted, status, note),
+            Engine::Own => {
+                if matches!(self.input, InSpec::Xdp(..)) || matches!(self.output, OutSpec::Xdp(_)) {
+                    return Err(SpecError::Unsupported(XDP_NEEDS_NETISR));
+                }
+                self.run_own(fw, interrupted, status)
+            }
         }
     }
 
@@ -113,10 +137,13 @@ impl FirewallSpec {
         fw: &Arc<Firewall>,
         interrupted: &AtomicBool,
         status: Option<Status<'_>>,
+        note: Note<'_>,
     ) -> Result<FirewallOutcome, SpecError> {
         let n = fw.config.workers;
+        let stride = NetisrConfig::default().stride;
         // Outputs first, so a bad name fails before the inputs open.
-        let Outputs { sinks, capture } = open_outputs(&self.output, n, self.bridge().map(|(i, _)| i))?;
+        let Outputs { sinks, capture, notes } =
+            open_outputs(&self.output, n, self.bridge().map(|(i, _)| i), stride)?;
         // One worker, or no rule that creates cross-worker state: no frame waits.
         let gate = (self.order == Order::Causal && order::needed(fw)).then(|| Gate::new(n));
         let handlers = (0..n)
@@ -169,7 +196,15 @@ impl FirewallSpec {
                     inputs.extend(srcs.into_iter().enumerate().map(|(w, s)| (w, flags, s)));
                 }
             }
+            InSpec::Xdp(i, queues) => {
+                let (srcs, line) = open_xdp_inputs(i, queues.as_deref(), n, ncfg.stride)?;
+                note(&line);
+                inputs.extend(srcs.into_iter().map(|(w, s)| (w, 0u8, s)));
+            }
             InSpec::Gen(_) => unreachable!("refused by run"),
+        }
+        for line in &notes {
+            note(line);
         }
         let netisr = Netisr::start_ports(ncfg, inputs, sinks, handlers)?;
         let report = netisr.wait(self.duration, Duration::from_secs(1), Some(interrupted), |_, t| {
@@ -209,11 +244,13 @@ impl FirewallSpec {
         match &self.output {
             OutSpec::Null => {}
             OutSpec::Pcap(_) | OutSpec::PcapNg(_) => {
-                let Outputs { mut sinks, capture: c } = open_outputs(&self.output, 1, None)?;
+                let Outputs { mut sinks, capture: c, .. } =
+                    open_outputs(&self.output, 1, None, NetisrConfig::default().stride)?;
                 out.to_out = sinks.pop();
                 capture = c;
             }
             OutSpec::AfPacket(o) => out.to_out = Some(Box::new(open_afpacket_output(o)?)),
+            OutSpec::Xdp(_) => return Err(SpecError::Unsupported(XDP_NEEDS_NETISR)),
         }
         let start = Instant::now();
         let done = AtomicBool::new(false);
@@ -352,6 +389,7 @@ impl FirewallSpec {
                 // Live: small batches so a lone packet is not held back.
                 Ok(run::run(fw, inputs, 1, Some(start), Order::None, |f, d| out.send(f, d), None, |_| {}))
             }
+            InSpec::Xdp(..) => Err(SpecError::Unsupported(XDP_NEEDS_NETISR)),
             InSpec::Gen(_) => unreachable!("refused by run"),
         }
     }

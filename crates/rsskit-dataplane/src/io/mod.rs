@@ -1,11 +1,13 @@
 //! Packet sources and sinks: in-memory frames (benchmarks), pcap / pcapng
-//! files ([`pcap`]), AF_PACKET sockets ([`afpacket`]) and the null sink
+//! files ([`pcap`]), AF_PACKET sockets ([`afpacket`]), AF_XDP sockets
+//! ([`afxdp`]) and the null sink
 //! ([`crate::output::NullSink`]).
 //!
 //! Every source yields Ethernet II frames (captures of raw IP are given a
 //! synthetic Ethernet header), so the data plane has one link layer.
 
 pub mod afpacket;
+pub mod afxdp;
 pub mod pcap;
 pub mod spec;
 
@@ -34,6 +36,11 @@ pub trait Source: Send {
     /// truncated records...).
     fn drops(&self) -> u64 {
         0
+    }
+    /// [`Source::drops`] by reason (e.g. the kernel's AF_XDP counters), each
+    /// frame under one reason; drops not covered count as `source`.
+    fn drop_reasons(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
     }
     /// Why the source ended before its end, if it did (a corrupt capture
     /// record: which one and where). Asked once it returned [`Recv::Done`].

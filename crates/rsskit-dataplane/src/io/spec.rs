@@ -7,6 +7,7 @@
 //! functions below.
 
 use super::afpacket::{AfPacketSink, AfPacketSource, PacketError, RingConfig};
+use super::afxdp::{self, AfXdpError};
 use super::pcap::{CaptureError, PcapSink, PcapSource};
 use super::Source;
 use crate::netisr::{NetisrError, FLAG_PORT_B};
@@ -21,6 +22,9 @@ pub enum InSpec {
     Pcap(PathBuf),
     /// A TPACKET_V3 ring on an interface (`afpacket:IFNAME`).
     AfPacket(String),
+    /// AF_XDP sockets on an interface's RX queues (`xdp:IFNAME[:QUEUES]`;
+    /// `None`: every queue).
+    Xdp(String, Option<Vec<u32>>),
     /// Synthetic UDP frames of this size from memory (`gen[:SIZE]`).
     Gen(usize),
 }
@@ -33,7 +37,7 @@ impl InSpec {
 
     /// Live traffic from an interface (wall-clock timestamps, cannot wait).
     pub fn is_live(&self) -> bool {
-        matches!(self, InSpec::AfPacket(_))
+        matches!(self, InSpec::AfPacket(_) | InSpec::Xdp(..))
     }
 }
 
@@ -46,6 +50,8 @@ pub enum OutSpec {
     PcapNg(PathBuf),
     /// Sent on an interface (`afpacket:IFNAME`).
     AfPacket(String),
+    /// Sent through AF_XDP sockets on an interface's TX queues (`xdp:IFNAME`).
+    Xdp(String),
     /// Counted and discarded (`null`).
     Null,
 }
@@ -77,6 +83,9 @@ pub enum SpecError {
         #[source]
         source: PacketError,
     },
+    /// An AF_XDP input or output could not be set up.
+    #[error(transparent)]
+    Xdp(#[from] AfXdpError),
     /// The dispatch refused its configuration or a worker failed.
     #[error(transparent)]
     Netisr(#[from] NetisrError),
@@ -127,6 +136,9 @@ pub struct Outputs {
     pub sinks: Vec<Box<dyn Sink>>,
     /// The capture file all sinks write to, if the output is one.
     pub capture: Option<PcapSink>,
+    /// How the output was set up, one line each for the user (the AF_XDP
+    /// mode, queues and frame size).
+    pub notes: Vec<String>,
 }
 
 impl Outputs {
@@ -139,12 +151,20 @@ impl Outputs {
     }
 }
 
-/// Opens `out` for `workers` workers. With `bridge_back` (both sides are
-/// interfaces), each sink is a [`BridgeSink`]: frames of the port-B input
-/// go back out on `bridge_back`, the others on `out`.
-pub fn open_outputs(out: &OutSpec, workers: usize, bridge_back: Option<&str>) -> Result<Outputs, SpecError> {
+/// Opens `out` for `workers` workers whose buffers are `stride` bytes
+/// (the AF_XDP UMEM frame size follows it, [`afxdp::frame_size_for`]).
+/// With `bridge_back` (both sides are AF_PACKET interfaces), each sink is a
+/// [`BridgeSink`]: frames of the port-B input go back out on
+/// `bridge_back`, the others on `out`.
+pub fn open_outputs(
+    out: &OutSpec,
+    workers: usize,
+    bridge_back: Option<&str>,
+    stride: usize,
+) -> Result<Outputs, SpecError> {
     let mut sinks: Vec<Box<dyn Sink>> = Vec::with_capacity(workers);
     let mut capture = None;
+    let mut notes = Vec::new();
     match out {
         OutSpec::Null => sinks.extend((0..workers).map(|_| Box::new(NullSink::default()) as Box<dyn Sink>)),
         OutSpec::Pcap(p) | OutSpec::PcapNg(p) => {
@@ -167,8 +187,26 @@ pub fn open_outputs(out: &OutSpec, workers: usize, bridge_back: Option<&str>) ->
                 });
             }
         }
+        OutSpec::Xdp(o) => {
+            let (s, setup) = afxdp::open_sinks(o, workers, stride)?;
+            notes.push(setup.line(o, "output"));
+            sinks.extend(s);
+        }
     }
-    Ok(Outputs { sinks, capture })
+    Ok(Outputs { sinks, capture, notes })
+}
+
+/// Opens AF_XDP input on `ifname` (`queues`, or every RX queue) for
+/// `workers` workers whose buffers are `stride` bytes: the sources with
+/// the worker each is homed on, and the setup line for the user.
+pub fn open_xdp_inputs(
+    ifname: &str,
+    queues: Option<&[u32]>,
+    workers: usize,
+    stride: usize,
+) -> Result<(Vec<afxdp::HomedSource>, String), SpecError> {
+    let (srcs, setup) = afxdp::open_sources(ifname, queues, workers, stride)?;
+    Ok((srcs, setup.line(ifname, "input")))
 }
 
 /// The two sides of a bridge: frames read on the second interface (port B,

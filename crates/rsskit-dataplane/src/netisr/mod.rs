@@ -670,6 +670,9 @@ pub struct WorkerReport {
     pub queue_len: usize,
     /// Source drops (kernel ring drops...).
     pub source_drops: u64,
+    /// The part of `source_drops` the sources gave reasons for
+    /// ([`Source::drop_reasons`]).
+    pub source_drop_reasons: Vec<(&'static str, u64)>,
 }
 
 impl WorkerReport {
@@ -704,6 +707,7 @@ pub(crate) struct WorkerShared {
     /// Published counters.
     pub counters: Mutex<WorkerCounters>,
     pub source_drops: AtomicU64,
+    pub source_drop_reasons: Mutex<Vec<(&'static str, u64)>>,
 }
 
 /// Running dispatch: monitor it, stop it, collect the handlers.
@@ -759,6 +763,7 @@ impl<H> RunReport<H> {
             t.high_water = t.high_water.max(w.high_water);
             t.queue_len += w.queue_len;
             t.source_drops += w.source_drops;
+            add_reasons(&mut t.source_drop_reasons, &w.source_drop_reasons);
         }
         t
     }
@@ -776,7 +781,11 @@ impl<H: Handler> RunReport<H> {
             held: c.reass.held + f.staged + f.handoff.saturating_sub(f.handoff_done),
             ..Default::default()
         };
-        a.add_drop("source", t.source_drops);
+        let explained: u64 = t.source_drop_reasons.iter().map(|r| r.1).sum();
+        for (name, n) in &t.source_drop_reasons {
+            a.add_drop(name, *n);
+        }
+        a.add_drop("source", t.source_drops.saturating_sub(explained));
         for (r, n) in f.parse.nonzero() {
             a.add_drop(r.name(), n);
         }
@@ -787,6 +796,16 @@ impl<H: Handler> RunReport<H> {
         a.add_drop(H::DROP_REASON, f.handler);
         a.add_drop("output_error", c.output.error_frames);
         a
+    }
+}
+
+/// Adds `more` into `into`, reason by reason.
+pub(crate) fn add_reasons(into: &mut Vec<(&'static str, u64)>, more: &[(&'static str, u64)]) {
+    for &(name, n) in more {
+        match into.iter_mut().find(|r| r.0 == name) {
+            Some(r) => r.1 += n,
+            None => into.push((name, n)),
+        }
     }
 }
 
@@ -849,6 +868,7 @@ impl<H: Handler> Netisr<H> {
                         work: AtomicU64::new(0),
                         counters: Mutex::new(WorkerCounters::default()),
                         source_drops: AtomicU64::new(0),
+                        source_drop_reasons: Mutex::new(Vec::new()),
                     })
                 })
                 .collect(),
@@ -897,6 +917,8 @@ impl<H: Handler> Netisr<H> {
             r.queue_len += s.len;
         }
         r.source_drops = self.ctl.workers[w].source_drops.load(Ordering::Relaxed);
+        r.source_drop_reasons =
+            self.ctl.workers[w].source_drop_reasons.lock().unwrap_or_else(|e| e.into_inner()).clone();
         r
     }
 

@@ -307,6 +307,13 @@ impl<H: Handler> WorkerLoop<H> {
         *ws.counters.lock().unwrap_or_else(|e| e.into_inner()) = self.c;
         let drops: u64 = self.inputs.iter().map(|i| i.src.drops()).sum();
         ws.source_drops.store(drops, Ordering::Relaxed);
+        let mut reasons = Vec::new();
+        for i in &self.inputs {
+            super::add_reasons(&mut reasons, &i.src.drop_reasons());
+        }
+        if !reasons.is_empty() {
+            *ws.source_drop_reasons.lock().unwrap_or_else(|e| e.into_inner()) = reasons;
+        }
     }
 
     /// Reads up to one batch from the sources homed here: hash, then direct

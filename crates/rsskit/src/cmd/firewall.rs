@@ -4,8 +4,8 @@
 //! Frames are steered to workers by the RSS hash of their outer header
 //! (symmetric key by default, so both directions of a flow meet their
 //! state), filtered, and written out. The command maps its arguments to a
-//! `firewall::FirewallSpec`, which opens the data plane's pcap and
-//! AF_PACKET I/O and runs the engine. With AF_PACKET on both sides the
+//! `firewall::FirewallSpec`, which opens the data plane's pcap, AF_PACKET
+//! and AF_XDP I/O and runs the engine (AF_XDP: netisr engine only). With AF_PACKET on both sides the
 //! command bridges the two interfaces: a frame received on the `--in`
 //! interface is filtered as `in` and sent on the `--out` interface, and the
 //! other way round as `out`. From a capture, a frame whose source is one of
@@ -66,10 +66,10 @@ pub struct Args {
     /// Rule file (at most 65536 rules, 64 MiB).
     #[arg(long)]
     pub rules: PathBuf,
-    /// Input: pcap:FILE | afpacket:IFNAME.
+    /// Input: pcap:FILE | afpacket:IFNAME | xdp:IFNAME[:QUEUES] (AF_XDP, --engine netisr).
     #[arg(long = "in", value_parser = parse_in)]
     pub input: InSpec,
-    /// Output of passed frames: pcap:FILE | afpacket:IFNAME | null.
+    /// Output of passed frames: pcap:FILE | afpacket:IFNAME | xdp:IFNAME (--engine netisr) | null.
     #[arg(long = "out", value_parser = parse_out, default_value = "null")]
     pub output: OutSpec,
     /// Worker threads, 1-64 (each with its own state table).
@@ -220,7 +220,13 @@ pub fn run(a: Args) -> Result<()> {
         duration: a.duration.map(Duration::from_secs_f64),
     };
     let status = |s: &Snapshot, t: Duration| eprintln!("{}", status_line(s, t.as_secs_f64()));
-    let o = spec.run(&fw, &interrupted, (!a.quiet).then_some(&status as _))?;
+    // The AF_XDP mode (copy / zero-copy), queues and frame size.
+    let note = |line: &str| {
+        if !a.quiet {
+            eprintln!("{line}");
+        }
+    };
+    let o = spec.run_with_notes(&fw, &interrupted, (!a.quiet).then_some(&status as _), &note)?;
     summary(&a, &o, order)?;
     input_errors(&o.input_errors)
 }
@@ -298,6 +304,8 @@ mod tests {
         assert_eq!(parse_in("pcap:a.pcap"), Ok(InSpec::Pcap("a.pcap".into())));
         assert_eq!(parse_in("afpacket:veth0"), Ok(InSpec::AfPacket("veth0".into())));
         assert!(parse_in("gen").is_err());
+        assert_eq!(parse_in("xdp:veth0:1"), Ok(InSpec::Xdp("veth0".into(), Some(vec![1]))));
+        assert_eq!(parse_out("xdp:veth0"), Ok(OutSpec::Xdp("veth0".into())));
         assert_eq!(parse_out("null"), Ok(OutSpec::Null));
         assert!(parse_out("pcap:").is_err());
         assert!(workers_arg("0").is_err() && workers_arg("65").is_err());

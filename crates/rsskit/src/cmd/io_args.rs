@@ -25,7 +25,7 @@ pub struct OutKinds {
 /// Parses `--in`.
 pub fn parse_in(s: &str, k: InKinds) -> Result<InSpec, String> {
     let usage = || {
-        let mut kinds = vec!["pcap:FILE", "afpacket:IFNAME"];
+        let mut kinds = vec!["pcap:FILE", "afpacket:IFNAME", "xdp:IFNAME[:QUEUES]"];
         if k.gen {
             kinds.push("gen[:SIZE]");
         }
@@ -35,6 +35,7 @@ pub fn parse_in(s: &str, k: InKinds) -> Result<InSpec, String> {
         Some(("pcap", f)) if !f.is_empty() => Ok(InSpec::Pcap(f.into())),
         Some(("pcapng", f)) if k.pcapng && !f.is_empty() => Ok(InSpec::Pcap(f.into())),
         Some(("afpacket", i)) if !i.is_empty() => Ok(InSpec::AfPacket(i.into())),
+        Some(("xdp", rest)) => parse_xdp_in(rest).map(|(i, q)| InSpec::Xdp(i, q)),
         Some(("gen", n)) if k.gen => match n.parse::<usize>() {
             Ok(n) if (60..=1514).contains(&n) => Ok(InSpec::Gen(n)),
             _ => Err(format!("gen:SIZE needs a frame size 60..=1514, not {n:?}")),
@@ -51,16 +52,39 @@ pub fn parse_out(s: &str, k: OutKinds) -> Result<OutSpec, String> {
         if k.pcapng {
             kinds.push("pcapng:FILE");
         }
-        kinds.extend(["afpacket:IFNAME", "null"]);
+        kinds.extend(["afpacket:IFNAME", "xdp:IFNAME", "null"]);
         format!("'{s}' is not an output: use {}", or_list(&kinds))
     };
     match s.split_once(':') {
         Some(("pcap", f)) if !f.is_empty() => Ok(OutSpec::Pcap(f.into())),
         Some(("pcapng", f)) if k.pcapng && !f.is_empty() => Ok(OutSpec::PcapNg(f.into())),
         Some(("afpacket", i)) if !i.is_empty() => Ok(OutSpec::AfPacket(i.into())),
+        Some(("xdp", i)) if !i.is_empty() && !i.contains(':') => Ok(OutSpec::Xdp(i.into())),
         None if s == "null" => Ok(OutSpec::Null),
         _ => Err(usage()),
     }
+}
+
+/// Parses the `IFNAME[:QUEUES]` of `xdp:IFNAME[:QUEUES]` (QUEUES a list
+/// like `0-3` or `0,2`).
+fn parse_xdp_in(s: &str) -> Result<(String, Option<Vec<u32>>), String> {
+    let (ifname, queues) = match s.split_once(':') {
+        Some((i, q)) => (i, Some(q)),
+        None => (s, None),
+    };
+    if ifname.is_empty() {
+        return Err(format!("'xdp:{s}' needs an interface: xdp:IFNAME[:QUEUES]"));
+    }
+    let queues = queues
+        .map(|q| {
+            rsskit_linux::cpulist::parse(q)
+                .map_err(|e| format!("'xdp:{s}': bad queue list {q:?} (like 0-3 or 0,2): {e}"))?
+                .into_iter()
+                .map(|x| u32::try_from(x).map_err(|_| format!("'xdp:{s}': queue {x} is out of range")))
+                .collect::<Result<Vec<u32>, String>>()
+        })
+        .transpose()?;
+    Ok((ifname.to_string(), queues))
 }
 
 /// "a, b or c".
@@ -94,21 +118,42 @@ mod tests {
         let fw = InKinds { pcapng: false, gen: false };
         assert_eq!(
             parse_in("gen", fw).unwrap_err(),
-            "'gen' is not an input: use pcap:FILE or afpacket:IFNAME"
+            "'gen' is not an input: use pcap:FILE, afpacket:IFNAME or xdp:IFNAME[:QUEUES]"
         );
         assert_eq!(
             parse_in("eth0", all).unwrap_err(),
-            "'eth0' is not an input: use pcap:FILE, afpacket:IFNAME or gen[:SIZE]"
+            "'eth0' is not an input: use pcap:FILE, afpacket:IFNAME, xdp:IFNAME[:QUEUES] or gen[:SIZE]"
         );
         assert_eq!(parse_in("pcapng:a", all), Ok(InSpec::Pcap("a".into())));
         assert!(parse_in("pcapng:a", fw).is_err());
         assert_eq!(
             parse_out("nul", OutKinds { pcapng: true }).unwrap_err(),
-            "'nul' is not an output: use pcap:FILE, pcapng:FILE, afpacket:IFNAME or null"
+            "'nul' is not an output: use pcap:FILE, pcapng:FILE, afpacket:IFNAME, xdp:IFNAME or null"
         );
         assert_eq!(
             parse_out("pcapng:x", OutKinds { pcapng: false }).unwrap_err(),
-            "'pcapng:x' is not an output: use pcap:FILE, afpacket:IFNAME or null"
+            "'pcapng:x' is not an output: use pcap:FILE, afpacket:IFNAME, xdp:IFNAME or null"
         );
+    }
+
+    #[test]
+    fn xdp_specs() {
+        let out = OutKinds { pcapng: true };
+        for k in [InKinds { pcapng: true, gen: true }, InKinds { pcapng: false, gen: false }] {
+            assert_eq!(parse_in("xdp:veth0", k), Ok(InSpec::Xdp("veth0".into(), None)));
+            assert_eq!(parse_in("xdp:veth0:1", k), Ok(InSpec::Xdp("veth0".into(), Some(vec![1]))));
+            assert_eq!(parse_in("xdp:veth0:0-2", k), Ok(InSpec::Xdp("veth0".into(), Some(vec![0, 1, 2]))));
+            assert_eq!(parse_in("xdp:eth0:0,2", k), Ok(InSpec::Xdp("eth0".into(), Some(vec![0, 2]))));
+        }
+        let k = InKinds { pcapng: true, gen: true };
+        assert_eq!(parse_in("xdp:", k).unwrap_err(), "'xdp:' needs an interface: xdp:IFNAME[:QUEUES]");
+        assert!(parse_in("xdp::1", k).unwrap_err().contains("needs an interface"));
+        let e = parse_in("xdp:veth0:x", k).unwrap_err();
+        assert!(e.starts_with("'xdp:veth0:x': bad queue list \"x\" (like 0-3 or 0,2): "), "{e}");
+        assert!(parse_in("xdp:eth0:", k).unwrap_err().contains("bad queue list"));
+        assert_eq!(parse_out("xdp:veth1", out), Ok(OutSpec::Xdp("veth1".into())));
+        assert_eq!(parse_out("xdp:veth1", OutKinds { pcapng: false }), Ok(OutSpec::Xdp("veth1".into())));
+        assert!(parse_out("xdp:", out).unwrap_err().contains("is not an output"));
+        assert!(parse_out("xdp:veth1:0", out).unwrap_err().contains("is not an output"));
     }
 }

@@ -1,5 +1,5 @@
 //! `rsskit pipeline`: the user-space data plane. Frames come from a capture,
-//! an AF_PACKET ring or memory; each is hashed as the NIC would, handed to
+//! an AF_PACKET ring, AF_XDP sockets or memory; each is hashed as the NIC would, handed to
 //! the worker owning its bucket (netisr dispatch), reassembled / decapsulated
 //! and re-injected where needed, counted in a per-worker flow table, and
 //! sent on with aggregated flushes.
@@ -33,18 +33,21 @@ fn parse_cpus(s: &str) -> Result<CpuList, String> {
 
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "InKinds: pcap:FILE (pcap or pcapng; Ethernet or raw IP), afpacket:IFNAME (TPACKET_V3 \
-ring, one socket per worker in a PACKET_FANOUT group; needs CAP_NET_RAW), gen[:SIZE] (synthetic UDP \
-frames of SIZE bytes, default 64, from memory; one input per worker). OutKinds: pcap:FILE, \
-pcapng:FILE, afpacket:IFNAME, null. A status line per second goes to stderr; the final counters (like netstat -Q) \
+    after_help = "Inputs: pcap:FILE (pcap or pcapng; Ethernet or raw IP), afpacket:IFNAME (TPACKET_V3 \
+ring, one socket per worker in a PACKET_FANOUT group; needs CAP_NET_RAW), xdp:IFNAME[:QUEUES] (AF_XDP: \
+an XDP program redirects each RX queue into its own socket, queue i read by worker i mod --workers; QUEUES \
+like 0-3 or 0,2, default all; zero-copy where the driver supports it, else copy; needs root and a driver \
+with native XDP), gen[:SIZE] (synthetic UDP \
+frames of SIZE bytes, default 64, from memory; one input per worker). Outputs: pcap:FILE, \
+pcapng:FILE, afpacket:IFNAME, xdp:IFNAME (AF_XDP TX, worker w on TX queue w mod queues), null. A status line per second goes to stderr; the final counters (like netstat -Q) \
 to stdout, with the per-frame accounting: in = out + dropped by reason + held at exit. A corrupt capture record \
 ends the input with an error naming it (exit 1) unless --stop-at-bad-record."
 )]
 pub struct Args {
-    /// Input: pcap:FILE | afpacket:IFNAME | gen[:SIZE].
+    /// Input: pcap:FILE | afpacket:IFNAME | xdp:IFNAME[:QUEUES] | gen[:SIZE].
     #[arg(long = "in", value_parser = parse_in)]
     input: InSpec,
-    /// Output: pcap:FILE | pcapng:FILE | afpacket:IFNAME | null.
+    /// Output: pcap:FILE | pcapng:FILE | afpacket:IFNAME | xdp:IFNAME | null.
     #[arg(long = "out", value_parser = parse_out, default_value = "null")]
     output: OutSpec,
     /// Worker threads (1-64).
@@ -188,6 +191,12 @@ pub fn run(a: Args) -> Result<()> {
     };
     let pipeline = spec.start()?;
     let quiet = a.quiet;
+    if !quiet {
+        // The AF_XDP mode (copy / zero-copy), queues and frame size.
+        for line in pipeline.notes() {
+            eprintln!("{line}");
+        }
+    }
     let mut last: Vec<u64> = vec![0; n];
     let mut last_t = Duration::ZERO;
     let mut series = Vec::new();
@@ -377,5 +386,11 @@ mod tests {
         assert_eq!(parse_out("null"), Ok(OutSpec::Null));
         assert_eq!(parse_out("pcapng:x"), Ok(OutSpec::PcapNg("x".into())));
         assert!(parse_out("nul").is_err());
+        assert_eq!(parse_in("xdp:veth0"), Ok(InSpec::Xdp("veth0".into(), None)));
+        assert_eq!(parse_in("xdp:veth0:0-2"), Ok(InSpec::Xdp("veth0".into(), Some(vec![0, 1, 2]))));
+        assert!(parse_in("xdp:").is_err());
+        assert!(parse_in("xdp:veth0:x").is_err());
+        assert_eq!(parse_out("xdp:veth1"), Ok(OutSpec::Xdp("veth1".into())));
+        assert!(parse_out("xdp:").is_err());
     }
 }
