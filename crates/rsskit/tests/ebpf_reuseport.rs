@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::netns::{self, all_cpus, bracket, Pair, Proc};
+use common::netns::{self, all_cpus, bracket, json_of, u, Pair, Proc};
 use rsskit_core::{CpuId, FlowTuple, HashConfig, L4Proto, RssKey, RssPolicy};
 use rsskit_linux::socket::TcpListenOptions;
 use rsskit_runtime::steer::{self, Steer, SteerSpec, Transport};
@@ -21,20 +21,6 @@ const BITS: &str = "2";
 
 fn port() -> u16 {
     netns::test_port(30000, 15000)
-}
-
-fn json_of(out: &std::process::Output, what: &str) -> Value {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!(
-            "{what}: no JSON on stdout ({e}):\n{stdout}\nstderr:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
-}
-
-fn u(v: &Value, k: &str) -> u64 {
-    v[k].as_u64().unwrap_or_else(|| panic!("no number '{k}' in {v}"))
 }
 
 /// Spawns `udp-echo` and waits for its "ready" line on stderr (printed

@@ -16,7 +16,6 @@ use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Moves the calling thread into namespace `ns`.
@@ -25,49 +24,6 @@ fn enter(ns: &str) {
     // SAFETY: setns on a valid namespace fd; affects this thread only.
     let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
     assert_eq!(rc, 0, "setns {ns}: {}", std::io::Error::last_os_error());
-}
-
-/// `ethtool -K DEV tx off` through the legacy `ETHTOOL_STXCSUM` ioctl, from
-/// a thread inside the namespace (no ethtool binary needed); the binary is
-/// the fallback.
-fn ethtool_tx_off(ns: &Netns, dev: &str) {
-    #[repr(C)]
-    struct EthtoolValue {
-        cmd: u32,
-        data: u32,
-    }
-    #[repr(C)]
-    struct IfReq {
-        name: [u8; 16],
-        data: *mut EthtoolValue,
-        _pad: [u8; 16],
-    }
-    const SIOCETHTOOL: libc::c_ulong = 0x8946;
-    const ETHTOOL_STXCSUM: u32 = 0x17;
-    let (nsname, devname) = (ns.name.clone(), dev.to_string());
-    let ioctl_ok = std::thread::spawn(move || {
-        enter(&nsname);
-        let sock = std::net::UdpSocket::bind("0.0.0.0:0").expect("socket in namespace");
-        let mut v = EthtoolValue { cmd: ETHTOOL_STXCSUM, data: 0 };
-        let mut ifr = IfReq { name: [0; 16], data: &mut v, _pad: [0; 16] };
-        ifr.name[..devname.len()].copy_from_slice(devname.as_bytes());
-        // SAFETY: SIOCETHTOOL with a valid ifreq whose data points at a live
-        // ethtool_value for the duration of the call.
-        let rc = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut ifr as *mut IfReq) };
-        rc == 0
-    })
-    .join()
-    .expect("ioctl thread");
-    if ioctl_ok {
-        return;
-    }
-    let out =
-        Command::new("ip").args(["netns", "exec", &ns.name, "ethtool", "-K", dev, "tx", "off"]).output();
-    let ok = out.as_ref().map(|o| o.status.success()).unwrap_or(false);
-    assert!(
-        ok,
-        "cannot turn off tx checksum offload on {dev} (ETHTOOL_STXCSUM ioctl failed, ethtool: {out:?})"
-    );
 }
 
 #[test]
@@ -97,8 +53,8 @@ fn bridge(engine: &str) {
     }
     client.ip(&["addr", "add", "10.77.0.1/24", "dev", &c0]);
     server.ip(&["addr", "add", "10.77.0.2/24", "dev", &s0]);
-    ethtool_tx_off(&client, &c0);
-    ethtool_tx_off(&server, &s0);
+    client.tx_csum_off(&c0);
+    server.tx_csum_off(&s0);
     // 10.77.0.100 is nobody: the client sends its frames to the server's MAC.
     let server_mac = server.read(&format!("/sys/class/net/{s0}/address"));
     client.ip(&["neigh", "add", "10.77.0.100", "lladdr", &server_mac, "dev", &c0, "nud", "permanent"]);

@@ -30,24 +30,7 @@ fn veth_ns() -> Netns {
     let ns = Netns::new("rskx");
     ns.sysctl("net.ipv6.conf.all.disable_ipv6", "1");
     ns.sysctl("net.ipv6.conf.default.disable_ipv6", "1");
-    ns.ip(&[
-        "link",
-        "add",
-        "vA",
-        "numtxqueues",
-        "2",
-        "numrxqueues",
-        "2",
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "vB",
-        "numtxqueues",
-        "2",
-        "numrxqueues",
-        "2",
-    ]);
+    netns::veth(("vA", &ns), ("vB", &ns), Some(2));
     ns.ip(&["link", "set", "vA", "up"]);
     ns.ip(&["link", "set", "vB", "up"]);
     ns

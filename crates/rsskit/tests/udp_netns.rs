@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::netns::{self, all_cpus, bracket, Pair, Proc};
+use common::netns::{self, all_cpus, bracket, json_of, u, Pair, Proc};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -39,20 +39,6 @@ fn start_server(pair: &Pair, bind: &str, port: u16, steer: &str, extra: &[&str])
     // The program is attached after the last bind: leave it that moment.
     std::thread::sleep(Duration::from_millis(200));
     server
-}
-
-fn json_of(out: &std::process::Output, what: &str) -> Value {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!(
-            "{what}: no JSON on stdout ({e}):\n{stdout}\nstderr:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
-}
-
-fn u(v: &Value, k: &str) -> u64 {
-    v[k].as_u64().unwrap_or_else(|| panic!("no number '{k}' in {v}"))
 }
 
 /// Runs the load from the client namespace, returns its JSON report.

@@ -14,7 +14,10 @@
 
 mod common;
 
-use common::netns::{ip, require_root_and_ip, rsskit, unique, wait_until, Netns, Proc};
+use common::netns::{
+    in_netns, require_root_and_ip, rsskit, unique, wait_until, Netns, Pair, Proc, CLIENT_V4, CLIENT_V6,
+    SERVER_V4, SERVER_V6,
+};
 use rsskit_core::{CpuId, FlowTuple, HashConfig, L4Proto, RssKey, RssPolicy};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -23,54 +26,8 @@ use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::time::Duration;
 
-const SERVER_V4: &str = "198.18.7.1";
-const CLIENT_V4: &str = "198.18.7.2";
-const SERVER_V6: &str = "fd78::1";
-const CLIENT_V6: &str = "fd78::2";
 const EXTRA: u8 = 6;
 const PORT: u16 = 7000;
-
-/// Runs `f` on a thread inside namespace `ns` (sockets made there stay there).
-fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let ns = ns.to_string();
-    std::thread::spawn(move || {
-        let file = std::fs::File::open(format!("/var/run/netns/{ns}")).expect("namespace file");
-        // SAFETY: setns on a valid namespace fd; affects this thread only.
-        let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(rc, 0, "setns {ns}: {}", std::io::Error::last_os_error());
-        f()
-    })
-    .join()
-    .expect("namespace thread")
-}
-
-/// `ethtool -K DEV tx off` through the legacy `ETHTOOL_STXCSUM` ioctl.
-fn tx_csum_off(ns: &Netns, dev: &str) {
-    #[repr(C)]
-    struct EthtoolValue {
-        cmd: u32,
-        data: u32,
-    }
-    #[repr(C)]
-    struct IfReq {
-        name: [u8; 16],
-        data: *mut EthtoolValue,
-        _pad: [u8; 16],
-    }
-    const SIOCETHTOOL: libc::c_ulong = 0x8946;
-    const ETHTOOL_STXCSUM: u32 = 0x17;
-    let dev = dev.to_string();
-    let ok = in_ns(&ns.name, move || {
-        let sock = UdpSocket::bind("0.0.0.0:0").expect("socket in namespace");
-        let mut v = EthtoolValue { cmd: ETHTOOL_STXCSUM, data: 0 };
-        let mut ifr = IfReq { name: [0; 16], data: &mut v, _pad: [0; 16] };
-        ifr.name[..dev.len()].copy_from_slice(dev.as_bytes());
-        // SAFETY: SIOCETHTOOL with a valid ifreq whose data points at a live
-        // ethtool_value for the duration of the call.
-        unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut ifr as *mut IfReq) == 0 }
-    });
-    assert!(ok, "cannot turn off tx checksum offload on the client veth (ETHTOOL_STXCSUM)");
-}
 
 fn incoming_cpu(s: &UdpSocket) -> u32 {
     let mut v: libc::c_int = -1;
@@ -96,46 +53,9 @@ struct Setup {
 }
 
 fn setup() -> Setup {
-    require_root_and_ip();
-    let server = Netns::new("xsts");
-    let client = Netns::new("xstc");
-    let vs = unique("xs");
-    let vc = unique("xc");
-    ip(&[
-        "link",
-        "add",
-        &vs,
-        "netns",
-        &server.name,
-        "type",
-        "veth",
-        "peer",
-        "name",
-        &vc,
-        "netns",
-        &client.name,
-    ]);
-    for (ns, dev) in [(&server, &vs), (&client, &vc)] {
-        ns.sysctl("net.ipv6.conf.all.disable_ipv6", "0");
-        ns.sysctl("net.ipv6.conf.all.accept_dad", "0");
-        ns.sysctl("net.ipv6.conf.default.accept_dad", "0");
-        ns.sysctl("net.ipv4.conf.all.rp_filter", "0");
-        ns.sysctl("net.ipv4.conf.default.rp_filter", "0");
-        ns.ip(&["link", "set", dev, "up"]);
-    }
-    server.ip(&["addr", "add", &format!("{SERVER_V4}/24"), "dev", &vs]);
-    client.ip(&["addr", "add", &format!("{CLIENT_V4}/24"), "dev", &vc]);
-    server.ip(&["-6", "addr", "add", &format!("{SERVER_V6}/64"), "dev", &vs, "nodad"]);
-    client.ip(&["-6", "addr", "add", &format!("{CLIENT_V6}/64"), "dev", &vc, "nodad"]);
-    for i in 1..=EXTRA {
-        client.ip(&["addr", "add", &format!("198.18.8.{i}/32"), "dev", &vc]);
-        client.ip(&["-6", "addr", "add", &format!("fd78:1::{i:x}/128"), "dev", &vc, "nodad"]);
-    }
-    // The receivers connect to the extra sources: routes back via the client.
-    server.ip(&["route", "add", "198.18.8.0/24", "via", CLIENT_V4]);
-    server.ip(&["-6", "route", "add", "fd78:1::/64", "via", CLIENT_V6]);
-    server.write(&format!("/sys/class/net/{vs}/queues/rx-0/rps_cpus"), "0");
-    tx_csum_off(&client, &vc);
+    // One queue: a device without hardware RSS, RPS off.
+    let Pair { server, client, vs, vc } = Pair::with(EXTRA, None, false);
+    client.tx_csum_off(&vc);
     Setup { server, client, vs }
 }
 
@@ -193,8 +113,8 @@ fn flows_on_their_cpus(mode: &str) {
     // namespace; one sender per flow in the client's.
     let mut sources: Vec<IpAddr> = vec![CLIENT_V4.parse().unwrap(), CLIENT_V6.parse().unwrap()];
     for i in 1..=EXTRA {
-        sources.push(format!("198.18.8.{i}").parse().unwrap());
-        sources.push(format!("fd78:1::{i:x}").parse().unwrap());
+        sources.push(format!("198.18.1.{i}").parse().unwrap());
+        sources.push(format!("fd77:1::{i:x}").parse().unwrap());
     }
     let mut dport = PORT;
     let mut seq = 0u32;
@@ -209,8 +129,9 @@ fn flows_on_their_cpus(mode: &str) {
             dport += 1;
             let dst = SocketAddr::new(dst_ip, dport);
             let src_addr = *src;
-            let tx = in_ns(&s.client.name, move || UdpSocket::bind((src_addr, sport)).expect("bind sender"));
-            let rx = in_ns(&s.server.name, move || {
+            let tx =
+                in_netns(&s.client.name, move || UdpSocket::bind((src_addr, sport)).expect("bind sender"));
+            let rx = in_netns(&s.server.name, move || {
                 let r = UdpSocket::bind(dst).expect("bind receiver");
                 r.connect((src_addr, sport)).expect("connect receiver");
                 r

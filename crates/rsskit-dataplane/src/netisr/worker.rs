@@ -53,15 +53,9 @@ pub(super) struct WorkerLoop<H: Handler> {
     pool: Pool,
     /// Every pool by id; keeps their memory alive while mbufs point into it.
     _pools: Vec<Arc<PoolMem>>,
-    /// `tx[j]`: ring to worker j (None for self).
-    tx: Vec<Option<Producer<Mbuf>>>,
-    rx: Vec<Consumer<Mbuf>>,
-    /// `ret_tx[j]`: returns buffers of pool j (None for self).
-    ret_tx: Vec<Option<Producer<u32>>>,
-    ret_rx: Vec<Consumer<u32>>,
-    /// `msg_tx[j]`: handler messages to worker j (None for self).
-    msg_tx: Vec<Option<Producer<Msg>>>,
-    msg_rx: Vec<Consumer<Msg>>,
+    /// Rings to and from every other worker: frames, returned buffers
+    /// (`ret_tx[j]` returns buffers of pool j) and handler messages.
+    links: Links,
     /// Messages the handler emitted, per destination, not yet on a ring
     /// (`msg_staged[self]`: to this worker itself).
     msg_staged: Vec<Vec<Msg>>,
@@ -155,7 +149,6 @@ pub(super) fn build<H: Handler>(
     let mut workers = Vec::with_capacity(n);
     let (mut sinks, mut handlers) = (sinks.into_iter(), handlers.into_iter());
     for (id, ((pool, links), inputs)) in pools.into_iter().zip(links).zip(homed).enumerate() {
-        let Links { tx, rx, ret_tx, ret_rx, msg_tx, msg_rx } = links;
         workers.push(WorkerLoop {
             id,
             hasher: hasher.clone(),
@@ -171,12 +164,7 @@ pub(super) fn build<H: Handler>(
             inputs,
             pool,
             _pools: mems.clone(),
-            tx,
-            rx,
-            ret_tx,
-            ret_rx,
-            msg_tx,
-            msg_rx,
+            links,
             msg_staged: (0..n).map(|_| Vec::new()).collect(),
             msg_out: Vec::new(),
             reass: cfg.reass.map(Reassembler::new),
@@ -223,8 +211,8 @@ impl<H: Handler> WorkerLoop<H> {
             if !local.is_empty() {
                 self.process_batch(&mut local);
             }
-            for r in 0..self.rx.len() {
-                let n = self.rx[r].pop_into(&mut local, self.batch);
+            for r in 0..self.links.rx.len() {
+                let n = self.links.rx[r].pop_into(&mut local, self.batch);
                 if n > 0 {
                     did = true;
                     more |= n == self.batch;
@@ -467,7 +455,7 @@ impl<H: Handler> WorkerLoop<H> {
                 continue;
             }
             let mut q = std::mem::take(&mut self.staged[owner]);
-            let r = self.tx[owner].as_mut().expect("ring to another worker");
+            let r = self.links.tx[owner].as_mut().expect("ring to another worker");
             r.push_many(&mut q);
             if !q.is_empty() && !self.backpressure {
                 r.count_drops(q.len() as u64);
@@ -485,7 +473,7 @@ impl<H: Handler> WorkerLoop<H> {
     fn flush_returns(&mut self) {
         for (pool, q) in self.ret_staged.iter_mut().enumerate() {
             if !q.is_empty() {
-                if let Some(r) = self.ret_tx[pool].as_mut() {
+                if let Some(r) = self.links.ret_tx[pool].as_mut() {
                     // Sized to hold the whole pool: everything fits.
                     r.push_many(q);
                 }
@@ -500,7 +488,7 @@ impl<H: Handler> WorkerLoop<H> {
         if let Some(i) = self.pool.alloc() {
             return Some(i);
         }
-        for r in &mut self.ret_rx {
+        for r in &mut self.links.ret_rx {
             while let Some(i) = r.pop() {
                 self.pool.free(i);
             }
@@ -670,7 +658,7 @@ impl<H: Handler> WorkerLoop<H> {
                 continue;
             }
             // To this worker itself (no ring): `poll_messages` takes them.
-            if let Some(r) = self.msg_tx[to].as_mut() {
+            if let Some(r) = self.links.msg_tx[to].as_mut() {
                 r.push_many(q);
             }
             waiting |= !q.is_empty();
@@ -690,9 +678,9 @@ impl<H: Handler> WorkerLoop<H> {
             }
             did = true;
         }
-        for r in 0..self.msg_rx.len() {
+        for r in 0..self.links.msg_rx.len() {
             for _ in 0..self.batch {
-                let Some(msg) = self.msg_rx[r].pop() else { break };
+                let Some(msg) = self.links.msg_rx[r].pop() else { break };
                 did = true;
                 self.deliver(&ctx, msg);
             }

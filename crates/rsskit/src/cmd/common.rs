@@ -319,6 +319,15 @@ pub fn median(mut v: Vec<f64>) -> f64 {
 /// splitmix64: the benchmarks' input generator (the C harness repeats it).
 pub use rsskit_core::rng::SplitMix64 as SplitMix;
 
+/// The eBPF reuseport program's counters and how many buckets moved live,
+/// one line (`udp-echo`, `http-serve` with `--steer ebpf`).
+pub fn ebpf_line(e: &rsskit_linux::ebpf::reuseport::Counters, moves: usize) -> String {
+    format!(
+        "eBPF program: steered {} no-socket {} fallback {} errors {}; {moves} bucket move(s) live",
+        e.steered, e.no_socket, e.fallback, e.errors
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -231,14 +231,7 @@ pub fn run(a: Args) -> Result<()> {
         }
         row("total".into(), "-".into(), &total);
         if let Some(e) = &ebpf {
-            println!(
-                "eBPF program: steered {} no-socket {} fallback {} errors {}; {} bucket move(s) live",
-                e.steered,
-                e.no_socket,
-                e.fallback,
-                e.errors,
-                rounds.iter().map(|x| x.moves.len()).sum::<usize>()
-            );
+            println!("{}", super::common::ebpf_line(e, rounds.iter().map(|x| x.moves.len()).sum()));
         }
     }
     Ok(())

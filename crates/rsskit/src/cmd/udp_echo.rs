@@ -296,14 +296,7 @@ fn print_summary(r: &EchoReport) {
         println!("{why}");
     }
     if let Some(e) = &r.ebpf {
-        println!(
-            "eBPF program: steered {} no-socket {} fallback {} errors {}; {} bucket move(s) live",
-            e.steered,
-            e.no_socket,
-            e.fallback,
-            e.errors,
-            r.rebalance.iter().map(|x| x.moves.len()).sum::<usize>()
-        );
+        println!("{}", super::common::ebpf_line(e, r.rebalance.iter().map(|x| x.moves.len()).sum()));
     }
 }
 

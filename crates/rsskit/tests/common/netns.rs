@@ -133,6 +133,10 @@ impl Drop for Netns {
 pub struct Pair {
     pub server: Netns,
     pub client: Netns,
+    /// The server's end of the veth.
+    pub vs: String,
+    /// The client's end.
+    pub vc: String,
 }
 
 pub const SERVER_V4: &str = "198.18.0.1";
@@ -144,12 +148,18 @@ pub const EXTRA_V6_NET: &str = "fd77:1::/64";
 
 impl Pair {
     pub fn new(extra: u8) -> Pair {
+        Pair::with(extra, Some(2), true)
+    }
+
+    /// `queues` TX/RX queues per end (`None`: the kernel's one); `rps`:
+    /// RPS over every CPU on the server's queues, else RPS off.
+    pub fn with(extra: u8, queues: Option<usize>, rps: bool) -> Pair {
         require_root_and_ip();
         let server = Netns::new("rsks");
         let client = Netns::new("rskc");
         let vs = unique("vs");
         let vc = unique("vc");
-        veth((&vs, &server), (&vc, &client), Some(2));
+        veth((&vs, &server), (&vc, &client), queues);
         for (ns, dev) in [(&server, &vs), (&client, &vc)] {
             ns.sysctl("net.ipv6.conf.all.disable_ipv6", "0");
             ns.sysctl("net.ipv6.conf.all.accept_dad", "0");
@@ -170,13 +180,13 @@ impl Pair {
         // (no neighbour resolution of each extra address needed).
         server.ip(&["route", "add", EXTRA_V4_NET, "via", CLIENT_V4]);
         server.ip(&["-6", "route", "add", EXTRA_V6_NET, "via", CLIENT_V6]);
-        // RPS on the receiving side over every CPU.
+        // RPS on the receiving side over every CPU (or off).
         let ncpu = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(32);
-        let mask = format!("{:x}", (1u64 << ncpu) - 1);
-        for q in 0..2 {
+        let mask = if rps { format!("{:x}", (1u64 << ncpu) - 1) } else { "0".into() };
+        for q in 0..queues.unwrap_or(1) {
             server.write(&format!("/sys/class/net/{vs}/queues/rx-{q}/rps_cpus"), &mask);
         }
-        Pair { server, client }
+        Pair { server, client, vs, vc }
     }
 }
 
@@ -269,4 +279,82 @@ static NEXT_PORT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::n
 pub fn test_port(base: u16, span: u16) -> u16 {
     base + (std::process::id() % span as u32) as u16
         + NEXT_PORT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Runs `f` on a thread inside namespace `ns` (sockets made there stay
+/// there) and returns its result.
+pub fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    use std::os::fd::AsRawFd;
+    let ns = ns.to_string();
+    std::thread::spawn(move || {
+        let file = std::fs::File::open(format!("/var/run/netns/{ns}")).expect("namespace file");
+        // SAFETY: setns on a valid namespace fd; affects this thread only.
+        let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(rc, 0, "setns {ns}: {}", std::io::Error::last_os_error());
+        f()
+    })
+    .join()
+    .expect("namespace thread")
+}
+
+impl Netns {
+    /// `ethtool -K DEV tx off` through the legacy `ETHTOOL_STXCSUM` ioctl
+    /// from inside the namespace (no ethtool binary needed; the binary is
+    /// the fallback). Locally sent UDP on a veth leaves its checksum to the
+    /// "NIC"; a frame that XDP redirects or a bridge forwards loses that
+    /// mark and would fail the receiver's checksum check.
+    pub fn tx_csum_off(&self, dev: &str) {
+        use std::os::fd::AsRawFd;
+        #[repr(C)]
+        struct EthtoolValue {
+            cmd: u32,
+            data: u32,
+        }
+        #[repr(C)]
+        struct IfReq {
+            name: [u8; 16],
+            data: *mut EthtoolValue,
+            _pad: [u8; 16],
+        }
+        const SIOCETHTOOL: libc::c_ulong = 0x8946;
+        const ETHTOOL_STXCSUM: u32 = 0x17;
+        let devname = dev.to_string();
+        let ioctl_ok = in_netns(&self.name, move || {
+            let sock = std::net::UdpSocket::bind("0.0.0.0:0").expect("socket in namespace");
+            let mut v = EthtoolValue { cmd: ETHTOOL_STXCSUM, data: 0 };
+            let mut ifr = IfReq { name: [0; 16], data: &mut v, _pad: [0; 16] };
+            ifr.name[..devname.len()].copy_from_slice(devname.as_bytes());
+            // SAFETY: SIOCETHTOOL with a valid ifreq whose data points at a
+            // live ethtool_value for the duration of the call.
+            unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut ifr as *mut IfReq) == 0 }
+        });
+        if ioctl_ok {
+            return;
+        }
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.name, "ethtool", "-K", dev, "tx", "off"])
+            .output();
+        let ok = out.as_ref().map(|o| o.status.success()).unwrap_or(false);
+        assert!(
+            ok,
+            "cannot turn off tx checksum offload on {dev} (ETHTOOL_STXCSUM ioctl failed, ethtool: {out:?})"
+        );
+    }
+}
+
+/// The JSON a command printed on stdout (the test fails with both streams
+/// if there is none).
+pub fn json_of(out: &Output, what: &str) -> serde_json::Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "{what}: no JSON on stdout ({e}):\n{stdout}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// `v[k]` as a number (the test fails naming the key if it is not one).
+pub fn u(v: &serde_json::Value, k: &str) -> u64 {
+    v[k].as_u64().unwrap_or_else(|| panic!("no number '{k}' in {v}"))
 }
