@@ -18,6 +18,7 @@ use std::process::Command;
 fn main() {
     println!("cargo::rerun-if-changed=bpf");
     println!("cargo::rerun-if-changed=build.rs");
+    println!("cargo::rerun-if-env-changed=CLANG");
     println!("cargo::rustc-check-cfg=cfg(rsskit_no_clang)");
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
     let src = Path::new("bpf");
