@@ -22,29 +22,11 @@ use rsskit_core::{CpuId, FlowTuple, HashConfig, L4Proto, RssKey, RssPolicy};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::time::Duration;
 
 const EXTRA: u8 = 6;
 const PORT: u16 = 7000;
-
-fn incoming_cpu(s: &UdpSocket) -> u32 {
-    let mut v: libc::c_int = -1;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: getsockopt into a c_int of the size given.
-    let rc = unsafe {
-        libc::getsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_INCOMING_CPU,
-            (&mut v as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    assert_eq!(rc, 0, "SO_INCOMING_CPU: {}", std::io::Error::last_os_error());
-    v as u32
-}
 
 struct Setup {
     server: Netns,
@@ -71,7 +53,8 @@ fn send_one(tx: &UdpSocket, rx: &UdpSocket, dst: SocketAddr, size: usize, seq: u
         // A late duplicate of an earlier datagram cannot happen on a veth,
         // but check the sequence number anyway.
         if n == size && buf[..4] == seq.to_be_bytes() {
-            return incoming_cpu(rx);
+            let cpu = rsskit_linux::socket::incoming_cpu(rx).expect("SO_INCOMING_CPU");
+            return cpu.expect("SO_INCOMING_CPU recorded for a received datagram") as u32;
         }
     }
 }

@@ -269,20 +269,13 @@ impl ReuseportSteering {
     /// Attaches the program to `sock`'s reuseport group: from now on it
     /// steers for every socket of the group.
     pub fn attach(&self, sock: BorrowedFd<'_>) -> Result<(), ReuseportError> {
-        let fd: libc::c_int = self.prog.as_raw_fd();
-        // SAFETY: passes a pointer to a live c_int of the size given.
-        let rc = unsafe {
-            libc::setsockopt(
-                sock.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_ATTACH_REUSEPORT_EBPF,
-                (&fd as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as u32,
-            )
-        };
-        if rc != 0 {
-            return Err(ReuseportError::Attach(io::Error::last_os_error()));
-        }
+        crate::socket::setsockopt_int(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_REUSEPORT_EBPF,
+            self.prog.as_raw_fd(),
+        )
+        .map_err(ReuseportError::Attach)?;
         Ok(())
     }
 
