@@ -470,6 +470,29 @@ impl Batch {
         true
     }
 
+    /// Turns the messages just received into replies queued in place: each
+    /// is sent back to its source with its (possibly rewritten) payload and,
+    /// with packet info, from the local address it arrived on, as
+    /// [`push_from`](Self::push_from) would queue it, without copying. An
+    /// echo loop swaps this batch with its empty send batch: the C echo floor
+    /// sends its receive buffers back the same way. Every message must be
+    /// whole (none [`truncated`](Self::truncated)).
+    pub fn queue_received(&mut self) {
+        self.queued_bytes = 0;
+        for i in 0..self.len {
+            let n = (self.hdrs[i].msg_len as usize).min(self.buf_size);
+            self.iovs[i].iov_len = n;
+            self.queued_bytes += n;
+            let h = &mut self.hdrs[i].msg_hdr;
+            h.msg_flags = 0;
+            let ctrl_len = if self.with_ctrl { h.msg_controllen.min(CTRL_LEN) } else { 0 };
+            h.msg_controllen = ctrl_len;
+            if ctrl_len == 0 {
+                h.msg_control = std::ptr::null_mut();
+            }
+        }
+    }
+
     fn set_queued(&mut self, i: usize, data: &[u8], namelen: libc::socklen_t, ctrl_len: usize) {
         let off = i * self.stride;
         self.bufs[off..off + data.len()].copy_from_slice(data);
@@ -652,6 +675,60 @@ mod tests {
     #[test]
     fn round_trip_v6() {
         batch_round_trip("[::1]");
+    }
+
+    /// `queue_received` answers every datagram in place, to its own source,
+    /// with its (rewritten) payload, from the address it was sent to; the
+    /// batch then receives again as if fresh.
+    fn echo_in_place(ip: &str, pktinfo: bool) {
+        let (srv, cli, at) = pair(ip);
+        if pktinfo {
+            set_pktinfo(&srv, at.is_ipv6()).unwrap();
+        }
+        let mut rx = Batch::new(8, 2048, pktinfo);
+        for round in 0..3u8 {
+            let k = [5usize, 8, 1][round as usize];
+            let mut tx = Batch::new(8, 2048, false);
+            for i in 0..k {
+                assert!(tx.push(&vec![round * 16 + i as u8; 60 + 37 * i], &at));
+            }
+            assert_eq!(tx.send(&cli).sent, k);
+            let mut n = 0;
+            while n < k {
+                // One recvmmsg may return fewer: echo what came, then read on.
+                let got = rx.recv(&srv, false).unwrap();
+                for i in 0..got {
+                    rx.data_mut(i)[0] ^= 0xff; // a stamp written in place
+                }
+                rx.queue_received();
+                assert_eq!(rx.queued_bytes(), (n..n + got).map(|i| 60 + 37 * i).sum::<usize>());
+                assert_eq!(rx.send(&srv).sent, got);
+                n += got;
+            }
+            let mut back = Batch::new(8, 2048, false);
+            let mut seen = Vec::new();
+            while seen.len() < k {
+                let m = back.recv(&cli, false).unwrap();
+                for i in 0..m {
+                    assert_eq!(back.addr(i), Some(at), "reply from the address the client sent to");
+                    seen.push(back.data(i).to_vec());
+                }
+            }
+            for (i, d) in seen.iter().enumerate() {
+                let mut want = vec![round * 16 + i as u8; 60 + 37 * i];
+                want[0] ^= 0xff;
+                assert_eq!(d, &want, "round {round} datagram {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn echo_in_place_v4_and_v6_with_and_without_pktinfo() {
+        for ip in ["127.0.0.1", "[::1]"] {
+            for pktinfo in [false, true] {
+                echo_in_place(ip, pktinfo);
+            }
+        }
     }
 
     #[test]

@@ -781,6 +781,17 @@ impl WorkerState {
     #[inline]
     fn handle(&mut self, rs: &RxSocket, reply: &Socket, n: usize, c: &mut Counters) {
         c.batches += 1;
+        // Zero-copy echo: when nothing is queued and every datagram of this
+        // batch will be answered, the received batch itself becomes the send
+        // batch (swapped with the empty one) instead of copying each
+        // datagram: the copy was ~2.5% of the server's CPU per datagram
+        // (perf, 510-byte datagrams), the gap to the C floor's 1.10x margin.
+        let in_place = !self.plan.sink
+            && self.tx.is_empty()
+            && self.rx.capacity() == self.tx.capacity()
+            && n <= self.plan.flush_packets
+            && (0..n).all(|i| !self.rx.truncated(i))
+            && (0..n).map(|i| self.rx.data(i).len()).sum::<usize>() <= self.plan.flush_bytes;
         for i in 0..n {
             c.received += 1;
             c.bytes += self.rx.data(i).len() as u64;
@@ -823,13 +834,22 @@ impl WorkerState {
             } else {
                 c.foreign += 1;
             }
-            if !self.plan.sink {
+            if !self.plan.sink && !in_place {
                 self.tx.push_from(&self.rx, i);
                 if self.tx.len() >= self.plan.flush_packets {
                     self.flush(reply, c, FlushReason::Count);
                 } else if self.tx.queued_bytes() >= self.plan.flush_bytes {
                     self.flush(reply, c, FlushReason::Bytes);
                 }
+            }
+        }
+        if in_place && n > 0 {
+            self.rx.queue_received();
+            std::mem::swap(&mut self.rx, &mut self.tx);
+            if self.tx.len() >= self.plan.flush_packets {
+                self.flush(reply, c, FlushReason::Count);
+            } else if self.tx.queued_bytes() >= self.plan.flush_bytes {
+                self.flush(reply, c, FlushReason::Bytes);
             }
         }
     }
