@@ -12,6 +12,17 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// `CLOCK_REALTIME` in nanoseconds since the Unix epoch: the wall-clock
+/// stamp of a received frame where the kernel gives none (AF_XDP), as
+/// AF_PACKET and pcap records carry one.
+#[inline]
+pub fn realtime_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// A UTC calendar time (proleptic Gregorian).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Utc {

@@ -68,18 +68,11 @@ pub struct AfXdpSource {
     stats: Cell<XskStats>,
 }
 
-fn realtime_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 impl Source for AfXdpSource {
     fn recv(&mut self) -> Recv<'_> {
         // One clock read per batch: frames of a batch share its timestamp.
         if self.rx.at_batch_start() {
-            self.ts_ns = realtime_ns();
+            self.ts_ns = rsskit_linux::clock::realtime_ns();
         }
         match self.rx.next_frame() {
             Some(data) => Recv::Frame { data, ts_ns: self.ts_ns },
