@@ -84,6 +84,28 @@ static __always_inline void count(__u32 slot)
 		*c += 1;
 }
 
+/* The hash once the addresses (addr_len bytes) are in `in`: a fragment on
+ * the 2-tuple, a TCP/UDP flow whose hash type is on (`ports`) on the
+ * 4-tuple, anything else on the 2-tuple. Inlined with a constant addr_len,
+ * so each call unrolls as rsskit_toeplitz needs. */
+static __always_inline __s64 l4_hash(const struct rsskit_tpz_table *tb, __u8 *in, const int addr_len,
+				     int frag, int ports, void *l4, void *end)
+{
+	if (frag) {
+		count(RSSKIT_XS_MAX_CPUS + RSSKIT_XS_FRAG_2TUPLE);
+		return rsskit_toeplitz(tb, in, addr_len);
+	}
+	if (ports) {
+		if (l4 + 4 > end) {
+			count(RSSKIT_XS_MAX_CPUS + RSSKIT_XS_ERR_MALFORMED);
+			return -1;
+		}
+		__builtin_memcpy(in + addr_len, l4, 4);
+		return rsskit_toeplitz(tb, in, addr_len + 4);
+	}
+	return rsskit_toeplitz(tb, in, addr_len);
+}
+
 /* Returns the Toeplitz hash, or -1 (as __s64) when the frame passes. */
 static __always_inline __s64 frame_hash(struct xdp_md *ctx, const struct rsskit_tpz_table *tb,
 					__u32 types)
@@ -122,20 +144,10 @@ static __always_inline __s64 frame_hash(struct xdp_md *ctx, const struct rsskit_
 		proto = ip->protocol;
 		frag = (ip->frag_off & bpf_htons(0x3fff)) != 0; /* MF or offset */
 		l4 = l3 + ip->ihl * 4; /* options skipped */
-		if (frag) {
-			count(RSSKIT_XS_MAX_CPUS + RSSKIT_XS_FRAG_2TUPLE);
-			return rsskit_toeplitz(tb, in, 8);
-		}
-		if ((proto == IPPROTO_TCP && (types & RSSKIT_HT_TCP_IPV4)) ||
-		    (proto == IPPROTO_UDP && (types & RSSKIT_HT_UDP_IPV4))) {
-			if (l4 + 4 > end) {
-				count(RSSKIT_XS_MAX_CPUS + RSSKIT_XS_ERR_MALFORMED);
-				return -1;
-			}
-			__builtin_memcpy(in + 8, l4, 4);
-			return rsskit_toeplitz(tb, in, 12);
-		}
-		return rsskit_toeplitz(tb, in, 8);
+		return l4_hash(tb, in, 8, frag,
+			       (proto == IPPROTO_TCP && (types & RSSKIT_HT_TCP_IPV4)) ||
+				       (proto == IPPROTO_UDP && (types & RSSKIT_HT_UDP_IPV4)),
+			       l4, end);
 	}
 
 	if (h_proto == bpf_htons(ETH_P_IPV6)) {
@@ -173,20 +185,10 @@ static __always_inline __s64 frame_hash(struct xdp_md *ctx, const struct rsskit_
 				break;
 			}
 		}
-		if (frag) {
-			count(RSSKIT_XS_MAX_CPUS + RSSKIT_XS_FRAG_2TUPLE);
-			return rsskit_toeplitz(tb, in, 32);
-		}
-		if ((proto == IPPROTO_TCP && (types & RSSKIT_HT_TCP_IPV6)) ||
-		    (proto == IPPROTO_UDP && (types & RSSKIT_HT_UDP_IPV6))) {
-			if (l4 + 4 > end) {
-				count(RSSKIT_XS_MAX_CPUS + RSSKIT_XS_ERR_MALFORMED);
-				return -1;
-			}
-			__builtin_memcpy(in + 32, l4, 4);
-			return rsskit_toeplitz(tb, in, 36);
-		}
-		return rsskit_toeplitz(tb, in, 32);
+		return l4_hash(tb, in, 32, frag,
+			       (proto == IPPROTO_TCP && (types & RSSKIT_HT_TCP_IPV6)) ||
+				       (proto == IPPROTO_UDP && (types & RSSKIT_HT_UDP_IPV6)),
+			       l4, end);
 	}
 
 	count(RSSKIT_XS_MAX_CPUS + RSSKIT_XS_PASS_NON_IP);
