@@ -790,8 +790,14 @@ impl WorkerState {
             && self.tx.is_empty()
             && self.rx.capacity() == self.tx.capacity()
             && n <= self.plan.flush_packets
-            && (0..n).all(|i| !self.rx.truncated(i))
-            && (0..n).map(|i| self.rx.data(i).len()).sum::<usize>() <= self.plan.flush_bytes;
+            && {
+                // One pass: every datagram whole, and the batch within the byte bound.
+                let mut bytes = 0;
+                (0..n).all(|i| {
+                    bytes += self.rx.data(i).len();
+                    !self.rx.truncated(i)
+                }) && bytes <= self.plan.flush_bytes
+            };
         for i in 0..n {
             c.received += 1;
             c.bytes += self.rx.data(i).len() as u64;
