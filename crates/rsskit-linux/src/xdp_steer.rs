@@ -16,7 +16,6 @@ use crate::ebpf::{self, EbpfError};
 use aya::maps::{Array, CpuMap, MapData, PerCpuArray};
 use aya::programs::{Xdp, XdpFlags};
 use rsskit_core::{HashType, RssPolicy};
-use std::ffi::CString;
 use std::io;
 use thiserror::Error;
 
@@ -181,15 +180,10 @@ fn kernel(what: &str, e: &(dyn std::error::Error + 'static)) -> XdpSteerError {
     }
 }
 
-/// The interface index of `iface`.
+/// The interface index of `iface` (the one lookup, `packet::ifindex`; a
+/// malformed name is no interface either).
 pub fn ifindex(iface: &str) -> Result<u32, XdpSteerError> {
-    let c = CString::new(iface).map_err(|_| XdpSteerError::NoInterface(iface.to_owned()))?;
-    // SAFETY: a valid NUL-terminated string.
-    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if i == 0 {
-        return Err(XdpSteerError::NoInterface(iface.to_owned()));
-    }
-    Ok(i)
+    crate::packet::ifindex(iface).map_err(|_| XdpSteerError::NoInterface(iface.to_owned()))
 }
 
 /// The policy's enabled hash types as the program's `RSSKIT_HT_*` bits.
