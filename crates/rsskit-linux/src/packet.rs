@@ -79,27 +79,14 @@ fn packet_socket(proto: u16) -> Result<OwnedFd, PacketError> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-fn setsockopt<T>(
+fn setsockopt<T: Copy>(
     fd: &OwnedFd,
     level: libc::c_int,
     name: libc::c_int,
     v: &T,
     what: &'static str,
 ) -> Result<(), PacketError> {
-    // SAFETY: v points to a T of the size passed.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            v as *const T as *const libc::c_void,
-            std::mem::size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(PacketError::Sys(what, io::Error::last_os_error()));
-    }
-    Ok(())
+    crate::socket::setsockopt(fd.as_raw_fd(), level, name, v).map_err(|e| PacketError::Sys(what, e))
 }
 
 fn bind(fd: &OwnedFd, ifindex: u32, proto: u16) -> Result<(), PacketError> {
@@ -244,21 +231,14 @@ impl RxRing {
     /// Frames the kernel dropped since the last call (its counters reset on read).
     pub fn take_drops(&self) -> u64 {
         let mut st = libc::tpacket_stats_v3 { tp_packets: 0, tp_drops: 0, tp_freeze_q_cnt: 0 };
-        let mut len = std::mem::size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
-        // SAFETY: st is a writable tpacket_stats_v3 of `len` bytes.
-        let rc = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_PACKET,
-                libc::PACKET_STATISTICS,
-                &mut st as *mut _ as *mut libc::c_void,
-                &mut len,
-            )
-        };
-        if rc == 0 {
-            u64::from(st.tp_drops)
-        } else {
-            0
+        match crate::socket::getsockopt_into(
+            self.fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+            &mut st,
+        ) {
+            Ok(()) => u64::from(st.tp_drops),
+            Err(_) => 0,
         }
     }
 

@@ -10,13 +10,8 @@ use std::os::fd::{AsRawFd, RawFd};
 fn getsockopt<T: Copy>(fd: RawFd, level: libc::c_int, name: libc::c_int, what: &str) -> io::Result<T> {
     // SAFETY: T is plain data (an integer or a kernel struct of integers); all-zero is valid.
     let mut v: T = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
-    // SAFETY: `v` is a writable buffer of `len` bytes; the kernel writes at most `len`.
-    let rc = unsafe { libc::getsockopt(fd, level, name, (&mut v as *mut T).cast(), &mut len) };
-    if rc != 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(e.kind(), format!("{what}: {e}")));
-    }
+    crate::socket::getsockopt_into(fd, level, name, &mut v)
+        .map_err(|e| io::Error::new(e.kind(), format!("{what}: {e}")))?;
     Ok(v)
 }
 
@@ -52,25 +47,11 @@ pub fn rmem_alloc(s: &impl AsRawFd) -> io::Result<u32> {
 /// Detaches the steering program of the socket's reuseport group (the
 /// kernel's own hash picks the socket again). `Ok(false)`: none was attached.
 pub fn detach(s: &impl AsRawFd) -> io::Result<bool> {
-    let zero: libc::c_int = 0;
-    // SAFETY: the option value is one readable int of the size passed.
-    let rc = unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_DETACH_REUSEPORT_BPF,
-            (&zero as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::ENOENT) {
-            return Ok(false);
-        }
-        return Err(io::Error::new(e.kind(), format!("SO_DETACH_REUSEPORT_BPF: {e}")));
+    match crate::socket::setsockopt_int(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_DETACH_REUSEPORT_BPF, 0) {
+        Ok(()) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+        Err(e) => Err(io::Error::new(e.kind(), format!("SO_DETACH_REUSEPORT_BPF: {e}"))),
     }
-    Ok(true)
 }
 
 /// Takes the datagram at the head of the socket's receive queue if it came

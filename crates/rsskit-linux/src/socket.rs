@@ -120,10 +120,35 @@ pub fn tcp_listener(addr: SocketAddr, opts: &TcpListenOptions) -> io::Result<Soc
 
 /// `setsockopt` of one `int` option.
 pub fn setsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int, v: libc::c_int) -> io::Result<()> {
-    // SAFETY: `v` is a live c_int and the length passed is its size.
+    setsockopt(fd, level, name, &v)
+}
+
+/// `setsockopt` with a plain-data value (an `int` or a kernel C struct):
+/// the one wrapper every module of this crate uses.
+pub(crate) fn setsockopt<T: Copy>(fd: RawFd, level: libc::c_int, name: libc::c_int, v: &T) -> io::Result<()> {
+    // SAFETY: `v` is a live, readable T and the length passed is its size.
     let rc = unsafe {
-        libc::setsockopt(fd, level, name, (&v as *const libc::c_int).cast(), size_of::<libc::c_int>() as u32)
+        libc::setsockopt(fd, level, name, (v as *const T).cast(), size_of::<T>() as libc::socklen_t)
     };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// `getsockopt` into `v`, which the caller initialised: only for plain
+/// data (integers, kernel C structs of integers) where any bytes the
+/// kernel writes make a valid value.
+pub(crate) fn getsockopt_into<T: Copy>(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    v: &mut T,
+) -> io::Result<()> {
+    let mut len = size_of::<T>() as libc::socklen_t;
+    // SAFETY: `v` is a writable T of `len` bytes; the kernel writes at most `len`.
+    let rc = unsafe { libc::getsockopt(fd, level, name, (v as *mut T).cast(), &mut len) };
     if rc == 0 {
         Ok(())
     } else {
@@ -133,14 +158,8 @@ pub fn setsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int, v: libc:
 
 fn getsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Result<libc::c_int> {
     let mut v: libc::c_int = 0;
-    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: `v` and `len` are live and `len` is the size of `v`.
-    let rc = unsafe { libc::getsockopt(fd, level, name, (&mut v as *mut libc::c_int).cast(), &mut len) };
-    if rc == 0 {
-        Ok(v)
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    getsockopt_into(fd, level, name, &mut v)?;
+    Ok(v)
 }
 
 /// Asks for `IP_PKTINFO` (IPv4) or `IPV6_RECVPKTINFO` (IPv6) control messages.

@@ -179,35 +179,12 @@ impl XskStats {
     }
 }
 
-fn sys<T>(rc: libc::c_int, what: &'static str, ok: T) -> Result<T, XskError> {
-    if rc != 0 {
-        return Err(XskError::Sys(what, io::Error::last_os_error()));
-    }
-    Ok(ok)
+fn setsockopt<T: Copy>(fd: RawFd, name: libc::c_int, v: &T, what: &'static str) -> Result<(), XskError> {
+    crate::socket::setsockopt(fd, libc::SOL_XDP, name, v).map_err(|e| XskError::Sys(what, e))
 }
 
-fn setsockopt<T>(fd: RawFd, name: libc::c_int, v: &T, what: &'static str) -> Result<(), XskError> {
-    // SAFETY: v points to a T of the size passed.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_XDP,
-            name,
-            v as *const T as *const libc::c_void,
-            std::mem::size_of::<T>() as libc::socklen_t,
-        )
-    };
-    sys(rc, what, ())
-}
-
-fn getsockopt<T>(fd: RawFd, name: libc::c_int, v: &mut T) -> io::Result<()> {
-    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
-    // SAFETY: v is a writable T of `len` bytes.
-    let rc = unsafe { libc::getsockopt(fd, libc::SOL_XDP, name, v as *mut T as *mut libc::c_void, &mut len) };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+fn getsockopt<T: Copy>(fd: RawFd, name: libc::c_int, v: &mut T) -> io::Result<()> {
+    crate::socket::getsockopt_into(fd, libc::SOL_XDP, name, v)
 }
 
 /// Opens an AF_XDP socket, or says why not.
