@@ -14,6 +14,8 @@
 //!   [`io::spec`], the inputs and outputs a command names;
 //! - the builders the commands call: [`pipeline::PipelineSpec`] and
 //!   [`firewall::FirewallSpec`];
+//! - [`livecheck`]: does a NIC steer by the RSS setup its driver reports
+//!   (the sans-I/O core of `rsskit check --live`);
 //! - [`craft`]: frames built by hand (tests, generators).
 //!
 //! Errors are typed ([`netisr::NetisrError`], [`io::pcap::CaptureError`],
@@ -26,6 +28,7 @@ pub mod craft;
 pub mod firewall;
 pub mod hash;
 pub mod io;
+pub mod livecheck;
 pub mod netisr;
 pub mod output;
 pub mod pipeline;

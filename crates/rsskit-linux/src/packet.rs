@@ -1,7 +1,9 @@
 //! AF_PACKET sockets: a TPACKET_V3 receive ring (memory shared with the
 //! kernel, frames read in place) with optional fanout, and a transmit
 //! socket that sends a batch with one `sendmmsg`. The data plane wraps
-//! these as its `Source` and `Sink`.
+//! these as its `Source` and `Sink`. [`QueueCapture`] is one ring per RX
+//! queue in a `PACKET_FANOUT_QM` group: each frame with the queue the driver
+//! recorded for it and the kernel's `rxhash` (`rsskit check --live`).
 
 use std::ffi::CString;
 use std::io;
@@ -12,6 +14,10 @@ const TPACKET_V3: libc::c_int = 2;
 const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
 const PACKET_OUTGOING: u8 = 4;
+/// `tp_feature_req_word` bit: fill `tp_rxhash` in every frame header.
+const TP_FT_REQ_FILL_RXHASH: u32 = 1;
+/// Fanout flag: the kernel picks a group id no one uses (read back with getsockopt).
+const PACKET_FANOUT_FLAG_UNIQUEID: libc::c_int = 0x2000;
 
 /// Why an AF_PACKET socket could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -109,6 +115,70 @@ fn bind(fd: &OwnedFd, ifindex: u32, proto: u16) -> Result<(), PacketError> {
     Ok(())
 }
 
+/// A fanout group to create or join.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fanout {
+    /// Join (or create) the group with this id.
+    Join(u16),
+    /// Create a group with an id no one uses ([`RxRing::fanout_group`] reads it).
+    NewUnique,
+}
+
+/// How a fanout group spreads frames over its sockets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FanoutMode {
+    /// By flow hash (`PACKET_FANOUT_HASH`).
+    Hash,
+    /// By the RX queue the driver recorded (`PACKET_FANOUT_QM`): socket
+    /// `queue % members`.
+    QueueMapping,
+}
+
+/// How [`RxRing::open_with`] sets a ring up.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RxOptions {
+    /// The fanout group and mode, if any.
+    pub fanout: Option<(Fanout, FanoutMode)>,
+    /// Ask the kernel to fill `tp_rxhash` ([`RxFrame::rxhash`]).
+    pub rxhash: bool,
+    /// Accept no frame until [`RxRing::resume`].
+    pub paused: bool,
+}
+
+/// One received frame in the ring.
+#[derive(Debug)]
+pub struct RxFrame<'a> {
+    /// The captured bytes (up to the ring's block size).
+    pub data: &'a [u8],
+    /// Kernel receive timestamp, ns.
+    pub ts_ns: u64,
+    /// The frame's length on the wire (more than `data` when cut).
+    pub wire_len: u32,
+    /// `skb_get_hash()` of the frame: the NIC's hash where the driver
+    /// reports one with an L4 type, else the kernel's own flow hash. 0
+    /// unless the ring was opened with [`RxOptions::rxhash`].
+    pub rxhash: u32,
+}
+
+/// A classic BPF program that accepts nothing (`ret #0`).
+const DROP_ALL: [libc::sock_filter; 1] = [libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: 0 }];
+
+/// Attaches `prog` as the socket filter, or detaches the filter (`None`).
+fn set_filter(fd: &OwnedFd, prog: Option<&[libc::sock_filter]>) -> Result<(), PacketError> {
+    match prog {
+        Some(p) => {
+            let fprog =
+                libc::sock_fprog { len: p.len() as u16, filter: p.as_ptr() as *mut libc::sock_filter };
+            // The kernel copies the program during the call.
+            setsockopt(fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &fprog, "SO_ATTACH_FILTER")
+        }
+        None => {
+            let zero: libc::c_int = 0;
+            setsockopt(fd, libc::SOL_SOCKET, libc::SO_DETACH_FILTER, &zero, "SO_DETACH_FILTER")
+        }
+    }
+}
+
 /// A TPACKET_V3 receive ring on one interface.
 pub struct RxRing {
     fd: OwnedFd,
@@ -138,6 +208,12 @@ impl Drop for RxRing {
 impl RxRing {
     /// Opens a ring on `ifname`; joins fanout group `fanout` (hash mode) if given.
     pub fn open(ifname: &str, cfg: RingConfig, fanout: Option<u16>) -> Result<Self, PacketError> {
+        let fanout = fanout.map(|g| (Fanout::Join(g), FanoutMode::Hash));
+        RxRing::open_with(ifname, cfg, &RxOptions { fanout, ..RxOptions::default() })
+    }
+
+    /// Opens a ring on `ifname` with `opts`.
+    pub fn open_with(ifname: &str, cfg: RingConfig, opts: &RxOptions) -> Result<Self, PacketError> {
         let idx = ifindex(ifname)?;
         let proto = libc::ETH_P_ALL as u16;
         let fd = packet_socket(proto)?;
@@ -149,7 +225,7 @@ impl RxRing {
             tp_frame_nr: cfg.block_size / cfg.frame_size * cfg.block_count,
             tp_retire_blk_tov: cfg.block_timeout_ms,
             tp_sizeof_priv: 0,
-            tp_feature_req_word: 0,
+            tp_feature_req_word: if opts.rxhash { TP_FT_REQ_FILL_RXHASH } else { 0 },
         };
         setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req, "PACKET_RX_RING")?;
         let map_len = cfg.block_size as usize * cfg.block_count as usize;
@@ -198,12 +274,38 @@ impl RxRing {
         let one: libc::c_int = 1;
         let _ =
             setsockopt(&s.fd, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, &one, "PACKET_IGNORE_OUTGOING");
+        if opts.paused {
+            // Accepts nothing until `resume` (so a fanout group can be
+            // completed before any frame is spread over a partial one).
+            set_filter(&s.fd, Some(&DROP_ALL))?;
+        }
         bind(&s.fd, idx, proto)?;
-        if let Some(group) = fanout {
-            let arg: libc::c_int = i32::from(group) | ((libc::PACKET_FANOUT_HASH as i32) << 16);
+        if let Some((group, mode)) = opts.fanout {
+            let mode = match mode {
+                FanoutMode::Hash => libc::PACKET_FANOUT_HASH,
+                FanoutMode::QueueMapping => libc::PACKET_FANOUT_QM,
+            } as libc::c_int;
+            let arg = match group {
+                Fanout::Join(g) => i32::from(g) | (mode << 16),
+                Fanout::NewUnique => (mode | PACKET_FANOUT_FLAG_UNIQUEID) << 16,
+            };
             setsockopt(&s.fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg, "PACKET_FANOUT")?;
         }
         Ok(s)
+    }
+
+    /// The id of the fanout group this socket is in (`None`: in none).
+    pub fn fanout_group(&self) -> Option<u16> {
+        let mut v: libc::c_int = 0;
+        crate::socket::getsockopt_into(self.fd.as_raw_fd(), libc::SOL_PACKET, libc::PACKET_FANOUT, &mut v)
+            .ok()?;
+        // id in the low 16 bits, mode and flags above; 0 when not in a group.
+        (v != 0).then_some((v & 0xffff) as u16)
+    }
+
+    /// Starts accepting frames on a ring opened `paused`.
+    pub fn resume(&self) -> Result<(), PacketError> {
+        set_filter(&self.fd, None)
     }
 
     fn block_ptr(&self, b: u32) -> *mut u8 {
@@ -246,6 +348,11 @@ impl RxRing {
     /// when the ring holds nothing now. The frame stays valid until the
     /// next call (its block goes back to the kernel only then).
     pub fn next_frame(&mut self) -> Option<(&[u8], u64)> {
+        self.next().map(|f| (f.data, f.ts_ns))
+    }
+
+    /// The next received frame with its header fields (see [`RxRing::next_frame`]).
+    pub fn next(&mut self) -> Option<RxFrame<'_>> {
         loop {
             if self.pkt_left == 0 {
                 if self.release_pending {
@@ -277,6 +384,9 @@ impl RxRing {
             let sec = Self::read_u32(hp, 4);
             let nsec = Self::read_u32(hp, 8);
             let snaplen = Self::read_u32(hp, 12) as usize;
+            let wire_len = Self::read_u32(hp, 16);
+            // hv1.tp_rxhash (filled when the ring asked for it; else 0).
+            let rxhash = Self::read_u32(hp, 28);
             // SAFETY: tp_mac (u16 at 24) and sll_pkttype (sockaddr_ll after
             // the 48-byte aligned header, +10) are inside the frame header.
             let (mac, pkttype) = unsafe {
@@ -295,8 +405,94 @@ impl RxRing {
             // happens only on a later call (after this borrow ends).
             let data = unsafe { core::slice::from_raw_parts(hp.add(mac), snaplen) };
             let ts_ns = u64::from(sec) * 1_000_000_000 + u64::from(nsec);
-            return Some((data, ts_ns));
+            return Some(RxFrame { data, ts_ns, wire_len, rxhash });
         }
+    }
+}
+
+/// Members of a `PACKET_FANOUT_QM` group over `queues` RX queues: the
+/// smallest `m > queues` whose socket `0xffff % m` is not a queue's. The
+/// kernel sends a frame to socket `skb_get_rx_queue() % m`, and a frame
+/// whose driver recorded no queue has `skb_get_rx_queue() == 0xffff`: with
+/// this size such frames land on a socket of their own, not on a queue's.
+pub fn qm_members(queues: usize) -> usize {
+    (queues + 1..).find(|&m| 0xffff % m >= queues).unwrap_or(queues + 1)
+}
+
+/// Most RX queues [`QueueCapture`] opens rings for.
+pub const MAX_CAPTURE_QUEUES: usize = 1024;
+
+/// One TPACKET_V3 ring per RX queue of an interface, all in one
+/// `PACKET_FANOUT_QM` group (ring `i` gets the frames of queue `i`), plus
+/// the rings that complete the group (see [`qm_members`]): frames there
+/// had no queue recorded. Every ring asks for `tp_rxhash`. Receiving is a
+/// copy: the stack still gets every frame. The group is complete before
+/// any ring accepts a frame, so no frame is spread over a partial group.
+pub struct QueueCapture {
+    rings: Vec<RxRing>,
+    queues: usize,
+}
+
+impl QueueCapture {
+    /// Opens the rings on `ifname` for `queues` RX queues, `cfg` each.
+    pub fn open(ifname: &str, queues: usize, cfg: RingConfig) -> Result<Self, PacketError> {
+        if queues == 0 || queues > MAX_CAPTURE_QUEUES {
+            return Err(PacketError::Sys(
+                "capturing per RX queue",
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{queues} RX queues (1-{MAX_CAPTURE_QUEUES} supported)"),
+                ),
+            ));
+        }
+        let members = qm_members(queues);
+        let unrecorded = 0xffff % members;
+        // Rings that no frame can reach (between the queues and the
+        // unrecorded one) only fill the group: one small block.
+        let filler =
+            RingConfig { block_size: 1 << 16, block_count: 1, frame_size: 2048, block_timeout_ms: 10 };
+        let mut rings: Vec<RxRing> = Vec::with_capacity(members);
+        for i in 0..members {
+            let group = match rings.first() {
+                None => Fanout::NewUnique,
+                Some(r) => Fanout::Join(r.fanout_group().ok_or_else(|| {
+                    PacketError::Sys("reading the fanout group id", io::Error::last_os_error())
+                })?),
+            };
+            let opts =
+                RxOptions { fanout: Some((group, FanoutMode::QueueMapping)), rxhash: true, paused: true };
+            let c = if i < queues || i == unrecorded { cfg } else { filler };
+            rings.push(RxRing::open_with(ifname, c, &opts)?);
+        }
+        for r in &rings {
+            r.resume()?;
+        }
+        Ok(QueueCapture { rings, queues })
+    }
+
+    /// The RX queues captured.
+    pub fn queues(&self) -> usize {
+        self.queues
+    }
+
+    /// The rings; see [`QueueCapture::queue_of`].
+    pub fn rings_mut(&mut self) -> &mut [RxRing] {
+        &mut self.rings
+    }
+
+    /// The rings' descriptors (to wait on).
+    pub fn fds(&self) -> Vec<std::os::fd::RawFd> {
+        self.rings.iter().map(|r| r.fd.as_raw_fd()).collect()
+    }
+
+    /// The RX queue of ring `i`'s frames; `None`: no queue was recorded.
+    pub fn queue_of(&self, ring: usize) -> Option<u16> {
+        (ring < self.queues).then_some(ring as u16)
+    }
+
+    /// Frames the kernel dropped on every ring since the last call (ring full).
+    pub fn take_drops(&self) -> u64 {
+        self.rings.iter().map(RxRing::take_drops).sum()
     }
 }
 
@@ -380,5 +576,16 @@ mod tests {
         assert!(ifindex("a/b").unwrap_err().to_string().contains("bad interface name"));
         assert!(ifindex("nosuchif0xyz").unwrap_err().to_string().contains("no such interface: nosuchif0xyz"));
         assert!(ifindex("lo").unwrap() > 0);
+    }
+
+    #[test]
+    fn unrecorded_frames_get_a_socket_of_their_own() {
+        for q in 1..=MAX_CAPTURE_QUEUES {
+            let m = qm_members(q);
+            assert!(m > q && 0xffff % m >= q, "{q} queues: {m} members");
+        }
+        assert_eq!(qm_members(1), 2);
+        // 5, 6 and 7 members would put 0xffff on queue 0, 3 or 1.
+        assert_eq!(qm_members(4), 8);
     }
 }
