@@ -1,7 +1,7 @@
 //! `rsskit check`: does this host keep every flow on one CPU? A verdict per
 //! device with the reasons; exit 0 when aligned, 1 when not.
 
-use super::common::{positive, print_json};
+use super::common::{int_in, positive, print_json, seconds_arg};
 use super::plan::{devices, sysroot};
 use anyhow::{bail, Context, Result};
 use rsskit_linux::cpulist;
@@ -30,10 +30,23 @@ CPU the kernel processed it on, by the worker owning its bucket.
 
 Exit status: 0 every device aligned, 1 not (or an error).
 
+--live checks one NIC against its own traffic for --seconds (or --packets):
+one AF_PACKET ring per RX queue (PACKET_FANOUT_QM) tells each received
+frame's queue and the kernel's rxhash; rsskit predicts the queue from the key,
+hashed fields and table the driver reports and counts, per packet and per
+flow, how many agree. It only observes (the rings get copies) and needs root.
+Every frame seen is counted: seen = agreed + disagreed + not checked (by
+reason: not_ip, fragment, queue_not_recorded, ...); frames the kernel dropped
+on full capture rings are shown too. Exit status: 0 the NIC follows its
+reported table, 1 it does not (or an error), 2 nothing could be verified (no
+table, one queue without a reported hash, no checkable traffic). SIGINT stops
+early and still prints the summary.
+
 Examples:
   rsskit check
   rsskit check --iface eth0 --json
-  rsskit check --iface eth0 --probe 10.0.0.1:9000";
+  rsskit check --iface eth0 --probe 10.0.0.1:9000
+  rsskit check --live --iface eth0 --seconds 10";
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = AFTER_HELP)]
@@ -51,11 +64,28 @@ pub struct Args {
     #[arg(long, default_value_t = 32, value_parser = positive)]
     probe_flows: usize,
     /// Read a tree shaped like /sys and /proc under DIR instead (tests).
-    #[arg(long, value_name = "DIR", hide = true)]
+    #[arg(long, value_name = "DIR", hide = true, conflicts_with = "live")]
     sysroot: Option<PathBuf>,
+    /// Verify the NIC against its own received traffic (see below).
+    #[arg(long, conflicts_with = "probe")]
+    live: bool,
+    /// With --live: how long to watch, above 0 and below 10^7.
+    #[arg(long, value_name = "S", default_value_t = 5.0, value_parser = seconds_arg, requires = "live")]
+    seconds: f64,
+    /// With --live: stop after this many frames.
+    #[arg(long, value_name = "N", value_parser = int_in(1u64, u64::MAX), requires = "live")]
+    packets: Option<u64>,
 }
 
 pub fn run(a: Args) -> Result<()> {
+    if a.live {
+        return super::check_live::run(super::check_live::LiveArgs {
+            ifaces: &a.ifaces,
+            seconds: a.seconds,
+            packets: a.packets,
+            json: a.json,
+        });
+    }
     let root = sysroot(a.sysroot.as_ref())?;
     let topo = root.topology();
     let devs = devices(&root, &a.ifaces)?;

@@ -52,11 +52,15 @@ pub fn nic_spec(s: &str) -> Result<Option<&str>> {
 /// The device's steering (key, table, queue CPUs), read as `info` reads it.
 /// `RSSKIT_SYSROOT=DIR` reads a tree shaped like /sys and /proc instead (tests).
 pub fn nic(iface: &str) -> Result<rsskit_linux::nicsteer::NicSteering> {
-    let root = match std::env::var_os("RSSKIT_SYSROOT") {
+    Ok(rsskit_linux::nicsteer::NicSteering::read(&steering_root(), iface)?)
+}
+
+/// Where [`nic`] reads: the live host, or `RSSKIT_SYSROOT=DIR` (tests).
+pub fn steering_root() -> rsskit_linux::sysroot::Sysroot {
+    match std::env::var_os("RSSKIT_SYSROOT") {
         Some(d) => rsskit_linux::sysroot::Sysroot::tree(std::path::Path::new(&d)),
         None => rsskit_linux::sysroot::Sysroot::live(),
-    };
-    Ok(rsskit_linux::nicsteer::NicSteering::read(&root, iface)?)
+    }
 }
 
 /// Table entry -> CPU (one value, so clap does not take it for a list).
