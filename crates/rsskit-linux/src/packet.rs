@@ -348,11 +348,11 @@ impl RxRing {
     /// when the ring holds nothing now. The frame stays valid until the
     /// next call (its block goes back to the kernel only then).
     pub fn next_frame(&mut self) -> Option<(&[u8], u64)> {
-        self.next().map(|f| (f.data, f.ts_ns))
+        self.next_rx().map(|f| (f.data, f.ts_ns))
     }
 
     /// The next received frame with its header fields (see [`RxRing::next_frame`]).
-    pub fn next(&mut self) -> Option<RxFrame<'_>> {
+    pub fn next_rx(&mut self) -> Option<RxFrame<'_>> {
         loop {
             if self.pkt_left == 0 {
                 if self.release_pending {

@@ -294,3 +294,30 @@ fn a_reported_table_is_followed_or_the_flows_off_it_are_named() {
         "{text}"
     );
 }
+
+#[test]
+fn bad_requests_get_a_clear_error() {
+    require_root_and_ip();
+    let run = |pre: &[&str], args: &[&str]| {
+        let mut c = if pre.is_empty() {
+            std::process::Command::new(rsskit())
+        } else {
+            let mut c = std::process::Command::new(pre[0]);
+            c.args(&pre[1..]).arg(rsskit());
+            c
+        };
+        let out = c.args(args).output().expect("running rsskit");
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    let (code, err) = run(&[], &["check", "--live", "--iface", "nosuchif0q", "--seconds", "1"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("interface 'nosuchif0q' does not exist"), "{err}");
+    let (code, err) = run(&[], &["check", "--seconds", "1"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--live"), "--seconds belongs to --live: {err}");
+    // Not root: the capture cannot open, and the error says why.
+    let nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"];
+    let (code, err) = run(&nobody, &["check", "--live", "--iface", "lo", "--seconds", "1"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("need CAP_NET_RAW: run it as root"), "{err}");
+}

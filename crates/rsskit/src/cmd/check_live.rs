@@ -137,7 +137,7 @@ fn drain(cap: &mut QueueCapture, check: &mut LiveCheck, limit: u64) {
         let queue = cap.queue_of(i);
         let ring = &mut cap.rings_mut()[i];
         while check.seen() < limit {
-            let Some(f) = ring.next() else { break };
+            let Some(f) = ring.next_rx() else { break };
             check.observe(&Observation {
                 queue,
                 rxhash: Some(f.rxhash),
