@@ -77,14 +77,8 @@ impl Lab {
     /// inside the client's namespace, on TX queue `q`.
     fn burst(&self, q: usize, ports: &[u16]) {
         self.send_on_queue(q);
-        let path = format!("/run/netns/{}", self.client.name);
         let ports = ports.to_vec();
-        std::thread::spawn(move || {
-            let ns = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-            // SAFETY: setns on this thread only (it creates its sockets in
-            // the client's namespace and ends); the descriptor is open.
-            let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(rc, 0, "setns into {path}: {}", std::io::Error::last_os_error());
+        in_netns(&self.client, move || {
             let to = SocketAddr::new(IpAddr::V4(SERVER), PORT);
             for p in ports {
                 let s =
@@ -96,6 +90,28 @@ impl Lab {
         })
         .join()
         .expect("the sender thread");
+    }
+
+    /// A UDP socket on the server's port in its namespace, counting the
+    /// datagrams it receives until `want` came or 10 s passed.
+    fn listen(&self, want: usize) -> std::thread::JoinHandle<usize> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let h = in_netns(&self.server, move || {
+            let s =
+                UdpSocket::bind(SocketAddr::new(IpAddr::V4(SERVER), PORT)).expect("binding the server port");
+            s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+            tx.send(()).unwrap();
+            let (mut got, t) = (0, std::time::Instant::now());
+            let mut buf = [0u8; 64];
+            while got < want && t.elapsed() < Duration::from_secs(10) {
+                if s.recv(&mut buf).is_ok() {
+                    got += 1;
+                }
+            }
+            got
+        });
+        rx.recv().expect("the listener is bound");
+        h
     }
 
     /// Starts `rsskit check --live --json ARGS` on the server's veth and
@@ -116,6 +132,22 @@ impl Lab {
         std::thread::sleep(Duration::from_millis(300));
         p
     }
+}
+
+/// Runs `f` on a thread inside namespace `ns` (its sockets are made there).
+fn in_netns<T: Send + 'static>(
+    ns: &Netns,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    let path = format!("/run/netns/{}", ns.name);
+    std::thread::spawn(move || {
+        let ns = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        // SAFETY: setns moves this thread only, which ends after `f`; the
+        // descriptor is open for the call.
+        let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(rc, 0, "setns into {path}: {}", std::io::Error::last_os_error());
+        f()
+    })
 }
 
 /// A fixture tree whose fake driver reports `table` and a 4-tuple UDP
@@ -194,12 +226,15 @@ fn without_rss_every_frame_is_counted_on_its_queue_and_nothing_is_predicted() {
     let lab = Lab::new();
     // A bounded time, not a packet count: nothing beyond the bursts may arrive.
     let p = lab.start_check(None, &["--seconds", "3"]);
+    // The capture only observes: a socket on the server still gets every datagram.
+    let listener = lab.listen(10 * PER_FLOW);
     let mut want = [0u64; QUEUES];
     for (q, ports) in [(1, 20000..20005), (3, 20100..20103), (0, 20200..20202)] {
         let ports: Vec<u16> = ports.collect();
         lab.burst(q, &ports);
         want[q] += (ports.len() * PER_FLOW) as u64;
     }
+    assert_eq!(listener.join().unwrap(), 10 * PER_FLOW, "the stack got every datagram");
     let (code, v) = finish(p);
     assert_eq!(code, 2, "no RSS: cannot verify: {v:#}");
     balanced(&v);
@@ -320,4 +355,26 @@ fn bad_requests_get_a_clear_error() {
     let (code, err) = run(&nobody, &["check", "--live", "--iface", "lo", "--seconds", "1"]);
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("need CAP_NET_RAW: run it as root"), "{err}");
+}
+
+#[test]
+fn sigint_stops_early_and_still_reports() {
+    let lab = Lab::new();
+    let p = lab.start_check(None, &["--seconds", "120"]);
+    lab.burst(2, &[22000, 22001]);
+    // Frames reach the rings' blocks within their 2 ms timeout.
+    std::thread::sleep(Duration::from_millis(200));
+    let t = std::time::Instant::now();
+    p.signal(libc::SIGINT);
+    let (code, v) = finish(p);
+    assert!(t.elapsed() < Duration::from_secs(30), "SIGINT ends the check");
+    assert_eq!(code, 2, "{v:#}");
+    balanced(&v);
+    assert_eq!(v["packets"]["seen"], 2 * PER_FLOW, "{v:#}");
+    assert_eq!(per_queue(&v), [0, 0, 2 * PER_FLOW as u64, 0]);
+    assert!(v["seconds"].as_f64().unwrap() < 60.0, "{v:#}");
+    assert!(
+        v["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().starts_with("interrupted after")),
+        "{v:#}"
+    );
 }
