@@ -456,7 +456,10 @@ impl QueueCapture {
             let group = match rings.first() {
                 None => Fanout::NewUnique,
                 Some(r) => Fanout::Join(r.fanout_group().ok_or_else(|| {
-                    PacketError::Sys("reading the fanout group id", io::Error::last_os_error())
+                    PacketError::Sys(
+                        "reading the fanout group id",
+                        io::Error::other("the first socket is in no group"),
+                    )
                 })?),
             };
             let opts =
