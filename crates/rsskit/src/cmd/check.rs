@@ -69,11 +69,11 @@ pub struct Args {
     /// Verify the NIC against its own received traffic (see below).
     #[arg(long, conflicts_with = "probe")]
     live: bool,
-    /// With --live: how long to watch, above 0 and below 10^7.
-    #[arg(long, value_name = "S", default_value_t = 5.0, value_parser = seconds_arg, requires = "live")]
-    seconds: f64,
-    /// With --live: stop after this many frames.
-    #[arg(long, value_name = "N", value_parser = int_in(1u64, u64::MAX), requires = "live")]
+    /// With --live: how long to watch, above 0 and below 10^7 (default 5).
+    #[arg(long, value_name = "S", value_parser = seconds_arg, requires = "live")]
+    seconds: Option<f64>,
+    /// With --live: stop after this many frames, 1-1000000000000.
+    #[arg(long, value_name = "N", value_parser = int_in(1u64, 1_000_000_000_000), requires = "live")]
     packets: Option<u64>,
 }
 
@@ -81,10 +81,14 @@ pub fn run(a: Args) -> Result<()> {
     if a.live {
         return super::check_live::run(super::check_live::LiveArgs {
             ifaces: &a.ifaces,
-            seconds: a.seconds,
+            seconds: a.seconds.unwrap_or(5.0),
             packets: a.packets,
             json: a.json,
         });
+    }
+    // clap drops `requires` when a conflicting flag (--sysroot) is given.
+    if a.seconds.is_some() || a.packets.is_some() {
+        bail!("--seconds and --packets go with --live");
     }
     let root = sysroot(a.sysroot.as_ref())?;
     let topo = root.topology();
