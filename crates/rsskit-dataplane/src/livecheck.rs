@@ -368,7 +368,7 @@ impl LiveCheck {
             iface: self.spec.iface.clone(),
             queues: self.spec.queues,
             table_size: self.spec.table.len(),
-            fields: self.spec.fields,
+            fields: (!self.spec.table.is_empty()).then_some(self.spec.fields),
             packets,
             flows,
             rxhash,
@@ -570,8 +570,8 @@ pub struct LiveReport {
     pub queues: usize,
     /// Entries of the reported table (0: none).
     pub table_size: usize,
-    /// Hashed fields used.
-    pub fields: FlowFields,
+    /// Hashed fields used (`None`: no table, nothing predicted).
+    pub fields: Option<FlowFields>,
     /// Packets.
     pub packets: PacketCounts,
     /// Flows.

@@ -250,6 +250,7 @@ fn without_rss_every_frame_is_counted_on_its_queue_and_nothing_is_predicted() {
         "the driver's refusal is named: {v:#}"
     );
     assert_eq!(v["table_size"], 0);
+    assert!(v["fields"].is_null(), "nothing predicted, no fields: {v:#}");
     assert_eq!(v["queues"], QUEUES);
 }
 
@@ -279,6 +280,7 @@ fn a_reported_table_is_followed_or_the_flows_off_it_are_named() {
     balanced(&v);
     assert_eq!(code, 0, "{v:#}");
     assert_eq!(v["verdict"]["status"], "follows");
+    assert_eq!(v["fields"]["udp4"], "4-tuple", "{v:#}");
     assert_eq!(v["packets"]["agreed"], ports.len() * PER_FLOW, "{v:#}");
     assert_eq!((v["flows"]["checked"].as_u64(), v["flows"]["agreed"].as_u64()), (Some(24), Some(24)));
     assert!(v["disagreements"].as_array().unwrap().is_empty());

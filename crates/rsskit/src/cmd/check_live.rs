@@ -203,17 +203,17 @@ fn spec(
 
 fn print_text(r: &LiveReport, elapsed: Duration, notes: &[String]) {
     let p = &r.packets;
-    let f = &r.fields;
     let name = |x: Fields| serde_json::to_value(x).ok().and_then(|v| v.as_str().map(String::from));
-    let fields = [("tcp4", f.tcp4), ("udp4", f.udp4), ("tcp6", f.tcp6), ("udp6", f.udp6)]
-        .iter()
-        .map(|(k, v)| format!("{k} {}", name(*v).unwrap_or_default()))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let setup = if r.table_size == 0 {
-        "no RSS table reported".to_string()
-    } else {
-        format!("table {} entries; hashed fields {fields}", r.table_size)
+    let setup = match &r.fields {
+        None => "no RSS table reported".to_string(),
+        Some(f) => {
+            let fields = [("tcp4", f.tcp4), ("udp4", f.udp4), ("tcp6", f.tcp6), ("udp6", f.udp6)]
+                .iter()
+                .map(|(k, v)| format!("{k} {}", name(*v).unwrap_or_default()))
+                .collect::<Vec<_>>()
+                .join(", ");
+            format!("table {} entries; hashed fields {fields}", r.table_size)
+        }
     };
     println!("{}: {} RX queue(s) captured for {:.1} s; {setup}", r.iface, r.queues, elapsed.as_secs_f64());
     let reasons =
