@@ -51,6 +51,36 @@ fn c_echo() -> PathBuf {
         .clone()
 }
 
+/// Compiles `tests/c/NAME.c` against the library and the committed header.
+fn compile_c(name: &str) -> PathBuf {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("c_{name}"));
+    let lib = lib_dir().join("librsskit_capi.a");
+    assert!(lib.exists(), "{} missing: the crate's staticlib was not built", lib.display());
+    let st = Command::new("cc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-o"])
+        .arg(&out)
+        .arg(format!("{CRATE}/tests/c/{name}.c"))
+        .arg(format!("-I{CRATE}/include"))
+        .arg(&lib)
+        .args(["-lpthread", "-ldl", "-lm"])
+        .status()
+        .expect("running cc (the C compiler every Rust toolchain needs as linker)");
+    assert!(st.success(), "compiling tests/c/{name}.c failed");
+    out
+}
+
+/// Issue 22: the C API refuses, from C, what the command line refuses: an
+/// all-zero key, keys longer than `RSS_KEY_MAX_LEN` (64, 1,000 bytes),
+/// `from` without `from_len` (nothing received), a reversed port range and
+/// the range 0-0 (`RSS_E_INVAL`, not "no port" or success).
+#[test]
+fn c_api_is_as_strict_as_the_cli() {
+    let out = Command::new(compile_c("strict")).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("0 failure(s)") && !text.contains("FAIL"), "{text}");
+}
+
 fn udp_flows(host: &str, mode: &str) {
     common::udp_flows(&Server::start(Command::new(c_echo()).args([host, "0", mode])), mode);
 }
