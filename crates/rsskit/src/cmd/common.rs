@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// `--allow-weak-key` (a global flag): set by `main` before the arguments
-/// are parsed, since `--key` is checked while it is parsed.
+/// `--allow-weak-key` (a global flag, set by `main`): read by [`vet_key`],
+/// which every command that takes `--key` calls once it knows its use.
 static ALLOW_WEAK_KEY: AtomicBool = AtomicBool::new(false);
 
 /// Sets whether [`vet_key`] accepts a key that cannot reach every bucket.
