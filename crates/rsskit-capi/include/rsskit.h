@@ -84,6 +84,18 @@
 #define RSS_HASHTYPE_RSS_UDP_IPV6 (1 << 9)
 
 /*
+ Shortest Toeplitz key [`rss_config_new`] takes (the hash of an IPv6
+ 4-tuple reads 36 + 4 bytes of key).
+ */
+#define RSS_KEY_MIN_LEN 40
+
+/*
+ Longest Toeplitz key [`rss_config_new`] takes (the 52-byte keys of some
+ NICs).
+ */
+#define RSS_KEY_MAX_LEN 52
+
+/*
  Steering: the socket of the CPU the kernel processed the packet on.
  */
 #define RSS_STEER_CPU 0
@@ -159,7 +171,10 @@ extern "C" {
  CPU `cpus[i]`), buckets round-robin over the workers.
 
  `bits`: bucket bits (1..=7), or -1 for the default. `key`/`key_len`:
- the Toeplitz key (40 to 52 bytes), or null for the Microsoft key.
+ the Toeplitz key ([`RSS_KEY_MIN_LEN`] to [`RSS_KEY_MAX_LEN`] bytes), or
+ null for the Microsoft key. A key that cannot reach every bucket for
+ these hash types (the all-zero key: every flow in bucket 0) is refused
+ with `RSS_E_INVAL`, as the command line refuses it.
  `hash_types`: `RSS_HASHTYPE_RSS_*` bits, or 0 for FreeBSD's default
  (IPv4, TCP/IPv4, IPv6, TCP/IPv6). The result goes to `*out`; free it
  with [`rss_config_free`].
@@ -295,7 +310,8 @@ int rss_group_open(const struct RssConfig *c,
  Receives one datagram on `fd` (a socket of [`rss_group_open`], owned by
  worker `worker`) into `buf` with its RSS metadata. Returns the bytes
  stored (at most `len`) or a negative `RSS_E_*` code. `from`/`from_len`
- (both or neither) get the sender; `info` may be null.
+ (both or neither: one without the other is `RSS_E_NULL`, and nothing
+ is received) get the sender; `info` may be null.
 
  # Safety
  `c` is a live configuration, `buf` holds `len` bytes, `from` (if not
@@ -311,7 +327,8 @@ ptrdiff_t rss_recvfrom(const struct RssConfig *c,
                        struct RssRecvInfo *info);
 
 /*
- The first source port in `lo..=hi` for which the replies of the flow
+ The first source port in `lo..=hi` (1 <= lo <= hi, else `RSS_E_INVAL`)
+ for which the replies of the flow
  `local:port <-> remote` land in a bucket `worker` owns (the tuple
  finder; the port is not checked to be free: [`rss_connect`] does that).
 
@@ -332,7 +349,8 @@ int rss_pick_source_port(const struct RssConfig *c,
 
 /*
  Opens a connected socket (`SOCK_STREAM`: TCP connect, `SOCK_DGRAM`:
- connected UDP) to `remote` from a free source port in `lo..=hi` whose
+ connected UDP) to `remote` from a free source port in `lo..=hi` (1 <=
+ lo <= hi, else `RSS_E_INVAL`) whose
  replies land in a bucket `worker` owns. `RSS_E_NO_PORT` when no port of
  the range lands there, `RSS_E_NO_FREE_PORT` when all that do are in use.
 

@@ -58,6 +58,13 @@ pub const RSS_HASHTYPE_RSS_UDP_IPV4: u32 = 1 << 7;
 /// UDP over IPv6, 4-tuple.
 pub const RSS_HASHTYPE_RSS_UDP_IPV6: u32 = 1 << 9;
 
+/// Shortest Toeplitz key [`rss_config_new`] takes (the hash of an IPv6
+/// 4-tuple reads 36 + 4 bytes of key).
+pub const RSS_KEY_MIN_LEN: usize = 40;
+/// Longest Toeplitz key [`rss_config_new`] takes (the 52-byte keys of some
+/// NICs).
+pub const RSS_KEY_MAX_LEN: usize = 52;
+
 /// Steering: the socket of the CPU the kernel processed the packet on.
 pub const RSS_STEER_CPU: c_int = 0;
 /// Steering: the socket of the bucket owner (Toeplitz hash in the kernel).
@@ -210,6 +217,14 @@ fn proto_of(p: c_int) -> Result<L4Proto, Fail> {
     }
 }
 
+/// A source port range `lo..=hi`: 1 <= lo <= hi (port 0 is no port).
+fn port_range(lo: u16, hi: u16) -> Result<std::ops::RangeInclusive<u16>, Fail> {
+    if lo == 0 || lo > hi {
+        return Err(fail(RSS_E_INVAL, format!("source port range {lo}-{hi}: give 1 <= lo <= hi")));
+    }
+    Ok(lo..=hi)
+}
+
 fn worker_of(c: &RssConfig, w: u32) -> Result<WorkerId, Fail> {
     if (w as usize) < c.policy.workers() {
         Ok(WorkerId(w))
@@ -228,7 +243,10 @@ fn flow_info(p: &RssPolicy, hash: u32) -> RssFlowInfo {
 /// CPU `cpus[i]`), buckets round-robin over the workers.
 ///
 /// `bits`: bucket bits (1..=7), or -1 for the default. `key`/`key_len`:
-/// the Toeplitz key (40 to 52 bytes), or null for the Microsoft key.
+/// the Toeplitz key ([`RSS_KEY_MIN_LEN`] to [`RSS_KEY_MAX_LEN`] bytes), or
+/// null for the Microsoft key. A key that cannot reach every bucket for
+/// these hash types (the all-zero key: every flow in bucket 0) is refused
+/// with `RSS_E_INVAL`, as the command line refuses it.
 /// `hash_types`: `RSS_HASHTYPE_RSS_*` bits, or 0 for FreeBSD's default
 /// (IPv4, TCP/IPv4, IPv6, TCP/IPv6). The result goes to `*out`; free it
 /// with [`rss_config_free`].
@@ -261,9 +279,14 @@ pub unsafe extern "C" fn rss_config_new(
         let key = if key.is_null() {
             RssKey::microsoft()
         } else {
-            // SAFETY: the caller's `key` holds `key_len` bytes.
-            RssKey::from_bytes(unsafe { std::slice::from_raw_parts(key, key_len.min(1 << 16)) })
-                .map_err(Error::from)?
+            if !(RSS_KEY_MIN_LEN..=RSS_KEY_MAX_LEN).contains(&key_len) {
+                return Err(fail(
+                    RSS_E_INVAL,
+                    format!("a {key_len}-byte key: give {RSS_KEY_MIN_LEN} to {RSS_KEY_MAX_LEN} bytes"),
+                ));
+            }
+            // SAFETY: the caller's `key` holds `key_len` bytes (at most 52).
+            RssKey::from_bytes(unsafe { std::slice::from_raw_parts(key, key_len) }).map_err(Error::from)?
         };
         if hash_types & !HASH_BITS.iter().fold(0, |a, b| a | b.0) != 0 {
             return Err(fail(RSS_E_INVAL, format!("unknown hash type bits in {hash_types:#x}")));
@@ -280,6 +303,11 @@ pub unsafe extern "C" fn rss_config_new(
         };
         let cpus: Vec<rsskit_app::CpuId> = cpus.iter().map(|&c| rsskit_app::CpuId(c)).collect();
         let policy = RssPolicy::new(key, hash, &cpus, bits).map_err(Error::from)?;
+        // The command line's check, for these hash types and buckets; C has
+        // no --allow-weak-key: a weak key is an error.
+        let key_use = rsskit_core::keycheck::KeyUse::of_policy(&policy);
+        rsskit_core::keycheck::vet(policy.key(), key_use, false)
+            .map_err(|e| fail(RSS_E_INVAL, e.to_string()))?;
         put(out, Box::into_raw(Box::new(RssConfig { policy })), "output pointer")
     })
 }
@@ -525,7 +553,8 @@ pub unsafe extern "C" fn rss_group_open(
 /// Receives one datagram on `fd` (a socket of [`rss_group_open`], owned by
 /// worker `worker`) into `buf` with its RSS metadata. Returns the bytes
 /// stored (at most `len`) or a negative `RSS_E_*` code. `from`/`from_len`
-/// (both or neither) get the sender; `info` may be null.
+/// (both or neither: one without the other is `RSS_E_NULL`, and nothing
+/// is received) get the sender; `info` may be null.
 ///
 /// # Safety
 /// `c` is a live configuration, `buf` holds `len` bytes, `from` (if not
@@ -546,6 +575,9 @@ pub unsafe extern "C" fn rss_recvfrom(
         let me = worker_of(c, worker)?;
         if buf.is_null() && len > 0 {
             return Err(fail(RSS_E_NULL, "null buffer"));
+        }
+        if from.is_null() != from_len.is_null() {
+            return Err(fail(RSS_E_NULL, "from and from_len: give both or neither"));
         }
         if fd < 0 {
             return Err(fail(RSS_E_INVAL, format!("bad descriptor {fd}")));
@@ -609,7 +641,8 @@ fn local_addr(fd: c_int) -> Result<SocketAddr, Fail> {
     sockaddr_to_std(&ss, sl).ok_or_else(|| fail(RSS_E_INVAL, format!("descriptor {fd} is not an IP socket")))
 }
 
-/// The first source port in `lo..=hi` for which the replies of the flow
+/// The first source port in `lo..=hi` (1 <= lo <= hi, else `RSS_E_INVAL`)
+/// for which the replies of the flow
 /// `local:port <-> remote` land in a bucket `worker` owns (the tuple
 /// finder; the port is not checked to be free: [`rss_connect`] does that).
 ///
@@ -633,13 +666,15 @@ pub unsafe extern "C" fn rss_pick_source_port(
         let c = cfg(c)?;
         let w = worker_of(c, worker)?;
         let (l, r) = (addr_in(local, local_len, "local")?, addr_in(remote, remote_len, "remote")?);
-        let ports = rsskit_app::reply_ports(&c.policy, w, l.ip(), r, proto_of(proto)?, lo..=hi, 1)?;
+        let range = port_range(lo, hi)?;
+        let ports = rsskit_app::reply_ports(&c.policy, w, l.ip(), r, proto_of(proto)?, range, 1)?;
         put(port, ports[0], "port output")
     })
 }
 
 /// Opens a connected socket (`SOCK_STREAM`: TCP connect, `SOCK_DGRAM`:
-/// connected UDP) to `remote` from a free source port in `lo..=hi` whose
+/// connected UDP) to `remote` from a free source port in `lo..=hi` (1 <=
+/// lo <= hi, else `RSS_E_INVAL`) whose
 /// replies land in a bucket `worker` owns. `RSS_E_NO_PORT` when no port of
 /// the range lands there, `RSS_E_NO_FREE_PORT` when all that do are in use.
 ///
@@ -663,7 +698,7 @@ pub unsafe extern "C" fn rss_connect(
         if fd.is_null() {
             return Err(fail(RSS_E_NULL, "null descriptor output"));
         }
-        let opts = rsskit_app::ConnectOptions { ports: lo..=hi, ..Default::default() };
+        let opts = rsskit_app::ConnectOptions { ports: port_range(lo, hi)?, ..Default::default() };
         let raw = match sock_type {
             libc::SOCK_STREAM => rsskit_app::connect_tcp(&c.policy, w, r, &opts)?.into_raw_fd(),
             libc::SOCK_DGRAM => rsskit_app::connect_udp(&c.policy, w, r, &opts)?.into_raw_fd(),

@@ -51,6 +51,36 @@ fn c_echo() -> PathBuf {
         .clone()
 }
 
+/// Compiles `tests/c/NAME.c` against the library and the committed header.
+fn compile_c(name: &str) -> PathBuf {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("c_{name}"));
+    let lib = lib_dir().join("librsskit_capi.a");
+    assert!(lib.exists(), "{} missing: the crate's staticlib was not built", lib.display());
+    let st = Command::new("cc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-o"])
+        .arg(&out)
+        .arg(format!("{CRATE}/tests/c/{name}.c"))
+        .arg(format!("-I{CRATE}/include"))
+        .arg(&lib)
+        .args(["-lpthread", "-ldl", "-lm"])
+        .status()
+        .expect("running cc (the C compiler every Rust toolchain needs as linker)");
+    assert!(st.success(), "compiling tests/c/{name}.c failed");
+    out
+}
+
+/// Issue 22: the C API refuses, from C, what the command line refuses: an
+/// all-zero key, keys longer than `RSS_KEY_MAX_LEN` (64, 1,000 bytes),
+/// `from` without `from_len` (nothing received), a reversed port range and
+/// the range 0-0 (`RSS_E_INVAL`, not "no port" or success).
+#[test]
+fn c_api_is_as_strict_as_the_cli() {
+    let out = Command::new(compile_c("strict")).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("0 failure(s)") && !text.contains("FAIL"), "{text}");
+}
+
 fn udp_flows(host: &str, mode: &str) {
     common::udp_flows(&Server::start(Command::new(c_echo()).args([host, "0", mode])), mode);
 }
@@ -70,9 +100,50 @@ fn c_udp_echo_cpu() {
     udp_flows("127.0.0.1", "cpu");
 }
 
+/// Sends `len` bytes to the C example started with `args`; returns the
+/// echoed payload and the reply's stamp.
+fn echo_of(args: &[&str], len: usize) -> (Vec<u8>, std::collections::HashMap<String, String>) {
+    let srv = Server::start(Command::new(c_echo()).args(args));
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+    let payload: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+    sock.send_to(&payload, srv.addr).unwrap();
+    let mut buf = vec![0u8; 70_000];
+    let n = sock.recv(&mut buf).expect("an echo");
+    let bar = buf[..n].iter().rposition(|&b| b == b'|').expect("a stamp");
+    let stamp = common::stamp(std::str::from_utf8(&buf[bar + 1..n]).unwrap());
+    (buf[..bar].to_vec(), stamp)
+}
+
+/// Issue 22: the example cut a 1,500-byte datagram to 1,024 bytes and said
+/// nothing. Now whole (up to 65,535 bytes), and a datagram longer than the
+/// receive length (MAXLEN) is reported truncated.
+#[test]
+fn c_udp_echo_never_truncates_silently() {
+    for len in [1500, 9000, 65_000] {
+        let (echo, stamp) = echo_of(&["127.0.0.1", "0", "toeplitz"], len);
+        assert_eq!(echo.len(), len, "{stamp:?}");
+        assert!(echo.iter().enumerate().all(|(i, &b)| b == b'a' + (i % 26) as u8));
+        assert_eq!(stamp["truncated"], "false", "{stamp:?}");
+    }
+    let (echo, stamp) = echo_of(&["127.0.0.1", "0", "toeplitz", "1024"], 1500);
+    assert_eq!(echo.len(), 1024);
+    assert_eq!(stamp["truncated"], "true", "{stamp:?}");
+    let (_, stamp) = echo_of(&["127.0.0.1", "0", "toeplitz", "1024"], 1024);
+    assert_eq!(stamp["truncated"], "false", "{stamp:?}");
+}
+
 #[test]
 fn c_udp_echo_refuses_bad_arguments() {
-    for args in [&["nowhere", "0"][..], &["127.0.0.1", "0", "rss"], &[]] {
+    let bad: [&[&str]; 6] = [
+        &["nowhere", "0"],
+        &["127.0.0.1", "0", "rss"],
+        &[],
+        &["127.0.0.1", "0", "cpu", "0"],
+        &["127.0.0.1", "0", "cpu", "65536"],
+        &["127.0.0.1", "0", "cpu", "12x"],
+    ];
+    for args in bad {
         let out = Command::new(c_echo()).args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(String::from_utf8_lossy(&out.stderr).contains("usage"), "{args:?}");

@@ -1,72 +1,71 @@
-//! Checking an RSS key before use.
+//! Checking an RSS key for the way a command uses it.
 //!
-//! A key from the OS random source is almost always good, but "almost" is
-//! not a property; the question is how a key made at boot
-//! should be verified. [`check`] answers with four tests; a key passes when
-//! all hold for both the IPv4 and the IPv6 4-tuple layouts, with
-//! `bits` bucket bits (buckets = `hash & (2^bits - 1)`, at most 7 = the
-//! 128-entry indirection table):
+//! The Toeplitz hash is linear over GF(2): input bit `j` XORs the 32-bit key
+//! window starting at key bit `j` into the hash. Varying a set of input bits
+//! (the rest fixed) therefore reaches an affine subspace of bucket values:
+//! a coset of the span of those bits' windows masked to the bucket bits, and
+//! when the varied bits run over all their values every reachable bucket is
+//! hit equally often. Reachability and evenness are rank questions, answered
+//! exactly here by Gaussian elimination over GF(2); nothing is sampled.
 //!
-//! 1. **No degenerate windows.** Input bit `j` contributes the 32-bit key
-//!    window starting at key bit `j`. No window of the 288 input bits of the
-//!    longest input may be all zeros (that input bit would be ignored) or all
-//!    ones.
-//! 2. **Every bucket is reachable from the source port alone, and from the
-//!    source address alone.** The hash is linear over GF(2), so the buckets a
-//!    field can reach are the span of its bits' windows restricted to the
-//!    bucket bits. The rank of the 16 source-port windows (and of the 32 or
-//!    128 source-address windows) masked to the low `bits` bits must be
-//!    `bits`: a client varying only its port (or an operator varying only
-//!    client addresses) can then hit every bucket, evenly: a linear map
-//!    onto all `2^bits` buckets is balanced.
-//! 3. **The whole hash is used.** The windows of all input bits must span
-//!    all 32 hash bits (rank 32); otherwise some hash values never occur and
-//!    tables larger than 128 entries or hash-based steering get fewer
-//!    distinct values than they expect. The symmetric key fails this on
-//!    purpose: its windows repeat every 16 bits, so only 16 hash bits are
-//!    independent (and the hash depends only on the XOR of the 16-bit
-//!    halves of the tuple) -- the price of hash(a->b) == hash(b->a).
-//! 4. **A realistic sample spreads evenly.** 8192 flows towards one server
-//!    (`192.0.2.1:443`, resp. `[2001:db8::1]:443`): 32 random client addresses,
-//!    each with 256 consecutive source ports from a random base (ephemeral
-//!    port allocation). Pearson's chi-square statistic of the bucket counts
-//!    (expected 8192 / 2^bits each, `2^bits - 1` degrees of freedom) must
-//!    not exceed the critical value at significance 0.001 ([`chi2_bound`]).
-//!    The sample comes from a fixed-seed generator, so a key's verdict is
-//!    reproducible. A good random key fails this with probability ~0.001
-//!    per family; [`crate::key::RssKey::random`] then draws another key.
+//! A key is judged for a [`KeyUse`]: the hash types the command hashes with
+//! and its bucket bits (buckets = `hash & (2^bits - 1)`). For every input
+//! layout in use (IPv4 or IPv6, 2- or 4-tuple) the fields that differ between
+//! the flows a receiver sees are the source address and, in a 4-tuple, the
+//! source port; the destination is the receiver's own and only adds a
+//! constant. Then:
 //!
-//! Tests 2 and 3 are exact (Gaussian elimination over GF(2)); test 4 guards
-//! against structure that exact rank checks miss (e.g. a key that reaches
-//! every bucket but piles consecutive ports into a few of them).
+//! 1. **Refused** ([`KeyProblem::unreachable_buckets`]): the varying fields
+//!    together reach fewer than all `2^bits` buckets. No traffic can then use
+//!    the whole table (the all-zero key is the plain case: bucket 0 only).
+//! 2. **Warned**, naming the field: in a 4-tuple, the source port alone or
+//!    the source address alone cannot reach every bucket (one client's
+//!    connections, or many clients on one port, then use part of the table).
+//!    This is an exact property of the key, not a statistical guess; for a
+//!    random key the port (16 windows) falls short with probability
+//!    `~(2^bits - 1) / 2^16` per layout (0.19% at 7 bits), the address never
+//!    in practice.
+//! 3. **Warned**: consecutive source ports pile up. An aligned block of
+//!    `2^m` consecutive ports reaches `2^r` buckets evenly, `r` the rank of
+//!    its `m` low port bits' windows; with `m = bits + 6` (8192 ports for
+//!    128 buckets, see [`port_block_bits`]) the key is flagged when
+//!    `r <= bits - 4` (at most a sixteenth of the buckets). Those windows
+//!    are the `bits`-bit slices of `m + bits - 1` consecutive key bits (a
+//!    Hankel matrix), whose rank is at most `t` with probability about
+//!    `2^(2t - m - bits + 1)` for a random key: here `2^-13` per layout,
+//!    whatever `bits` (`random_keys_rarely_warn` measures it). The sampled
+//!    chi-square test this replaces warned on a third of good keys: its
+//!    consecutive-port sample is not independent, so its bound did not fit.
+//! 4. **Warned**: the windows of a family's inputs in use span fewer than
+//!    32 hash bits (tables larger than 128 entries or hash-based steering
+//!    get fewer distinct values). The symmetric key does this on purpose
+//!    (windows repeating every 16 bits: 16 independent bits, the price of
+//!    hash(a->b) == hash(b->a)); [`vet`] does not report it for that key.
+//! 5. **Warned**: a window of an input bit in use is all zeros (the bit is
+//!    ignored) or all ones.
 
+use crate::hashtype::{HashConfig, HashType, L4Proto};
 use crate::key::RssKey;
-use crate::toeplitz::{key_window, Toeplitz};
+use crate::toeplitz::key_window;
+use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
-/// Flows in the spread sample, per address family.
-pub const SAMPLE_FLOWS: usize = 8192;
-/// Significance level of the spread test.
-pub const SIGNIFICANCE: f64 = 0.001;
-/// Seed of the spread sample's generator.
-const SAMPLE_SEED: u64 = 0x5253_534b_6b65_7931;
-
-/// Chi-square critical values at significance 0.001 for 2^bits - 1
-/// degrees of freedom, bits = 1..=7 (1, 3, 7, 15, 31, 63, 127 df).
-const CHI2_CRIT: [f64; 7] = [10.828, 16.266, 24.322, 37.697, 61.098, 103.442, 181.993];
-
-/// The chi-square bound the spread test uses for `bits` bucket bits.
-pub fn chi2_bound(bits: u32) -> f64 {
-    CHI2_CRIT[(bits.clamp(1, 7) - 1) as usize]
+/// Port bits of the consecutive-port block of test 3 for `bits` bucket
+/// bits: `bits + 6`, at most the 16 of a port.
+pub fn port_block_bits(bits: u32) -> u32 {
+    (bits + 6).min(16)
 }
+
+/// Test 3 flags a block reaching at most `2^(bits - PILE_DEFICIT)` buckets.
+const PILE_DEFICIT: u32 = 4;
 
 /// Address family of a check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Family {
-    /// IPv4: a 96-bit 4-tuple input.
+    /// IPv4.
     Ipv4,
-    /// IPv6: a 288-bit 4-tuple input.
+    /// IPv6.
     Ipv6,
 }
 
@@ -79,27 +78,121 @@ impl Family {
         }
     }
 
-    /// Input bits of the 4-tuple: 96 or 288.
+    fn addr_bits(self) -> usize {
+        match self {
+            Family::Ipv4 => 32,
+            Family::Ipv6 => 128,
+        }
+    }
+
+    fn of(t: HashType) -> Family {
+        if t.is_ipv6() {
+            Family::Ipv6
+        } else {
+            Family::Ipv4
+        }
+    }
+}
+
+/// One input layout: a family, with or without the ports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Layout {
+    /// Address family.
+    pub family: Family,
+    /// Whether the ports are hashed (a 4-tuple).
+    pub ports: bool,
+}
+
+impl Layout {
+    const ALL: [Layout; 4] = [
+        Layout { family: Family::Ipv4, ports: false },
+        Layout { family: Family::Ipv4, ports: true },
+        Layout { family: Family::Ipv6, ports: false },
+        Layout { family: Family::Ipv6, ports: true },
+    ];
+
+    fn of(t: HashType) -> Layout {
+        Layout { family: Family::of(t), ports: t.has_ports() }
+    }
+
+    /// Input bits: addresses, then the ports.
     fn input_bits(self) -> usize {
-        match self {
-            Family::Ipv4 => 96,
-            Family::Ipv6 => 288,
-        }
+        2 * self.family.addr_bits() + if self.ports { 32 } else { 0 }
     }
 
-    /// First input bit and width of the source address, and of the source port.
-    fn src_addr(self) -> (usize, usize) {
-        match self {
-            Family::Ipv4 => (0, 32),
-            Family::Ipv6 => (0, 128),
-        }
+    /// Input bits of the source address.
+    fn src_addr(self) -> core::ops::Range<usize> {
+        0..self.family.addr_bits()
     }
 
-    fn src_port(self) -> (usize, usize) {
-        match self {
-            Family::Ipv4 => (64, 16),
-            Family::Ipv6 => (256, 16),
-        }
+    /// Input bits of the source port (most significant first).
+    fn src_port(self) -> core::ops::Range<usize> {
+        let start = 2 * self.family.addr_bits();
+        start..start + 16
+    }
+}
+
+/// What a key is judged for: the hash types whose inputs the command hashes
+/// and its bucket bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyUse {
+    /// Hash types in use.
+    pub types: HashConfig,
+    /// Bucket bits (1..=32).
+    pub bits: u32,
+}
+
+impl KeyUse {
+    /// Exactly these hash types, `bits` bucket bits.
+    pub fn new(types: impl IntoIterator<Item = HashType>, bits: u32) -> Self {
+        let types = types.into_iter().fold(HashConfig::empty(), HashConfig::with);
+        KeyUse { types, bits: bits.clamp(1, 32) }
+    }
+
+    /// The types [`HashConfig::pick`] can choose under `hash`: the enabled
+    /// 4-tuple types, and both 2-tuples (fragments and other protocols are
+    /// always hashed on their addresses).
+    pub fn of_config(hash: HashConfig, bits: u32) -> Self {
+        let types = hash.with(HashType::Ipv4).with(HashType::Ipv6);
+        KeyUse { types, bits: bits.clamp(1, 32) }
+    }
+
+    /// The types `hash` picks for `proto` packets, fragments included, of
+    /// IPv4 and, when `ipv6`, IPv6 too (an IPv6 socket also sees IPv4): a
+    /// TCP or UDP server's or client's use.
+    pub fn of_proto(hash: HashConfig, proto: L4Proto, ipv6: bool, bits: u32) -> Self {
+        let families: &[bool] = if ipv6 { &[false, true] } else { &[false] };
+        let types = families.iter().flat_map(|&v6| [hash.pick(v6, proto, false), hash.pick(v6, proto, true)]);
+        KeyUse::new(types, bits)
+    }
+
+    /// The hash types and bucket bits of `policy`.
+    pub fn of_policy(policy: &crate::RssPolicy) -> Self {
+        Self::of_config(policy.hash_config(), policy.bits())
+    }
+
+    /// Every hash type and the full 128-entry table: the most demanding use,
+    /// for a key whose use is not known (a NIC's key, a fresh random key).
+    pub fn full() -> Self {
+        KeyUse { types: HashConfig::all(), bits: crate::rss::MAX_BITS }
+    }
+
+    /// Only the types of one family (a command that only sees IPv4, or
+    /// only IPv6).
+    pub fn only_ipv6(self, ipv6: bool) -> Self {
+        let types = self.types.types().filter(|t| t.is_ipv6() == ipv6);
+        KeyUse::new(types, self.bits)
+    }
+
+    /// The in-use types of `layout`, as `tcp-ipv4/udp-ipv4`.
+    fn names(self, layout: Layout) -> String {
+        let names: Vec<&str> =
+            self.types.types().filter(|t| Layout::of(*t) == layout).map(HashType::name).collect();
+        names.join("/")
+    }
+
+    fn layouts(self) -> impl Iterator<Item = Layout> {
+        Layout::ALL.into_iter().filter(move |l| self.types.types().any(|t| Layout::of(t) == *l))
     }
 }
 
@@ -112,9 +205,59 @@ pub enum Field {
     SrcPort,
 }
 
-/// One reason a key fails.
+impl Field {
+    fn name(self) -> &'static str {
+        match self {
+            Field::SrcAddr => "source address",
+            Field::SrcPort => "source port",
+        }
+    }
+}
+
+/// One reason a key is refused or warned about. `types` names the hash
+/// types in use of the layout concerned (`tcp-ipv4/udp-ipv4`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum KeyProblem {
+    /// The varying fields together (source address, and port in a 4-tuple)
+    /// reach only `2^rank` of the `2^bits` buckets: refused.
+    Unreachable {
+        /// Hash types concerned.
+        types: String,
+        /// Whether the source port varies too (a 4-tuple).
+        ports: bool,
+        /// Rank of the varying fields' windows on the bucket bits.
+        rank: u32,
+        /// Bucket bits.
+        bits: u32,
+    },
+    /// Varying only `field` reaches `2^rank` of the `2^bits` buckets.
+    FieldRank {
+        /// Hash types concerned.
+        types: String,
+        /// The field varied.
+        field: Field,
+        /// Rank of the field's windows on the bucket bits.
+        rank: u32,
+        /// Bucket bits.
+        bits: u32,
+    },
+    /// `2^(bits + 6)` consecutive source ports ([`port_block_bits`]) reach
+    /// only `2^rank` buckets.
+    ConsecutivePorts {
+        /// Hash types concerned.
+        types: String,
+        /// Rank of the block's port bits' windows on the bucket bits.
+        rank: u32,
+        /// Bucket bits.
+        bits: u32,
+    },
+    /// The family's inputs in use reach only `2^rank` hash values (rank < 32).
+    HashRank {
+        /// Address family.
+        family: Family,
+        /// Rank of its windows on the 32 hash bits.
+        rank: u32,
+    },
     /// The window of input bit `bit` is all zeros or all ones.
     DegenerateWindow {
         /// Index of the input bit.
@@ -122,91 +265,68 @@ pub enum KeyProblem {
         /// Its 32-bit key window.
         window: u32,
     },
-    /// Varying only `field` reaches `2^rank` of the `2^bits` buckets.
-    FieldRank {
-        /// Address family of the input.
-        family: Family,
-        /// The field varied.
-        field: Field,
-        /// Rank of the field's windows on the bucket bits.
-        rank: u32,
-        /// Bucket bits checked.
-        bits: u32,
-    },
-    /// All input bits together reach only `2^rank` hash values (rank < 32).
-    HashRank {
-        /// Address family of the input.
-        family: Family,
-        /// Rank of all windows on the 32 hash bits.
-        rank: u32,
-    },
-    /// The sample's chi-square statistic exceeds the bound.
-    Spread {
-        /// Address family of the sample.
-        family: Family,
-        /// Chi-square statistic of the sample over the buckets.
-        chi2: f64,
-        /// The bound it exceeds ([`chi2_bound`]).
-        bound: f64,
-    },
 }
 
 impl fmt::Display for KeyProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            KeyProblem::DegenerateWindow { bit, window } => {
-                write!(f, "key window at input bit {bit} is degenerate (0x{window:08x})")
+            KeyProblem::Unreachable { types, ports, rank, bits } => {
+                let what = if *ports { "source address and port" } else { "source address" };
+                write!(f, "{types}: varying the {what} reaches only 2^{rank} of 2^{bits} buckets")
             }
-            KeyProblem::FieldRank { family, field, rank, bits } => {
-                let what = match field {
-                    Field::SrcAddr => "source address",
-                    Field::SrcPort => "source port",
-                };
-                write!(
-                    f,
-                    "{}: varying the {what} alone reaches only 2^{rank} of 2^{bits} buckets",
-                    family.name()
-                )
-            }
+            KeyProblem::FieldRank { types, field, rank, bits } => write!(
+                f,
+                "{types}: varying the {} alone reaches only 2^{rank} of 2^{bits} buckets",
+                field.name()
+            ),
+            KeyProblem::ConsecutivePorts { types, rank, bits } => write!(
+                f,
+                "{types}: {} consecutive source ports reach only 2^{rank} of 2^{bits} buckets \
+                 (they pile up)",
+                1u32 << port_block_bits(*bits)
+            ),
             KeyProblem::HashRank { family, rank } => {
                 write!(f, "{}: only {rank} of 32 hash bits are independent", family.name())
             }
-            KeyProblem::Spread { family, chi2, bound } => write!(
-                f,
-                "{}: sample of {SAMPLE_FLOWS} flows spreads unevenly (chi-square {chi2:.1} > {bound:.1})",
-                family.name()
-            ),
+            KeyProblem::DegenerateWindow { bit, window } => {
+                write!(f, "key window at input bit {bit} is degenerate (0x{window:08x})")
+            }
         }
     }
 }
 
-/// Per-family figures of a check.
+impl KeyProblem {
+    /// Whether this problem leaves buckets unreachable for every flow the
+    /// command hashes: such a key is refused unless the user insists
+    /// ([`vet`]).
+    pub fn unreachable_buckets(&self) -> bool {
+        matches!(self, KeyProblem::Unreachable { .. })
+    }
+}
+
+/// Exact figures of one layout in use.
 #[derive(Debug, Clone, PartialEq)]
-pub struct FamilyReport {
-    /// Address family these figures are for.
-    pub family: Family,
-    /// Rank of the source-port windows on the bucket bits (want `bits`).
-    pub src_port_rank: u32,
-    /// Rank of the source-address windows on the bucket bits (want `bits`).
+pub struct LayoutReport {
+    /// The layout.
+    pub layout: Layout,
+    /// Rank of the varying fields' windows on the bucket bits (want `bits`).
+    pub reach_rank: u32,
+    /// Rank of the source address's windows on the bucket bits.
     pub src_addr_rank: u32,
-    /// Rank of all windows on all 32 hash bits (want 32).
-    pub hash_rank: u32,
-    /// Chi-square statistic of the sample over the buckets.
-    pub chi2: f64,
+    /// Rank of the source port's windows on the bucket bits (4-tuple).
+    pub src_port_rank: Option<u32>,
+    /// Rank of the consecutive-port block's bits on the bucket bits (4-tuple).
+    pub port_block_rank: Option<u32>,
 }
 
 /// The outcome of [`check`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct KeyReport {
-    /// Bucket bits checked.
-    pub bits: u32,
-    /// Chi-square bound (significance [`SIGNIFICANCE`], `2^bits - 1` df).
-    pub chi2_bound: f64,
-    /// Figures for IPv4 inputs.
-    pub ipv4: FamilyReport,
-    /// Figures for IPv6 inputs.
-    pub ipv6: FamilyReport,
-    /// Why the key fails; empty when it passes.
+    /// What the key was judged for.
+    pub key_use: KeyUse,
+    /// One entry per layout in use.
+    pub layouts: Vec<LayoutReport>,
+    /// Why the key is refused or warned about; empty when it passes.
     pub problems: Vec<KeyProblem>,
 }
 
@@ -236,116 +356,72 @@ pub fn rank(vs: impl IntoIterator<Item = u32>) -> u32 {
     r
 }
 
-/// Chi-square statistic of the sample for `family`.
-fn spread(t: &Toeplitz, family: Family, bits: u32) -> f64 {
-    let buckets = 1usize << bits;
-    let mask = buckets as u32 - 1;
-    let mut counts = alloc::vec![0u64; buckets];
-    let mut rng = crate::rng::SplitMix64(SAMPLE_SEED ^ family.input_bits() as u64);
-    const CLIENTS: usize = 32;
-    const PORTS: usize = SAMPLE_FLOWS / CLIENTS;
-    match family {
-        Family::Ipv4 => {
-            let mut inputs = Vec::with_capacity(SAMPLE_FLOWS);
-            for _ in 0..CLIENTS {
-                let client = (rng.next_u64() as u32).to_be_bytes();
-                let base = 1024 + (rng.next_u64() % (65536 - 1024 - PORTS as u64)) as u16;
-                for p in 0..PORTS as u16 {
-                    let mut x = [0u8; 12];
-                    x[0..4].copy_from_slice(&client);
-                    x[4..8].copy_from_slice(&[192, 0, 2, 1]);
-                    x[8..10].copy_from_slice(&(base + p).to_be_bytes());
-                    x[10..12].copy_from_slice(&443u16.to_be_bytes());
-                    inputs.push(x);
-                }
-            }
-            let mut out = alloc::vec![0u32; inputs.len()];
-            t.hash_batch(&inputs, &mut out);
-            out.iter().for_each(|h| counts[(h & mask) as usize] += 1);
-        }
-        Family::Ipv6 => {
-            let mut inputs = Vec::with_capacity(SAMPLE_FLOWS);
-            let server: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
-            for _ in 0..CLIENTS {
-                let client = ((u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64())).to_be_bytes();
-                let base = 1024 + (rng.next_u64() % (65536 - 1024 - PORTS as u64)) as u16;
-                for p in 0..PORTS as u16 {
-                    let mut x = [0u8; 36];
-                    x[0..16].copy_from_slice(&client);
-                    x[16..32].copy_from_slice(&server);
-                    x[32..34].copy_from_slice(&(base + p).to_be_bytes());
-                    x[34..36].copy_from_slice(&443u16.to_be_bytes());
-                    inputs.push(x);
-                }
-            }
-            let mut out = alloc::vec![0u32; inputs.len()];
-            t.hash_batch(&inputs, &mut out);
-            out.iter().for_each(|h| counts[(h & mask) as usize] += 1);
-        }
-    }
-    let expected = SAMPLE_FLOWS as f64 / buckets as f64;
-    counts.iter().map(|&c| (c as f64 - expected) * (c as f64 - expected) / expected).sum()
-}
-
-fn family_report(
-    key: &[u8],
-    t: &Toeplitz,
-    family: Family,
-    bits: u32,
-    problems: &mut Vec<KeyProblem>,
-) -> FamilyReport {
-    let mask = if bits >= 32 { !0 } else { (1u32 << bits) - 1 };
-    let field_rank =
-        |(start, width): (usize, usize)| rank((start..start + width).map(|j| key_window(key, j) & mask));
-    let src_port_rank = field_rank(family.src_port());
-    let src_addr_rank = field_rank(family.src_addr());
-    let hash_rank = rank((0..family.input_bits()).map(|j| key_window(key, j)));
-    let chi2 = spread(t, family, bits);
-    for (field, r) in [(Field::SrcAddr, src_addr_rank), (Field::SrcPort, src_port_rank)] {
-        if r < bits {
-            problems.push(KeyProblem::FieldRank { family, field, rank: r, bits });
-        }
-    }
-    if hash_rank < 32 {
-        problems.push(KeyProblem::HashRank { family, rank: hash_rank });
-    }
-    let bound = chi2_bound(bits);
-    if chi2 > bound {
-        problems.push(KeyProblem::Spread { family, chi2, bound });
-    }
-    FamilyReport { family, src_port_rank, src_addr_rank, hash_rank, chi2 }
-}
-
-/// Checks `key` for `bits` bucket bits (clamped to 1..=7). See the module
-/// documentation for the tests.
-pub fn check(key: &RssKey, bits: u32) -> KeyReport {
-    let bits = bits.clamp(1, 7);
+/// Checks `key` for `key_use` (see the module documentation for the tests).
+pub fn check(key: &RssKey, key_use: KeyUse) -> KeyReport {
     let k = key.as_bytes();
+    let bits = key_use.bits;
+    let mask = if bits >= 32 { !0 } else { (1u32 << bits) - 1 };
+    let masked_rank = |r: core::ops::Range<usize>| rank(r.map(|j| key_window(k, j) & mask));
     let mut problems = Vec::new();
-    for bit in 0..Family::Ipv6.input_bits() {
+    let mut layouts = Vec::new();
+    for layout in key_use.layouts() {
+        let types = key_use.names(layout);
+        let src_addr_rank = masked_rank(layout.src_addr());
+        let (reach_rank, src_port_rank, port_block_rank) = if layout.ports {
+            let port = layout.src_port();
+            let block = port.end - port_block_bits(bits) as usize..port.end;
+            let both = layout.src_addr().chain(port.clone());
+            let reach = rank(both.map(|j| key_window(k, j) & mask));
+            (reach, Some(masked_rank(port)), Some(masked_rank(block)))
+        } else {
+            (src_addr_rank, None, None)
+        };
+        if reach_rank < bits {
+            problems.push(KeyProblem::Unreachable {
+                types: types.clone(),
+                ports: layout.ports,
+                rank: reach_rank,
+                bits,
+            });
+        }
+        if let Some(port_rank) = src_port_rank {
+            for (field, r) in [(Field::SrcAddr, src_addr_rank), (Field::SrcPort, port_rank)] {
+                if r < bits {
+                    problems.push(KeyProblem::FieldRank { types: types.clone(), field, rank: r, bits });
+                }
+            }
+        }
+        if let Some(r) = port_block_rank.filter(|r| r + PILE_DEFICIT <= bits) {
+            problems.push(KeyProblem::ConsecutivePorts { types, rank: r, bits });
+        }
+        layouts.push(LayoutReport { layout, reach_rank, src_addr_rank, src_port_rank, port_block_rank });
+    }
+    // The longest input in use per family: hash rank and degenerate windows.
+    let mut longest = 0;
+    for family in [Family::Ipv4, Family::Ipv6] {
+        let Some(n) =
+            layouts.iter().filter(|l| l.layout.family == family).map(|l| l.layout.input_bits()).max()
+        else {
+            continue;
+        };
+        longest = longest.max(n);
+        let r = rank((0..n).map(|j| key_window(k, j)));
+        if r < 32 {
+            problems.push(KeyProblem::HashRank { family, rank: r });
+        }
+    }
+    for bit in 0..longest {
         let w = key_window(k, bit);
         if w == 0 || w == !0 {
             problems.push(KeyProblem::DegenerateWindow { bit, window: w });
         }
     }
-    let t = Toeplitz::new(key);
-    let ipv4 = family_report(k, &t, Family::Ipv4, bits, &mut problems);
-    let ipv6 = family_report(k, &t, Family::Ipv6, bits, &mut problems);
-    KeyReport { bits, chi2_bound: chi2_bound(bits), ipv4, ipv6, problems }
+    KeyReport { key_use, layouts, problems }
 }
 
-/// [`check`] with 7 bucket bits: the full 128-entry indirection table.
+/// [`check`] for [`KeyUse::full`]: every hash type, the 128-entry table.
 pub fn check_default(key: &RssKey) -> KeyReport {
-    check(key, 7)
-}
-
-impl KeyProblem {
-    /// Whether this problem leaves buckets unreachable (a rank test failed):
-    /// such a key is refused unless the user insists ([`vet`]). The all-zero
-    /// key is the plain case: every flow hashes to bucket 0.
-    pub fn unreachable_buckets(&self) -> bool {
-        matches!(self, KeyProblem::FieldRank { .. })
-    }
+    check(key, KeyUse::full())
 }
 
 /// Whether the key is one 2-byte pattern repeated (DragonFly's symmetric
@@ -359,13 +435,15 @@ pub fn is_symmetric(key: &RssKey) -> bool {
 /// A key that cannot reach every bucket, refused by [`vet`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct WeakKey {
+    /// Bucket bits it was judged for.
+    pub bits: u32,
     /// Every problem of the key, the unreachable-bucket ones first.
     pub problems: Vec<KeyProblem>,
 }
 
 impl fmt::Display for WeakKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "weak RSS key: it cannot reach every bucket of the 128-entry table (")?;
+        write!(f, "weak RSS key: it cannot reach every one of the {} buckets in use (", 1u64 << self.bits)?;
         let reasons: Vec<&KeyProblem> = self.problems.iter().filter(|p| p.unreachable_buckets()).collect();
         for (i, p) in reasons.iter().enumerate() {
             if i > 0 {
@@ -381,19 +459,17 @@ impl fmt::Display for WeakKey {
 impl std::error::Error for WeakKey {}
 
 /// The check every key given to rsskit goes through (by hand, from a NIC,
-/// or a named one), for the full 128-entry table: `Err` when buckets are
-/// unreachable (unless `allow_weak`), else the problems worth a warning (a
-/// failed spread test, degenerate windows, fewer than 32 independent hash
-/// bits; the last is expected of a [symmetric](is_symmetric) key and not
-/// reported for one). An empty list: the key is good.
-pub fn vet(key: &RssKey, allow_weak: bool) -> Result<Vec<KeyProblem>, WeakKey> {
-    let mut problems = check_default(key).problems;
+/// or a named one), for the way it is used: `Err` when buckets are
+/// unreachable (unless `allow_weak`), else the problems worth a warning. An
+/// empty list: the key is good for this use.
+pub fn vet(key: &RssKey, key_use: KeyUse, allow_weak: bool) -> Result<Vec<KeyProblem>, WeakKey> {
+    let mut problems = check(key, key_use).problems;
     if is_symmetric(key) {
         problems.retain(|p| !matches!(p, KeyProblem::HashRank { rank: 16, .. }));
     }
     if !allow_weak && problems.iter().any(KeyProblem::unreachable_buckets) {
         problems.sort_by_key(|p| !p.unreachable_buckets());
-        return Err(WeakKey { problems });
+        return Err(WeakKey { bits: key_use.bits, problems });
     }
     Ok(problems)
 }
@@ -401,6 +477,25 @@ pub fn vet(key: &RssKey, allow_weak: bool) -> Result<Vec<KeyProblem>, WeakKey> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rng::SplitMix64;
+
+    fn random_key(rng: &mut SplitMix64) -> RssKey {
+        let b: Vec<u8> = (0..40).map(|_| rng.next_u64() as u8).collect();
+        RssKey::from_bytes(&b).unwrap()
+    }
+
+    /// Brute force: the buckets hit when the masked windows of `bits_in`
+    /// run over all combinations (small sets only).
+    fn reached(key: &RssKey, input_bits: &[usize], bits: u32) -> usize {
+        let mask = (1u32 << bits) - 1;
+        let ws: Vec<u32> = input_bits.iter().map(|&j| key_window(key.as_bytes(), j) & mask).collect();
+        let mut seen = alloc::vec![false; 1 << bits];
+        for combo in 0u32..1 << ws.len() {
+            let h = ws.iter().enumerate().filter(|(i, _)| combo >> i & 1 == 1).fold(0, |h, (_, w)| h ^ w);
+            seen[h as usize] = true;
+        }
+        seen.iter().filter(|s| **s).count()
+    }
 
     #[test]
     fn rank_basics() {
@@ -413,26 +508,43 @@ mod tests {
     }
 
     #[test]
-    fn microsoft_key_passes() {
-        let r = check_default(&RssKey::microsoft());
-        assert!(r.passed(), "{:?}", r.problems);
-        assert_eq!(r.ipv4.src_port_rank, 7);
-        assert_eq!(r.ipv4.hash_rank, 32);
-        assert!(r.ipv4.chi2 <= r.chi2_bound && r.ipv6.chi2 <= r.chi2_bound);
+    fn rank_is_reachability() {
+        // 2^rank == buckets reached, checked by enumeration on 16 port bits.
+        let mut rng = SplitMix64(3);
+        for _ in 0..20 {
+            let key = random_key(&mut rng);
+            for bits in [3, 7] {
+                let port: Vec<usize> = (64..80).collect();
+                let r = check(&key, KeyUse::new([HashType::TcpIpv4], bits)).layouts[0].src_port_rank.unwrap();
+                assert_eq!(reached(&key, &port, bits), 1 << r);
+            }
+        }
     }
 
     #[test]
-    fn all_zero_ish_key_fails() {
-        let mut b = [0u8; 40];
-        b[39] = 1;
-        let r = check_default(&RssKey::from_bytes(&b).unwrap());
-        assert!(!r.passed());
-        assert!(r.problems.iter().any(|p| matches!(p, KeyProblem::DegenerateWindow { window: 0, .. })));
-        assert!(r.problems.iter().any(|p| matches!(
-            p,
-            KeyProblem::FieldRank { family: Family::Ipv4, field: Field::SrcPort, rank: 0, .. }
-        )));
-        assert!(r.problems.iter().any(|p| matches!(p, KeyProblem::Spread { family: Family::Ipv4, .. })));
+    fn microsoft_key_passes() {
+        let r = check_default(&RssKey::microsoft());
+        assert!(r.passed(), "{:?}", r.problems);
+        assert_eq!(r.layouts.len(), 4);
+        assert!(r.layouts.iter().all(|l| l.reach_rank == 7));
+    }
+
+    #[test]
+    fn all_zero_key_is_refused_for_every_use() {
+        let zero = RssKey::from_bytes(&[0; 40]).unwrap();
+        for ht in HashType::ALL {
+            for bits in 1..=7 {
+                let e = vet(&zero, KeyUse::new([ht], bits), false).unwrap_err();
+                assert!(e.problems[0].unreachable_buckets(), "{ht} {bits}: {e}");
+                let msg = e.to_string();
+                assert!(msg.contains(&alloc::format!("reaches only 2^0 of 2^{bits} buckets")), "{msg}");
+                assert!(msg.contains(ht.name()), "{msg}");
+            }
+        }
+        // Allowed on request: then the problems come back as warnings.
+        let w = vet(&zero, KeyUse::full(), true).unwrap();
+        assert!(w.iter().any(KeyProblem::unreachable_buckets));
+        assert!(w.iter().any(|p| matches!(p, KeyProblem::DegenerateWindow { window: 0, .. })));
     }
 
     #[test]
@@ -443,87 +555,161 @@ mod tests {
             .iter()
             .any(|p| matches!(p, KeyProblem::DegenerateWindow { window: u32::MAX, .. })));
         assert!(r.problems.iter().any(|p| matches!(p, KeyProblem::HashRank { rank: 1, .. })));
+        assert!(r.problems.iter().any(KeyProblem::unreachable_buckets));
     }
 
     #[test]
     fn symmetric_key_has_16_independent_bits() {
         let r = check_default(&RssKey::symmetric());
-        assert_eq!(r.ipv4.hash_rank, 16);
         assert!(r.problems.contains(&KeyProblem::HashRank { family: Family::Ipv4, rank: 16 }));
+        assert_eq!(vet(&RssKey::symmetric(), KeyUse::full(), false).unwrap(), Vec::new());
+    }
+
+    /// The Microsoft key with the windows of the IPv6 source port zeroed on
+    /// the low 7 bucket bits: key bits 256+j+25..256+j+32 for j in 0..16,
+    /// i.e. bits 281..304 (bytes 35-37, beyond the IPv4 inputs' windows).
+    fn ipv6_port_dead_key() -> RssKey {
+        let mut b = RssKey::microsoft().as_bytes().to_vec();
+        // key bit i is byte i/8, bit 7 - i%8; clear 281..=303.
+        for i in 281..304 {
+            b[i / 8] &= !(0x80u8 >> (i % 8));
+        }
+        RssKey::from_bytes(&b).unwrap()
     }
 
     #[test]
-    fn port_only_key_fails_address_rank() {
-        // Windows over the IPv4 source address all zero, ports fine: the
-        // source address alone cannot move a flow between buckets.
-        let mut b = RssKey::microsoft().as_bytes().to_vec();
-        b[..4].fill(0);
-        b[4] = 0;
-        b[5] = 0;
-        b[6] = 0;
-        b[7] = 0;
-        let r = check_default(&RssKey::from_bytes(&b).unwrap());
-        assert!(r.problems.contains(&KeyProblem::FieldRank {
-            family: Family::Ipv4,
-            field: Field::SrcAddr,
-            rank: 0,
-            bits: 7
-        }));
-        assert_eq!(r.ipv4.src_port_rank, 7);
+    fn a_key_is_judged_only_for_its_use() {
+        let key = ipv6_port_dead_key();
+        assert!((256..272).all(|j| key_window(key.as_bytes(), j) & 0x7f == 0), "construction");
+        // Hashing IPv4 (2- or 4-tuple) or IPv6 2-tuples: nothing to say.
+        for use_ in [
+            KeyUse::new([HashType::Ipv4], 7),
+            KeyUse::new([HashType::TcpIpv4, HashType::UdpIpv4], 7),
+            KeyUse::of_config(HashConfig::default(), 7).only_ipv6(false),
+            KeyUse::new([HashType::Ipv6], 7),
+        ] {
+            assert_eq!(vet(&key, use_, false).unwrap(), Vec::new(), "{use_:?}");
+        }
+        // The IPv6 4-tuple: every bucket is still reachable (the address
+        // varies too), so accepted, but the port alone reaches one bucket.
+        let w = vet(&key, KeyUse::new([HashType::TcpIpv6], 7), false).unwrap();
+        assert!(
+            w.contains(&KeyProblem::FieldRank {
+                types: "tcp-ipv6".into(),
+                field: Field::SrcPort,
+                rank: 0,
+                bits: 7
+            }),
+            "{w:?}"
+        );
+        assert!(w
+            .iter()
+            .any(|p| p.to_string()
+                == "tcp-ipv6: varying the source port alone reaches only 2^0 of 2^7 buckets"));
+        assert!(w.iter().any(|p| matches!(p, KeyProblem::ConsecutivePorts { rank: 0, .. })), "{w:?}");
     }
 
     #[test]
-    fn spread_catches_low_port_bits_ignored() {
-        // A key whose windows over the low 7 source-port bits are zero on the
-        // bucket bits still reaches every bucket through the high port bits
-        // (rank 7), but consecutive ports pile up: the spread test must fail.
+    fn refused_only_when_the_varying_fields_cannot_reach_every_bucket() {
+        // IPv4 source-address windows dead on the bucket bits (key bits
+        // 25..63), ports fine: a 2-tuple hash cannot move a flow between
+        // buckets (refused); a 4-tuple still can through the port (warned).
         let mut b = RssKey::microsoft().as_bytes().to_vec();
-        // Input bits 73..80 (IPv4 src port low 7 bits) use key bits 73..111;
-        // their windows' low 7 bits are key bits 98..111 (bytes 12-13).
-        b[12] &= 0xc0;
-        b[13] = 0;
+        for i in 25..64 {
+            b[i / 8] &= !(0x80u8 >> (i % 8));
+        }
         let key = RssKey::from_bytes(&b).unwrap();
-        let mask = 0x7f;
-        assert!(
-            (73..80).all(|j| key_window(key.as_bytes(), j) & mask == 0),
-            "construction: low port bits ignored on buckets"
+        let e = vet(&key, KeyUse::new([HashType::Ipv4], 7), false).unwrap_err();
+        assert_eq!(
+            e.problems[0],
+            KeyProblem::Unreachable { types: "ipv4".into(), ports: false, rank: 0, bits: 7 }
         );
-        let r = check_default(&key);
+        let w = vet(&key, KeyUse::new([HashType::TcpIpv4], 7), false).unwrap();
         assert!(
-            r.problems.iter().any(|p| matches!(p, KeyProblem::Spread { family: Family::Ipv4, .. })),
-            "{:?}",
-            r.problems
+            w.iter().any(|p| p.to_string()
+                == "tcp-ipv4: varying the source address alone reaches only 2^0 of 2^7 buckets"),
+            "{w:?}"
         );
-    }
-
-    #[test]
-    fn vet_refuses_unreachable_buckets_and_warns_on_spread() {
-        // All zero: every flow in bucket 0. Refused, saying why.
-        let zero = RssKey::from_bytes(&[0; 40]).unwrap();
-        let e = vet(&zero, false).unwrap_err();
-        let msg = e.to_string();
-        assert!(msg.contains("cannot reach every bucket"), "{msg}");
-        assert!(msg.contains("varying the source port alone reaches only 2^0 of 2^7 buckets"), "{msg}");
-        assert!(e.problems[0].unreachable_buckets());
-        // Allowed on request: then the problems come back as warnings.
-        let w = vet(&zero, true).unwrap();
-        assert!(w.iter().any(KeyProblem::unreachable_buckets));
-        // Good keys: nothing to say, the symmetric one included.
-        assert_eq!(vet(&RssKey::microsoft(), false).unwrap(), Vec::new());
-        assert_eq!(vet(&RssKey::symmetric(), false).unwrap(), Vec::new());
-        // Full rank but uneven (the low port bits ignored): accepted, warned.
+        // With fewer buckets a weaker key suffices: bucket bits decide. Key
+        // bits 25..63 alternating: every 7-bit slice of them (the masked
+        // source-address windows) is one of two patterns, rank 2.
         let mut b = RssKey::microsoft().as_bytes().to_vec();
-        b[12] &= 0xc0;
-        b[13] = 0;
-        let w = vet(&RssKey::from_bytes(&b).unwrap(), false).unwrap();
-        assert!(w.iter().any(|p| matches!(p, KeyProblem::Spread { .. })), "{w:?}");
+        b[3..8].fill(0x55);
+        let key = RssKey::from_bytes(&b).unwrap();
+        assert_eq!(check(&key, KeyUse::new([HashType::Ipv4], 7)).layouts[0].reach_rank, 2, "construction");
+        assert!(vet(&key, KeyUse::new([HashType::Ipv4], 7), false).is_err());
+        assert!(vet(&key, KeyUse::new([HashType::Ipv4], 3), false).is_err());
+        let w = vet(&key, KeyUse::new([HashType::Ipv4], 2), false).unwrap();
         assert!(!w.iter().any(KeyProblem::unreachable_buckets), "{w:?}");
     }
 
+    /// The Microsoft key with key bits 95..111 cleared (see below).
+    pub(crate) fn pile_up_key() -> RssKey {
+        let mut b = RssKey::microsoft().as_bytes().to_vec();
+        for i in 95..111 {
+            b[i / 8] &= !(0x80u8 >> (i % 8));
+        }
+        RssKey::from_bytes(&b).unwrap()
+    }
+
     #[test]
-    fn bounds_table() {
-        assert_eq!(chi2_bound(7), 181.993);
-        assert_eq!(chi2_bound(0), chi2_bound(1));
-        assert_eq!(chi2_bound(9), chi2_bound(7));
+    fn consecutive_ports_piling_up_are_warned() {
+        // Full rank, but the windows of the low 10 IPv4 source-port bits
+        // are zero on the bucket bits (key bits 95..111): 1024 consecutive
+        // ports share one bucket, 8192 reach at most 8.
+        let key = pile_up_key();
+        assert!((70..80).all(|j| key_window(key.as_bytes(), j) & 0x7f == 0), "construction");
+        let w = vet(&key, KeyUse::new([HashType::TcpIpv4], 7), false).unwrap();
+        assert!(w.iter().any(|p| matches!(p, KeyProblem::ConsecutivePorts { .. })), "{w:?}");
+        assert!(!w.iter().any(KeyProblem::unreachable_buckets), "{w:?}");
+        // The rank is exact: the block reaches exactly 2^rank buckets.
+        let r = check(&key, KeyUse::new([HashType::TcpIpv4], 7)).layouts[0].port_block_rank.unwrap();
+        assert!(r <= 3, "{r}");
+        assert_eq!(reached(&key, &(67..80).collect::<Vec<_>>(), 7), 1 << r);
+    }
+
+    /// Issue 22: the sampled chi-square test warned on ~35% of random keys,
+    /// and 1 in 100-300 was refused for a property of another hash type.
+    /// Now: no random key is refused, and the warnings other than the exact
+    /// single-field ones (test 2, whose rate is the rank law's, asserted
+    /// separately) come less than once in 1,000 keys, for every bucket
+    /// count.
+    #[test]
+    fn random_keys_rarely_warn() {
+        const KEYS: usize = 10_000;
+        let mut rng = SplitMix64(0x0069_7373_7565_3232);
+        let (mut refused, mut other, mut field, mut two_tuple_warned) = (0, 0, 0, 0);
+        let mut any_bits_other = 0;
+        for i in 0..KEYS {
+            let key = random_key(&mut rng);
+            // Every hash type, 128 buckets: the most demanding use.
+            match vet(&key, KeyUse::full(), false) {
+                Err(_) => refused += 1,
+                Ok(ps) => {
+                    other += ps.iter().any(|p| !matches!(p, KeyProblem::FieldRank { .. })) as usize;
+                    field += ps.iter().any(|p| matches!(p, KeyProblem::FieldRank { .. })) as usize;
+                }
+            }
+            // Every bucket count.
+            let use_ = KeyUse::new(HashType::ALL, (i % 7) as u32 + 1);
+            match vet(&key, use_, false) {
+                Err(_) => refused += 1,
+                Ok(ps) => {
+                    any_bits_other += ps.iter().any(|p| !matches!(p, KeyProblem::FieldRank { .. })) as usize
+                }
+            }
+            // The issue's case: an IPv4 2-tuple.
+            two_tuple_warned +=
+                !vet(&key, KeyUse::new([HashType::Ipv4], 7), false).unwrap().is_empty() as usize;
+        }
+        assert_eq!(refused, 0);
+        assert!(other * 1000 < KEYS, "{other} of {KEYS} random keys warned (128 buckets)");
+        assert!(any_bits_other * 1000 < KEYS, "{any_bits_other} of {KEYS} random keys warned");
+        assert_eq!(two_tuple_warned, 0);
+        // The exact single-field warning (the port alone short of full rank:
+        // a 16 x 7 Hankel matrix of 22 random key bits, rank < 7 with
+        // probability about 2^-10 per 4-tuple layout): 15 of 10,000 keys
+        // with this seed. Far more, or none, would mean wrong ranks.
+        assert!((5..=40).contains(&field), "{field} of {KEYS} random keys have a short single field");
     }
 }

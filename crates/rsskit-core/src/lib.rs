@@ -17,7 +17,7 @@
 //! - [`cbpf`]: classic BPF steering programs (cpu, Toeplitz bucket) and an
 //!   interpreter that runs them as the kernel does;
 //! - [`netparse`]: the command line's networks and port ranges;
-//! - [`rng`]: the deterministic generators of the key check, tests and benchmarks.
+//! - [`rng`]: the deterministic generators of the tests and benchmarks.
 #![cfg_attr(not(feature = "std"), no_std)]
 #![warn(missing_docs)]
 

@@ -1,5 +1,5 @@
-//! Two small deterministic generators, for sampling (the key check) and for
-//! the tests' and benchmarks' inputs: no dependency, the same sequence on
+//! Two small deterministic generators, for the tests' and benchmarks'
+//! inputs: no dependency, the same sequence on
 //! every platform, so a seed names its inputs (the C benchmark harness
 //! repeats [`SplitMix64`]).
 

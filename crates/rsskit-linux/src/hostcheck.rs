@@ -49,15 +49,23 @@ pub fn check_device(topo: &Topology, d: &DeviceState, irqbalance: Option<&IrqBal
         } else {
             match RssKey::from_bytes(&r.key) {
                 Ok(k) => {
+                    // Refused only when buckets are unreachable; the rest
+                    // (a field that alone falls short, piling ports) is a note.
                     let rep = keycheck::check_default(&k);
-                    if !rep.passed() {
-                        let why: Vec<String> = rep.problems.iter().take(3).map(|p| p.to_string()).collect();
+                    let (weak, other): (Vec<_>, Vec<_>) =
+                        rep.problems.iter().partition(|p| p.unreachable_buckets());
+                    if !weak.is_empty() {
+                        let why: Vec<String> = weak.iter().take(3).map(|p| p.to_string()).collect();
                         problems.push(format!(
                             "the RSS key fails the key check ({} problem(s): {}): flows pile into few \
                              buckets; plan with --key random",
-                            rep.problems.len(),
+                            weak.len(),
                             why.join("; ")
                         ));
+                    }
+                    if !other.is_empty() {
+                        let why: Vec<String> = other.iter().take(3).map(|p| p.to_string()).collect();
+                        notes.push(format!("the RSS key reaches every bucket, but: {}", why.join("; ")));
                     }
                 }
                 Err(_) => {

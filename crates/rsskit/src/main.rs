@@ -63,12 +63,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    // `--key` is checked while clap parses it, so this flag must be known
-    // first (everything after `--` is a value, not a flag).
-    cmd::common::set_allow_weak_key(
-        std::env::args_os().take_while(|a| a != "--").any(|a| a == "--allow-weak-key"),
-    );
     let cli = Cli::parse();
+    // `--key` is judged by each command once it knows how it uses the key.
     cmd::common::set_allow_weak_key(cli.allow_weak_key);
     let result = match cli.command {
         Command::Hash(a) => cmd::hash::run(a),

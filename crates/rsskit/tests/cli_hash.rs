@@ -145,29 +145,47 @@ fn bad_bits_and_cpus() {
     assert!(e.contains("at least 1"), "{e}");
 }
 
+/// The Microsoft key with key bits `bits` cleared, as hex.
+fn microsoft_without(bits: std::ops::Range<usize>) -> String {
+    let mut b = rsskit_core::key::MICROSOFT_KEY;
+    for i in bits {
+        b[i / 8] &= !(0x80u8 >> (i % 8));
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
 #[test]
 fn weak_keys_are_refused_everywhere_unless_allowed() {
     let zero = "00".repeat(40);
-    // Every command that takes --key checks it the same way (clap exits 2).
+    let rules = std::env::temp_dir().join(format!("rsskit-weakkey-rules-{}", std::process::id()));
+    std::fs::write(&rules, "").unwrap();
+    let rules = rules.to_str().unwrap().to_string();
+    // Every command that takes --key checks it, before it starts anything.
     let cmds: &[&[&str]] = &[
         &["hash", "--src", "10.0.0.1", "--dst", "10.0.0.2"],
-        &["find", "--dst", "10.0.0.1:80", "--src-ports", "1024-2000", "--bucket", "1"],
-        &["udp-echo"],
+        &["find", "--dst", "10.0.0.1:80", "--src-ports", "1024-2000", "--proto", "tcp", "--bucket", "1"],
+        &["udp-echo", "--bind", "127.0.0.1:0"],
         &["udp-load", "--target", "127.0.0.1:9"],
-        &["http-serve"],
+        &["http-serve", "--bind", "127.0.0.1:0"],
         &["http-load", "--url", "http://127.0.0.1:9/"],
-        &["firewall", "--rules", "/nonexistent", "--in", "pcap:x"],
+        &["firewall", "--rules", &rules, "--in", "pcap:/nonexistent"],
+        &["pipeline", "--in", "pcap:/nonexistent"],
         &["bench", "toeplitz"],
+        &["steer", "--pid", "1", "--steer", "toeplitz"],
+        &["run", "--steer", "toeplitz", "--", "/bin/false"],
     ];
     for args in cmds {
-        let out = rsskit().args(*args).args(["--key", &zero]).output().unwrap();
+        // --key before the rest: `run` passes what follows `--` to its command.
+        let split = if args[0] == "bench" { 2 } else { 1 };
+        let out = rsskit().args(&args[..split]).args(["--key", &zero]).args(&args[split..]).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains("weak RSS key: it cannot reach every bucket"), "{args:?}: {err}");
-        assert!(err.contains("source port alone reaches only 2^0 of 2^7 buckets"), "{args:?}: {err}");
+        assert!(!out.status.success(), "{args:?}: {err}");
+        assert!(err.contains("weak RSS key: it cannot reach every one of the"), "{args:?}: {err}");
+        assert!(err.contains("reaches only 2^0 of 2^"), "{args:?}: {err}");
         assert!(err.contains("--allow-weak-key"), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
+    let _ = std::fs::remove_file(&rules);
     // Overridden: used (every flow lands in bucket 0), with the reasons as warnings.
     let out = rsskit()
         .args([
@@ -187,22 +205,73 @@ fn weak_keys_are_refused_everywhere_unless_allowed() {
     assert!(out.status.success(), "{err}");
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["hash"], 0);
-    assert!(err.contains("warning: --key: ipv4: varying the source port alone"), "{err}");
+    assert!(err.contains("warning: --key: ipv4: varying the source address reaches only 2^0 of 2^"), "{err}");
+}
+
+#[test]
+fn key_is_judged_for_the_hash_type_and_buckets_in_use() {
+    // IPv6 source-port windows dead on the low 7 bucket bits (key bits
+    // 281..303; no IPv4 input reaches them): a property of the IPv6
+    // 4-tuple only. Issue 22: this was refused even when hashing IPv4.
+    let v6_port_dead = microsoft_without(281..304);
+    let v4 = ["hash", "--src", "10.0.0.1:1000", "--dst", "10.0.0.2:80", "--proto", "tcp", "--cpus", "64"];
+    let out = rsskit().args(v4).args(["--key", &v6_port_dead]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.is_empty(), "nothing to say for tcp-ipv4: {err}");
+    // Hashing the IPv6 4-tuple: accepted (the address still reaches every
+    // bucket), warned naming the field.
+    let v6 = [
+        "hash",
+        "--src",
+        "[2001:db8::1]:1000",
+        "--dst",
+        "[2001:db8::2]:80",
+        "--proto",
+        "tcp",
+        "--cpus",
+        "64",
+    ];
+    let out = rsskit().args(v6).args(["--key", &v6_port_dead]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(
+            "warning: --key: tcp-ipv6: varying the source port alone reaches only 2^0 of 2^7 buckets"
+        ),
+        "{err}"
+    );
+    // IPv4 source-address windows alive on 2 bucket bits only (key bits
+    // 25..63 alternating): refused for 128 buckets, fine for 4.
+    let mut b = rsskit_core::key::MICROSOFT_KEY;
+    b[3..8].fill(0x55);
+    let two_bits: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    let e = fails(&["hash", "--src", "10.0.0.1", "--dst", "10.0.0.2", "--bits", "7", "--key", &two_bits]);
+    assert!(e.contains("ipv4: varying the source address reaches only 2^2 of 2^7 buckets"), "{e}");
+    assert!(e.contains("every one of the 128 buckets in use"), "{e}");
+    let out = rsskit()
+        .args(["hash", "--src", "10.0.0.1", "--dst", "10.0.0.2", "--bits", "2", "--key", &two_bits])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[test]
 fn uneven_key_warns() {
-    // Full rank (every bucket reachable) but the low 7 source-port bits are
+    // Full rank (every bucket reachable) but the low 10 source-port bits are
     // ignored on the bucket bits: consecutive ports pile up. Accepted, warned.
-    let mut b = rsskit_core::key::MICROSOFT_KEY;
-    b[12] &= 0xc0;
-    b[13] = 0;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    let out =
-        rsskit().args(["hash", "--src", "10.0.0.1", "--dst", "10.0.0.2", "--key", &hex]).output().unwrap();
+    let hex = microsoft_without(95..111);
+    let out = rsskit()
+        .args(["hash", "--src", "10.0.0.1:1", "--dst", "10.0.0.2:2", "--proto", "udp", "--bits", "7"])
+        .args(["--key", &hex])
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert!(err.contains("rsskit: warning: --key: ipv4: sample of 8192 flows spreads unevenly"), "{err}");
+    assert!(
+        err.contains("rsskit: warning: --key: udp-ipv4: 8192 consecutive source ports reach only 2^"),
+        "{err}"
+    );
     // A good key says nothing.
     let out = rsskit().args(["hash", "--src", "10.0.0.1", "--dst", "10.0.0.2"]).output().unwrap();
     assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));

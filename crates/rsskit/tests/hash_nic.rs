@@ -119,6 +119,40 @@ fn hash_fields_not_reported_are_assumed_and_said() {
     assert!(v["note"].as_str().unwrap().contains("assumed 4-tuple"), "{v}");
 }
 
+/// Issue 22: a NIC's own key is judged for the command's use, and is never
+/// refused without `--allow-weak-key` being offered.
+#[test]
+fn key_nic_is_judged_for_its_use_and_can_be_forced() {
+    let t = Tree::new("weakkey");
+    // Microsoft's key with the IPv6 source-port windows dead on 7 bucket
+    // bits (key bits 281..303, beyond every IPv4 input's windows).
+    let mut k = rsskit_core::key::MICROSOFT_KEY;
+    for i in 281..304 {
+        k[i / 8] &= !(0x80u8 >> (i % 8));
+    }
+    let hex: String = k.iter().map(|b| format!("{b:02x}")).collect();
+    t.edit_driver(|j| j["rss"]["key"] = hex.clone().into());
+    let out =
+        t.hash(&["--key", "nic:eth0", "--src", "10.0.0.1", "--dst", "10.0.0.2", "--cpus", "64", "--json"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "an IPv4 2-tuple does not use those bits: {err}");
+    assert!(err.is_empty(), "{err}");
+    // An all-zero key: refused, offering the override, which works.
+    t.edit_driver(|j| j["rss"]["key"] = "00".repeat(40).into());
+    let args = ["--key", "nic:eth0", "--src", "10.0.0.1", "--dst", "10.0.0.2"];
+    let out = t.hash(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("weak RSS key") && err.contains("use --allow-weak-key to use it anyway"), "{err}");
+    let out = Command::new(assert_cmd::cargo::cargo_bin("rsskit"))
+        .env("RSSKIT_SYSROOT", &t.0)
+        .args(["--allow-weak-key", "hash"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 #[test]
 fn key_nic_reads_the_devices_key() {
     let t = Tree::new("key");

@@ -186,7 +186,7 @@ fn bad_input_is_a_clear_error() {
         (&["plan", "--iface", "eth0", "--cpus", "0-9"], "CPU 6 is not online"),
         (&["plan", "--iface", "eth0", "--cpus", "5-1"], "--cpus"),
         (&["plan", "--iface", "eth0", "--key", "abcd"], "--key"),
-        (&["plan", "--iface", "eth0", "--key", &"00".repeat(40)], "fails the key check"),
+        (&["plan", "--iface", "eth0", "--key", &"00".repeat(40)], "weak RSS key"),
         (&["apply", "--restore", "/nonexistent/save.json"], "/nonexistent/save.json"),
     ];
     for (args, want) in cases {

@@ -131,6 +131,7 @@ fn toeplitz(a: ToeplitzArgs) -> Result<()> {
         bail!("--count must be a power of two, at least 16 (got {})", a.count);
     }
     let key = a.key.clone();
+    super::common::vet_key(&key, rsskit_core::keycheck::KeyUse::full())?;
     let kb = key.as_bytes();
     let t = Toeplitz::new(&key);
     let v4 = gen_inputs::<12>(a.count, a.seed);

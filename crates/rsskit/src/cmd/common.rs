@@ -3,40 +3,38 @@
 //! signal stop flag.
 
 use anyhow::{anyhow, bail, Context, Result};
-use rsskit_core::{HashConfig, RssKey};
+use rsskit_core::keycheck::KeyUse;
+use rsskit_core::{HashConfig, RssKey, RssPolicy};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// `--allow-weak-key` (a global flag): set by `main` before the arguments
-/// are parsed, since `--key` is checked while it is parsed.
+/// `--allow-weak-key` (a global flag, set by `main`): read by [`vet_key`],
+/// which every command that takes `--key` calls once it knows its use.
 static ALLOW_WEAK_KEY: AtomicBool = AtomicBool::new(false);
 
-/// Sets whether [`check_key`] accepts a key that cannot reach every bucket.
+/// Sets whether [`vet_key`] accepts a key that cannot reach every bucket.
 pub fn set_allow_weak_key(allow: bool) {
     ALLOW_WEAK_KEY.store(allow, Ordering::Relaxed);
 }
 
 /// `--key default|microsoft|symmetric|random|nic:IF|HEX`. `random`: a fresh
 /// key from the OS random source that passed `rsskit_core::keycheck`;
-/// `nic:IF`: the device's own key ([`nic`]). Every key then goes through
-/// [`check_key`].
+/// `nic:IF`: the device's own key ([`nic`]). The key is judged later, by
+/// [`vet_key`], once the command knows how it uses it (hash types, bucket
+/// bits): every command that takes `--key` calls it before it starts.
 pub fn parse_key(s: &str) -> Result<RssKey> {
     if let Some(iface) = nic_spec(s)? {
         let n = nic(iface).context("--key")?;
-        let key = RssKey::from_bytes(&n.key).map_err(|e| anyhow!("--key {s}: {e}"))?;
-        check_key(&key, ALLOW_WEAK_KEY.load(Ordering::Relaxed))?;
-        return Ok(key);
+        return RssKey::from_bytes(&n.key).map_err(|e| anyhow!("--key {s}: {e}"));
     }
-    let key = match s {
+    Ok(match s {
         "default" | "microsoft" => RssKey::microsoft(),
         "symmetric" => RssKey::symmetric(),
         "random" => RssKey::random().map_err(|e| anyhow!("--key random: {e}"))?,
         hex => RssKey::from_hex(hex).map_err(|e| anyhow!("--key: {e}"))?,
-    };
-    check_key(&key, ALLOW_WEAK_KEY.load(Ordering::Relaxed))?;
-    Ok(key)
+    })
 }
 
 /// `nic:IF` -> `Some(IF)` (the one parser of `--key nic:IF`, `--table
@@ -94,17 +92,25 @@ pub fn table_arg(s: &str) -> Result<BucketCpus, String> {
     }
 }
 
-/// The one key check of the CLI ([`rsskit_core::keycheck::vet`]): refuses a
-/// key that cannot reach every bucket unless `allow_weak`
-/// (`--allow-weak-key`), and warns on stderr about a key that reaches every
-/// bucket but spreads a realistic sample unevenly (or has other defects).
-pub fn check_key(key: &RssKey, allow_weak: bool) -> Result<()> {
-    let problems = rsskit_core::keycheck::vet(key, allow_weak)
+/// The one key check of the CLI ([`rsskit_core::keycheck::vet`]), for the
+/// hash types and bucket bits the command uses: refuses a key that cannot
+/// reach every bucket unless `--allow-weak-key` (the message always offers
+/// it: a NIC's own key must stay usable), and warns on stderr about the
+/// rest (a field that alone cannot reach every bucket, piling ports).
+pub fn vet_key(key: &RssKey, key_use: KeyUse) -> Result<()> {
+    let problems = rsskit_core::keycheck::vet(key, key_use, ALLOW_WEAK_KEY.load(Ordering::Relaxed))
         .map_err(|e| anyhow!("--key: {e}; use --allow-weak-key to use it anyway"))?;
     for p in &problems {
         eprintln!("rsskit: warning: --key: {p}");
     }
     Ok(())
+}
+
+/// [`vet_key`] for the hash types and bucket bits of `policy`; `ipv6`:
+/// `Some(false)` when the command only sees IPv4 (`Some(true)`: IPv6).
+pub fn vet_policy_key(policy: &RssPolicy, ipv6: Option<bool>) -> Result<()> {
+    let key_use = KeyUse::of_policy(policy);
+    vet_key(policy.key(), ipv6.map_or(key_use, |v6| key_use.only_ipv6(v6)))
 }
 
 /// Clap value parser for `--key`.
@@ -356,14 +362,13 @@ mod tests {
     }
 
     #[test]
-    fn every_key_is_checked() {
-        let zero = "00".repeat(40);
-        let e = format!("{:#}", parse_key(&zero).unwrap_err());
-        assert!(e.starts_with("--key: weak RSS key: it cannot reach every bucket"), "{e}");
+    fn weak_keys_are_refused_offering_the_override() {
+        let zero = RssKey::from_hex(&"00".repeat(40)).unwrap();
+        let e = format!("{:#}", vet_key(&zero, KeyUse::full()).unwrap_err());
+        assert!(e.starts_with("--key: weak RSS key: it cannot reach every one of the 128 buckets"), "{e}");
         assert!(e.contains("--allow-weak-key"), "{e}");
-        assert!(check_key(&RssKey::from_hex(&zero).unwrap(), true).is_ok());
         for k in ["default", "microsoft", "symmetric", "random"] {
-            assert!(parse_key(k).is_ok(), "{k}");
+            assert!(vet_key(&parse_key(k).unwrap(), KeyUse::full()).is_ok(), "{k}");
         }
     }
 

@@ -5,6 +5,7 @@
 use super::common::{int_in, same_family, BucketArgs, Endpoint, Proto, MAX_CPUS};
 use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::finder::{find_src_addrs_any, find_src_ports_any, Found};
+use rsskit_core::keycheck::KeyUse;
 use rsskit_core::ringmap::{PlanSpec, RingmapPlan, HOST_TABLE_LEN};
 use rsskit_core::{rss::RssError, HashConfig, HashType, RssPolicy, WorkerId};
 use serde_json::json;
@@ -98,6 +99,8 @@ pub fn run(a: Args) -> Result<()> {
     let ncpus = a.table.ncpus();
     let model = Model::new(&a, ncpus)?;
     let (mask, buckets, target, want) = model.target(&a, ncpus)?;
+    // Judged for the hash type of the tuples searched and the buckets asked for.
+    super::common::vet_key(&a.table.key, KeyUse::new([ht], mask.count_ones()))?;
     let found: Vec<Found> = match (a.src_ports, a.src_net) {
         (Some((lo, hi)), _) => {
             let src = a.src.unwrap_or(if dst.is_ipv6() {

@@ -208,6 +208,8 @@ pub fn run(a: Args) -> Result<()> {
         me: a.me.clone(),
         ..Config::default()
     };
+    let policy = rsskit_core::RssPolicy::with_workers(cfg.key.clone(), cfg.hash, cfg.workers.max(1), None)?;
+    super::common::vet_policy_key(&policy, None)?;
     let interrupted = stop_on_signals()?;
     let fw = Firewall::new(cfg, rules);
     let spec = FirewallSpec {

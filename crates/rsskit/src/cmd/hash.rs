@@ -2,6 +2,7 @@
 
 use super::common::{print_json, same_family, BucketArgs, Endpoint, Proto};
 use anyhow::{anyhow, bail, Result};
+use rsskit_core::keycheck::KeyUse;
 use rsskit_core::{FlowTuple, HashConfig, HashType, L4Proto, RssPolicy};
 use serde_json::json;
 
@@ -59,6 +60,8 @@ pub fn run(a: Args) -> Result<()> {
     // Worker i on CPU i: FreeBSD's buckets round-robin over the CPUs.
     let rss = RssPolicy::with_workers(a.table.key.clone(), HashConfig::all(), ncpus, a.table.bits)
         .map_err(|e| anyhow!("{e}"))?;
+    // Judged for the one hash type this flow uses.
+    super::common::vet_key(rss.key(), KeyUse::new([hash_type], rss.bits()))?;
     let input = tuple.input(hash_type).map_err(|e| anyhow!("{e}"))?;
     let hash = rss.toeplitz().hash(input.as_bytes());
     let bucket = rss.bucket(hash);

@@ -5,7 +5,8 @@ use super::common::{
     cpu_list_arg, float_in, int_in, key_arg, print_json, seconds, seconds_arg, stop_on_signals, worker_cpus,
 };
 use anyhow::{anyhow, bail, Context, Result};
-use rsskit_core::RssKey;
+use rsskit_core::keycheck::KeyUse;
+use rsskit_core::{HashConfig, L4Proto, RssKey};
 use rsskit_runtime::http::load::{self, LoadConfig, LoadReport, SrcPorts};
 use rsskit_runtime::udp_load::IpNet;
 
@@ -116,6 +117,10 @@ fn config(a: &Args) -> Result<LoadConfig> {
         sched_batch: !a.no_sched_batch,
     };
     cfg.validate()?;
+    // Judged for TCP to the target's family over the server's buckets.
+    let bits = rsskit_core::rss::default_bits(cfg.server_cpus.len());
+    let key_use = KeyUse::of_proto(HashConfig::default(), L4Proto::Tcp, cfg.url.addr.is_ipv6(), bits);
+    super::common::vet_key(&cfg.key, key_use)?;
     Ok(cfg)
 }
 

@@ -5,7 +5,8 @@ use super::common::{
     cpu_list_arg, int_in, key_arg, print_json, seconds, seconds_arg, stop_on_signals, worker_cpus,
 };
 use anyhow::{bail, Result};
-use rsskit_core::RssKey;
+use rsskit_core::keycheck::KeyUse;
+use rsskit_core::{HashConfig, L4Proto, RssKey};
 use rsskit_runtime::http::server::{ServeConfig, ServeCounters, Server, MAX_GENERATED};
 use rsskit_runtime::rebalance::{round_line, DEFAULT_TARGET, MIN_SAMPLE};
 use rsskit_runtime::steer::Steer;
@@ -105,6 +106,10 @@ fn config(a: &Args) -> Result<ServeConfig> {
         bail!("--rebalance needs --steer ebpf (bucket maps that change live), not --steer {}", a.steer);
     }
     cfg.validate()?;
+    // Judged for TCP over the bound family (an IPv6 socket also sees IPv4).
+    let policy = rsskit_runtime::http::server::policy(&cfg)?;
+    let key_use = KeyUse::of_proto(HashConfig::default(), L4Proto::Tcp, cfg.bind.is_ipv6(), policy.bits());
+    super::common::vet_key(&cfg.key, key_use)?;
     Ok(cfg)
 }
 

@@ -148,12 +148,15 @@ fn colon_hex(bytes: &[u8]) -> String {
 }
 
 /// The check every `--key` goes through (`keycheck::vet`), on a key a
-/// driver reported: `good`, `warn` (reaches every bucket, other problems) or
-/// `weak` (cannot reach every bucket), with the problems. `None` for a key
+/// driver reported, judged for every hash type and the 128-entry table
+/// (how the NIC uses it is not known here): `good`, `warn` (reaches every
+/// bucket, other problems) or `weak` (cannot reach every bucket), with the
+/// problems. `None` for a key
 /// too short to check.
 fn key_check(key: &[u8]) -> Option<(&'static str, Vec<String>)> {
     let k = rsskit_core::RssKey::from_bytes(key).ok()?;
-    let problems = rsskit_core::keycheck::vet(&k, true).unwrap_or_default();
+    let problems =
+        rsskit_core::keycheck::vet(&k, rsskit_core::keycheck::KeyUse::full(), true).unwrap_or_default();
     let verdict = if problems.iter().any(|p| p.unreachable_buckets()) {
         "weak"
     } else if problems.is_empty() {

@@ -179,6 +179,7 @@ pub fn run(a: Args) -> Result<()> {
             .transpose()?,
         ..Default::default()
     };
+    super::common::vet_policy_key(&cfg.policy()?, None)?;
     let interrupted = stop_on_signals()?;
     let spec = PipelineSpec {
         input: a.input.clone(),

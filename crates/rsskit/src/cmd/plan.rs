@@ -179,11 +179,8 @@ fn key_choice(s: &str) -> Result<KeyChoice> {
         }
         hex => {
             let k = RssKey::from_hex(hex).map_err(|e| anyhow!("--key: {e}"))?;
-            let rep = keycheck::check_default(&k);
-            if !rep.passed() {
-                let why: Vec<String> = rep.problems.iter().take(3).map(|p| p.to_string()).collect();
-                bail!("--key: the key fails the key check: {}", why.join("; "));
-            }
+            // For every hash type and the 128-entry table: the NIC's use.
+            super::common::vet_key(&k, keycheck::KeyUse::full())?;
             KeyChoice::Set { bytes: k.as_bytes().to_vec(), source: "given".into(), fit: false }
         }
     })

@@ -65,6 +65,7 @@ fn stop(child: &mut Child) {
 
 pub fn run(a: Args) -> Result<()> {
     let timeout = seconds("--timeout", a.timeout)?;
+    a.opts.vet_key()?;
     let got = forward_signals()?;
     let mut child = Command::new(&a.command[0])
         .args(&a.command[1..])

@@ -47,6 +47,21 @@ pub enum Mode {
     Toeplitz,
 }
 
+impl SteerOpts {
+    /// Judges `--key` (used by `--steer toeplitz` only) before anything is
+    /// touched: for its hash types and `--bits`, or the full 128-entry table
+    /// when the group sizes are not known yet (a key reaching every one of
+    /// 128 buckets reaches every one of fewer).
+    pub fn vet_key(&self) -> Result<()> {
+        if self.steer != Mode::Toeplitz {
+            return Ok(());
+        }
+        let hash = HashConfig::default().with_udp_4tuple(self.udp_4tuple);
+        let bits = self.bits.unwrap_or(rsskit_core::rss::MAX_BITS);
+        super::common::vet_key(&self.key, rsskit_core::keycheck::KeyUse::of_config(hash, bits))
+    }
+}
+
 /// What to steer and how (shared with `rsskit run`).
 #[derive(clap::Args, Debug, Clone)]
 pub struct SteerOpts {
@@ -589,6 +604,7 @@ pub fn run(a: Args) -> Result<()> {
     // While the server is stopped for the probes, SIGINT/SIGTERM must not
     // kill rsskit before it continues the server: they only set a flag.
     let interrupted = super::common::stop_on_signals()?;
+    a.opts.vet_key()?;
     let s = steer(a.pid, &a.opts)?;
     report(&s, &a.opts, &mut std::io::stdout())?;
     if interrupted.load(std::sync::atomic::Ordering::Relaxed) {

@@ -4,6 +4,8 @@ use super::common::{
     cpu_list_arg, int_in, print_json, seconds, seconds_arg, stop_on_signals, worker_cpus, UdpHashArgs,
 };
 use anyhow::{anyhow, bail, Result};
+use rsskit_core::keycheck::KeyUse;
+use rsskit_core::{CpuId, L4Proto, RssPolicy};
 use rsskit_runtime::rebalance::{round_line, DEFAULT_TARGET, MIN_SAMPLE};
 use rsskit_runtime::stats::Counters;
 use rsskit_runtime::steer::Steer;
@@ -108,6 +110,16 @@ pub fn run(a: Args) -> Result<()> {
     }
     let rebalance_every = seconds("--rebalance-every", a.rebalance_every)?;
 
+    // Judged for the UDP hash types of the bound family and the server's
+    // buckets, before anything is bound.
+    let cpus: Vec<CpuId> = cfg.cpus.iter().map(|&c| CpuId(c as u32)).collect();
+    let policy = match &cfg.bucket_cpus {
+        None => RssPolicy::new(cfg.key.clone(), cfg.hash, &cpus, cfg.bits),
+        Some(t) => rsskit_runtime::steer::policy_from_table(cfg.key.clone(), cfg.hash, &cpus, t),
+    }
+    .map_err(|e| anyhow!("{e}"))?;
+    let key_use = KeyUse::of_proto(cfg.hash, L4Proto::Udp, bind.is_ipv6(), policy.bits());
+    super::common::vet_key(&cfg.key, key_use)?;
     let stop = stop_on_signals()?;
     let mut srv = EchoServer::start_with_stop(cfg, stop.clone())?;
     if let Some(why) = srv.fallback() {

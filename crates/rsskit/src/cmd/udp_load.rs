@@ -6,6 +6,8 @@ use super::common::{
     UdpHashArgs,
 };
 use anyhow::{anyhow, bail, Context, Result};
+use rsskit_core::keycheck::KeyUse;
+use rsskit_core::L4Proto;
 use rsskit_runtime::udp_load::{self, IpNet, LoadConfig, LoadReport, ServerTable, MAX_SIZE, MIN_SIZE};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::AtomicBool;
@@ -128,6 +130,9 @@ fn config(a: &Args) -> Result<LoadConfig> {
         None => rsskit_linux::cpulist::online(),
     };
     let table = ServerTable::new(a.hash.key.clone(), a.hash.hash_config(), cpus, a.hash.bits)?;
+    let p = table.policy();
+    let key_use = KeyUse::of_proto(p.hash_config(), L4Proto::Udp, target.is_ipv6(), p.bits());
+    super::common::vet_key(p.key(), key_use)?;
     let online = rsskit_linux::cpulist::online();
     let pin = match a.client_cpus.as_deref() {
         Some("none") | Some("owner") => vec![],

@@ -118,6 +118,7 @@ pub fn run(a: Args) -> Result<()> {
         bail!("--cpus: no online CPU in the list");
     }
     let policy = RssPolicy::new(a.key.clone(), a.hash_types, &cpus, a.bits).map_err(|e| anyhow!("{e}"))?;
+    super::common::vet_policy_key(&policy, None)?;
     let mode = match a.mode {
         Mode::Auto => ModeRequest::Auto,
         Mode::Native => ModeRequest::Native,
