@@ -12,6 +12,7 @@ pub mod epoll;
 pub mod ethtool;
 pub mod fs;
 pub mod hostcheck;
+pub mod lock;
 pub mod netdev;
 pub mod netstat;
 pub mod nicsteer;
