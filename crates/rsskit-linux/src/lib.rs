@@ -13,6 +13,7 @@ pub mod ethtool;
 pub mod fs;
 pub mod hostcheck;
 pub mod irqbalance;
+pub mod keeper;
 pub mod lock;
 pub mod persist;
 pub mod netdev;
