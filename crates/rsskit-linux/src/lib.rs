@@ -24,6 +24,7 @@ pub mod plan;
 pub mod poll;
 pub mod process;
 pub mod procnet;
+pub mod rtnl;
 pub mod rebalance;
 pub mod reuseport;
 pub mod snmp;
