@@ -15,6 +15,7 @@ pub mod hostcheck;
 pub mod irqbalance;
 pub mod keeper;
 pub mod lock;
+pub mod metrics;
 pub mod persist;
 pub mod netdev;
 pub mod netstat;
