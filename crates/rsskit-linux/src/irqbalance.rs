@@ -87,19 +87,25 @@ pub fn options_file(root: &Path) -> Option<Distro> {
 
 /// The value of the last `IRQBALANCE_ARGS=` line (quotes removed) and its line index.
 fn args_line(text: &str) -> Option<(usize, String)> {
-    text.lines().enumerate().filter_map(|(i, l)| {
-        let v = l.trim_start().strip_prefix("IRQBALANCE_ARGS=")?;
-        let v = v.trim();
-        let v = v.strip_prefix('"').and_then(|x| x.strip_suffix('"'))
-            .or_else(|| v.strip_prefix('\'').and_then(|x| x.strip_suffix('\'')))
-            .unwrap_or(v);
-        Some((i, v.to_string()))
-    }).last()
+    text.lines()
+        .enumerate()
+        .filter_map(|(i, l)| {
+            let v = l.trim_start().strip_prefix("IRQBALANCE_ARGS=")?;
+            let v = v.trim();
+            let v = v
+                .strip_prefix('"')
+                .and_then(|x| x.strip_suffix('"'))
+                .or_else(|| v.strip_prefix('\'').and_then(|x| x.strip_suffix('\'')))
+                .unwrap_or(v);
+            Some((i, v.to_string()))
+        })
+        .last()
 }
 
 /// IRQs banned in the options text.
 pub fn banned(text: &str) -> Vec<u32> {
-    let args: Vec<String> = args_line(text).map(|(_, v)| v.split_whitespace().map(str::to_string).collect()).unwrap_or_default();
+    let args: Vec<String> =
+        args_line(text).map(|(_, v)| v.split_whitespace().map(str::to_string).collect()).unwrap_or_default();
     crate::sysroot::banned_irqs(&args)
 }
 
@@ -123,7 +129,8 @@ pub fn add_bans(text: &str, irqs: &[u32]) -> (String, Vec<u32>) {
     if add.is_empty() {
         return (text.to_string(), add);
     }
-    let mut args: Vec<String> = args_line(text).map(|(_, v)| v.split_whitespace().map(str::to_string).collect()).unwrap_or_default();
+    let mut args: Vec<String> =
+        args_line(text).map(|(_, v)| v.split_whitespace().map(str::to_string).collect()).unwrap_or_default();
     args.extend(add.iter().map(|i| format!("--banirq={i}")));
     (with_args(text, &args), add)
 }
@@ -181,7 +188,11 @@ pub fn ban(root: &Path, irqs: &[u32], restarter: &mut dyn Restarter) -> Result<O
     rec.added.sort_unstable();
     rec.added.dedup();
     // The record first: if the options write fails, removal finds nothing to take.
-    write_atomic(&root.join(RECORD), &(serde_json::to_string_pretty(&rec).expect("plain data") + "\n"), 0o644)?;
+    write_atomic(
+        &root.join(RECORD),
+        &(serde_json::to_string_pretty(&rec).expect("plain data") + "\n"),
+        0o644,
+    )?;
     write_atomic(&file, &new, 0o644)?;
     Ok(Some(Change { file, irqs: added, restarted: restarter.restart() }))
 }
@@ -263,7 +274,11 @@ mod tests {
         let c = unban(&root, &mut fake).unwrap().unwrap();
         assert_eq!(c.irqs, vec![100, 101]);
         assert_eq!(fake.0, 2);
-        assert_eq!(fs::read_to_string(root.join("etc/sysconfig/irqbalance")).unwrap(), orig, "exactly what was there");
+        assert_eq!(
+            fs::read_to_string(root.join("etc/sysconfig/irqbalance")).unwrap(),
+            orig,
+            "exactly what was there"
+        );
         assert!(!root.join(RECORD).exists());
         assert!(unban(&root, &mut fake).unwrap().is_none());
         fs::remove_dir_all(&root).unwrap();

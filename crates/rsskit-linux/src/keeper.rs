@@ -197,7 +197,14 @@ impl Keeper {
     }
 
     /// Records what writing `s` did; returns what to log.
-    pub fn outcome(&mut self, now_ms: u64, s: &Setting, cause: Cause, o: &Outcome, suspect: Option<&str>) -> Vec<Event> {
+    pub fn outcome(
+        &mut self,
+        now_ms: u64,
+        s: &Setting,
+        cause: Cause,
+        o: &Outcome,
+        suspect: Option<&str>,
+    ) -> Vec<Event> {
         let p = self.policy;
         let e = self.entries.entry(Self::key(s)).or_default();
         let class = class(s);
@@ -216,7 +223,11 @@ impl Keeper {
                     e.fixes.pop_front();
                 }
                 if e.fixes.len() >= p.flips {
-                    e.backoff_ms = if e.backoff_ms == 0 { p.backoff_ms } else { (e.backoff_ms * 2).min(p.max_backoff_ms) };
+                    e.backoff_ms = if e.backoff_ms == 0 {
+                        p.backoff_ms
+                    } else {
+                        (e.backoff_ms * 2).min(p.max_backoff_ms)
+                    };
                     e.until_ms = now_ms + e.backoff_ms;
                     out.push(Event::Contested {
                         device: s.device.clone(),
@@ -276,7 +287,10 @@ impl std::fmt::Display for Event {
                 write!(f, "{device}: cannot apply {what}: {reason}; not retried until the device appears again or SIGHUP")
             }
             Event::Contested { device, what, flips, backoff_s, suspect, .. } => {
-                write!(f, "{device}: {what} is contested: put back {flips} times, something else keeps writing it")?;
+                write!(
+                    f,
+                    "{device}: {what} is contested: put back {flips} times, something else keeps writing it"
+                )?;
                 if let Some(s) = suspect {
                     write!(f, " (likely {s})")?;
                 }
@@ -314,7 +328,10 @@ mod tests {
         assert_eq!(k.decide(0, &s), Verdict::Correct);
         let ev = k.outcome(0, &s, Cause::Periodic, &Outcome::Applied, None);
         assert_eq!(ev.len(), 1);
-        assert_eq!(ev[0].to_string(), "veth0: corrected rx-1 rps_cpus: 0 -> 3 (cause: found by the periodic re-check)");
+        assert_eq!(
+            ev[0].to_string(),
+            "veth0: corrected rx-1 rps_cpus: 0 -> 3 (cause: found by the periodic re-check)"
+        );
         assert!(matches!(&ev[0], Event::Corrected { class: "rps_cpus", cause: Cause::Periodic, .. }));
     }
 
@@ -325,7 +342,10 @@ mod tests {
         let mut t = 0;
         for _ in 0..2 {
             assert_eq!(k.decide(t, &s), Verdict::Correct);
-            assert_eq!(k.outcome(t, &s, Cause::Periodic, &Outcome::Applied, Some("irqbalance (pid 9)")).len(), 1);
+            assert_eq!(
+                k.outcome(t, &s, Cause::Periodic, &Outcome::Applied, Some("irqbalance (pid 9)")).len(),
+                1
+            );
             t += 1000;
         }
         let ev = k.outcome(t, &s, Cause::Periodic, &Outcome::Applied, Some("irqbalance (pid 9)"));
@@ -379,7 +399,13 @@ mod tests {
         k.forget("veth0");
         assert_eq!(k.decide(2, &s), Verdict::Correct, "the device appeared again: one new try");
         // A value that reads back otherwise counts as refused too.
-        let ev = k.outcome(2, &s, Cause::NewLink, &Outcome::Changed { read_back: "0-1".into(), reason: "irqbalance".into() }, None);
+        let ev = k.outcome(
+            2,
+            &s,
+            Cause::NewLink,
+            &Outcome::Changed { read_back: "0-1".into(), reason: "irqbalance".into() },
+            None,
+        );
         assert!(ev[0].to_string().contains("reads back 0-1: irqbalance"), "{}", ev[0]);
         assert_eq!(k.decide(3, &s), Verdict::Refused);
         // Fixed behind our back: in place, and refusals are lifted.
@@ -393,6 +419,9 @@ mod tests {
         assert_eq!(class(&s), "rps_cpus");
         assert_eq!(class(&Setting { what: "tx-0 xps_cpus".into(), ..s.clone() }), "xps_cpus");
         assert_eq!(class(&Setting { kind: Kind::RssTable, ..s.clone() }), "rss_table");
-        assert_eq!(class(&Setting { kind: Kind::Count, what: "rx-0 rps_flow_cnt".into(), ..s }), "rps_flow_cnt");
+        assert_eq!(
+            class(&Setting { kind: Kind::Count, what: "rx-0 rps_flow_cnt".into(), ..s }),
+            "rps_flow_cnt"
+        );
     }
 }

@@ -151,7 +151,10 @@ mod tests {
         assert!(matches!(e, LockError::Busy { waited, .. } if waited >= Duration::from_millis(120)));
         drop(held);
         let again = acquire(&root, Duration::ZERO, "rsskit agent").unwrap();
-        assert_eq!(std::fs::read_to_string(again.path()).unwrap(), format!("pid {}: rsskit agent", std::process::id()));
+        assert_eq!(
+            std::fs::read_to_string(again.path()).unwrap(),
+            format!("pid {}: rsskit agent", std::process::id())
+        );
         drop(again);
         let _ = std::fs::remove_dir_all(&root);
     }
@@ -164,7 +167,8 @@ mod tests {
         let done = Arc::new(AtomicUsize::new(0));
         let threads: Vec<_> = (0..4)
             .map(|i| {
-                let (root, inside, overlaps, done) = (root.clone(), inside.clone(), overlaps.clone(), done.clone());
+                let (root, inside, overlaps, done) =
+                    (root.clone(), inside.clone(), overlaps.clone(), done.clone());
                 std::thread::spawn(move || {
                     for _ in 0..5 {
                         let _l = acquire(&root, Duration::from_secs(30), &format!("writer {i}")).unwrap();

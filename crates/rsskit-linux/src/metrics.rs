@@ -54,13 +54,23 @@ pub fn render(s: &Snapshot) -> String {
     let mut o = String::new();
     head(&mut o, "rsskit_plans", "gauge", "Persisted plans loaded (valid files).");
     let _ = writeln!(o, "rsskit_plans {}", s.plans);
-    head(&mut o, "rsskit_plans_invalid", "gauge", "Persisted plan files refused as invalid (nothing of them is used).");
+    head(
+        &mut o,
+        "rsskit_plans_invalid",
+        "gauge",
+        "Persisted plan files refused as invalid (nothing of them is used).",
+    );
     let _ = writeln!(o, "rsskit_plans_invalid {}", s.invalid_plans);
     head(&mut o, "rsskit_device_aligned", "gauge", "1 when every planned setting of the device is in place.");
     for d in &s.devices {
         let _ = writeln!(o, "rsskit_device_aligned{{device=\"{}\"}} {}", esc(&d.device), u8::from(d.aligned));
     }
-    head(&mut o, "rsskit_device_problems", "gauge", "Settings of the device not as planned at the last check, by kind.");
+    head(
+        &mut o,
+        "rsskit_device_problems",
+        "gauge",
+        "Settings of the device not as planned at the last check, by kind.",
+    );
     for d in &s.devices {
         let mut kinds: BTreeMap<&str, u64> = PROBLEM_KINDS.iter().map(|k| (*k, 0)).collect();
         kinds.extend(d.problems.iter().map(|(k, v)| (*k, *v)));
@@ -68,17 +78,40 @@ pub fn render(s: &Snapshot) -> String {
             let _ = writeln!(o, "rsskit_device_problems{{device=\"{}\",kind=\"{k}\"}} {v}", esc(&d.device));
         }
     }
-    head(&mut o, "rsskit_corrections_total", "counter", "Settings the agent put back, by setting and the cause of the check.");
+    head(
+        &mut o,
+        "rsskit_corrections_total",
+        "counter",
+        "Settings the agent put back, by setting and the cause of the check.",
+    );
     for ((dev, class, cause), n) in &s.corrections {
-        let _ = writeln!(o, "rsskit_corrections_total{{device=\"{}\",setting=\"{class}\",cause=\"{cause}\"}} {n}", esc(dev));
+        let _ = writeln!(
+            o,
+            "rsskit_corrections_total{{device=\"{}\",setting=\"{class}\",cause=\"{cause}\"}} {n}",
+            esc(dev)
+        );
     }
-    head(&mut o, "rsskit_rx_queue_packets_total", "counter", "Packets received per RX queue, where the driver's statistics name queues.");
+    head(
+        &mut o,
+        "rsskit_rx_queue_packets_total",
+        "counter",
+        "Packets received per RX queue, where the driver's statistics name queues.",
+    );
     for d in &s.devices {
         for (q, n) in &d.rx_queue_packets {
-            let _ = writeln!(o, "rsskit_rx_queue_packets_total{{device=\"{}\",queue=\"{q}\"}} {n}", esc(&d.device));
+            let _ = writeln!(
+                o,
+                "rsskit_rx_queue_packets_total{{device=\"{}\",queue=\"{q}\"}} {n}",
+                esc(&d.device)
+            );
         }
     }
-    head(&mut o, "rsskit_rx_queue_imbalance_ratio", "gauge", "Busiest RX queue over the mean over the last check interval (1 = even).");
+    head(
+        &mut o,
+        "rsskit_rx_queue_imbalance_ratio",
+        "gauge",
+        "Busiest RX queue over the mean over the last check interval (1 = even).",
+    );
     for d in &s.devices {
         if let Some(x) = d.imbalance {
             let _ = writeln!(o, "rsskit_rx_queue_imbalance_ratio{{device=\"{}\"}} {x}", esc(&d.device));
@@ -86,9 +119,21 @@ pub fn render(s: &Snapshot) -> String {
     }
     type Field = fn(&Softnet) -> u64;
     let cols: [(&str, &str, Field); 3] = [
-        ("rsskit_softnet_processed_packets_total", "Packets processed by NET_RX per CPU (/proc/net/softnet_stat).", |x| x.processed),
-        ("rsskit_softnet_dropped_packets_total", "Packets dropped per CPU: backlog full (netdev_max_backlog).", |x| x.dropped),
-        ("rsskit_softnet_time_squeeze_total", "Times NET_RX ran out of budget or time with work left, per CPU.", |x| x.time_squeeze),
+        (
+            "rsskit_softnet_processed_packets_total",
+            "Packets processed by NET_RX per CPU (/proc/net/softnet_stat).",
+            |x| x.processed,
+        ),
+        (
+            "rsskit_softnet_dropped_packets_total",
+            "Packets dropped per CPU: backlog full (netdev_max_backlog).",
+            |x| x.dropped,
+        ),
+        (
+            "rsskit_softnet_time_squeeze_total",
+            "Times NET_RX ran out of budget or time with work left, per CPU.",
+            |x| x.time_squeeze,
+        ),
     ];
     for (name, help, f) in cols {
         head(&mut o, name, "counter", help);

@@ -37,7 +37,11 @@ pub const AGENT_UNIT: &str = include_str!("../../../deploy/systemd/rsskit-agent.
 /// directories a package may have put it in instead, content).
 pub const INSTALLED: [(&str, &[&str], &str); 2] = [
     ("etc/udev/rules.d/90-rsskit.rules", &["lib/udev/rules.d", "usr/lib/udev/rules.d"], UDEV_RULE),
-    ("etc/systemd/system/rsskit-apply@.service", &["lib/systemd/system", "usr/lib/systemd/system"], APPLY_UNIT),
+    (
+        "etc/systemd/system/rsskit-apply@.service",
+        &["lib/systemd/system", "usr/lib/systemd/system"],
+        APPLY_UNIT,
+    ),
 ];
 
 /// Errors of the persisted plans.
@@ -91,7 +95,9 @@ fn valid_mac(s: &str) -> bool {
 }
 
 fn valid_bus(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b':' || b == b'.' || b == b'-')
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b':' || b == b'.' || b == b'-')
 }
 
 impl Identity {
@@ -204,12 +210,15 @@ pub fn validate(p: &Persisted) -> Result<(), String> {
         return Err(format!("'{}' is not an interface name", d.name.escape_debug()));
     }
     if d.xdp_steer.is_some() {
-        return Err("plans with XDP software RSS cannot be persisted (the program lives with its process)".into());
+        return Err(
+            "plans with XDP software RSS cannot be persisted (the program lives with its process)".into()
+        );
     }
     if d.cpus.iter().any(|&c| c > MAX_CPU) || d.cpus.is_empty() {
         return Err("CPUs out of range".into());
     }
-    if p.channels.rx != d.rx.len() || p.channels.tx != d.tx.len() || d.rx.len() > MAX_Q || d.tx.len() > MAX_Q {
+    if p.channels.rx != d.rx.len() || p.channels.tx != d.tx.len() || d.rx.len() > MAX_Q || d.tx.len() > MAX_Q
+    {
         return Err("channel counts do not match the queues".into());
     }
     let cpus_ok = |v: &[usize]| v.len() <= MAX_CPU + 1 && v.iter().all(|&c| c <= MAX_CPU);
@@ -227,13 +236,17 @@ pub fn validate(p: &Persisted) -> Result<(), String> {
         return Err("too many IRQs".into());
     }
     for x in &d.irqs {
-        if x.cpus.is_empty() || !cpus_ok(&x.cpus) || x.name.len() > 64 || x.name.chars().any(char::is_control) {
+        if x.cpus.is_empty() || !cpus_ok(&x.cpus) || x.name.len() > 64 || x.name.chars().any(char::is_control)
+        {
             return Err(format!("IRQ {} is malformed", x.irq));
         }
     }
     if let Some(t) = &d.table {
         if t.is_empty() || t.len() > 65536 || t.iter().any(|&r| r as usize >= d.rx.len().max(1)) {
-            return Err("the indirection table is malformed (empty, too long or names a ring the plan has not)".into());
+            return Err(
+                "the indirection table is malformed (empty, too long or names a ring the plan has not)"
+                    .into(),
+            );
         }
     }
     if let Some(k) = &d.key {
@@ -256,7 +269,8 @@ pub fn persisted_of(root: &Sysroot, plan: &DevicePlan, now: u64) -> Result<Persi
     if plan.xdp_steer.is_some() {
         return Err(PersistError::Refused {
             device: plan.name.clone(),
-            msg: "XDP software RSS lives with the `rsskit xdp-steer` process: run it as a service instead".into(),
+            msg: "XDP software RSS lives with the `rsskit xdp-steer` process: run it as a service instead"
+                .into(),
         });
     }
     let identity = identity(root, &plan.name).ok_or_else(|| PersistError::NoIdentity(plan.name.clone()))?;
@@ -277,7 +291,11 @@ pub fn write_atomic(path: &Path, text: &str, mode: u32) -> Result<(), PersistErr
     let io_err = |source| PersistError::Io { path: path.to_path_buf(), source };
     let dir = path.parent().expect("paths rsskit builds have a parent");
     fs::create_dir_all(dir).map_err(io_err)?;
-    let tmp = dir.join(format!(".{}.tmp{}", path.file_name().and_then(|n| n.to_str()).unwrap_or("x"), std::process::id()));
+    let tmp = dir.join(format!(
+        ".{}.tmp{}",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("x"),
+        std::process::id()
+    ));
     let _ = fs::remove_file(&tmp);
     let mut f = fs::OpenOptions::new()
         .write(true)
@@ -314,7 +332,8 @@ pub fn read(path: &Path) -> Result<Persisted, PersistError> {
     }
     let mut text = String::new();
     f.take(MAX_FILE).read_to_string(&mut text).map_err(|e| invalid(e.to_string()))?;
-    let p: Persisted = serde_json::from_str(&text).map_err(|e| invalid(format!("not an rsskit persisted plan: {e}")))?;
+    let p: Persisted =
+        serde_json::from_str(&text).map_err(|e| invalid(format!("not an rsskit persisted plan: {e}")))?;
     validate(&p).map_err(invalid)?;
     if path.file_name().and_then(|n| n.to_str()) != Some(p.identity.file_name().as_str()) {
         return Err(invalid(format!("its identity belongs in {}", p.identity.file_name())));
@@ -336,7 +355,10 @@ pub fn load_all(root: &Path) -> (Vec<Persisted>, Vec<PersistError>) {
     let mut names: Vec<PathBuf> = entries
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json") && !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "json")
+                && !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        })
         .collect();
     names.sort();
     for p in names {
@@ -360,11 +382,17 @@ pub fn resolve(p: &Persisted, dev: &DeviceState, online: &[usize]) -> Plan {
         .iter()
         .filter_map(|x| {
             let (kind, queue) = classify_irq(&x.name);
-            let now = dev.irqs.iter().find(|i| i.kind == kind && i.queue == queue && kind != IrqKind::Other)?;
+            let now =
+                dev.irqs.iter().find(|i| i.kind == kind && i.queue == queue && kind != IrqKind::Other)?;
             Some(IrqPlan { irq: now.irq, name: now.name.clone(), cpus: x.cpus.clone() })
         })
         .collect();
-    Plan { version: PLAN_VERSION, online_cpus: online.to_vec(), rps_sock_flow_entries: None, devices: vec![d] }
+    Plan {
+        version: PLAN_VERSION,
+        online_cpus: online.to_vec(),
+        rps_sock_flow_entries: None,
+        devices: vec![d],
+    }
 }
 
 /// The persisted plan whose identity is `id`, if any.
@@ -472,7 +500,13 @@ mod tests {
         let msgs: Vec<String> = bad.iter().map(|e| e.to_string()).collect();
         assert_eq!(msgs.len(), 5, "{msgs:?}");
         let all = msgs.join("\n");
-        for want in ["belongs in mac-001122334455.json", "the key is not hex", "identity is malformed", "names a ring", "not an rsskit persisted plan"] {
+        for want in [
+            "belongs in mac-001122334455.json",
+            "the key is not hex",
+            "identity is malformed",
+            "names a ring",
+            "not an rsskit persisted plan",
+        ] {
             assert!(all.contains(want), "{want}: {all}");
         }
         fs::remove_dir_all(&root).unwrap();
@@ -510,7 +544,10 @@ mod tests {
         let d = &plan.devices[0];
         assert_eq!(d.name, "eth7");
         assert_eq!(d.irqs.iter().map(|x| x.irq).collect::<Vec<_>>(), vec![1100, 1101, 1102, 1103]);
-        assert_eq!(d.irqs.iter().map(|x| x.cpus.clone()).collect::<Vec<_>>(), p.plan.irqs.iter().map(|x| x.cpus.clone()).collect::<Vec<_>>());
+        assert_eq!(
+            d.irqs.iter().map(|x| x.cpus.clone()).collect::<Vec<_>>(),
+            p.plan.irqs.iter().map(|x| x.cpus.clone()).collect::<Vec<_>>()
+        );
     }
 
     #[test]

@@ -65,7 +65,10 @@ pub fn parse(mut b: &[u8]) -> Vec<LinkEvent> {
                     if aty == IFLA_IFNAME {
                         let v = &a[4..alen];
                         let v = &v[..v.iter().position(|&c| c == 0).unwrap_or(v.len())];
-                        name = std::str::from_utf8(v).ok().filter(|n| crate::netdev::valid_name(n)).map(str::to_string);
+                        name = std::str::from_utf8(v)
+                            .ok()
+                            .filter(|n| crate::netdev::valid_name(n))
+                            .map(str::to_string);
                     }
                     a = &a[((alen + 3) & !3).min(a.len())..];
                 }
@@ -86,7 +89,11 @@ pub struct LinkWatch {
 impl LinkWatch {
     /// Opens and subscribes (`RTMGRP_LINK`).
     pub fn open() -> io::Result<LinkWatch> {
-        let sock = Socket::new(Domain::from(libc::AF_NETLINK), Type::RAW, Some(Protocol::from(libc::NETLINK_ROUTE)))?;
+        let sock = Socket::new(
+            Domain::from(libc::AF_NETLINK),
+            Type::RAW,
+            Some(Protocol::from(libc::NETLINK_ROUTE)),
+        )?;
         // SAFETY: sockaddr_nl is plain integers; all-zero is valid.
         let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
         sa.nl_family = libc::AF_NETLINK as u16;
@@ -110,7 +117,14 @@ impl LinkWatch {
         self.sock.set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
         match (&self.sock).read(&mut self.buf) {
             Ok(n) => Ok(parse(&self.buf[..n])),
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => Ok(Vec::new()),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                ) =>
+            {
+                Ok(Vec::new())
+            }
             Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => Ok(vec![LinkEvent::Overflow]),
             Err(e) => Err(e),
         }

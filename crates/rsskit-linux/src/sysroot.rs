@@ -323,7 +323,8 @@ impl Sysroot {
             Reported::Supported(c) => c,
             Reported::Unsupported { reason } => return Ok(Reported::Unsupported { reason }),
         };
-        eth.set_channels(Channels { combined_count: combined, ..cur }).map_err(|e| SysrootError::Ethtool(e.to_string()))
+        eth.set_channels(Channels { combined_count: combined, ..cur })
+            .map_err(|e| SysrootError::Ethtool(e.to_string()))
     }
 
     /// Sets the fields hashed for one flow type (`ETHTOOL_SRXFH`).
