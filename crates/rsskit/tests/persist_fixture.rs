@@ -383,3 +383,53 @@ fn units_pass_systemd_analyze_verify() {
     }
     let _ = fs::remove_dir_all(&dir);
 }
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+#[test]
+fn a_real_prometheus_scrapes_the_agent_and_answers_a_query() {
+    // Debian's prometheus binary (extracted by scripts/install-deps.sh, not
+    // installed as a service), bound to 127.0.0.1, killed on drop.
+    let prom = common::agent::promtool().with_file_name("prometheus");
+    assert!(prom.is_file(), "{} missing: run scripts/install-deps.sh", prom.display());
+    let h = Host::new("prom");
+    h.plan(&[]);
+    let o = h.run(&["apply", "plan.json", "--save", "saved.json", "--persist"]);
+    assert!(o.status.success(), "{}", out(&o));
+    let rps = h.sys("sys/class/net/eth0/queues/rx-0/rps_cpus");
+    fs::write(&rps, "3f\n").unwrap();
+    let a = Agent::spawn(h.cmd(&["agent", "--interval", "0.5", "--metrics", "127.0.0.1:0"]));
+    let target = metrics_addr(&a);
+    a.wait_for(0, &["eth0: corrected rx-0 rps_cpus"], Duration::from_secs(20));
+    let dir = h.tree.0.join("prometheus");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(
+        dir.join("prometheus.yml"),
+        format!("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: rsskit\n    static_configs:\n      - targets: ['{target}']\n"),
+    )
+    .unwrap();
+    let web = format!("127.0.0.1:{}", free_port());
+    let mut c = Command::new(&prom);
+    c.arg(format!("--config.file={}", s(&dir.join("prometheus.yml"))))
+        .arg(format!("--storage.tsdb.path={}", s(&dir.join("data"))))
+        .arg(format!("--web.listen-address={web}"));
+    let server = common::netns::Proc::spawn(c);
+    let query =
+        "/api/v1/query?query=rsskit_corrections_total%7Bsetting%3D%22rps_cpus%22%2Ccause%3D%22start%22%7D";
+    let mut last = String::new();
+    let found = common::netns::wait_until(Duration::from_secs(60), || {
+        if std::net::TcpStream::connect(&web).is_err() {
+            return false;
+        }
+        last = get(&web, query).1;
+        let v: serde_json::Value = serde_json::from_str(&last).unwrap_or_default();
+        v["data"]["result"][0]["value"][1] == "1"
+    });
+    drop(server);
+    assert!(found, "Prometheus did not return rsskit_corrections_total = 1 within 60 s; last answer: {last}\nagent log:\n{}", a.text());
+    let v: serde_json::Value = serde_json::from_str(&last).unwrap();
+    assert_eq!(v["data"]["result"][0]["metric"]["device"], "eth0");
+    assert!(a.stop().success());
+}

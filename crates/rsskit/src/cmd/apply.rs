@@ -98,7 +98,8 @@ fn load_plan(path: &PathBuf) -> Result<Plan> {
     Ok(plan)
 }
 
-pub fn run(a: Args) -> Result<()> {
+pub fn run(mut a: Args) -> Result<()> {
+    a.host = a.host.with_fixture(a.p.sysroot.as_ref());
     // One writer at a time, from before the current values are read (the
     // save file must hold what this run replaces, not a half-written state).
     let what = if a.restore.is_some() { "rsskit apply --restore" } else { "rsskit apply" };

@@ -49,6 +49,15 @@ pub struct HostArgs {
 }
 
 impl HostArgs {
+    /// With a fixture tree (`--sysroot DIR`) and no `--root`, rsskit's own
+    /// files (lock, plans) live in the tree too, never on the real host.
+    pub fn with_fixture(mut self, sysroot: Option<&PathBuf>) -> HostArgs {
+        if let Some(d) = sysroot.filter(|_| self.is_host_root()) {
+            self.root = d.clone();
+        }
+        self
+    }
+
     /// Takes the host lock for `what`.
     pub fn lock(&self, what: &str) -> Result<HostLock> {
         Ok(lock::acquire(&self.root, Duration::from_secs_f64(self.lock_wait.max(0.0)), what)?)
@@ -99,9 +108,13 @@ enum Cmd {
 
 pub fn run(a: Args) -> Result<()> {
     match a.cmd {
-        Cmd::List { host, sysroot: s } => list(&host, &sysroot(s.as_ref())?),
-        Cmd::Apply { iface, host, sysroot: s } => apply_one(&host, &sysroot(s.as_ref())?, &iface),
-        Cmd::Remove { iface, host, sysroot: s } => remove(&host, &sysroot(s.as_ref())?, iface.as_deref()),
+        Cmd::List { host, sysroot: s } => list(&host.with_fixture(s.as_ref()), &sysroot(s.as_ref())?),
+        Cmd::Apply { iface, host, sysroot: s } => {
+            apply_one(&host.with_fixture(s.as_ref()), &sysroot(s.as_ref())?, &iface)
+        }
+        Cmd::Remove { iface, host, sysroot: s } => {
+            remove(&host.with_fixture(s.as_ref()), &sysroot(s.as_ref())?, iface.as_deref())
+        }
     }
 }
 
