@@ -160,10 +160,12 @@ fn a_device_without_a_stable_identity_is_not_persisted() {
     let h = Host::new("noid");
     fs::write(h.sys("sys/class/net/eth0/addr_assign_type"), "1\n").unwrap();
     h.plan(&[]);
+    let irq = read(&h.sys("proc/irq/41/smp_affinity_list"));
     let o = h.run(&["apply", "plan.json", "--save", "saved.json", "--persist"]);
     assert_eq!(o.status.code(), Some(1), "{}", out(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("eth0 has no stable identity"), "{}", out(&o));
     assert!(!h.root.join("etc/rsskit/devices").exists());
+    assert_eq!(read(&h.sys("proc/irq/41/smp_affinity_list")), irq, "refused before anything is written");
 }
 
 #[test]

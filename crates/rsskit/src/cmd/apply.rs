@@ -165,6 +165,10 @@ pub fn run(mut a: Args) -> Result<()> {
         }
         return Ok(());
     }
+    if a.persist {
+        // Refuse before writing anything when a device cannot be persisted.
+        super::persist::check_persistable(&root, &plan)?;
+    }
     let t = now();
     let save_path =
         a.save.clone().unwrap_or_else(|| PathBuf::from(format!("rsskit-saved-{}.json", tune::utc_stamp(t))));

@@ -153,6 +153,15 @@ pub fn say_irqbalance(c: &irqbalance::Change, verb: &str) {
     println!("irqbalance: {verb} --banirq for IRQs {} in {}; {restarted}", irqs.join(","), c.file.display());
 }
 
+/// Whether every device of `plan` can be persisted (a stable identity, a
+/// valid plan), checked before `apply --persist` writes anything.
+pub fn check_persistable(sys: &Sysroot, plan: &Plan) -> Result<()> {
+    for d in &plan.devices {
+        persist::persisted_of(sys, d, 0)?;
+    }
+    Ok(())
+}
+
 /// After `apply --persist` wrote `plan`: store each device's plan, install
 /// the rule and unit, ban the pinned IRQs in irqbalance.
 pub fn after_apply(host: &HostArgs, sys: &Sysroot, plan: &Plan) -> Result<()> {
