@@ -153,6 +153,28 @@ fn agent_puts_back_rps_xps_and_reapplies_on_a_recreated_veth() {
     let (ok, why) = promtool_check(&body);
     assert!(ok, "promtool check metrics: {why}\n{body}");
 
+    let st = agent.stop();
+    assert!(st.success(), "{st:?}");
+
+    // Link events alone: an agent whose periodic check never comes (600 s).
+    let mut c = ns.command(&rsskit());
+    c.args(["agent", "--root", &roots, "--interval", "600", "--metrics", "127.0.0.1:0"]);
+    let agent = Agent::spawn(c);
+    let (_, l) = agent.wait_for(0, &["metrics at http://"], Duration::from_secs(10));
+    let addr = l.split("http://").nth(1).unwrap().trim_end_matches("/metrics").to_string();
+    agent.wait_for(0, &["ready: re-checking every 600.0 s and on link events"], Duration::from_secs(10));
+    // Down, changed, up: put back because the link came up.
+    let n1 = agent.lines();
+    ns.ip(&["link", "set", &a, "down"]);
+    ns.write(&rps, "0");
+    ns.ip(&["link", "set", &a, "up"]);
+    agent.wait_for(
+        n1,
+        &[&format!("{a}: corrected rx-1 rps_cpus: "), "(cause: the link came up)"],
+        Duration::from_secs(20),
+    );
+    assert_eq!(mask(&ns, &rps), rps_plan);
+
     // Deleted and created again with the same MAC: rtnetlink says so, the plan goes back on.
     let n1 = agent.lines();
     ns.ip(&["link", "del", &a]);
@@ -175,6 +197,10 @@ fn agent_puts_back_rps_xps_and_reapplies_on_a_recreated_veth() {
     assert_eq!(mask(&ns, &xps), xps_plan);
     let (_, body) = get_in_netns(&ns.name, &addr, "/metrics");
     assert!(counter(&body, "rps_cpus", "new_link").unwrap_or(0.0) >= 1.0, "{body}");
+    assert_eq!(counter(&body, "rps_cpus", "link_up"), Some(1.0), "{body}");
+    assert_eq!(counter(&body, "rps_cpus", "periodic"), None, "no periodic check ran: {body}");
+    let o = run(&["check", "--iface", &a]);
+    assert_eq!(o.status.code(), Some(0), "check says aligned after the re-application: {}", out(&o));
 
     let st = agent.stop();
     assert!(st.success(), "{st:?}");
