@@ -82,6 +82,13 @@ fn out(o: &Output) -> String {
     )
 }
 
+/// Writes as the kernel's files change: at once (the agent never reads half a write).
+fn put(p: &Path, text: &str) {
+    let tmp = p.with_extension("tmp");
+    fs::write(&tmp, text).unwrap();
+    fs::rename(&tmp, p).unwrap();
+}
+
 fn read(p: &Path) -> String {
     fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())).trim().to_string()
 }
@@ -268,7 +275,7 @@ fn agent_puts_back_drift_reports_refused_once_and_contested_and_serves_metrics()
     let irq = h.sys("proc/irq/43/smp_affinity_list");
     let (rps0, irq0) = (read(&rps), read(&irq));
     // Drift before it starts: found at start.
-    fs::write(&irq, "0-5\n").unwrap();
+    put(&irq, "0-5\n");
     let a = Agent::spawn(h.cmd(&["agent", "--interval", "0.3", "--metrics", "127.0.0.1:0"]));
     let addr = metrics_addr(&a);
     a.wait_for(
@@ -280,7 +287,7 @@ fn agent_puts_back_drift_reports_refused_once_and_contested_and_serves_metrics()
     assert_eq!(read(&irq), irq0);
 
     // Behind its back: the periodic re-check puts it back.
-    fs::write(&rps, "3f\n").unwrap();
+    put(&rps, "3f\n");
     a.wait_for(
         0,
         &["eth0: corrected rx-2 rps_cpus: 3f ->", "(cause: found by the periodic re-check)"],
@@ -291,7 +298,7 @@ fn agent_puts_back_drift_reports_refused_once_and_contested_and_serves_metrics()
     // Flipped back twice more: contested, then left alone.
     for _ in 0..2 {
         let n = a.lines();
-        fs::write(&rps, "3f\n").unwrap();
+        put(&rps, "3f\n");
         a.wait_for(n, &["eth0: corrected rx-2 rps_cpus: 3f"], Duration::from_secs(20));
     }
     a.wait_for(
@@ -299,7 +306,7 @@ fn agent_puts_back_drift_reports_refused_once_and_contested_and_serves_metrics()
         &["eth0: rx-2 rps_cpus is contested: put back 3 times", "left alone for 60 s"],
         Duration::from_secs(20),
     );
-    fs::write(&rps, "3f\n").unwrap();
+    put(&rps, "3f\n");
     std::thread::sleep(Duration::from_millis(1200));
     assert_eq!(read(&rps), "3f", "contested: left alone during the back-off");
 
@@ -308,7 +315,7 @@ fn agent_puts_back_drift_reports_refused_once_and_contested_and_serves_metrics()
     let mut v: serde_json::Value = serde_json::from_str(&fs::read_to_string(&drv).unwrap()).unwrap();
     v["rss"]["table"] = serde_json::json!(vec![0; 128]);
     v["refuse_set"] = serde_json::json!("operation not supported by the driver");
-    fs::write(&drv, serde_json::to_string(&v).unwrap()).unwrap();
+    put(&drv, &serde_json::to_string(&v).unwrap());
     let (i, _) = a.wait_for(
         0,
         &["eth0: cannot apply RSS indirection table: ETHTOOL_SRSSH: operation not supported"],
@@ -401,7 +408,7 @@ fn a_real_prometheus_scrapes_the_agent_and_answers_a_query() {
     let o = h.run(&["apply", "plan.json", "--save", "saved.json", "--persist"]);
     assert!(o.status.success(), "{}", out(&o));
     let rps = h.sys("sys/class/net/eth0/queues/rx-0/rps_cpus");
-    fs::write(&rps, "3f\n").unwrap();
+    put(&rps, "3f\n");
     let a = Agent::spawn(h.cmd(&["agent", "--interval", "0.5", "--metrics", "127.0.0.1:0"]));
     let target = metrics_addr(&a);
     a.wait_for(0, &["eth0: corrected rx-0 rps_cpus"], Duration::from_secs(20));
