@@ -107,7 +107,7 @@ fn apply_persist_stores_installs_bans_and_remove_undoes_exactly_that() {
     let rule = h.root.join("etc/udev/rules.d/90-rsskit.rules");
     let unit = h.root.join("etc/systemd/system/rsskit-apply@.service");
     assert!(read(&rule).contains("ENV{SYSTEMD_WANTS}+=\"rsskit-apply@$name.service\""));
-    assert!(read(&unit).contains("ExecStart=/usr/bin/rsskit persist apply %I"));
+    assert!(read(&unit).contains("ExecStart=/usr/bin/rsskit persist apply %i"));
     // irqbalance: the 4 queue IRQs (40-43) banned next to the operator's own ban of 7; not restarted (a fixture root).
     let irqb = read(&h.root.join("etc/default/irqbalance"));
     assert!(

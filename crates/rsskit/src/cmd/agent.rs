@@ -5,7 +5,7 @@
 //! sd_notify for `Type=notify`, one log line per event, and `/metrics`.
 
 use super::persist::{self as p, HostArgs, HostRestarter};
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use rsskit_linux::keeper::{Cause, Event, Keeper, Policy, Verdict};
 use rsskit_linux::metrics::{self, DeviceMetrics, Snapshot};
 use rsskit_linux::persist::{self, Persisted};
@@ -33,6 +33,8 @@ for a back-off that doubles up to an hour; a setting the kernel or driver
 refuses is reported once and retried only when the device appears again or
 on SIGHUP. Bans pinned IRQs in irqbalance's options when it is installed.
 
+--once checks and corrects once and exits (1 if a device is not aligned).
+
 Signals: SIGHUP reloads the plans; SIGTERM or SIGINT stops. With
 NOTIFY_SOCKET set (systemd Type=notify) it sends READY=1 after the first
 check. Each check takes the host lock (/run/rsskit.lock) while it writes.
@@ -57,6 +59,9 @@ pub struct Args {
     /// Serve Prometheus metrics at http://ADDR:PORT/metrics.
     #[arg(long, value_name = "ADDR:PORT")]
     metrics: Option<SocketAddr>,
+    /// Check and correct once, then exit (0: every persisted device aligned, 1: not).
+    #[arg(long)]
+    once: bool,
     /// Read a tree shaped like /sys and /proc under DIR instead (tests; no link events there).
     #[arg(long, value_name = "DIR", hide = true)]
     sysroot: Option<PathBuf>,
@@ -407,6 +412,19 @@ pub fn run(a: Args) -> Result<()> {
         }
     }
     agent.pass(Cause::Start, None);
+    if a.once {
+        stop.store(true, Ordering::Relaxed);
+        if let Some(t) = metrics_thread {
+            let _ = t.join();
+        }
+        let snap = agent.shared.lock().map(|s| s.clone()).unwrap_or_default();
+        let bad: Vec<&str> = snap.devices.iter().filter(|d| !d.aligned).map(|d| d.device.as_str()).collect();
+        if !bad.is_empty() {
+            bail!("not aligned after one check: {} (see the lines above)", bad.join(", "));
+        }
+        log(&format!("{} persisted device(s) present, all aligned", snap.devices.len()));
+        return Ok(());
+    }
     sd_notify(&format!("READY=1\nSTATUS=keeping {} plan(s)", agent.plans.len()));
     log(&format!(
         "ready: re-checking every {:.1} s{}",
