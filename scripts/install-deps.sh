@@ -9,6 +9,8 @@ command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx)
 command -v clang >/dev/null 2>&1 || need+=(clang)
 [ -f /usr/include/bpf/bpf_helpers.h ] || need+=(libbpf-dev)
 [ -f /usr/include/linux/bpf.h ] || need+=(linux-libc-dev)
+# systemd-analyze verifies rsskit's units (deploy/systemd); nothing is started.
+[ -x /usr/bin/systemd-analyze ] || need+=(systemd)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "== installing: ${need[*]}"
@@ -19,5 +21,22 @@ if [ ${#need[@]} -gt 0 ]; then
     pkill -x nginx >/dev/null 2>&1 || true
   else
     echo "warning: missing ${need[*]} and not root: the build or tests that need them will fail" >&2
+  fi
+fi
+
+# promtool and prometheus for the agent's metrics tests: extracted from
+# Debian's prometheus package into /opt/rsskit-deps/prometheus, not
+# installed (installing it would enable and start a prometheus service).
+prom=/opt/rsskit-deps/prometheus
+if [ ! -x "$prom/usr/bin/promtool" ] || [ ! -x "$prom/usr/bin/prometheus" ]; then
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "== extracting Debian's prometheus package to $prom"
+    tmp=$(mktemp -d)
+    (cd "$tmp" && apt-get download -qq prometheus >/dev/null 2>&1 || { apt-get update -qq && apt-get download -qq prometheus >/dev/null; })
+    mkdir -p "$prom"
+    dpkg-deb -x "$tmp"/prometheus_*.deb "$prom"
+    rm -rf "$tmp"
+  else
+    echo "warning: $prom missing and not root: the agent metrics tests will fail" >&2
   fi
 fi

@@ -23,6 +23,7 @@ const ETHTOOL_GRXFH: u32 = 0x29;
 const ETHTOOL_SRXFH: u32 = 0x2a;
 const ETHTOOL_GRXFHINDIR: u32 = 0x38;
 const ETHTOOL_GCHANNELS: u32 = 0x3c;
+const ETHTOOL_SCHANNELS: u32 = 0x3d;
 const ETHTOOL_GRSSH: u32 = 0x46;
 const ETHTOOL_SRSSH: u32 = 0x47;
 const ETHTOOL_GSTRINGS: u32 = 0x1b;
@@ -398,6 +399,17 @@ impl Ethtool {
             Ok(()) => Ok(Reported::Supported(ch.ch)),
             Err(e) if self.nodev(&e) => Err(EthtoolError::NoSuchInterface(self.iface.clone())),
             Err(e) => Ok(Reported::Unsupported { reason: describe("ETHTOOL_GCHANNELS", &e) }),
+        }
+    }
+
+    /// Sets the channel counts (`ETHTOOL_SCHANNELS`); the maxima in `ch` are
+    /// ignored by the kernel. `Unsupported` carries the driver's refusal.
+    pub fn set_channels(&self, ch: Channels) -> Result<Reported<()>, EthtoolError> {
+        let mut req = EthtoolChannels { cmd: ETHTOOL_SCHANNELS, ch };
+        match self.ioctl(&mut req) {
+            Ok(()) => Ok(Reported::Supported(())),
+            Err(e) if self.nodev(&e) => Err(EthtoolError::NoSuchInterface(self.iface.clone())),
+            Err(e) => Ok(Reported::Unsupported { reason: describe("ETHTOOL_SCHANNELS", &e) }),
         }
     }
 

@@ -310,6 +310,23 @@ impl Sysroot {
         Ok(Reported::Supported(()))
     }
 
+    /// Sets the combined channel count (`ETHTOOL_SCHANNELS`), other counts
+    /// kept. A test tree refuses (its queue directories cannot follow).
+    pub fn set_combined_channels(&self, name: &str, combined: u32) -> Result<Reported<()>, SysrootError> {
+        if !self.is_live() {
+            return Ok(Reported::Unsupported {
+                reason: "ETHTOOL_SCHANNELS: a fixture tree cannot change its queues".into(),
+            });
+        }
+        let eth = Ethtool::open(name).map_err(|e| SysrootError::Ethtool(e.to_string()))?;
+        let cur = match eth.channels().map_err(|e| SysrootError::Ethtool(e.to_string()))? {
+            Reported::Supported(c) => c,
+            Reported::Unsupported { reason } => return Ok(Reported::Unsupported { reason }),
+        };
+        eth.set_channels(Channels { combined_count: combined, ..cur })
+            .map_err(|e| SysrootError::Ethtool(e.to_string()))
+    }
+
     /// Sets the fields hashed for one flow type (`ETHTOOL_SRXFH`).
     pub fn set_flow_hash(&self, name: &str, flow: &str, raw: u64) -> Result<Reported<()>, SysrootError> {
         if self.is_live() {

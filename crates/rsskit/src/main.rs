@@ -35,6 +35,10 @@ enum Command {
     Apply(cmd::apply::Args),
     /// Does this host keep every flow on one CPU? Verdict and reasons per device (exit 1 if not).
     Check(cmd::check::Args),
+    /// Persisted plans (from `apply --persist`): list, apply one device's, remove.
+    Persist(cmd::persist::Args),
+    /// Keep every persisted plan applied: watches link events, re-checks, puts back what drifted; Prometheus metrics.
+    Agent(cmd::agent::Args),
     /// Per-CPU UDP echo/sink server: pinned workers, steered reuseport sockets, per-worker counters.
     UdpEcho(cmd::udp_echo::Args),
     /// UDP load generator: N streams spread over the server's buckets, RTT, per-stream steering check.
@@ -74,6 +78,8 @@ fn main() -> ExitCode {
         Command::Plan(a) => cmd::plan::run(a),
         Command::Apply(a) => cmd::apply::run(a),
         Command::Check(a) => cmd::check::run(a),
+        Command::Persist(a) => cmd::persist::run(a),
+        Command::Agent(a) => cmd::agent::run(a),
         Command::Top(a) => cmd::top::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Pipeline(a) => cmd::pipeline::run(a),

@@ -49,6 +49,11 @@ pub struct Args {
     /// Put back the values saved in FILE by an earlier apply.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["plan", "save"])]
     restore: Option<PathBuf>,
+    /// Also keep the plan: store it under /etc/rsskit and apply it whenever the device appears (see `rsskit persist --help`).
+    #[arg(long, conflicts_with = "restore")]
+    persist: bool,
+    #[command(flatten)]
+    host: super::persist::HostArgs,
 }
 
 fn short(kind: Kind, v: &str) -> String {
@@ -93,7 +98,12 @@ fn load_plan(path: &PathBuf) -> Result<Plan> {
     Ok(plan)
 }
 
-pub fn run(a: Args) -> Result<()> {
+pub fn run(mut a: Args) -> Result<()> {
+    a.host = a.host.with_fixture(a.p.sysroot.as_ref());
+    // One writer at a time, from before the current values are read (the
+    // save file must hold what this run replaces, not a half-written state).
+    let what = if a.restore.is_some() { "rsskit apply --restore" } else { "rsskit apply" };
+    let _lock = if a.dry_run { None } else { Some(a.host.lock(what)?) };
     if let Some(file) = &a.restore {
         if a.p.any_set() {
             bail!("--restore takes no planning flags: it writes back what FILE holds");
@@ -150,7 +160,14 @@ pub fn run(a: Args) -> Result<()> {
     }
     if changes.is_empty() {
         println!("nothing to do");
+        if a.persist {
+            super::persist::after_apply(&a.host, &root, &plan)?;
+        }
         return Ok(());
+    }
+    if a.persist {
+        // Refuse before writing anything when a device cannot be persisted.
+        super::persist::check_persistable(&root, &plan)?;
     }
     let t = now();
     let save_path =
@@ -167,6 +184,9 @@ pub fn run(a: Args) -> Result<()> {
         eprintln!("rsskit: warning: {} {}: current value unreadable, cannot be saved", s.device, s.what);
     }
     let failed = write_all(&root, &changes)?;
+    if a.persist {
+        super::persist::after_apply(&a.host, &root, &plan)?;
+    }
     if failed > 0 {
         let _ = std::io::stdout().flush();
         eprintln!(

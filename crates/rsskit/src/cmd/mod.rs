@@ -1,5 +1,6 @@
 //! One module per subcommand; shared argument parsing in [`common`].
 
+pub mod agent;
 pub mod apply;
 pub mod bench;
 pub mod bench_classify;
@@ -17,6 +18,7 @@ pub mod http_load;
 pub mod http_serve;
 pub mod info;
 pub mod io_args;
+pub mod persist;
 pub mod pipeline;
 pub mod plan;
 pub mod rebalance;

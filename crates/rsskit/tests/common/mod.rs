@@ -1,6 +1,7 @@
 //! Shared fixtures for the integration tests.
 #![allow(dead_code)]
 
+pub mod agent;
 pub mod fixture;
 pub mod http;
 pub mod netns;

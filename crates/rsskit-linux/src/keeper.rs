@@ -1,0 +1,427 @@
+//! The agent's decisions, with no I/O and the time passed in: for each
+//! setting of a persisted plan, whether to put it back now, and what to
+//! log. The shell (`rsskit agent`) reads the host, asks [`Keeper::decide`],
+//! writes, and reports the [`Outcome`](crate::tune::Outcome) back to
+//! [`Keeper::outcome`].
+//!
+//! - Drifted and not held back: correct it (cause = why this check ran).
+//! - Corrected `flips` times within `window`: something else writes it.
+//!   Reported as contested once, then left alone for a back-off that
+//!   doubles (up to `max_backoff`) each time it is contested again.
+//! - Refused by the kernel or driver (or read back otherwise): reported
+//!   once and not retried until the device appears again or the plans are
+//!   reloaded ([`Keeper::forget`]).
+
+use crate::tune::{Kind, Outcome, Setting};
+use std::collections::{BTreeMap, VecDeque};
+
+/// Why a check ran: the cause logged with a correction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Cause {
+    /// The agent started.
+    Start,
+    /// SIGHUP: the plans were read again.
+    Reload,
+    /// The periodic re-check.
+    Periodic,
+    /// rtnetlink: a new link (hotplug, driver bind, veth created).
+    NewLink,
+    /// rtnetlink: the link came up (many drivers reset IRQ affinity in open).
+    LinkUp,
+    /// The queue count differs from the last check (channels changed).
+    ChannelsChanged,
+}
+
+impl Cause {
+    /// Label value for metrics and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::Start => "start",
+            Cause::Reload => "reload",
+            Cause::Periodic => "periodic",
+            Cause::NewLink => "new_link",
+            Cause::LinkUp => "link_up",
+            Cause::ChannelsChanged => "channels_changed",
+        }
+    }
+
+    /// In words, for the log.
+    pub fn words(self) -> &'static str {
+        match self {
+            Cause::Start => "found at start",
+            Cause::Reload => "found after reloading the plans",
+            Cause::Periodic => "found by the periodic re-check",
+            Cause::NewLink => "the device appeared (new link)",
+            Cause::LinkUp => "the link came up",
+            Cause::ChannelsChanged => "the channel count changed",
+        }
+    }
+}
+
+/// The setting's class: a low-cardinality metric label.
+pub fn class(s: &Setting) -> &'static str {
+    match s.kind {
+        Kind::CpuList => "irq_affinity",
+        Kind::CpuMask if s.what.contains("xps") => "xps_cpus",
+        Kind::CpuMask => "rps_cpus",
+        Kind::Count if s.what.contains("sock_flow") => "rps_sock_flow_entries",
+        Kind::Count if s.what.contains("channels") => "channels",
+        Kind::Count => "rps_flow_cnt",
+        Kind::RssTable => "rss_table",
+        Kind::RssKey => "rss_key",
+        Kind::HashFields => "hash_fields",
+    }
+}
+
+/// How hard to hold a setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    /// Corrections within `window_ms` that make a setting contested.
+    pub flips: usize,
+    /// The window, milliseconds.
+    pub window_ms: u64,
+    /// First back-off, milliseconds.
+    pub backoff_ms: u64,
+    /// Longest back-off, milliseconds.
+    pub max_backoff_ms: u64,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy { flips: 3, window_ms: 300_000, backoff_ms: 60_000, max_backoff_ms: 3_600_000 }
+    }
+}
+
+/// What to do with one setting now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// As planned: nothing to do.
+    InPlace,
+    /// Drifted: write it.
+    Correct,
+    /// Refused before (already reported): not retried.
+    Refused,
+    /// Contested: left alone until this time (ms).
+    BackingOff {
+        /// When it may be corrected again.
+        until_ms: u64,
+    },
+}
+
+/// What to log (and count).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// Put back and read back.
+    Corrected {
+        /// Interface.
+        device: String,
+        /// The setting, for people.
+        what: String,
+        /// [`class`] of it.
+        class: &'static str,
+        /// The value found.
+        old: String,
+        /// The value written.
+        new: String,
+        /// Why the check ran.
+        cause: Cause,
+    },
+    /// The kernel or driver did not take it; reported once.
+    NotApplied {
+        /// Interface.
+        device: String,
+        /// The setting.
+        what: String,
+        /// [`class`] of it.
+        class: &'static str,
+        /// The reason.
+        reason: String,
+    },
+    /// Something else keeps writing it: left alone for a while.
+    Contested {
+        /// Interface.
+        device: String,
+        /// The setting.
+        what: String,
+        /// [`class`] of it.
+        class: &'static str,
+        /// Corrections within the window.
+        flips: usize,
+        /// How long it is left alone, seconds.
+        backoff_s: u64,
+        /// Who else writes it, when the shell can tell (irqbalance's pid).
+        suspect: Option<String>,
+    },
+}
+
+#[derive(Debug, Default)]
+struct Entry {
+    fixes: VecDeque<u64>,
+    refused: bool,
+    until_ms: u64,
+    backoff_ms: u64,
+}
+
+/// The decisions' memory, per (device, setting).
+#[derive(Debug, Default)]
+pub struct Keeper {
+    policy: Policy,
+    entries: BTreeMap<(String, String), Entry>,
+}
+
+impl Keeper {
+    /// A keeper with `policy`.
+    pub fn new(policy: Policy) -> Keeper {
+        Keeper { policy, entries: BTreeMap::new() }
+    }
+
+    fn key(s: &Setting) -> (String, String) {
+        (s.device.clone(), s.what.clone())
+    }
+
+    /// Whether to correct `s` (its `old` is the value read now) at `now_ms`.
+    pub fn decide(&mut self, now_ms: u64, s: &Setting) -> Verdict {
+        let e = self.entries.get_mut(&Self::key(s));
+        if s.unchanged() {
+            if let Some(e) = e {
+                // In place again (e.g. the operator fixed what the driver refused).
+                e.refused = false;
+            }
+            return Verdict::InPlace;
+        }
+        match e {
+            Some(e) if e.refused => Verdict::Refused,
+            Some(e) if e.until_ms > now_ms => Verdict::BackingOff { until_ms: e.until_ms },
+            _ => Verdict::Correct,
+        }
+    }
+
+    /// Records what writing `s` did; returns what to log.
+    pub fn outcome(
+        &mut self,
+        now_ms: u64,
+        s: &Setting,
+        cause: Cause,
+        o: &Outcome,
+        suspect: Option<&str>,
+    ) -> Vec<Event> {
+        let p = self.policy;
+        let e = self.entries.entry(Self::key(s)).or_default();
+        let class = class(s);
+        match o {
+            Outcome::Applied => {
+                let mut out = vec![Event::Corrected {
+                    device: s.device.clone(),
+                    what: s.what.clone(),
+                    class,
+                    old: s.old.clone().unwrap_or_else(|| "(unreadable)".into()),
+                    new: s.new.clone(),
+                    cause,
+                }];
+                e.fixes.push_back(now_ms);
+                while e.fixes.front().is_some_and(|&t| now_ms.saturating_sub(t) > p.window_ms) {
+                    e.fixes.pop_front();
+                }
+                if e.fixes.len() >= p.flips {
+                    e.backoff_ms = if e.backoff_ms == 0 {
+                        p.backoff_ms
+                    } else {
+                        (e.backoff_ms * 2).min(p.max_backoff_ms)
+                    };
+                    e.until_ms = now_ms + e.backoff_ms;
+                    out.push(Event::Contested {
+                        device: s.device.clone(),
+                        what: s.what.clone(),
+                        class,
+                        flips: e.fixes.len(),
+                        backoff_s: e.backoff_ms / 1000,
+                        suspect: suspect.map(str::to_string),
+                    });
+                    e.fixes.clear();
+                }
+                out
+            }
+            Outcome::Refused { reason } | Outcome::Changed { reason, .. } => {
+                if e.refused {
+                    return Vec::new();
+                }
+                e.refused = true;
+                let reason = match o {
+                    Outcome::Changed { read_back, .. } => format!("reads back {read_back}: {reason}"),
+                    _ => reason.clone(),
+                };
+                vec![Event::NotApplied { device: s.device.clone(), what: s.what.clone(), class, reason }]
+            }
+        }
+    }
+
+    /// Whether `s` is contested now (for the device's problems).
+    pub fn contested(&self, now_ms: u64, s: &Setting) -> bool {
+        self.entries.get(&Self::key(s)).is_some_and(|e| e.until_ms > now_ms)
+    }
+
+    /// Whether `s` was refused (and not retried).
+    pub fn refused(&self, s: &Setting) -> bool {
+        self.entries.get(&Self::key(s)).is_some_and(|e| e.refused)
+    }
+
+    /// Forgets a device (it appeared again, or the plans were reloaded):
+    /// refused settings get one new try, back-offs end.
+    pub fn forget(&mut self, device: &str) {
+        self.entries.retain(|(d, _), _| d != device);
+    }
+
+    /// Forgets everything.
+    pub fn forget_all(&mut self) {
+        self.entries.clear();
+    }
+}
+
+impl std::fmt::Display for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Event::Corrected { device, what, old, new, cause, .. } => {
+                write!(f, "{device}: corrected {what}: {old} -> {new} (cause: {})", cause.words())
+            }
+            Event::NotApplied { device, what, reason, .. } => {
+                write!(f, "{device}: cannot apply {what}: {reason}; not retried until the device appears again or SIGHUP")
+            }
+            Event::Contested { device, what, flips, backoff_s, suspect, .. } => {
+                write!(
+                    f,
+                    "{device}: {what} is contested: put back {flips} times, something else keeps writing it"
+                )?;
+                if let Some(s) = suspect {
+                    write!(f, " (likely {s})")?;
+                }
+                write!(f, "; left alone for {backoff_s} s")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rps(old: &str) -> Setting {
+        Setting {
+            device: "veth0".into(),
+            what: "rx-1 rps_cpus".into(),
+            kind: Kind::CpuMask,
+            path: Some("/x".into()),
+            old: Some(old.into()),
+            new: "3".into(),
+            flow: None,
+        }
+    }
+
+    fn policy() -> Policy {
+        Policy { flips: 3, window_ms: 10_000, backoff_ms: 5_000, max_backoff_ms: 12_000 }
+    }
+
+    #[test]
+    fn drift_is_corrected_with_its_cause() {
+        let mut k = Keeper::new(policy());
+        assert_eq!(k.decide(0, &rps("00000003")), Verdict::InPlace);
+        let s = rps("0");
+        assert_eq!(k.decide(0, &s), Verdict::Correct);
+        let ev = k.outcome(0, &s, Cause::Periodic, &Outcome::Applied, None);
+        assert_eq!(ev.len(), 1);
+        assert_eq!(
+            ev[0].to_string(),
+            "veth0: corrected rx-1 rps_cpus: 0 -> 3 (cause: found by the periodic re-check)"
+        );
+        assert!(matches!(&ev[0], Event::Corrected { class: "rps_cpus", cause: Cause::Periodic, .. }));
+    }
+
+    #[test]
+    fn a_flipping_setting_is_contested_with_growing_backoff() {
+        let mut k = Keeper::new(policy());
+        let s = rps("0");
+        let mut t = 0;
+        for _ in 0..2 {
+            assert_eq!(k.decide(t, &s), Verdict::Correct);
+            assert_eq!(
+                k.outcome(t, &s, Cause::Periodic, &Outcome::Applied, Some("irqbalance (pid 9)")).len(),
+                1
+            );
+            t += 1000;
+        }
+        let ev = k.outcome(t, &s, Cause::Periodic, &Outcome::Applied, Some("irqbalance (pid 9)"));
+        assert_eq!(ev.len(), 2);
+        assert!(ev[1].to_string().contains("contested: put back 3 times"), "{}", ev[1]);
+        assert!(ev[1].to_string().contains("likely irqbalance (pid 9)"));
+        assert!(ev[1].to_string().ends_with("left alone for 5 s"));
+        assert_eq!(k.decide(t + 4999, &s), Verdict::BackingOff { until_ms: t + 5000 });
+        assert!(k.contested(t + 1, &s));
+        // After the back-off it is tried again; contested again: doubled, capped.
+        let mut t = t + 5000;
+        for i in 0..3 {
+            assert_eq!(k.decide(t, &s), Verdict::Correct);
+            let ev = k.outcome(t, &s, Cause::Periodic, &Outcome::Applied, None);
+            assert_eq!(ev.len(), if i == 2 { 2 } else { 1 });
+            t += 100;
+        }
+        assert_eq!(k.decide(t, &s), Verdict::BackingOff { until_ms: t - 100 + 10_000 });
+        for _ in 0..3 {
+            t += 20_000;
+            for _ in 0..3 {
+                k.outcome(t, &s, Cause::Periodic, &Outcome::Applied, None);
+            }
+        }
+        assert_eq!(k.decide(t, &s), Verdict::BackingOff { until_ms: t + 12_000 }, "capped");
+    }
+
+    #[test]
+    fn slow_flips_outside_the_window_are_not_contested() {
+        let mut k = Keeper::new(policy());
+        let s = rps("0");
+        for i in 0..10 {
+            let t = i * 6000;
+            assert_eq!(k.decide(t, &s), Verdict::Correct);
+            assert_eq!(k.outcome(t, &s, Cause::Periodic, &Outcome::Applied, None).len(), 1, "at {t}");
+        }
+    }
+
+    #[test]
+    fn a_refused_setting_is_reported_once_until_forgotten() {
+        let mut k = Keeper::new(policy());
+        let s = Setting { what: "IRQ 41 (eth0-TxRx-1) affinity".into(), kind: Kind::CpuList, ..rps("0") };
+        let no = Outcome::Refused { reason: "managed interrupt".into() };
+        assert_eq!(k.decide(0, &s), Verdict::Correct);
+        let ev = k.outcome(0, &s, Cause::Start, &no, None);
+        assert_eq!(ev.len(), 1);
+        assert!(ev[0].to_string().contains("cannot apply IRQ 41 (eth0-TxRx-1) affinity: managed interrupt"));
+        assert_eq!(k.decide(1, &s), Verdict::Refused);
+        assert!(k.outcome(1, &s, Cause::Periodic, &no, None).is_empty(), "once");
+        assert!(k.refused(&s));
+        k.forget("veth0");
+        assert_eq!(k.decide(2, &s), Verdict::Correct, "the device appeared again: one new try");
+        // A value that reads back otherwise counts as refused too.
+        let ev = k.outcome(
+            2,
+            &s,
+            Cause::NewLink,
+            &Outcome::Changed { read_back: "0-1".into(), reason: "irqbalance".into() },
+            None,
+        );
+        assert!(ev[0].to_string().contains("reads back 0-1: irqbalance"), "{}", ev[0]);
+        assert_eq!(k.decide(3, &s), Verdict::Refused);
+        // Fixed behind our back: in place, and refusals are lifted.
+        assert_eq!(k.decide(4, &Setting { old: Some("3".into()), ..s.clone() }), Verdict::InPlace);
+        assert_eq!(k.decide(5, &s), Verdict::Correct);
+    }
+
+    #[test]
+    fn classes_are_few() {
+        let s = rps("0");
+        assert_eq!(class(&s), "rps_cpus");
+        assert_eq!(class(&Setting { what: "tx-0 xps_cpus".into(), ..s.clone() }), "xps_cpus");
+        assert_eq!(class(&Setting { kind: Kind::RssTable, ..s.clone() }), "rss_table");
+        assert_eq!(
+            class(&Setting { kind: Kind::Count, what: "rx-0 rps_flow_cnt".into(), ..s }),
+            "rps_flow_cnt"
+        );
+    }
+}
