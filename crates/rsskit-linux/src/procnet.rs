@@ -358,6 +358,12 @@ impl PidFd {
     }
 }
 
+impl std::os::fd::AsRawFd for PidFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
 /// Holds a set of processes stopped (`SIGSTOP`) until dropped (`SIGCONT`):
 /// while stopped, none of them accepts or reads, so what arrives on their
 /// sockets stays queued where the kernel put it.
