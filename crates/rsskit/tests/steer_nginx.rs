@@ -628,3 +628,64 @@ fn failing_steer_leaves_the_previous_program() {
         );
     }
 }
+
+/// Issue 22 §2 for `rsskit run`: SIGKILLed just after it stopped the
+/// workers to steer them (at start, or again after a reload), the workers
+/// run again and no probe program is left. nginx outlives it (its process
+/// group is removed on drop).
+#[test]
+fn sigkill_of_run_during_its_probe_leaves_workers_running() {
+    need_two_cpus();
+    let mut hits = 0;
+    for i in 0..5 {
+        let mut ng = Nginx::start(Conf { via_run: true, ..STEERED }, &format!("runkill{i}"));
+        let stopped_seen = |ng: &Nginx, within: Duration| {
+            let t = Instant::now();
+            while t.elapsed() < within {
+                if children(ng.master).iter().any(|&w| proc_state(w) == 'T') {
+                    return true;
+                }
+                std::hint::spin_loop();
+            }
+            false
+        };
+        let mut seen = stopped_seen(&ng, Duration::from_secs(3));
+        if !seen {
+            // Already steered: a reload makes it steer (and stop) again.
+            // SAFETY: signalling the nginx master this test started.
+            unsafe { libc::kill(ng.master, libc::SIGHUP) };
+            seen = stopped_seen(&ng, Duration::from_secs(10));
+        }
+        hits += seen as usize;
+        std::thread::sleep(Duration::from_micros(200 * i as u64));
+        ng.child.kill().unwrap();
+        ng.child.wait().unwrap();
+        let t = Instant::now();
+        let stuck = loop {
+            std::thread::sleep(Duration::from_millis(50));
+            let s: Vec<i32> = [ng.master]
+                .into_iter()
+                .chain(children(ng.master))
+                .filter(|&p| proc_state(p) == 'T')
+                .collect();
+            if s.is_empty() || t.elapsed() > Duration::from_secs(5) {
+                break s;
+            }
+        };
+        assert!(stuck.is_empty(), "iteration {i}: left stopped after rsskit run was killed: {stuck:?}");
+        // Old workers of a reload may still be leaving: wait for two.
+        let t = Instant::now();
+        while children(ng.master).len() != 2 && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for v6 in [false, true] {
+            let seen = answering(&ng, v6, 10);
+            assert_eq!(
+                seen.len(),
+                2,
+                "iteration {i}, ipv6={v6}: every connection to {seen:?}: a probe program was left"
+            );
+        }
+    }
+    assert!(hits >= 3, "only {hits} of 5 kills fell while the workers were stopped");
+}
