@@ -9,8 +9,9 @@
 //! it) that holds the read end of a pipe, a copy of the group's socket and
 //! a pidfd of each process to stop. When the pipe reaches EOF without a
 //! "clean" byte (the caller died, or dropped the guard), the watchdog
-//! detaches the group's program (unless told the final program is in
-//! place) and continues the processes, then exits.
+//! detaches the group's program if a probe may have replaced it (told
+//! "probing", not yet "final": the previous program stays otherwise) and
+//! continues the processes, then exits.
 //!
 //! `PR_SET_PDEATHSIG` is the wrong tool here: it kills a child with its
 //! parent, and this child must outlive it. Hand-written on `fork`: no
@@ -21,6 +22,8 @@ use crate::procnet::{PidFd, ProcNetError};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+/// Message: a probe program is about to replace the group's program.
+const PROBING: u8 = b'P';
 /// Message: the final program is attached (do not detach it).
 const FINAL: u8 = b'F';
 /// Message: finished cleanly, the caller continued the processes itself.
@@ -75,6 +78,13 @@ impl Watchdog {
     /// The watchdog's process id.
     pub fn pid(&self) -> i32 {
         self.pid
+    }
+
+    /// Tells the watchdog a probe program is about to be attached: from
+    /// now on (until [`Watchdog::final_attached`]) it detaches the group's
+    /// program should the caller die.
+    pub fn probing(&self) -> io::Result<()> {
+        self.send(PROBING)
     }
 
     /// Tells the watchdog the final program is attached: from now on it
@@ -139,15 +149,16 @@ fn child_main(rx: RawFd, sock: RawFd, pidfds: &[RawFd], keep: &[RawFd]) -> ! {
             from = k as u32 + 1;
         }
         libc::syscall(libc::SYS_close_range, from, u32::MAX, 0);
-        let mut is_final = false;
+        let (mut probing, mut is_final) = (false, false);
         loop {
             let mut b = 0u8;
             let n = libc::read(rx, (&mut b as *mut u8).cast(), 1);
             if n == 1 && b == CLEAN {
                 libc::_exit(0);
             }
-            if n == 1 && b == FINAL {
-                is_final = true;
+            if n == 1 {
+                probing |= b == PROBING;
+                is_final |= b == FINAL;
                 continue;
             }
             if n < 0 && *libc::__errno_location() == libc::EINTR {
@@ -155,7 +166,7 @@ fn child_main(rx: RawFd, sock: RawFd, pidfds: &[RawFd], keep: &[RawFd]) -> ! {
             }
             break; // EOF (or an error): the caller is gone.
         }
-        if !is_final {
+        if probing && !is_final {
             // Before the processes continue: no probe program may meet their traffic.
             let zero: libc::c_int = 0;
             libc::setsockopt(
@@ -203,6 +214,7 @@ mod tests {
     fn abandoned_detaches_and_continues() {
         let (mut child, s, _stopped) = probing();
         let w = Watchdog::start(&[child.id() as i32], &s).unwrap();
+        w.probing().unwrap();
         drop(w); // as if rsskit died: pipe EOF
         assert_ne!(state(child.id()), 'T', "continued");
         assert!(!crate::reuseport::detach(&s).unwrap(), "the watchdog detached the program");
@@ -211,9 +223,21 @@ mod tests {
     }
 
     #[test]
+    fn abandoned_before_probing_keeps_the_previous_program() {
+        let (mut child, s, _stopped) = probing();
+        let w = Watchdog::start(&[child.id() as i32], &s).unwrap();
+        drop(w);
+        assert_ne!(state(child.id()), 'T', "continued");
+        assert!(crate::reuseport::detach(&s).unwrap(), "the previous program stayed");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[test]
     fn final_program_stays_and_clean_finish_does_nothing() {
         let (mut child, s, _stopped) = probing();
         let w = Watchdog::start(&[child.id() as i32], &s).unwrap();
+        w.probing().unwrap();
         w.final_attached().unwrap();
         drop(w);
         assert_ne!(state(child.id()), 'T', "continued");

@@ -486,11 +486,22 @@ fn steer_group(pid: i32, netns: bool, r: Ready, o: &SteerOpts) -> Result<Steered
     let Ready { group: mut g, copies: c, stop } = r;
     let watchdog = rsskit_linux::watchdog::Watchdog::start(&stop, &c[0])
         .with_context(|| format!("{}: starting the watchdog (nothing was changed)", g.name()))?;
-    let stopped = Stopped::new(&stop, Duration::from_secs(5)).with_context(|| {
-        format!("{}: stopping the workers for the order probe (nothing was changed)", g.name())
-    })?;
+    let stopped = match Stopped::new(&stop, Duration::from_secs(5)) {
+        Ok(s) => s,
+        Err(e) => {
+            // Those stopped so far were continued: nothing for the watchdog to do.
+            watchdog.finish();
+            return Err(anyhow::Error::new(e).context(format!(
+                "{}: stopping the workers for the order probe (nothing was changed)",
+                g.name()
+            )));
+        }
+    };
     let mut probed = false;
     let attached = (|| -> Result<Steered> {
+        // Before the first probe replaces the group's program: from here a
+        // death of rsskit makes the watchdog detach (never leave a probe).
+        watchdog.probing().context("telling the watchdog")?;
         // The probes must be sent inside the server's network namespace.
         let order = std::thread::scope(|s| {
             s.spawn(|| {
