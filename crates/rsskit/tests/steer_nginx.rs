@@ -34,9 +34,12 @@ struct Conf {
     /// Without `daemon off;`: nginx goes to the background (the master
     /// is then known by its pid file).
     daemon: bool,
+    /// The IPv6 listener without `reuseport` (one socket shared by the workers).
+    v6_shared: bool,
 }
 
-const STEERED: Conf = Conf { affinity: true, reuseport: true, via_run: false, daemon: false };
+const STEERED: Conf =
+    Conf { affinity: true, reuseport: true, via_run: false, daemon: false, v6_shared: false };
 
 /// nginx (or `rsskit run -- nginx`) in its own process group, killed on drop.
 struct Nginx {
@@ -82,6 +85,7 @@ impl Nginx {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let d = dir.display();
         let rp = if c.reuseport { " reuseport" } else { "" };
+        let rp6 = if c.v6_shared { "" } else { rp };
         let aff = if c.affinity { "worker_cpu_affinity auto;\n" } else { "" };
         let daemon = if c.daemon { "" } else { "daemon off;\n" };
         let conf = format!(
@@ -89,7 +93,7 @@ impl Nginx {
              events {{ worker_connections 1024; }}\n\
              http {{\n access_log off;\n client_body_temp_path {d}/tmp-body;\n proxy_temp_path {d}/tmp-proxy;\n\
              fastcgi_temp_path {d}/tmp-fcgi;\n uwsgi_temp_path {d}/tmp-uwsgi;\n scgi_temp_path {d}/tmp-scgi;\n\
-             server {{\n  listen 127.0.0.1:{port}{rp};\n  listen [::1]:{port}{rp};\n\
+             server {{\n  listen 127.0.0.1:{port}{rp};\n  listen [::1]:{port}{rp6};\n\
              location / {{ add_header X-Pid $pid always; return 200 \"ok\\n\"; }}\n }}\n}}\n"
         );
         std::fs::write(dir.join("nginx.conf"), conf).unwrap();
@@ -688,4 +692,24 @@ fn sigkill_of_run_during_its_probe_leaves_workers_running() {
         }
     }
     assert!(hits >= 3, "only {hits} of 5 kills fell while the workers were stopped");
+}
+
+/// Issue 22 §3: a steer that fails on one group changes no other: the
+/// IPv6 listener is not a reuseport group (refused, --port named), so the
+/// IPv4 group (checked first) must keep the kernel's hash. The previous
+/// code steered it before failing on the IPv6 one.
+#[test]
+fn a_refused_group_leaves_the_others_unchanged() {
+    need_two_cpus();
+    let ng = Nginx::start(Conf { v6_shared: true, ..STEERED }, "partial");
+    let out = steer(&["--pid", &ng.master.to_string(), "--port", &ng.port.to_string()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains(&format!("tcp [::1]:{}: not a reuseport group", ng.port)), "{err}");
+    // The kernel's hash: not every connection local (2^-24 odds by chance).
+    let (n, local) = locality(&ng, false);
+    assert!(
+        local < n,
+        "all {n} IPv4 connections local: the IPv4 group was steered though the command failed"
+    );
 }
