@@ -33,5 +33,6 @@ pub mod socket;
 pub mod sysroot;
 pub mod topology;
 pub mod tune;
+pub mod watchdog;
 pub mod xdp_steer;
 pub mod xsk;

@@ -52,9 +52,72 @@ pub fn is_sched_batch() -> bool {
     unsafe { libc::sched_getscheduler(0) == libc::SCHED_BATCH }
 }
 
+/// Makes the calling process a child subreaper (`PR_SET_CHILD_SUBREAPER`):
+/// a descendant orphaned by its parent (a server that daemonises: fork,
+/// parent exits) becomes our child instead of init's, so it can be found,
+/// waited for and signalled.
+pub fn become_subreaper() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The calling process's children (`/proc/self/task/*/children`), sorted.
+pub fn own_children() -> io::Result<Vec<i32>> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir("/proc/self/task")?.flatten() {
+        let Ok(text) = std::fs::read_to_string(t.path().join("children")) else { continue };
+        out.extend(text.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// How a child ended, without blocking (`waitpid(pid, WNOHANG)`):
+/// `Some(exit code, or 128 + signal)` once it has, and it is reaped.
+pub fn try_wait_child(pid: i32) -> io::Result<Option<i32>> {
+    let mut st = 0;
+    // SAFETY: waitpid on one pid with a live status word.
+    let rc = unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if rc == 0 {
+        return Ok(None);
+    }
+    Ok(Some(if libc::WIFEXITED(st) { libc::WEXITSTATUS(st) } else { 128 + libc::WTERMSIG(st) }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[allow(clippy::zombie_processes)] // reaped by try_wait_child, which the lint does not know
+    fn own_children_and_try_wait() {
+        let c = std::process::Command::new("sh")
+            .args(["-c", "read x; exit 3"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = c.id() as i32;
+        assert!(own_children().unwrap().contains(&pid));
+        assert_eq!(try_wait_child(pid).unwrap(), None, "still running");
+        drop(c.stdin);
+        let t = std::time::Instant::now();
+        let code = loop {
+            if let Some(code) = try_wait_child(pid).unwrap() {
+                break code;
+            }
+            assert!(t.elapsed().as_secs() < 10);
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        assert_eq!(code, 3);
+        assert!(!own_children().unwrap().contains(&pid), "reaped");
+    }
 
     #[test]
     fn sched_batch_applies_to_the_calling_thread_only() {

@@ -184,6 +184,32 @@ fn fd_links(pid: i32) -> Result<Vec<(RawFd, String)>, ProcNetError> {
     Ok(out)
 }
 
+/// Processes holding a BPF link to program `prog_id` (a descriptor
+/// `anon_inode:bpf_link` whose `/proc/PID/fdinfo` says `prog_id: ID`),
+/// sorted; processes that cannot be read are skipped.
+pub fn bpf_link_holders(prog_id: u32) -> Vec<i32> {
+    let Ok(rd) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let mut out = Vec::new();
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Ok(links) = fd_links(pid) else { continue };
+        let holds = links.iter().filter(|(_, l)| l == "anon_inode:bpf_link").any(|(fd, _)| {
+            std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}"))
+                .is_ok_and(|t| parse_fdinfo_prog_id(&t) == Some(prog_id))
+        });
+        if holds {
+            out.push(pid);
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+/// The `prog_id:` of a BPF link's fdinfo text.
+pub fn parse_fdinfo_prog_id(text: &str) -> Option<u32> {
+    text.lines().find_map(|l| l.strip_prefix("prog_id:")).and_then(|v| v.trim().parse().ok())
+}
+
 /// Inodes of the files registered in any epoll instance of `pid` (the
 /// `tfd: ... ino:HEX` lines of `/proc/PID/fdinfo/EPFD`).
 pub fn epoll_watched_inodes(pid: i32) -> Result<Vec<u64>, ProcNetError> {
@@ -358,6 +384,12 @@ impl PidFd {
     }
 }
 
+impl std::os::fd::AsRawFd for PidFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
 /// Holds a set of processes stopped (`SIGSTOP`) until dropped (`SIGCONT`):
 /// while stopped, none of them accepts or reads, so what arrives on their
 /// sockets stays queued where the kernel put it.
@@ -435,6 +467,15 @@ mod tests {
         assert_eq!(e[0].state, STATE_CLOSE);
         let err = parse_socket_table("hdr\n 0: zz\n", SockProto::Udp, "/x").unwrap_err().to_string();
         assert!(err.starts_with("/x: cannot parse line"), "{err}");
+    }
+
+    #[test]
+    fn bpf_link_fdinfo_prog_id() {
+        let t = "pos:\t0\nflags:\t02000000\nmnt_id:\t16\nino:\t1060\nlink_type:\txdp\nlink_id:\t7\n\
+prog_tag:\t0123456789abcdef\nprog_id:\t42\nifindex:\t5\n";
+        assert_eq!(parse_fdinfo_prog_id(t), Some(42));
+        assert_eq!(parse_fdinfo_prog_id("link_type:\txdp\n"), None);
+        assert!(bpf_link_holders(u32::MAX).is_empty());
     }
 
     #[test]

@@ -512,12 +512,9 @@ fn attach_in(prog: &mut Xdp, iface: &str, idx: u32, mode: XdpMode) -> Result<(),
                 Some(libc::EPERM) | Some(libc::EACCES) => {
                     Err(XdpSteerError::Permission { what: format!("attaching XDP to {iface:?}") })
                 }
-                Some(libc::EBUSY) | Some(libc::EEXIST) => Err(XdpSteerError::Busy {
-                    iface: iface.to_owned(),
-                    hint: format!(
-                        " (another mode or program; `rsskit xdp-steer --iface {iface} --detach` removes an rsskit one)"
-                    ),
-                }),
+                Some(libc::EBUSY) | Some(libc::EEXIST) => {
+                    Err(XdpSteerError::Busy { iface: iface.to_owned(), hint: busy_hint(iface, idx) })
+                }
                 Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) if mode == XdpMode::Native => {
                     Err(XdpSteerError::NoNativeXdp {
                         iface: iface.to_owned(),
@@ -526,6 +523,50 @@ fn attach_in(prog: &mut Xdp, iface: &str, idx: u32, mode: XdpMode) -> Result<(),
                 }
                 _ => Err(kernel(&format!("attaching XDP to {iface:?} in {} mode", mode.name()), &e)),
             }
+        }
+    }
+}
+
+/// What to do about the program already on `iface`: a running process
+/// holding it through a BPF link (a running `rsskit xdp-steer`: stop it;
+/// `--detach` cannot remove a linked program), an rsskit program left
+/// attached (`--detach` removes it), or another program (left alone).
+fn busy_hint(iface: &str, idx: u32) -> String {
+    let Some((id, _)) = Rtnl::open().and_then(|rt| attached(&rt, idx)).ok().flatten() else {
+        return " (in another mode, or just detached: try again)".into();
+    };
+    let name = aya::programs::loaded_programs()
+        .filter_map(|p| p.ok())
+        .find(|p| p.id() == id)
+        .and_then(|p| p.name_as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let me = std::process::id() as i32;
+    let holders: Vec<i32> = crate::procnet::bpf_link_holders(id).into_iter().filter(|&p| p != me).collect();
+    let ours = !name.is_empty() && PROGRAM.starts_with(&name) && name.len() >= 8;
+    match (holders.as_slice(), ours) {
+        ([], true) => format!(
+            ": rsskit's program id {id}, left attached; `rsskit xdp-steer --iface {iface} --detach` removes it"
+        ),
+        ([], false) => format!(
+            ": program id {id} {name:?}, not rsskit's, left in place (remove it with the tool that attached it, \
+             e.g. `ip link set dev {iface} xdp off`)"
+        ),
+        (pids, _) => {
+            let list: Vec<String> = pids
+                .iter()
+                .map(|p| {
+                    let comm = std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+                    format!("{p} ({})", comm.trim())
+                })
+                .collect();
+            let who = if ours { "rsskit's program" } else { "program" };
+            format!(
+                ": {who} id {id} {name:?}, held through a BPF link by running process {}: stop it (SIGINT or \
+                 SIGTERM, e.g. `kill {}`) and its program goes (--detach cannot remove a program a running \
+                 process holds)",
+                list.join(", "),
+                pids[0]
+            )
         }
     }
 }

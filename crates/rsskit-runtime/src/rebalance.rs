@@ -108,6 +108,51 @@ pub fn plan(
     moves
 }
 
+/// Why a round whose loads were uneven moved nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NoMove {
+    /// The busiest worker.
+    pub worker: u32,
+    /// Its buckets that carried load in the interval, (bucket, load),
+    /// heaviest first (at most 4).
+    pub buckets: Vec<(u32, u64)>,
+    /// Only one worker has a socket: nobody to give a bucket to.
+    pub alone: bool,
+}
+
+/// Why [`plan`] moved nothing though the loads are uneven (imbalance above
+/// `target`, enough of a sample): `None` when it moved something, or when
+/// there was nothing to even out.
+pub fn no_move(
+    owner: &[u32],
+    bucket_load: &[u64],
+    eligible: &[bool],
+    target: f64,
+    min_sample: u64,
+    moves: &[BucketMove],
+) -> Option<NoMove> {
+    let n = eligible.len();
+    let load = worker_loads(owner, bucket_load, n);
+    if n < 2 || !moves.is_empty() || load.iter().sum::<u64>() < min_sample.max(1) {
+        return None;
+    }
+    let live: Vec<usize> = (0..n).filter(|&w| eligible[w]).collect();
+    let judged: Vec<u64> =
+        if live.len() < 2 { load.clone() } else { live.iter().map(|&w| load[w]).collect() };
+    if imbalance(&judged) <= target && live.len() >= 2 {
+        return None;
+    }
+    let pool: Vec<usize> = if live.len() < 2 { (0..n).collect() } else { live.clone() };
+    let worker = *pool.iter().max_by_key(|&&w| (load[w], std::cmp::Reverse(w)))?;
+    let mut buckets: Vec<(u32, u64)> = (0..owner.len())
+        .filter(|&b| owner[b] as usize == worker && bucket_load[b] > 0)
+        .map(|b| (b as u32, bucket_load[b]))
+        .collect();
+    buckets.sort_by_key(|&(b, h)| (std::cmp::Reverse(h), b));
+    buckets.truncate(4);
+    Some(NoMove { worker: worker as u32, buckets, alone: live.len() < 2 })
+}
+
 /// One rebalancing round, as reported.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Round {
@@ -124,6 +169,9 @@ pub struct Round {
     pub imbalance_after: f64,
     /// The buckets moved in this round.
     pub moves: Vec<BucketMove>,
+    /// Why nothing moved though the loads were uneven.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_move: Option<NoMove>,
 }
 
 /// The eBPF steering of a running server, with what rebalancing needs.
@@ -178,6 +226,7 @@ impl LiveBuckets {
         let eligible: Vec<bool> = (0..n as u32).map(|w| self.steer.has_socket(w)).collect();
         let before = worker_loads(self.steer.owners(), &delta, n);
         let moves = plan(self.steer.owners(), &delta, &eligible, target, min_sample);
+        let stuck = no_move(self.steer.owners(), &delta, &eligible, target, min_sample, &moves);
         for m in &moves {
             self.move_bucket(m.bucket, m.to)?;
         }
@@ -189,8 +238,26 @@ impl LiveBuckets {
             imbalance_after: imbalance(&after),
             loads: before,
             moves,
+            no_move: stuck,
         })
     }
+}
+
+/// Whether to print round `r`: every round that moved buckets, and one
+/// that could not move though the loads were uneven, when its reason
+/// (worker and buckets) differs from the last one printed (`last`).
+pub fn worth_printing(r: &Round, last: &mut Option<(u32, Vec<u32>, bool)>) -> bool {
+    if !r.moves.is_empty() {
+        *last = None;
+        return true;
+    }
+    let Some(s) = &r.no_move else { return false };
+    let key = Some((s.worker, s.buckets.iter().map(|b| b.0).collect(), s.alone));
+    if *last == key {
+        return false;
+    }
+    *last = key;
+    true
 }
 
 /// `rebalance 12.0s: bucket 3 worker 0 -> 1 (4521 in 5.0s) ...; loads [..] imbalance 1.80 -> 1.02`.
@@ -202,13 +269,34 @@ pub fn round_line(r: &Round) -> String {
             format!("bucket {} worker {} -> {} ({} in {:.1}s)", m.bucket, m.from, m.to, m.load, r.interval_s)
         })
         .collect();
+    let what = match (&r.no_move, moves.is_empty()) {
+        (_, false) => moves.join(", "),
+        (None, true) => "no move".to_string(),
+        (Some(s), true) => {
+            let per_s = |h: u64| h as f64 / r.interval_s.max(1e-9);
+            let list: Vec<String> =
+                s.buckets.iter().map(|&(b, h)| format!("{b}: {:.0}/s", per_s(h))).collect();
+            if s.alone {
+                format!("no move: only worker {} has a socket, nobody to give its buckets to", s.worker)
+            } else if s.buckets.len() == 1 {
+                format!(
+                    "no move: the busiest worker's load is one bucket ({}); moving it would not even out \
+                     (it would only make another worker the busiest)",
+                    list[0]
+                )
+            } else {
+                format!(
+                    "no move: each of the busiest worker {}'s buckets ({}) is too heavy to move without making \
+                     another worker the busiest",
+                    s.worker,
+                    list.join(", ")
+                )
+            }
+        }
+    };
     format!(
         "rebalance {:.1}s: {}; loads {:?}, imbalance {:.2} -> {:.2}",
-        r.t_s,
-        if moves.is_empty() { "no move".to_string() } else { moves.join(", ") },
-        r.loads,
-        r.imbalance_before,
-        r.imbalance_after
+        r.t_s, what, r.loads, r.imbalance_before, r.imbalance_after
     )
 }
 
@@ -250,6 +338,58 @@ mod tests {
     }
 
     #[test]
+    fn a_single_hot_bucket_says_why_nothing_moves() {
+        let owner: Vec<u32> = (0..4).map(|b| b % 2).collect();
+        let load = [0, 5481, 0, 0];
+        let m = plan(&owner, &load, &[true, true], 1.1, 100);
+        assert!(m.is_empty());
+        let why = no_move(&owner, &load, &[true, true], 1.1, 100, &m).expect("uneven, so a reason");
+        assert_eq!(why, NoMove { worker: 1, buckets: vec![(1, 5481)], alone: false });
+        let r = Round {
+            t_s: 4.0,
+            interval_s: 1.0,
+            loads: vec![0, 5481],
+            imbalance_before: 2.0,
+            imbalance_after: 2.0,
+            moves: vec![],
+            no_move: Some(why),
+        };
+        let l = round_line(&r);
+        assert!(
+            l.starts_with("rebalance 4.0s: no move: the busiest worker's load is one bucket (1: 5481/s)"),
+            "{l}"
+        );
+        // Even, idle, too small a sample, or moved: no reason to give.
+        assert_eq!(no_move(&owner, &[100; 4], &[true, true], 1.1, 1, &[]), None);
+        assert_eq!(no_move(&owner, &[0; 4], &[true, true], 1.1, 1, &[]), None);
+        assert_eq!(no_move(&owner, &[0, 50, 0, 0], &[true, true], 1.1, 100, &[]), None);
+        let hot = [400, 10, 300, 10];
+        assert_eq!(
+            no_move(&owner, &hot, &[true, true], 1.1, 1, &plan(&owner, &hot, &[true, true], 1.1, 1)),
+            None
+        );
+        // Three equal flows on two workers: each too heavy to move.
+        let three = [6400, 0, 6401, 6400];
+        let w = no_move(&owner, &three, &[true, true], 1.1, 1, &[]).unwrap();
+        assert_eq!(w.buckets, vec![(2, 6401), (0, 6400)]);
+        assert!(round_line(&Round { no_move: Some(w.clone()), ..r.clone() }).contains("too heavy to move"));
+        // Printed once per reason, and every move.
+        let mut last = None;
+        let stuck = Round { no_move: Some(w.clone()), ..r.clone() };
+        assert!(worth_printing(&stuck, &mut last) && !worth_printing(&stuck, &mut last));
+        let moved = Round {
+            moves: vec![BucketMove { bucket: 0, from: 0, to: 1, load: 1 }],
+            no_move: None,
+            ..r.clone()
+        };
+        assert!(worth_printing(&moved, &mut last) && worth_printing(&stuck, &mut last));
+        assert!(!worth_printing(&Round { no_move: None, ..r.clone() }, &mut last), "quiet: even loads");
+        // One worker alone.
+        let w = no_move(&[0, 0], &[10, 500], &[true, false], 1.1, 1, &[]).unwrap();
+        assert!(w.alone && w.worker == 0);
+    }
+
+    #[test]
     fn only_workers_with_a_socket_receive() {
         let owner = [0, 0, 0, 0];
         let m = plan(&owner, &[100, 100, 100, 100], &[true, false, true], 1.1, 1);
@@ -268,6 +408,7 @@ mod tests {
             imbalance_before: 1.8,
             imbalance_after: 1.0,
             moves: vec![BucketMove { bucket: 3, from: 0, to: 1, load: 400 }],
+            no_move: None,
         };
         let l = round_line(&r);
         assert!(l.contains("bucket 3 worker 0 -> 1 (400 in 1.0s)") && l.contains("1.80 -> 1.00"), "{l}");

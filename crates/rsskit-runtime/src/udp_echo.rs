@@ -476,6 +476,7 @@ impl EchoServer {
             imbalance_before: 0.0,
             imbalance_after: 0.0,
             moves: vec![m],
+            no_move: None,
         };
         self.apply_moves(&r);
         Ok(())

@@ -556,3 +556,94 @@ fn rebalance_needs_ebpf_steering() {
         assert!(e.contains("--rebalance needs --steer ebpf"), "{cmd}: {e}");
     }
 }
+
+/// Issue 22 §6: `udp-load` against `udp-echo --rebalance`. Streams in
+/// buckets 0, 1, 2 (workers 0, 1, 0) plus the test's own flow in bucket 0:
+/// worker 0 carries twice worker 1's load, and moving bucket 2 evens it.
+/// udp-load follows that move (stream 2: `moved`, a match, exit 0; it
+/// used to print `match NO` and exit 0). Then one stream alone (one hot
+/// bucket): the server says why nothing moves (it used to print nothing).
+#[test]
+fn udp_load_follows_the_servers_moves_and_a_hot_bucket_says_why() {
+    netns::require_root_and_ip();
+    assert!(rsskit_linux::cpulist::online().len() >= 2, "needs 2 CPUs for two workers");
+    let p = port();
+    let bind = format!("127.0.0.1:{p}");
+    let mut cmd = std::process::Command::new(netns::rsskit());
+    cmd.args([
+        "udp-echo",
+        "--bind",
+        &bind,
+        "--cpus",
+        "0-1",
+        "--steer",
+        "ebpf",
+        "--bits",
+        "3",
+        "--udp-4tuple",
+    ]);
+    cmd.args(["--rebalance", "--rebalance-every", "0.5", "--duration", "30", "--json"]);
+    let (server, stderr) = spawn_ready(cmd);
+    let policy = RssPolicy::new(
+        RssKey::microsoft(),
+        HashConfig::default().with_udp_4tuple(true),
+        &[CpuId(0), CpuId(1)],
+        Some(3),
+    )
+    .unwrap();
+    let to: SocketAddr = bind.parse().unwrap();
+    let extra = loop {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let a = s.local_addr().unwrap();
+        let t = FlowTuple::new(a.ip(), a.port(), to.ip(), to.port(), L4Proto::Udp);
+        if policy.bucket(policy.hash_tuple(&t)) == 0 {
+            break s;
+        }
+    };
+    let sender = std::thread::spawn(move || {
+        let mut pkt = vec![0u8; 64];
+        let until = Instant::now() + Duration::from_secs(4);
+        let mut seq = 0u64;
+        while Instant::now() < until {
+            let probe = rsskit_runtime::proto::Probe { stream: 99, seq, sent_ns: 0 };
+            rsskit_runtime::proto::encode_probe(&mut pkt, &probe);
+            let _ = extra.send_to(&pkt, to);
+            seq += 1;
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let load = |streams: &str, secs: &str| {
+        let mut c = std::process::Command::new(netns::rsskit());
+        c.args(["udp-load", "--target", &bind, "--streams", streams, "--spread-buckets", "--udp-4tuple"]);
+        c.args(["--bits", "3", "--server-cpus", "0-1", "--rate", "3000", "--duration", secs, "--json"]);
+        Proc::spawn(c).wait(Duration::from_secs(30))
+    };
+    let out = load("3", "3");
+    sender.join().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let c = json_of(&out, "udp-load");
+    let streams = c["streams"].as_array().unwrap();
+    assert_eq!(streams[2]["bucket"], 2, "{c}");
+    assert_eq!(streams[2]["moved"], true, "bucket 2 moved to worker 1 and udp-load followed: {c}\n{err}");
+    assert_eq!(streams[2]["served_by_workers"], serde_json::json!([0, 1]), "{c}");
+    for st in streams {
+        assert_eq!(st["match"], true, "{st}");
+    }
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    // One stream alone: one hot bucket, nothing can even it out.
+    let out = load("1", "2");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    server.signal(libc::SIGTERM);
+    let out = server.wait(Duration::from_secs(10));
+    let stderr = stderr.join().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let s = json_of(&out, "udp-echo");
+    let moves: Vec<&Value> =
+        s["rebalance"].as_array().unwrap().iter().flat_map(|r| r["moves"].as_array().unwrap()).collect();
+    assert!(moves.iter().any(|m| m["bucket"] == 2 && m["from"] == 0 && m["to"] == 1), "{s}");
+    assert!(
+        stderr.contains("no move: the busiest worker's load is one bucket (0: "),
+        "a hot bucket alone: the reason nothing moves: {stderr}"
+    );
+}

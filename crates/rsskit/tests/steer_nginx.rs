@@ -31,9 +31,15 @@ struct Conf {
     reuseport: bool,
     /// Started through `rsskit run --steer cpu`.
     via_run: bool,
+    /// Without `daemon off;`: nginx goes to the background (the master
+    /// is then known by its pid file).
+    daemon: bool,
+    /// The IPv6 listener without `reuseport` (one socket shared by the workers).
+    v6_shared: bool,
 }
 
-const STEERED: Conf = Conf { affinity: true, reuseport: true, via_run: false };
+const STEERED: Conf =
+    Conf { affinity: true, reuseport: true, via_run: false, daemon: false, v6_shared: false };
 
 /// nginx (or `rsskit run -- nginx`) in its own process group, killed on drop.
 struct Nginx {
@@ -41,6 +47,7 @@ struct Nginx {
     dir: PathBuf,
     port: u16,
     master: i32,
+    daemon: bool,
 }
 
 fn nginx_bin() -> PathBuf {
@@ -78,13 +85,15 @@ impl Nginx {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let d = dir.display();
         let rp = if c.reuseport { " reuseport" } else { "" };
+        let rp6 = if c.v6_shared { "" } else { rp };
         let aff = if c.affinity { "worker_cpu_affinity auto;\n" } else { "" };
+        let daemon = if c.daemon { "" } else { "daemon off;\n" };
         let conf = format!(
-            "daemon off;\nworker_processes 2;\n{aff}pid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
+            "{daemon}worker_processes 2;\n{aff}pid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
              events {{ worker_connections 1024; }}\n\
              http {{\n access_log off;\n client_body_temp_path {d}/tmp-body;\n proxy_temp_path {d}/tmp-proxy;\n\
              fastcgi_temp_path {d}/tmp-fcgi;\n uwsgi_temp_path {d}/tmp-uwsgi;\n scgi_temp_path {d}/tmp-scgi;\n\
-             server {{\n  listen 127.0.0.1:{port}{rp};\n  listen [::1]:{port}{rp};\n\
+             server {{\n  listen 127.0.0.1:{port}{rp};\n  listen [::1]:{port}{rp6};\n\
              location / {{ add_header X-Pid $pid always; return 200 \"ok\\n\"; }}\n }}\n}}\n"
         );
         std::fs::write(dir.join("nginx.conf"), conf).unwrap();
@@ -112,8 +121,21 @@ impl Nginx {
             .process_group(0)
             .spawn()
             .expect("starting nginx");
-        let mut ng = Nginx { master: child.id() as i32, child, dir, port };
-        if c.via_run {
+        let mut ng = Nginx { master: child.id() as i32, child, dir, port, daemon: c.daemon };
+        if c.daemon {
+            // The daemon writes its pid file once it runs in the background.
+            let t = Instant::now();
+            ng.master = loop {
+                let pid = std::fs::read_to_string(ng.dir.join("nginx.pid"))
+                    .ok()
+                    .and_then(|p| p.trim().parse().ok());
+                if let Some(p) = pid.filter(|&p: &i32| rsskit_linux::procnet::exists(p)) {
+                    break p;
+                }
+                assert!(t.elapsed() < Duration::from_secs(10), "nginx wrote no pid file");
+                std::thread::sleep(Duration::from_millis(20));
+            };
+        } else if c.via_run {
             // rsskit run's child is the master.
             let t = Instant::now();
             ng.master = loop {
@@ -127,7 +149,7 @@ impl Nginx {
         // Up: both families answer, two workers (pinned if configured).
         let t = Instant::now();
         loop {
-            if let Some(st) = ng.child.try_wait().unwrap() {
+            if let Some(st) = ng.child.try_wait().unwrap().filter(|_| !c.daemon || c.via_run) {
                 let mut err = String::new();
                 ng.child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
                 let log = std::fs::read_to_string(ng.dir.join("error.log")).unwrap_or_default();
@@ -164,6 +186,28 @@ impl Nginx {
 impl Drop for Nginx {
     fn drop(&mut self) {
         common::proc::stop_group(&mut self.child);
+        if self.daemon {
+            // It left our process group (setsid): its master and workers by pid.
+            let left = || [vec![self.master], children(self.master)].concat();
+            let pids = left();
+            let gone = || {
+                !std::fs::read_to_string(format!("/proc/{}/stat", self.master))
+                    .is_ok_and(|s| !s.contains(") Z"))
+            };
+            // SAFETY: signalling the nginx master this test started.
+            unsafe { libc::kill(self.master, libc::SIGTERM) };
+            let t = Instant::now();
+            while !gone() && t.elapsed() < Duration::from_secs(5) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            for p in pids {
+                // SAFETY: the master and workers this test started (SIGCONT: in case they were left stopped).
+                unsafe {
+                    libc::kill(p, libc::SIGCONT);
+                    libc::kill(p, libc::SIGKILL);
+                }
+            }
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -348,5 +392,324 @@ fn run_steers_nginx_it_starts() {
     assert!(st.success(), "rsskit run exit: {st} ({seen})");
     assert!(
         !std::path::Path::new(&format!("/proc/{}", ng.master)).exists() || children(ng.master).is_empty()
+    );
+}
+
+/// State letter of `pid` (`/proc/PID/stat`; '-' when gone).
+fn proc_state(pid: i32) -> char {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    s.rfind(')')
+        .and_then(|i| s[i + 1..].split_whitespace().next())
+        .and_then(|f| f.chars().next())
+        .unwrap_or('-')
+}
+
+/// The workers answering `n` connections from each CPU (a thread pinned
+/// there): with a probe program (`ret k`) all go to one worker; with none
+/// (the kernel's hash) or rsskit's cpu program both workers answer.
+fn answering(ng: &Nginx, v6: bool, n: usize) -> std::collections::BTreeSet<u32> {
+    let dst = ng.addr(v6);
+    let mut seen = std::collections::BTreeSet::new();
+    for cpu in cpus() {
+        let got: Vec<u32> = std::thread::spawn(move || {
+            rsskit_linux::affinity::pin_current_thread(cpu).unwrap();
+            (0..n).map(|_| x_pid(dst, None)).collect()
+        })
+        .join()
+        .unwrap();
+        seen.extend(got);
+    }
+    seen
+}
+
+/// A small deterministic generator (xorshift64*) for the kill points.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n.max(1)
+    }
+}
+
+/// Issue 22 §2: `rsskit steer` SIGKILLed at random points, most of them
+/// while it holds the workers stopped for its order probe (killed just
+/// after a worker is seen stopped): afterwards no worker stays stopped
+/// and no probe program (every connection to one worker) is left; the
+/// group has no program, or rsskit's final one.
+#[test]
+fn sigkill_during_the_probe_leaves_workers_running_and_no_probe_program() {
+    need_two_cpus();
+    let ng = Nginx::start(STEERED, "sigkill");
+    let workers = children(ng.master);
+    assert_eq!(workers.len(), 2);
+    let seed =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
+    let mut rng = Rng(seed);
+    let started = Instant::now();
+    let (mut while_stopped, mut iterations) = (0, 0);
+    for i in 0..40 {
+        let mut child = Command::new(rsskit())
+            .args(["steer", "--pid", &ng.master.to_string(), "--port", &ng.port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let t = Instant::now();
+        if i % 4 == 3 {
+            // Anywhere in the run (one takes some 50 ms here).
+            std::thread::sleep(Duration::from_micros(rng.below(80_000)));
+        } else {
+            // Just after the stop: the probe window.
+            let seen = loop {
+                if workers.iter().any(|&w| proc_state(w) == 'T') {
+                    break true;
+                }
+                if child.try_wait().unwrap().is_some() || t.elapsed() > Duration::from_secs(5) {
+                    break false;
+                }
+                std::hint::spin_loop();
+            };
+            while_stopped += seen as usize;
+            std::thread::sleep(Duration::from_micros(rng.below(if i % 2 == 0 { 300 } else { 3000 })));
+        }
+        let _ = child.kill();
+        child.wait().unwrap();
+        iterations += 1;
+        // The watchdog acts within a moment of the death: then nobody may stay stopped.
+        let t = Instant::now();
+        let stopped = loop {
+            std::thread::sleep(Duration::from_millis(50));
+            let s: Vec<(i32, char)> = [ng.master]
+                .iter()
+                .chain(&workers)
+                .map(|&p| (p, proc_state(p)))
+                .filter(|x| x.1 == 'T')
+                .collect();
+            if s.is_empty() || t.elapsed() > Duration::from_secs(5) {
+                break s;
+            }
+        };
+        assert!(
+            stopped.is_empty(),
+            "iteration {i} (seed {seed}): processes left stopped 5 s after rsskit steer was killed: {stopped:?}"
+        );
+        for v6 in [false, true] {
+            let seen = answering(&ng, v6, 10);
+            assert_eq!(
+                seen.len(),
+                2,
+                "iteration {i} (seed {seed}), ipv6={v6}: every connection answered by {seen:?}: a probe program was \
+                 left attached"
+            );
+        }
+    }
+    assert!(
+        while_stopped >= 10,
+        "only {while_stopped} of {iterations} kills fell while the workers were stopped"
+    );
+    assert!(started.elapsed() < Duration::from_secs(120), "bounded: {:?}", started.elapsed());
+}
+
+/// Reads a child's stderr lines on a thread; waits (bounded) for one.
+struct Lines {
+    rx: std::sync::mpsc::Receiver<String>,
+    all: String,
+}
+
+impl Lines {
+    fn of(child: &mut Child) -> Lines {
+        let err = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for l in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        Lines { rx, all: String::new() }
+    }
+
+    fn wait_for(&mut self, needle: &str, within: Duration) -> String {
+        let end = Instant::now() + within;
+        loop {
+            match self.rx.recv_timeout(end.saturating_duration_since(Instant::now())) {
+                Ok(l) => {
+                    self.all.push_str(&l);
+                    self.all.push('\n');
+                    if l.contains(needle) {
+                        return l;
+                    }
+                }
+                Err(_) => panic!("no line with {needle:?} within {within:?}; stderr:\n{}", self.all),
+            }
+        }
+    }
+}
+
+/// Issue 22 §3: nginx without `daemon off;` under `rsskit run`: its parent
+/// exits 0 and the daemon lives on; rsskit run says so, follows the daemon
+/// (steers it), forwards SIGTERM to it and exits with its status.
+#[test]
+fn run_follows_nginx_that_daemonises() {
+    need_two_cpus();
+    let mut ng = Nginx::start(Conf { via_run: true, daemon: true, ..STEERED }, "daemon");
+    let mut err = Lines::of(&mut ng.child);
+    let l = err.wait_for("went to the background", Duration::from_secs(30));
+    assert!(l.contains(&format!("following pid {}", ng.master)) && l.contains("daemon off;"), "{l}");
+    err.wait_for("  socket 1 ", Duration::from_secs(30));
+    for v6 in [false, true] {
+        let (n, local) = locality(&ng, v6);
+        assert_eq!(local, n, "ipv6={v6}: {local}/{n} local: the daemon was not steered");
+    }
+    // SAFETY: signalling our own child (rsskit run).
+    unsafe { libc::kill(ng.child.id() as i32, libc::SIGTERM) };
+    let t = Instant::now();
+    let st = loop {
+        if let Some(st) = ng.child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "rsskit run did not exit after SIGTERM: {}", err.all);
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(st.success(), "rsskit run exit: {st}");
+    assert!(!rsskit_linux::procnet::exists(ng.master), "the daemon {} outlived rsskit run", ng.master);
+}
+
+/// Issue 22 §3: a reload from 2 workers to 1 (and back) under `rsskit run`
+/// is reported with the counts.
+#[test]
+fn run_reports_a_reload_to_one_worker() {
+    need_two_cpus();
+    let mut ng = Nginx::start(Conf { via_run: true, ..STEERED }, "shrink");
+    let mut err = Lines::of(&mut ng.child);
+    err.wait_for("  socket 1 ", Duration::from_secs(30));
+    let conf = ng.dir.join("nginx.conf");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    std::fs::write(&conf, text.replace("worker_processes 2;", "worker_processes 1;")).unwrap();
+    // SAFETY: signalling our own child (rsskit run forwards SIGHUP to nginx).
+    unsafe { libc::kill(ng.child.id() as i32, libc::SIGHUP) };
+    let l = err.wait_for("workers changed", Duration::from_secs(30));
+    assert!(
+        l.contains(&format!("tcp 127.0.0.1:{}: 1 socket", ng.port))
+            && l.contains(&format!("was tcp 127.0.0.1:{}: 2 sockets", ng.port))
+            && l.contains("nothing to steer"),
+        "{l}"
+    );
+    std::fs::write(&conf, text).unwrap();
+    // SAFETY: as above.
+    unsafe { libc::kill(ng.child.id() as i32, libc::SIGHUP) };
+    let l = err.wait_for("workers changed", Duration::from_secs(30));
+    assert!(
+        l.contains(&format!("tcp 127.0.0.1:{}: 2 sockets", ng.port)) && l.contains("steering again"),
+        "{l}"
+    );
+}
+
+/// Issue 22 §3: `steer` that fails (here `--pid 1`: on this machine its
+/// namespace cannot be read; elsewhere it may steer the same group) must
+/// leave the group's program in force: every connection stays local.
+#[test]
+fn failing_steer_leaves_the_previous_program() {
+    need_two_cpus();
+    let ng = Nginx::start(STEERED, "keep");
+    let out = steer(&["--pid", &ng.master.to_string(), "--port", &ng.port.to_string()]);
+    assert!(out.status.success(), "steer: {}", String::from_utf8_lossy(&out.stderr));
+    let out = steer(&["--pid", "1", "--port", &ng.port.to_string()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        assert!(err.contains("nothing was changed"), "{err}");
+    }
+    for v6 in [false, true] {
+        let (n, local) = locality(&ng, v6);
+        assert_eq!(
+            local, n,
+            "ipv6={v6}: {local}/{n} local after `steer --pid 1` ({err}): the program was removed"
+        );
+    }
+}
+
+/// Issue 22 §2 for `rsskit run`: SIGKILLed just after it stopped the
+/// workers to steer them (at start, or again after a reload), the workers
+/// run again and no probe program is left. nginx outlives it (its process
+/// group is removed on drop).
+#[test]
+fn sigkill_of_run_during_its_probe_leaves_workers_running() {
+    need_two_cpus();
+    let mut hits = 0;
+    for i in 0..5 {
+        let mut ng = Nginx::start(Conf { via_run: true, ..STEERED }, &format!("runkill{i}"));
+        let stopped_seen = |ng: &Nginx, within: Duration| {
+            let t = Instant::now();
+            while t.elapsed() < within {
+                if children(ng.master).iter().any(|&w| proc_state(w) == 'T') {
+                    return true;
+                }
+                std::hint::spin_loop();
+            }
+            false
+        };
+        let mut seen = stopped_seen(&ng, Duration::from_secs(3));
+        if !seen {
+            // Already steered: a reload makes it steer (and stop) again.
+            // SAFETY: signalling the nginx master this test started.
+            unsafe { libc::kill(ng.master, libc::SIGHUP) };
+            seen = stopped_seen(&ng, Duration::from_secs(10));
+        }
+        hits += seen as usize;
+        std::thread::sleep(Duration::from_micros(200 * i as u64));
+        ng.child.kill().unwrap();
+        ng.child.wait().unwrap();
+        let t = Instant::now();
+        let stuck = loop {
+            std::thread::sleep(Duration::from_millis(50));
+            let s: Vec<i32> = [ng.master]
+                .into_iter()
+                .chain(children(ng.master))
+                .filter(|&p| proc_state(p) == 'T')
+                .collect();
+            if s.is_empty() || t.elapsed() > Duration::from_secs(5) {
+                break s;
+            }
+        };
+        assert!(stuck.is_empty(), "iteration {i}: left stopped after rsskit run was killed: {stuck:?}");
+        // Old workers of a reload may still be leaving: wait for two.
+        let t = Instant::now();
+        while children(ng.master).len() != 2 && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for v6 in [false, true] {
+            let seen = answering(&ng, v6, 10);
+            assert_eq!(
+                seen.len(),
+                2,
+                "iteration {i}, ipv6={v6}: every connection to {seen:?}: a probe program was left"
+            );
+        }
+    }
+    assert!(hits >= 3, "only {hits} of 5 kills fell while the workers were stopped");
+}
+
+/// Issue 22 §3: a steer that fails on one group changes no other: the
+/// IPv6 listener is not a reuseport group (refused, --port named), so the
+/// IPv4 group (checked first) must keep the kernel's hash. The previous
+/// code steered it before failing on the IPv6 one.
+#[test]
+fn a_refused_group_leaves_the_others_unchanged() {
+    need_two_cpus();
+    let ng = Nginx::start(Conf { v6_shared: true, ..STEERED }, "partial");
+    let out = steer(&["--pid", &ng.master.to_string(), "--port", &ng.port.to_string()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains(&format!("tcp [::1]:{}: not a reuseport group", ng.port)), "{err}");
+    // The kernel's hash: not every connection local (2^-24 odds by chance).
+    let (n, local) = locality(&ng, false);
+    assert!(
+        local < n,
+        "all {n} IPv4 connections local: the IPv4 group was steered though the command failed"
     );
 }

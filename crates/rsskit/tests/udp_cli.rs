@@ -45,6 +45,8 @@ fn load_bad_addresses() {
     fails(&["udp-load", "--target", "0.0.0.0:9"], 1, "unspecified");
     fails(&["udp-load", "--target", "[::1]:9", "--src-net", "10.0.0.0/8", "--spread-buckets"], 1, "families");
     fails(&["udp-load", "--target", "127.0.0.1:9", "--src-net", "10.0.0.0/40"], 2, "prefix length");
+    // Only --spread-buckets picks sources: without it --src-net was silently ignored (issue 22 §6).
+    fails(&["udp-load", "--target", "127.0.0.1:9", "--src-net", "127.0.0.0/8"], 2, "--spread-buckets");
 }
 
 #[test]

@@ -260,6 +260,15 @@ fn detach_removes_a_program_left_attached() {
     let e2 = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{e2}");
     assert!(e2.contains("already has an XDP program attached"), "{e2}");
+    // Its advice works (issue 22 §6: it used to suggest --detach, which
+    // refuses a linked program): it names the process to stop, and
+    // stopping it (below) removes the program.
+    assert!(
+        e2.contains(&format!("held through a BPF link by running process {} (", running.pid()))
+            && e2.contains(&format!("kill {}", running.pid())),
+        "{e2}"
+    );
+    assert!(!e2.contains("--detach` removes"), "suggests --detach, which refuses a linked program: {e2}");
     running.signal(libc::SIGTERM);
     let out = running.wait(Duration::from_secs(20));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

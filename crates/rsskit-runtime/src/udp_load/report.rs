@@ -46,9 +46,14 @@ pub struct StreamReport {
     pub flagged_misdirected: u64,
     /// Echoes whose kernel CPU differs from the serving worker's CPU.
     pub kernel_cpu_mismatch: u64,
-    /// Every echo served by the owner worker, with the bucket we expected.
+    /// Every echo served by the owner worker, with the bucket we expected,
+    /// or `moved`.
     #[serde(rename = "match")]
     pub matched: bool,
+    /// Served first by the owner, then also by other workers that (the
+    /// server's stamps say) owned the bucket then: the server moved it
+    /// (`udp-echo --rebalance`).
+    pub moved: bool,
 }
 
 /// Whole-run results.
@@ -86,6 +91,9 @@ pub struct LoadReport {
     /// Some stream stopped sending before its `duration`/`count` because
     /// the target refused: the run was cut short.
     pub cut_short: bool,
+    /// Whether the per-stream owner check (`match`) applies: false when
+    /// the server does not steer by bucket (the caller says so).
+    pub owner_check: bool,
 }
 
 /// Round-trip time quantiles, microseconds.
@@ -160,7 +168,9 @@ impl StreamReport {
             refused: st.refused,
             flagged_misdirected: st.flagged,
             kernel_cpu_mismatch: st.kcpu_mismatch,
-            matched: st.served_by_owner(info.owner, owner_cpu, info.bucket),
+            matched: st.served_by_owner(info.owner, owner_cpu, info.bucket)
+                || st.moved_by_server(info.owner, info.bucket),
+            moved: st.moved_by_server(info.owner, info.bucket),
         }
     }
 }
@@ -194,6 +204,7 @@ impl LoadReport {
             elapsed_s,
             refused: sum(|s| s.refused),
             cut_short: trackers.iter().any(|t| t.cut_short),
+            owner_check: true,
             hash_config: serde_json::json!({
                 "hash_type": ht.name(),
                 "udp_4tuple": ht.has_ports(),
@@ -255,8 +266,13 @@ mod tests {
             echo(tr, 2, &good, 30_000, &mut h);
             echo(tr, 1, &good, 20_000, &mut h);
             if info.id == 1 {
-                // Served once by the other worker.
-                let bad = proto::ServerStamp { worker: 1 - w, cpu: t.cpus()[1 - w as usize] as u16, ..good };
+                // Served once by the other worker, which says it does not own the bucket.
+                let bad = proto::ServerStamp {
+                    worker: 1 - w,
+                    cpu: t.cpus()[1 - w as usize] as u16,
+                    flags: proto::FLAG_MISDIRECTED,
+                    ..good
+                };
                 echo(tr, 3, &bad, 40_000, &mut h);
                 tr.on_refused(true, None);
             }
@@ -265,15 +281,54 @@ mod tests {
         assert_eq!((r.sent, r.echoed, r.lost, r.out_of_order, r.invalid), (8, 7, 1, 2, 5));
         assert_eq!((r.refused, r.cut_short), (1, true));
         assert!(r.streams[0].matched && !r.streams[1].matched);
+        assert!(!r.streams[0].moved && !r.streams[1].moved);
         assert_eq!(r.streams[0].lost, 1);
         assert_eq!(r.streams[1].served_by_workers.len(), 2);
         assert!((39.9..=40.1).contains(&r.rtt_us.max), "{:?}", r.rtt_us);
         assert!((19.9..=20.1).contains(&r.rtt_us.p50), "{:?}", r.rtt_us);
         let j = serde_json::to_value(&r).unwrap();
         assert_eq!(j["streams"][1]["match"], false);
+        assert_eq!(j["streams"][1]["moved"], false);
         assert_eq!(j["hash_config"]["udp_4tuple"], false);
         assert_eq!(j["hash_config"]["server_cpus"], serde_json::json!([0, 1]));
         assert_eq!(j["refused"], 1);
         assert_eq!(RttSummary::of(&rtt_histogram()), RttSummary::default());
+    }
+
+    /// A bucket the server moved (`--rebalance`): first the owner, then the
+    /// new owner, neither flagging it: "moved", a match. Served from the
+    /// start by another worker (a server with another table): no match.
+    #[test]
+    fn a_stream_the_server_moved_matches_as_moved() {
+        let t = table(false);
+        let src: SocketAddr = "127.0.0.10:5000".parse().unwrap();
+        let dst: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let hash = t.hash(src, dst);
+        let bucket = t.policy().bucket(hash);
+        let info = StreamInfo { id: 0, src, hash, bucket, owner: t.owner(bucket) };
+        let w = info.owner.unwrap() as u16;
+        let at = |worker: u16| proto::ServerStamp {
+            worker,
+            cpu: t.cpus()[worker as usize] as u16,
+            bucket: bucket as u16,
+            kernel_cpu: proto::CPU_UNKNOWN,
+            hash,
+            flags: 0,
+        };
+        let mut h = rtt_histogram();
+        let run = |order: [u16; 4], h: &mut Histogram<u64>| {
+            let mut tr = StreamTracker::new(0, 0);
+            (0..4).for_each(|_| tr.on_sent(0));
+            for (seq, worker) in order.into_iter().enumerate() {
+                echo(&mut tr, seq as u64, &at(worker), 1000, h);
+            }
+            LoadReport::new(&t, false, std::slice::from_ref(&info), &[tr], h, 0, 1.0).streams[0].clone()
+        };
+        let moved = run([w, w, 1 - w, 1 - w], &mut h);
+        assert!(moved.moved && moved.matched, "{moved:?}");
+        let elsewhere = run([1 - w, 1 - w, w, w], &mut h);
+        assert!(!elsewhere.moved && !elsewhere.matched, "{elsewhere:?}");
+        let stayed = run([w; 4], &mut h);
+        assert!(!stayed.moved && stayed.matched);
     }
 }

@@ -64,6 +64,8 @@ pub struct StreamTracker {
     last_progress_ns: u64,
     /// Echoes per serving worker.
     pub workers: BTreeMap<u16, u64>,
+    /// The lowest sequence number echoed and the worker that served it.
+    pub first: Option<(u64, u16)>,
     /// CPUs of the workers that served it.
     pub cpus: BTreeSet<u16>,
     /// CPUs the server's kernel processed its datagrams on.
@@ -94,6 +96,7 @@ impl StreamTracker {
             written_off: 0,
             last_progress_ns: now_ns,
             workers: BTreeMap::new(),
+            first: None,
             cpus: BTreeSet::new(),
             kcpus: BTreeSet::new(),
             buckets: BTreeSet::new(),
@@ -175,6 +178,9 @@ impl StreamTracker {
             _ => self.highest = Some(p.seq),
         }
         *self.workers.entry(s.worker).or_default() += 1;
+        if self.first.is_none_or(|(q, _)| p.seq < q) {
+            self.first = Some((p.seq, s.worker));
+        }
         self.cpus.insert(s.cpu);
         self.buckets.insert(s.bucket);
         if s.kernel_cpu != proto::CPU_UNKNOWN {
@@ -212,6 +218,21 @@ impl StreamTracker {
             && owner.is_some()
             && self.workers.keys().all(|&w| Some(w as usize) == owner)
             && self.cpus.iter().all(|&c| Some(c as usize) == owner_cpu)
+            && self.buckets.iter().all(|&b| u32::from(b) == bucket)
+            && self.flagged == 0
+    }
+
+    /// Served as the server's live table said (`udp-echo --rebalance`
+    /// moved its bucket): the earliest echo from `owner`, later ones also
+    /// from other workers, every echo with `bucket`, none flagged
+    /// misdirected (each serving worker owned the bucket in the server's
+    /// table at the time). A server whose fixed table differs from ours
+    /// never qualifies: its streams do not change workers.
+    pub fn moved_by_server(&self, owner: Option<usize>, bucket: u32) -> bool {
+        self.echoed > 0
+            && owner.is_some()
+            && self.first.map(|f| usize::from(f.1)) == owner
+            && self.workers.len() > 1
             && self.buckets.iter().all(|&b| u32::from(b) == bucket)
             && self.flagged == 0
     }

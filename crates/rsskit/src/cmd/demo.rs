@@ -131,7 +131,7 @@ fn print(out: &demo::DemoOutcome) {
             if served.is_empty() { "-".into() } else { served.join(",") },
             s.sent,
             s.echoed,
-            if s.matched { "yes" } else { "NO" }
+            super::udp_load::verdict(s)
         );
     }
     let l = &out.load;

@@ -8,7 +8,7 @@ use anyhow::{bail, Result};
 use rsskit_core::keycheck::KeyUse;
 use rsskit_core::{HashConfig, L4Proto, RssKey};
 use rsskit_runtime::http::server::{ServeConfig, ServeCounters, Server, MAX_GENERATED};
-use rsskit_runtime::rebalance::{round_line, DEFAULT_TARGET, MIN_SAMPLE};
+use rsskit_runtime::rebalance::{round_line, worth_printing, DEFAULT_TARGET, MIN_SAMPLE};
 use rsskit_runtime::steer::Steer;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -130,6 +130,7 @@ pub fn run(a: Args) -> Result<()> {
     }
     let mut rounds: Vec<rsskit_runtime::rebalance::Round> = Vec::new();
     let mut next_rebalance = rebalance_every;
+    let mut last_reason = None;
     let program = srv.program_len.map_or(String::new(), |n| format!(" (BPF program of {n} instructions)"));
     eprintln!(
         "http-serve: ready on {} ({} workers on CPUs {}, steer {steer}{program}, accept batch {batch}, object {size} B, nofile {})",
@@ -148,14 +149,18 @@ pub fn run(a: Args) -> Result<()> {
         std::thread::sleep(Duration::from_millis(20));
         if rebalance && t0.elapsed() >= next_rebalance {
             next_rebalance += rebalance_every;
-            if let Some(r) = srv.rebalance(DEFAULT_TARGET, MIN_SAMPLE)?.filter(|r| !r.moves.is_empty()) {
+            if let Some(r) =
+                srv.rebalance(DEFAULT_TARGET, MIN_SAMPLE)?.filter(|r| worth_printing(r, &mut last_reason))
+            {
                 let line = round_line(&r);
                 if a.json {
                     eprintln!("http-serve: {line}");
                 } else {
                     println!("http-serve: {line}");
                 }
-                rounds.push(r);
+                if !r.moves.is_empty() {
+                    rounds.push(r);
+                }
             }
         }
         if t0.elapsed() >= next {

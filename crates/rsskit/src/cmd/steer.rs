@@ -126,7 +126,7 @@ pub struct Group {
 }
 
 impl Group {
-    fn name(&self) -> String {
+    pub fn name(&self) -> String {
         format!("{} {}", self.proto.name(), self.local)
     }
 }
@@ -346,12 +346,14 @@ fn queued(proto: SockProto, c: &[OwnedFd]) -> Result<Vec<u32>> {
 /// Which member receives a flow sent while `ret k` is attached, for every
 /// k: the join order (`order[k]` = member index). The group's holders must
 /// be stopped.
-fn measure_order(g: &Group, c: &[OwnedFd]) -> Result<Vec<usize>> {
+/// `probed` is set once a probe program replaced the group's program.
+fn measure_order(g: &Group, c: &[OwnedFd], probed: &mut bool) -> Result<Vec<usize>> {
     let target = probe_target(g.local);
     let mut order = Vec::new();
     for k in 0..g.members.len() {
         rsskit_linux::bpf::attach_reuseport(&ret_program(k as u32), &c[0])
             .context("attaching a probe program")?;
+        *probed = true;
         let mut found = None;
         for _attempt in 0..3 {
             let before = queued(g.proto, c)?;
@@ -436,10 +438,31 @@ pub struct Steered {
     pub hash_type: Option<&'static str>,
 }
 
-/// Finds, maps, measures and steers every group of the tree of `pid`.
-pub fn steer(pid: i32, o: &SteerOpts) -> Result<Vec<Steered>> {
+/// A group checked and ready to probe: nothing has been changed yet.
+struct Ready {
+    group: Group,
+    copies: Vec<OwnedFd>,
+    /// Every process holding a socket of the group (stopped while probing).
+    stop: Vec<i32>,
+}
+
+/// Checks everything that can be checked without changing anything: the
+/// group's copies, owners and CPUs, the permission to stop its holders and
+/// to enter the server's network namespace. A failure here leaves every
+/// group as it was (its previous program, if any, in force).
+fn prepare(pid: i32, o: &SteerOpts) -> Result<(bool, Vec<Ready>)> {
     let (tree, groups) = find_groups(pid, o)?;
-    let mut out = Vec::new();
+    let netns = procnet::other_netns(pid)
+        .with_context(|| format!("process {pid}: cannot tell its network namespace (nothing was changed)"))?;
+    if netns {
+        // The probes are sent from a thread inside it: try entering now.
+        std::thread::scope(|s| s.spawn(|| procnet::enter_netns_of(pid)).join())
+            .map_err(|_| anyhow!("the namespace thread panicked"))?
+            .with_context(|| {
+                format!("entering the network namespace of process {pid} (nothing was changed)")
+            })?;
+    }
+    let mut ready = Vec::new();
     for mut g in groups {
         let c = copies(&g)?;
         if !steerable(&g, &c, o, true)? {
@@ -452,55 +475,104 @@ pub fn steer(pid: i32, o: &SteerOpts) -> Result<Vec<Steered>> {
         let mut stop: Vec<i32> = g.members.iter().flat_map(|m| m.holders.iter().map(|h| h.0)).collect();
         stop.sort_unstable();
         stop.dedup();
-        let stopped = Stopped::new(&stop, Duration::from_secs(5))?;
-        let attached = (|| -> Result<Steered> {
-            let netns = procnet::other_netns(pid)?;
-            // The probes must be sent inside the server's network namespace.
-            let order = std::thread::scope(|s| {
-                s.spawn(|| {
-                    if netns {
-                        procnet::enter_netns_of(pid)?;
-                    }
-                    measure_order(&g, &c)
-                })
-                .join()
-                .map_err(|_| anyhow!("the probe thread panicked"))?
-            })?;
-            let mut slots: Vec<Option<Member>> = g.members.drain(..).map(Some).collect();
-            g.members = order.iter().map(|&i| slots[i].take().expect("a permutation")).collect();
-            let c: Vec<&OwnedFd> = order.iter().map(|&i| &c[i]).collect();
-            let p = policy(&g, o)?;
-            let (prog, ht) = match o.steer {
-                Mode::Cpu => (p.cpu_program(), None),
-                Mode::Toeplitz => {
-                    let proto = if g.proto == SockProto::Tcp { L4Proto::Tcp } else { L4Proto::Udp };
-                    let ht = p.hash_type(g.local.is_ipv6(), proto, false);
-                    (p.toeplitz_program(ht), Some(ht.name()))
-                }
-            };
-            let prog = prog.map_err(|e| anyhow!("{}: building the program: {e}", g.name()))?;
-            if o.steer == Mode::Toeplitz && g.local.is_ipv6() && !reuseport::v6only(c[0]).unwrap_or(true) {
-                // The IPv6 program reads an IPv6 header; IPv4 packets get the fallback.
-                eprintln!(
-                    "rsskit: warning: {} is dual-stack (not IPV6_V6ONLY): --steer toeplitz steers its IPv6 flows \
-                     only, IPv4 ones are spread by the kernel's hash",
+        for &p in &stop {
+            // SAFETY: kill(2) with signal 0 only checks existence and permission.
+            if unsafe { libc::kill(p, 0) } != 0 {
+                let e = std::io::Error::last_os_error();
+                bail!(
+                    "{}: no permission to stop worker {p} for the order probe: {e} (nothing was changed)",
                     g.name()
                 );
             }
-            rsskit_linux::bpf::attach_reuseport(&prog, c[0]).with_context(|| g.name())?;
-            Ok(Steered { program_len: prog.len(), hash_type: ht, group: g })
-        })();
-        if attached.is_err() {
-            // Never leave a probe program behind (detached before the server continues).
-            let _ = reuseport::detach(&c[0]);
         }
-        drop(stopped);
-        out.push(attached.context("the kernel's own reuseport hash is in force again")?);
+        ready.push(Ready { group: g, copies: c, stop });
     }
-    if out.is_empty() {
+    if ready.is_empty() {
         return Err(none_steerable(pid));
     }
-    Ok(out)
+    Ok((netns, ready))
+}
+
+/// Measures the order of one prepared group and attaches its program.
+/// Before the first change a watchdog process is started: should rsskit
+/// die (SIGKILL included) while the holders are stopped, it detaches the
+/// probe program and continues them.
+fn steer_group(pid: i32, netns: bool, r: Ready, o: &SteerOpts) -> Result<Steered> {
+    let Ready { group: mut g, copies: c, stop } = r;
+    let watchdog = rsskit_linux::watchdog::Watchdog::start(&stop, &c[0])
+        .with_context(|| format!("{}: starting the watchdog (nothing was changed)", g.name()))?;
+    let stopped = match Stopped::new(&stop, Duration::from_secs(5)) {
+        Ok(s) => s,
+        Err(e) => {
+            // Those stopped so far were continued: nothing for the watchdog to do.
+            watchdog.finish();
+            return Err(anyhow::Error::new(e).context(format!(
+                "{}: stopping the workers for the order probe (nothing was changed)",
+                g.name()
+            )));
+        }
+    };
+    let mut probed = false;
+    let attached = (|| -> Result<Steered> {
+        // Before the first probe replaces the group's program: from here a
+        // death of rsskit makes the watchdog detach (never leave a probe).
+        watchdog.probing().context("telling the watchdog")?;
+        // The probes must be sent inside the server's network namespace.
+        let order = std::thread::scope(|s| {
+            s.spawn(|| {
+                if netns {
+                    procnet::enter_netns_of(pid)?;
+                }
+                measure_order(&g, &c, &mut probed)
+            })
+            .join()
+            .map_err(|_| anyhow!("the probe thread panicked"))?
+        })?;
+        let mut slots: Vec<Option<Member>> = g.members.drain(..).map(Some).collect();
+        g.members = order.iter().map(|&i| slots[i].take().expect("a permutation")).collect();
+        let c: Vec<&OwnedFd> = order.iter().map(|&i| &c[i]).collect();
+        let p = policy(&g, o)?;
+        let (prog, ht) = match o.steer {
+            Mode::Cpu => (p.cpu_program(), None),
+            Mode::Toeplitz => {
+                let proto = if g.proto == SockProto::Tcp { L4Proto::Tcp } else { L4Proto::Udp };
+                let ht = p.hash_type(g.local.is_ipv6(), proto, false);
+                (p.toeplitz_program(ht), Some(ht.name()))
+            }
+        };
+        let prog = prog.map_err(|e| anyhow!("{}: building the program: {e}", g.name()))?;
+        if o.steer == Mode::Toeplitz && g.local.is_ipv6() && !reuseport::v6only(c[0]).unwrap_or(true) {
+            // The IPv6 program reads an IPv6 header; IPv4 packets get the fallback.
+            eprintln!(
+                "rsskit: warning: {} is dual-stack (not IPV6_V6ONLY): --steer toeplitz steers its IPv6 flows \
+                 only, IPv4 ones are spread by the kernel's hash",
+                g.name()
+            );
+        }
+        rsskit_linux::bpf::attach_reuseport(&prog, c[0]).with_context(|| g.name())?;
+        // Best effort: should the watchdog miss it, it detaches the final
+        // program too, which leaves the kernel's hash (never a probe).
+        let _ = watchdog.final_attached();
+        Ok(Steered { program_len: prog.len(), hash_type: ht, group: g })
+    })();
+    if attached.is_err() && probed {
+        // Never leave a probe program behind (detached before the server continues).
+        let _ = reuseport::detach(&c[0]);
+    }
+    drop(stopped);
+    watchdog.finish();
+    attached.context(if probed {
+        "the probe replaced the group's program: the kernel's own reuseport hash is in force"
+    } else {
+        "nothing was changed"
+    })
+}
+
+/// Finds, maps, measures and steers every group of the tree of `pid`.
+/// Every group is checked before the first one is changed.
+pub fn steer(pid: i32, o: &SteerOpts) -> Result<Vec<Steered>> {
+    let (netns, ready) = prepare(pid, o)?;
+    ready.into_iter().map(|r| steer_group(pid, netns, r, o)).collect()
 }
 
 /// A group as it would be steered now: its name and (inode, worker, CPU)

@@ -6,7 +6,7 @@ use super::common::{
 use anyhow::{anyhow, bail, Result};
 use rsskit_core::keycheck::KeyUse;
 use rsskit_core::{CpuId, L4Proto, RssPolicy};
-use rsskit_runtime::rebalance::{round_line, DEFAULT_TARGET, MIN_SAMPLE};
+use rsskit_runtime::rebalance::{round_line, worth_printing, DEFAULT_TARGET, MIN_SAMPLE};
 use rsskit_runtime::stats::Counters;
 use rsskit_runtime::steer::Steer;
 use rsskit_runtime::udp_echo::{
@@ -131,6 +131,7 @@ pub fn run(a: Args) -> Result<()> {
     }
     banner(&srv, &a);
     let mut next_rebalance = Instant::now() + rebalance_every;
+    let mut last_reason = None;
 
     let deadline = duration.map(|d| Instant::now() + d);
     let mut last = srv.snapshot();
@@ -163,7 +164,7 @@ pub fn run(a: Args) -> Result<()> {
         if rebalance && now >= next_rebalance {
             next_rebalance += rebalance_every;
             let r = srv.rebalance(DEFAULT_TARGET, MIN_SAMPLE)?;
-            if let Some(r) = r.filter(|r| !r.moves.is_empty()) {
+            if let Some(r) = r.filter(|r| worth_printing(r, &mut last_reason)) {
                 let line = round_line(&r);
                 if a.json {
                     eprintln!("{line}");

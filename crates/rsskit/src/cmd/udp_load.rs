@@ -16,8 +16,9 @@ use std::sync::atomic::AtomicBool;
 #[command(after_help = "Prints the hash configuration in force and the streams on stderr, one line a \
 second on stderr, and the per-stream summary on stdout (--json: one object). SIGINT or SIGTERM stops \
 sending early, waits --drain for the last echoes and still reports. Datagrams refused by the target \
-(ICMP port unreachable) are counted (refused); exit status 1 when nothing came back or when refusals \
-cut the run short.\n\nExample (loopback, echo server on 127.0.0.1:9000):\n  rsskit udp-load --target \
+(ICMP port unreachable) are counted (refused); exit status 1 when nothing came back, when refusals \
+cut the run short, or when a stream was not served by its bucket's owner (match NO; match moved: the server \
+moved the bucket, udp-echo --rebalance; --no-owner-check for a server that does not steer by bucket).\n\nExample (loopback, echo server on 127.0.0.1:9000):\n  rsskit udp-load --target \
 127.0.0.1:9000 --streams 4 --spread-buckets --rate 20000 --duration 3")]
 pub struct Args {
     /// Echo server: ADDR:PORT ([IPV6]:PORT).
@@ -63,8 +64,9 @@ pub struct Args {
     /// Network to pick source addresses from (address-only hashing); default
     /// 127.0.0.0/8 for an IPv4 loopback target, else this host's addresses.
     /// Addresses assigned here are preferred; for IPv4 a whole network can be
-    /// made bindable with `ip route add local NET dev lo`.
-    #[arg(long)]
+    /// made bindable with `ip route add local NET dev lo`. Needs
+    /// --spread-buckets (without it the kernel picks the source).
+    #[arg(long, requires = "spread_buckets")]
     src_net: Option<IpNet>,
     /// Sender threads (1-1024).
     #[arg(long, default_value_t = 1, value_parser = int_in(1usize, 1024))]
@@ -78,6 +80,12 @@ pub struct Args {
     /// Seconds to wait for the last echoes once sending stops (above 0, below 10^7).
     #[arg(long, default_value_t = 1.0, value_parser = seconds_arg)]
     drain: f64,
+    /// The server does not steer by bucket (udp-echo --steer cpu, reuseport
+    /// or shared): the per-stream owner check (the match column) does not
+    /// apply; it is shown as "-" and does not set the exit status (which
+    /// is 1 when a stream's match is NO).
+    #[arg(long)]
+    no_owner_check: bool,
     /// Print one JSON object (the summary) on stdout.
     #[arg(long)]
     json: bool,
@@ -163,7 +171,8 @@ fn config(a: &Args) -> Result<LoadConfig> {
 pub fn run(a: Args) -> Result<()> {
     let cfg = config(&a)?;
     let stop = stop_on_signals()?;
-    let report = run_load(&cfg, &stop, !a.json)?;
+    let mut report = run_load(&cfg, &stop, !a.json)?;
+    report.owner_check = !a.no_owner_check;
     if let Some(p) = &a.plot {
         crate::plot::udp_load(p, &cfg.target.to_string(), &report)?;
     }
@@ -234,7 +243,13 @@ pub fn print_report(cfg: &LoadConfig, r: &LoadReport) {
             s.sent,
             s.echoed,
             s.lost,
-            if s.matched { "yes" } else { "NO" }
+            if r.owner_check { verdict(s) } else { "-" }
+        );
+    }
+    if r.owner_check && r.streams.iter().any(|s| s.moved) {
+        println!(
+            "match moved: served first by the bucket's owner, then by the worker the server moved the bucket to \
+             (its stamps say that worker owned it then: udp-echo --rebalance)"
         );
     }
     let pct = if r.sent > 0 { 100.0 * r.lost as f64 / r.sent as f64 } else { 0.0 };
@@ -259,7 +274,17 @@ pub fn print_report(cfg: &LoadConfig, r: &LoadReport) {
     );
 }
 
-/// Exit status: an error when nothing came back.
+/// The match column: yes, moved (the server moved the bucket), NO.
+pub fn verdict(s: &udp_load::StreamReport) -> &'static str {
+    match (s.matched, s.moved) {
+        (true, true) => "moved",
+        (true, false) => "yes",
+        (false, _) => "NO",
+    }
+}
+
+/// Exit status: an error when nothing came back, or when a stream was
+/// not served by its bucket's owner (match NO).
 pub fn check(cfg: &LoadConfig, r: &LoadReport) -> Result<()> {
     if r.echoed == 0 {
         if r.refused > 0 {
@@ -278,6 +303,17 @@ pub fn check(cfg: &LoadConfig, r: &LoadReport) -> Result<()> {
             r.refused,
             r.echoed,
             r.elapsed_s
+        );
+    }
+    let wrong: Vec<String> = r.streams.iter().filter(|s| !s.matched).map(|s| s.stream.to_string()).collect();
+    if r.owner_check && !wrong.is_empty() {
+        bail!(
+            "{} of {} streams (match NO: {}) were not served only by their bucket's owner in the table above \
+             (the server's --cpus/--bits/--key/--udp-4tuple differ, or nothing came back for them; a server \
+             that does not steer by bucket, udp-echo --steer cpu/reuseport/shared: pass --no-owner-check)",
+            wrong.len(),
+            r.streams.len(),
+            wrong.join(",")
         );
     }
     Ok(())
