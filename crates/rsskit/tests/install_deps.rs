@@ -36,7 +36,8 @@ impl Stubs {
         }
         // The few real tools the script itself uses.
         for n in ["chmod", "rm"] {
-            let real = ["/usr/bin", "/bin"].iter().map(|d| Path::new(d).join(n)).find(|p| p.exists()).unwrap();
+            let real =
+                ["/usr/bin", "/bin"].iter().map(|d| Path::new(d).join(n)).find(|p| p.exists()).unwrap();
             std::os::unix::fs::symlink(real, dir.join("bin").join(n)).unwrap();
         }
         Stubs { dir }
