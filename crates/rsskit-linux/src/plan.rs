@@ -189,7 +189,7 @@ impl Plan {
             return Err(PlanReadError::Format(format!("larger than {MAX_PLAN_BYTES} bytes")));
         }
         let plan: Plan = serde_json::from_str(text)
-            .map_err(|e| PlanReadError::Format(e.to_string().escape_default().to_string()))?;
+            .map_err(|e| PlanReadError::Format(crate::tune::printable(&e.to_string())))?;
         if plan.version != PLAN_VERSION {
             return Err(PlanReadError::Version(plan.version));
         }
@@ -216,7 +216,7 @@ impl Plan {
             if self.devices[..i].iter().any(|x| x.name == d.name) {
                 return Err(format!("{}: named twice", d.name));
             }
-            let n = &d.name;
+            let n = &crate::tune::printable(&d.name);
             cpus_ok("cpus", n, &d.cpus)?;
             for q in &d.rx {
                 cpus_ok(&format!("rx-{} rps_cpus", q.queue), n, &q.rps_cpus)?;

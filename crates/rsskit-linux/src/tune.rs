@@ -635,13 +635,28 @@ pub fn quoted(s: &str) -> String {
     format!("\"{}{more}\"", cut.escape_default())
 }
 
+/// `s` with control characters escaped (a terminal shows them as text).
+pub fn printable(s: &str) -> String {
+    s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+}
+
+/// A device name as given, or quoted and escaped when it holds anything
+/// but plain ASCII (the kernel allows control characters in names).
+fn shown(d: &str) -> String {
+    if valid_name(d) && d.chars().all(|c| c.is_ascii_graphic()) {
+        d.to_string()
+    } else {
+        quoted(d)
+    }
+}
+
 /// The entry named for people: `entry 3 (rps_cpus eth0 rx-2)`.
 fn entry_name(i: usize, e: Option<&Entry>) -> String {
     let Some(e) = e else { return format!("entry {i}") };
     let mut parts =
         vec![if TARGET_KINDS.contains(&e.kind.as_str()) { e.kind.clone() } else { quoted(&e.kind) }];
     if let Some(d) = &e.device {
-        parts.push(if valid_name(d) { d.clone() } else { quoted(d) });
+        parts.push(shown(d));
     }
     if let Some(q) = e.queue {
         parts.push(format!("queue {q}"));
@@ -657,9 +672,8 @@ fn entry_name(i: usize, e: Option<&Entry>) -> String {
 /// interface name the kernel would accept, and a valid value of the kind;
 /// no target twice. `Err` lists every bad entry (1-based), each named.
 pub fn parse_save(text: &str) -> Result<SaveFile, Vec<String>> {
-    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
-        vec![format!("not an rsskit save file (not JSON: {})", e.to_string().escape_default())]
-    })?;
+    let v: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| vec![format!("not an rsskit save file (not JSON: {})", printable(&e.to_string()))])?;
     match v.get("version").and_then(serde_json::Value::as_u64) {
         Some(n) if n == u64::from(SAVE_VERSION) => {}
         Some(1) => {
@@ -677,7 +691,7 @@ pub fn parse_save(text: &str) -> Result<SaveFile, Vec<String>> {
         None => return Err(vec!["not an rsskit save file (no version number)".into()]),
     }
     let form: FileForm<serde_json::Value> = serde_json::from_value(v)
-        .map_err(|e| vec![format!("not an rsskit save file: {}", e.to_string().escape_default())])?;
+        .map_err(|e| vec![format!("not an rsskit save file: {}", printable(&e.to_string()))])?;
     let mut problems = Vec::new();
     let mut settings: Vec<SavedValue> = Vec::new();
     for (i, raw) in form.settings.into_iter().enumerate() {
@@ -695,7 +709,7 @@ pub fn parse_save(text: &str) -> Result<SaveFile, Vec<String>> {
         let e = match serde_json::from_value::<Entry>(raw.clone()) {
             Ok(e) => e,
             Err(err) => {
-                problems.push(format!("{}: {}", entry_name(i, hint), err.to_string().escape_default()));
+                problems.push(format!("{}: {}", entry_name(i, hint), printable(&err.to_string())));
                 continue;
             }
         };
@@ -822,7 +836,7 @@ pub fn restore_settings(root: &Sysroot, path: &Path, save: &SaveFile) -> Result<
                 match root.device(d) {
                     Ok(x) => devices.push(x),
                     Err(e) => {
-                        problems.push(format!("{name} of {d}: {e}"));
+                        problems.push(format!("{name} of {}: {}", shown(d), printable(&e.to_string())));
                         continue;
                     }
                 }
@@ -831,13 +845,13 @@ pub fn restore_settings(root: &Sysroot, path: &Path, save: &SaveFile) -> Result<
         };
         if let Some(d) = dev {
             if let Err(why) = check_on_device(&s.target, d) {
-                problems.push(format!("{name}: {why}"));
+                problems.push(format!("{name}: {}", printable(&why)));
                 continue;
             }
         }
         match setting(root, dev, s.target.clone(), s.value.clone()) {
             Ok(x) => out.push(x),
-            Err(why) => problems.push(format!("{name}: {why}")),
+            Err(why) => problems.push(format!("{name}: {}", printable(&why))),
         }
     }
     if problems.is_empty() {
