@@ -1164,6 +1164,79 @@ mod tests {
         assert!(file_of(&root, &Target::RssKey { device: "eth0".into() }).is_none());
     }
 
+    /// Mutations of a valid save (the fuzz target's invariants, on inputs
+    /// close to real ones): no panic; what is accepted has valid values and
+    /// paths of a device's queue or an IRQ only; errors print safely.
+    #[test]
+    fn mutated_saves_never_escape() {
+        let seed = save_text(&SaveFile {
+            saved_at: 1,
+            settings: vec![
+                SavedValue { target: Target::RpsCpus { device: "eth0".into(), queue: 1 }, value: "3".into() },
+                SavedValue {
+                    target: Target::IrqAffinity { device: "eth0".into(), irq: 41 },
+                    value: "0-2".into(),
+                },
+                SavedValue {
+                    target: Target::HashFields { device: "eth0".into(), flow: "udp4" },
+                    value: "ip_src,ip_dst".into(),
+                },
+                SavedValue { target: Target::RpsSockFlowEntries, value: "0".into() },
+            ],
+        });
+        let root = Sysroot::tree(Path::new("/t"));
+        let pieces: [&[u8]; 10] =
+            [b"..", b"/", b"\\u001b", b"\"", b"path", b"-1", b"99999999999", b"kind", b",", b"\\u0000"];
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n as u64) as usize
+        };
+        let (mut ok, mut bad) = (0, 0);
+        for _ in 0..20_000 {
+            let mut b = seed.clone().into_bytes();
+            for _ in 0..1 + next(3) {
+                let at = next(b.len());
+                match next(3) {
+                    0 => b[at] = b"0123456789abcdef.,/-\\"[next(21)],
+                    1 => drop(b.splice(at..at, pieces[next(pieces.len())].iter().copied())),
+                    _ => drop(b.remove(at)),
+                }
+            }
+            let Ok(text) = std::str::from_utf8(&b) else { continue };
+            match parse_save(text) {
+                Ok(save) => {
+                    ok += 1;
+                    for e in &save.settings {
+                        assert!(valid_value(e.target.kind(), &e.value).is_ok(), "{e:?}");
+                        if let Some(p) = file_of(&root, &e.target) {
+                            assert!(
+                                p.components().all(|c| matches!(
+                                    c,
+                                    std::path::Component::RootDir | std::path::Component::Normal(_)
+                                )),
+                                "{p:?}"
+                            );
+                            assert!(
+                                p.starts_with("/t/sys/class/net/")
+                                    || p.starts_with("/t/proc/irq/")
+                                    || p == Path::new("/t/proc/sys/net/core/rps_sock_flow_entries"),
+                                "{p:?}"
+                            );
+                        }
+                    }
+                }
+                Err(problems) => {
+                    bad += 1;
+                    assert!(problems.iter().all(|p| !p.chars().any(char::is_control)), "{problems:?}");
+                }
+            }
+        }
+        assert!(ok > 100 && bad > 100, "the mutations reach both sides: {ok} accepted, {bad} refused");
+    }
+
     #[test]
     fn values_by_kind() {
         assert!(valid_value(Kind::CpuMask, "00000000,0000000f").is_ok());
