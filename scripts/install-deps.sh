@@ -2,6 +2,14 @@
 # Debian packages the build and the tests need, installed when missing (as
 # root): `ip` for namespaces and veths, nginx as the HTTP peer, clang and
 # libbpf's headers to compile the eBPF programs in crates/rsskit-linux/bpf.
+#
+# Installing nginx must not start the package's service (tests start their
+# own nginx, and port 80 may be someone else's): while apt-get runs, a
+# policy-rc.d answering 101 ("action forbidden", honoured by invoke-rc.d and
+# deb-systemd-invoke) keeps every installed service from starting. Nothing
+# is killed by name: a nginx the user runs is left alone.
+# RSSKIT_POLICY_RC_D overrides the policy file's path (for the test of this
+# script, crates/rsskit/tests/install_deps.rs).
 set -euo pipefail
 need=()
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
@@ -14,11 +22,24 @@ command -v clang >/dev/null 2>&1 || need+=(clang)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "== installing: ${need[*]}"
+    policy="${RSSKIT_POLICY_RC_D:-/usr/sbin/policy-rc.d}"
+    # An existing policy (containers often have one) is the admin's: kept
+    # as it is, and never removed.
+    own_policy=
+    if [ ! -e "$policy" ] && [ ! -L "$policy" ]; then
+      printf '#!/bin/sh\n# rsskit install-deps.sh: no service starts during its apt-get install\nexit 101\n' >"$policy"
+      chmod 755 "$policy"
+      own_policy=1
+      trap 'rm -f -- "$policy"' EXIT
+    fi
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-    # The package's own nginx service is not wanted: tests start their own.
-    if command -v systemctl >/dev/null 2>&1; then systemctl stop nginx >/dev/null 2>&1 || true; fi
-    pkill -x nginx >/dev/null 2>&1 || true
+    # Under an admin's policy that lets services start, the nginx package
+    # (not installed before this run) may have started its unit: stop that
+    # unit only. A nginx not started by systemd is not in it.
+    if [ -z "$own_policy" ] && [[ " ${need[*]} " == *" nginx "* ]] && command -v systemctl >/dev/null 2>&1; then
+      systemctl stop nginx.service >/dev/null 2>&1 || true
+    fi
   else
     echo "warning: missing ${need[*]} and not root: the build or tests that need them will fail" >&2
   fi

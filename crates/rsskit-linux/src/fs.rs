@@ -14,6 +14,20 @@ fn c_path(p: &Path) -> io::Result<CString> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))
 }
 
+/// Creates (truncates) a file to write as `File::create` does, but never
+/// through a symlink (`O_NOFOLLOW`): rsskit runs as root, and a link planted
+/// in a shared directory (`/tmp/out.pcap -> /etc/shadow`) must not make it
+/// overwrite the link's target.
+pub fn create_nofollow(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
 /// `open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)`: a handle to resolve
 /// paths beneath, not to read.
 pub fn open_path_dir(path: &Path) -> io::Result<OwnedFd> {

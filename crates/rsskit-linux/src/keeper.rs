@@ -12,7 +12,7 @@
 //!   once and not retried until the device appears again or the plans are
 //!   reloaded ([`Keeper::forget`]).
 
-use crate::tune::{Kind, Outcome, Setting};
+use crate::tune::{Outcome, Setting};
 use std::collections::{BTreeMap, VecDeque};
 
 /// Why a check ran: the cause logged with a correction.
@@ -60,17 +60,7 @@ impl Cause {
 
 /// The setting's class: a low-cardinality metric label.
 pub fn class(s: &Setting) -> &'static str {
-    match s.kind {
-        Kind::CpuList => "irq_affinity",
-        Kind::CpuMask if s.what.contains("xps") => "xps_cpus",
-        Kind::CpuMask => "rps_cpus",
-        Kind::Count if s.what.contains("sock_flow") => "rps_sock_flow_entries",
-        Kind::Count if s.what.contains("channels") => "channels",
-        Kind::Count => "rps_flow_cnt",
-        Kind::RssTable => "rss_table",
-        Kind::RssKey => "rss_key",
-        Kind::HashFields => "hash_fields",
-    }
+    s.target.name()
 }
 
 /// How hard to hold a setting.
@@ -176,7 +166,7 @@ impl Keeper {
     }
 
     fn key(s: &Setting) -> (String, String) {
-        (s.device.clone(), s.what.clone())
+        (s.device().to_string(), s.what.clone())
     }
 
     /// Whether to correct `s` (its `old` is the value read now) at `now_ms`.
@@ -211,7 +201,7 @@ impl Keeper {
         match o {
             Outcome::Applied => {
                 let mut out = vec![Event::Corrected {
-                    device: s.device.clone(),
+                    device: s.device().to_string(),
                     what: s.what.clone(),
                     class,
                     old: s.old.clone().unwrap_or_else(|| "(unreadable)".into()),
@@ -230,7 +220,7 @@ impl Keeper {
                     };
                     e.until_ms = now_ms + e.backoff_ms;
                     out.push(Event::Contested {
-                        device: s.device.clone(),
+                        device: s.device().to_string(),
                         what: s.what.clone(),
                         class,
                         flips: e.fixes.len(),
@@ -250,7 +240,12 @@ impl Keeper {
                     Outcome::Changed { read_back, .. } => format!("reads back {read_back}: {reason}"),
                     _ => reason.clone(),
                 };
-                vec![Event::NotApplied { device: s.device.clone(), what: s.what.clone(), class, reason }]
+                vec![Event::NotApplied {
+                    device: s.device().to_string(),
+                    what: s.what.clone(),
+                    class,
+                    reason,
+                }]
             }
         }
     }
@@ -303,16 +298,14 @@ impl std::fmt::Display for Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tune::Target;
 
     fn rps(old: &str) -> Setting {
         Setting {
-            device: "veth0".into(),
+            target: Target::RpsCpus { device: "veth0".into(), queue: 1 },
             what: "rx-1 rps_cpus".into(),
-            kind: Kind::CpuMask,
-            path: Some("/x".into()),
             old: Some(old.into()),
             new: "3".into(),
-            flow: None,
         }
     }
 
@@ -387,7 +380,11 @@ mod tests {
     #[test]
     fn a_refused_setting_is_reported_once_until_forgotten() {
         let mut k = Keeper::new(policy());
-        let s = Setting { what: "IRQ 41 (eth0-TxRx-1) affinity".into(), kind: Kind::CpuList, ..rps("0") };
+        let s = Setting {
+            target: Target::IrqAffinity { device: "veth0".into(), irq: 41 },
+            what: "IRQ 41 (eth0-TxRx-1) affinity".into(),
+            ..rps("0")
+        };
         let no = Outcome::Refused { reason: "managed interrupt".into() };
         assert_eq!(k.decide(0, &s), Verdict::Correct);
         let ev = k.outcome(0, &s, Cause::Start, &no, None);
@@ -417,11 +414,10 @@ mod tests {
     fn classes_are_few() {
         let s = rps("0");
         assert_eq!(class(&s), "rps_cpus");
-        assert_eq!(class(&Setting { what: "tx-0 xps_cpus".into(), ..s.clone() }), "xps_cpus");
-        assert_eq!(class(&Setting { kind: Kind::RssTable, ..s.clone() }), "rss_table");
-        assert_eq!(
-            class(&Setting { kind: Kind::Count, what: "rx-0 rps_flow_cnt".into(), ..s }),
-            "rps_flow_cnt"
-        );
+        let on = |target| Setting { target, ..s.clone() };
+        assert_eq!(class(&on(Target::XpsCpus { device: "veth0".into(), queue: 0 })), "xps_cpus");
+        assert_eq!(class(&on(Target::RssTable { device: "veth0".into() })), "rss_table");
+        assert_eq!(class(&on(Target::RpsFlowCnt { device: "veth0".into(), queue: 0 })), "rps_flow_cnt");
+        assert_eq!(class(&on(Target::Channels { device: "veth0".into() })), "channels");
     }
 }

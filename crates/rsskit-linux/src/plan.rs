@@ -161,6 +161,99 @@ pub struct Plan {
 /// The plan format written and accepted by this build.
 pub const PLAN_VERSION: u32 = 1;
 
+/// Why a plan file was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanReadError {
+    /// Not JSON of a plan.
+    #[error("not a plan from `rsskit plan --json`: {0}")]
+    Format(String),
+    /// Another format version.
+    #[error("plan version {0} (this rsskit reads version {PLAN_VERSION})")]
+    Version(u32),
+    /// A value no plan of rsskit's holds.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Largest plan read (bytes).
+pub const MAX_PLAN_BYTES: usize = 16 << 20;
+
+impl Plan {
+    /// Reads a plan file's text: the format, the version and every value
+    /// `apply` would use (interface names as the kernel accepts them, CPU
+    /// numbers below [`cpulist::MAX_CPUS`], keys, tables, flow types and
+    /// hashed fields). Whether the devices, queues, IRQs and CPUs are the
+    /// host's is checked by `tune::settings`.
+    pub fn from_json(text: &str) -> Result<Plan, PlanReadError> {
+        if text.len() > MAX_PLAN_BYTES {
+            return Err(PlanReadError::Format(format!("larger than {MAX_PLAN_BYTES} bytes")));
+        }
+        let plan: Plan = serde_json::from_str(text)
+            .map_err(|e| PlanReadError::Format(crate::tune::printable(&e.to_string())))?;
+        if plan.version != PLAN_VERSION {
+            return Err(PlanReadError::Version(plan.version));
+        }
+        plan.validate().map_err(PlanReadError::Invalid)?;
+        Ok(plan)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        let cpus_ok = |what: &str, dev: &str, c: &[usize]| match c.iter().find(|&&c| c >= cpulist::MAX_CPUS) {
+            Some(c) => {
+                Err(format!("{dev}: {what} names CPU {c} (CPU numbers are below {})", cpulist::MAX_CPUS))
+            }
+            None => Ok(()),
+        };
+        cpus_ok("online_cpus", "plan", &self.online_cpus)?;
+        for (i, d) in self.devices.iter().enumerate() {
+            if !crate::netdev::valid_name(&d.name) {
+                return Err(format!(
+                    "device {}: {} is not an interface name",
+                    i + 1,
+                    crate::tune::quoted(&d.name)
+                ));
+            }
+            if self.devices[..i].iter().any(|x| x.name == d.name) {
+                return Err(format!("{}: named twice", d.name));
+            }
+            let n = &crate::tune::printable(&d.name);
+            cpus_ok("cpus", n, &d.cpus)?;
+            for q in &d.rx {
+                cpus_ok(&format!("rx-{} rps_cpus", q.queue), n, &q.rps_cpus)?;
+            }
+            for q in &d.tx {
+                cpus_ok(&format!("tx-{} xps_cpus", q.queue), n, q.xps_cpus.as_deref().unwrap_or(&[]))?;
+            }
+            for x in &d.irqs {
+                cpus_ok(&format!("IRQ {} cpus", x.irq), n, &x.cpus)?;
+                if x.cpus.is_empty() {
+                    return Err(format!("{n}: IRQ {} gets no CPU", x.irq));
+                }
+            }
+            if let Some(x) = &d.xdp_steer {
+                cpus_ok("xdp_steer cpus", n, &x.cpus)?;
+            }
+            if let Some(k) = &d.key {
+                crate::tune::valid_value(crate::tune::Kind::RssKey, k)
+                    .map_err(|e| format!("{n}: the key is {e}"))?;
+            }
+            if let Some(t) = &d.table {
+                if t.is_empty() || t.len() > crate::tune::MAX_TABLE_ENTRIES {
+                    return Err(format!("{n}: a table of {} entries", t.len()));
+                }
+            }
+            for h in &d.hash_fields {
+                if !crate::ethtool::FLOW_TYPES.iter().any(|f| f.name == h.flow) {
+                    return Err(format!("{n}: {} is not a flow type", crate::tune::quoted(&h.flow)));
+                }
+                crate::tune::valid_value(crate::tune::Kind::HashFields, &h.fields.join(","))
+                    .map_err(|e| format!("{n}: {} hashed fields: {e}", h.flow))?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The settings planned for one device.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DevicePlan {

@@ -121,7 +121,13 @@ pub struct Sysroot {
     pub roots: Roots,
     /// `Some(DIR/ethtool)` for a test tree: the fake driver files.
     fake_ethtool: Option<PathBuf>,
+    /// Where `apply` keeps its save files by default.
+    state_dir: PathBuf,
 }
+
+/// The default directory of `apply`'s save files on the running system
+/// (root's, mode 0700: not the current directory, which may be shared).
+pub const STATE_DIR: &str = "/var/lib/rsskit";
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
@@ -138,15 +144,22 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 impl Sysroot {
     /// The running system.
     pub fn live() -> Sysroot {
-        Sysroot { roots: Roots::default(), fake_ethtool: None }
+        Sysroot { roots: Roots::default(), fake_ethtool: None, state_dir: PathBuf::from(STATE_DIR) }
     }
 
-    /// A test tree: `dir/sys`, `dir/proc`, `dir/ethtool/IF.json`.
+    /// A test tree: `dir/sys`, `dir/proc`, `dir/ethtool/IF.json`; save
+    /// files go to `dir/var/lib/rsskit`, as the tree stands for the host.
     pub fn tree(dir: &Path) -> Sysroot {
         Sysroot {
             roots: Roots { sys: dir.join("sys"), proc: dir.join("proc") },
             fake_ethtool: Some(dir.join("ethtool")),
+            state_dir: dir.join(&STATE_DIR[1..]),
         }
+    }
+
+    /// Where `apply` keeps its save files when not told (`--save`).
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
     }
 
     /// Whether this is the running system (not a test tree).

@@ -5,7 +5,10 @@
 
 use anyhow::{anyhow, Context, Result};
 use plotters::prelude::*;
-use std::path::Path;
+use std::fs::{File, OpenOptions};
+use std::io::Write as _;
+use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+use std::path::{Path, PathBuf};
 
 /// One line of a chart: a name for the legend and (x, y) points.
 #[derive(Debug, Clone, Default)]
@@ -175,7 +178,72 @@ fn write(path: &Path, size: (u32, u32), f: impl FnOnce(&Area) -> DrawResult) -> 
         f(&root).map_err(|e| anyhow!("drawing the plot: {e}"))?;
         root.present().map_err(|e| anyhow!("drawing the plot: {e}"))?;
     }
-    std::fs::write(path, svg).with_context(|| format!("--plot: writing {}", path.display()))
+    let mut file = open_plot(path, true).with_context(|| format!("--plot: writing {}", path.display()))?;
+    file.set_len(0)
+        .and_then(|()| file.write_all(svg.as_bytes()))
+        .with_context(|| format!("--plot: writing {}", path.display()))
+}
+
+/// Opens the plot file for writing as root may in a shared directory:
+/// never through a symlink (`O_NOFOLLOW`), only a regular file with one
+/// link, not truncated here (the caller truncates once it has the chart).
+/// `create`: create it (mode 0644) when missing, else it must not exist
+/// (`O_EXCL`) or must be such a file.
+fn open_plot(path: &Path, create: bool) -> std::io::Result<File> {
+    let mut o = OpenOptions::new();
+    o.write(true).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).mode(0o644);
+    if create {
+        o.create(true);
+    }
+    let f = o.open(path).map_err(|e| match e.raw_os_error() {
+        Some(libc::ELOOP) => std::io::Error::other("it is a symlink; name the file itself"),
+        _ => e,
+    })?;
+    let m = f.metadata()?;
+    if !m.file_type().is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    if m.nlink() > 1 {
+        return Err(std::io::Error::other("it has other hard links; name a file of its own"));
+    }
+    Ok(f)
+}
+
+/// `--plot FILE`, checked while the arguments are parsed, so a typo fails
+/// before a long run (clap's usage error, exit 2) instead of losing its
+/// data at the end: the directory must exist, and the file must be one
+/// rsskit may write ([`open_plot`]). A missing file is created and removed
+/// again at once: nothing is left behind if the run then fails, and an
+/// existing chart is only replaced when the new one is written.
+pub fn path_arg(s: &str) -> std::result::Result<PathBuf, String> {
+    let path = PathBuf::from(s);
+    if s.is_empty() || s.ends_with('/') {
+        return Err("a file name is needed".into());
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(format!("{}: the directory {} does not exist", path.display(), dir.display()));
+    }
+    let fail = |e: std::io::Error| format!("{}: cannot write it: {e}", path.display());
+    match std::fs::symlink_metadata(&path) {
+        Ok(_) => open_plot(&path, false).map(drop).map_err(fail)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let created = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o644)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&path)
+                .map_err(fail)?;
+            drop(created);
+            std::fs::remove_file(&path).map_err(fail)?;
+        }
+        Err(e) => return Err(fail(e)),
+    }
+    Ok(path)
 }
 
 #[cfg(test)]

@@ -303,12 +303,26 @@ fn apply_reads_back_check_says_aligned_restore_puts_it_back() {
     assert_eq!(after.1, before.1, "key and table as before");
 }
 
+fn mode(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
 #[test]
-fn default_save_file_is_named_and_timestamped() {
+fn default_save_goes_to_a_private_state_dir_with_mode_0600() {
     let t = Tree::new();
     let out = t.rsskit(&["apply", "--iface", "eth0"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let saved: Vec<String> = fs::read_dir(&t.0)
+    // Not the current directory (it may be shared): the host's state dir,
+    // here the tree's var/lib/rsskit.
+    assert!(!fs::read_dir(&t.0).unwrap().any(|e| e
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .starts_with("rsskit-saved")));
+    let dir = t.path("var/lib/rsskit");
+    assert_eq!(mode(&dir), 0o700, "the save directory is private");
+    let saved: Vec<String> = fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .filter(|n| n.starts_with("rsskit-saved-"))
@@ -316,7 +330,200 @@ fn default_save_file_is_named_and_timestamped() {
     assert_eq!(saved.len(), 1, "{saved:?}");
     let name = &saved[0];
     assert!(name.ends_with("Z.json") && name.len() == "rsskit-saved-20260101T000000Z.json".len(), "{name}");
-    assert!(text(&out.stdout).contains(&format!("rsskit apply --restore {name}")), "{}", text(&out.stdout));
+    assert_eq!(mode(&dir.join(name)), 0o600, "save files are root's only");
+    let shown = dir.join(name).display().to_string();
+    assert!(text(&out.stdout).contains(&format!("rsskit apply --restore {shown}")), "{}", text(&out.stdout));
+    // A second apply in the same second takes another name, never overwrites.
+    let out = t.rsskit(&["apply", "--iface", "eth0", "--key", "symmetric"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(fs::read_dir(&dir).unwrap().count(), 2);
+
+    // An existing state dir others can write to is refused, nothing applied.
+    let t = Tree::new();
+    fs::create_dir_all(t.path("var/lib/rsskit")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(t.path("var/lib/rsskit"), fs::Permissions::from_mode(0o777)).unwrap();
+    let before = t.snapshot();
+    let out = t.rsskit(&["apply", "--iface", "eth0"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(text(&out.stderr).contains("writable by no one else"), "{}", text(&out.stderr));
+    assert_eq!(t.snapshot(), before);
+}
+
+#[test]
+fn an_explicit_save_is_a_new_0600_file_never_a_symlink_or_an_old_save() {
+    let t = Tree::new();
+    let out = t.rsskit(&["apply", "--iface", "eth0", "--save", "s.json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(mode(&t.0.join("s.json")), 0o600);
+    let saved = fs::read_to_string(t.0.join("s.json")).unwrap();
+    assert!(saved.contains("\"version\": 2") && !saved.contains("path") && !saved.contains('/'), "{saved}");
+    assert!(saved.contains("\"kind\": \"irq_affinity\"") && saved.contains("\"irq\": 41"), "{saved}");
+
+    // A symlink planted where the save goes (a shared directory) is not
+    // followed, and an earlier save is not overwritten.
+    let t = Tree::new();
+    fs::write(t.0.join("victim"), "precious\n").unwrap();
+    std::os::unix::fs::symlink(t.0.join("victim"), t.0.join("link.json")).unwrap();
+    fs::write(t.0.join("old.json"), "an earlier save\n").unwrap();
+    let before = t.snapshot();
+    for name in ["link.json", "old.json"] {
+        let out = t.rsskit(&["apply", "--iface", "eth0", "--save", name]);
+        assert_eq!(out.status.code(), Some(1), "{name}: {}", text(&out.stdout));
+        assert!(text(&out.stderr).contains(name), "{name}: {}", text(&out.stderr));
+        assert_eq!(t.snapshot(), before, "{name}: nothing applied");
+    }
+    assert_eq!(fs::read_to_string(t.0.join("victim")).unwrap(), "precious\n");
+    assert_eq!(fs::read_to_string(t.0.join("old.json")).unwrap(), "an earlier save\n");
+}
+
+const SECRET: &str = "root:SECRET-HASH:0:0:root:/root:/bin/bash";
+
+/// A save file of version 2 with these entries.
+fn save_v2(entries: &[Value]) -> String {
+    serde_json::to_string_pretty(&json!({"version": 2, "saved_at": 1, "settings": entries})).unwrap()
+}
+
+/// Runs `apply --restore` on `save`: must exit 1, change nothing, never
+/// show the secret, and name `want` in its error.
+fn refused(t: &Tree, name: &str, save: &str, want: &str) {
+    fs::write(t.0.join("bad.json"), save).unwrap();
+    let before = t.snapshot();
+    let secret_before = fs::read_to_string(t.0.join("passwd")).unwrap();
+    let out = t.rsskit(&["apply", "--restore", "bad.json"]);
+    let (so, se) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{name}: {so}\n{se}");
+    assert!(se.contains(want), "{name}: want '{want}' in\n{se}");
+    assert!(!so.contains("SECRET") && !se.contains("SECRET"), "{name}: a file's contents shown:\n{so}\n{se}");
+    assert!(!so.contains("ok ") && !so.contains("Writing"), "{name}: {so}");
+    assert_eq!(t.snapshot(), before, "{name}: nothing written");
+    assert_eq!(fs::read_to_string(t.0.join("passwd")).unwrap(), secret_before, "{name}");
+}
+
+#[test]
+fn restore_refuses_a_save_naming_a_file_outside_sysfs() {
+    let t = Tree::new();
+    // Stands for /etc/passwd (never the real one).
+    fs::write(t.0.join("passwd"), format!("{SECRET}\n")).unwrap();
+    let target = t.0.join("passwd").display().to_string();
+    // The old format, as the probe edited it.
+    let v1 = json!({"version": 1, "saved_at": 1, "settings": [{
+        "device": "host", "what": "net.core.rps_sock_flow_entries", "kind": "count",
+        "path": target, "old": "32768", "new": "0"}]});
+    refused(&t, "version 1 naming a path", &v1.to_string(), "version 1");
+    // Version 2 with a path smuggled in.
+    let p = json!({"kind": "rps_sock_flow_entries", "value": "0", "path": target});
+    refused(&t, "v2 with a path", &save_v2(&[p]), "entry 1 (rps_sock_flow_entries): unknown field `path`");
+    // A device name that walks out of /sys/class/net.
+    let up = json!({"kind": "rps_cpus", "device": "../../../../..", "queue": 0, "value": "0"});
+    refused(&t, "traversal", &save_v2(&[up]), "is not an interface name");
+    let up = json!({"kind": "rps_cpus", "device": "eth0/../../..", "queue": 0, "value": "0"});
+    refused(&t, "traversal 2", &save_v2(&[up]), "is not an interface name");
+    // Not JSON at all (the secret itself as a save file): not shown.
+    refused(&t, "passwd as save", SECRET, "not an rsskit save file");
+    let out = t.rsskit(&["apply", "--restore", &target]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!text(&out.stderr).contains("SECRET"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn restore_writes_nothing_when_any_entry_is_bad() {
+    let t = Tree::new();
+    fs::write(t.0.join("passwd"), format!("{SECRET}\n")).unwrap();
+    let good = vec![
+        json!({"kind": "rps_cpus", "device": "eth0", "queue": 0, "value": "0000000f"}),
+        json!({"kind": "xps_cpus", "device": "eth0", "queue": 3, "value": "00000030"}),
+        json!({"kind": "irq_affinity", "device": "eth0", "irq": 41, "value": "1"}),
+        json!({"kind": "rps_flow_cnt", "device": "eth0", "queue": 1, "value": "256"}),
+        json!({"kind": "rss_key", "device": "eth0", "value": "6d5a".repeat(20)}),
+        json!({"kind": "hash_fields", "device": "eth0", "flow": "udp4", "value": "ip_src,ip_dst,l4_src_port,l4_dst_port"}),
+        json!({"kind": "rps_sock_flow_entries", "value": "4096"}),
+    ];
+    let bad: Vec<(&str, Value, &str)> = vec![
+        (
+            "bad kind",
+            json!({"kind": "sysctl", "device": "eth0", "value": "1"}),
+            "entry 4 (\"sysctl\" eth0): unknown kind",
+        ),
+        (
+            "bad mask",
+            json!({"kind": "rps_cpus", "device": "eth0", "queue": 2, "value": "0-5"}),
+            "entry 4 (rps_cpus eth0 queue 2): the value is not a CPU mask",
+        ),
+        (
+            "bad list",
+            json!({"kind": "irq_affinity", "device": "eth0", "irq": 42, "value": "all"}),
+            "entry 4 (irq_affinity eth0 IRQ 42): the value is not a CPU list",
+        ),
+        (
+            "bad count",
+            json!({"kind": "rps_flow_cnt", "device": "eth0", "queue": 2, "value": "-1"}),
+            "not a count",
+        ),
+        ("bad key", json!({"kind": "rss_key", "device": "eth1", "value": "xyz"}), "not an RSS key"),
+        (
+            "no such device",
+            json!({"kind": "rps_cpus", "device": "nope0", "queue": 0, "value": "0"}),
+            "entry 4 (rps_cpus rx-0 rps_cpus) of nope0: interface 'nope0' does not exist",
+        ),
+        (
+            "no such queue",
+            json!({"kind": "xps_cpus", "device": "eth0", "queue": 9, "value": "1"}),
+            "entry 4 (xps_cpus tx-9 xps_cpus): eth0 has no TX queue 9",
+        ),
+        (
+            "another device's IRQ",
+            json!({"kind": "irq_affinity", "device": "eth0", "irq": 9, "value": "1"}),
+            "IRQ 9 is not one of eth0's IRQs",
+        ),
+        (
+            "whitespace",
+            json!({"kind": "rss_table", "device": "eth 0", "value": "0,1"}),
+            "\"eth 0\" is not an interface name",
+        ),
+        (
+            "duplicate",
+            json!({"kind": "rps_cpus", "device": "eth0", "queue": 0, "value": "1"}),
+            "same setting as an earlier entry",
+        ),
+    ];
+    for (name, b, want) in bad {
+        let mut entries = good.clone();
+        entries.insert(3, b);
+        refused(&t, name, &save_v2(&entries), want);
+    }
+    // The good ones alone restore (the check is not simply refusing all).
+    fs::write(t.0.join("good.json"), save_v2(&good)).unwrap();
+    let out = t.rsskit(&["apply", "--restore", "good.json"]);
+    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    assert!(text(&out.stdout).contains("All 7 settings applied"), "{}", text(&out.stdout));
+    assert_eq!(t.get("sys/class/net/eth0/queues/rx-0/rps_cpus"), "0000000f");
+    assert_eq!(t.get("proc/irq/41/smp_affinity_list"), "1");
+    assert_eq!(t.get("proc/sys/net/core/rps_sock_flow_entries"), "4096");
+    assert_eq!(t.driver()["rss"]["key"], "6d5a".repeat(20));
+}
+
+#[test]
+fn restore_never_writes_through_or_shows_a_symlinked_setting_file() {
+    let t = Tree::new();
+    fs::write(t.0.join("passwd"), format!("{SECRET}\n")).unwrap();
+    // The tree's rps_cpus file of rx-0 replaced by a link to the secret.
+    let f = t.path("sys/class/net/eth0/queues/rx-0/rps_cpus");
+    fs::remove_file(&f).unwrap();
+    std::os::unix::fs::symlink(t.0.join("passwd"), &f).unwrap();
+    let save = save_v2(&[
+        json!({"kind": "rps_cpus", "device": "eth0", "queue": 0, "value": "00000003"}),
+        json!({"kind": "rps_cpus", "device": "eth0", "queue": 1, "value": "00000003"}),
+    ]);
+    fs::write(t.0.join("s.json"), save).unwrap();
+    let out = t.rsskit(&["apply", "--restore", "s.json"]);
+    let (so, se) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(2), "{so}\n{se}");
+    assert!(!so.contains("SECRET") && !se.contains("SECRET"), "{so}\n{se}");
+    assert!(so.contains("rx-0 rps_cpus (unreadable) -> 00000003"), "{so}");
+    assert!(so.contains("REFUSED eth0 rx-0 rps_cpus: write failed") && so.contains("symlink"), "{so}");
+    assert!(so.contains("ok eth0 rx-1 rps_cpus = 00000003"), "{so}");
+    assert_eq!(fs::read_to_string(t.0.join("passwd")).unwrap(), format!("{SECRET}\n"));
 }
 
 #[test]
@@ -457,5 +664,43 @@ fn check_names_each_misalignment() {
                 .any(|p| p.as_str().unwrap().contains(want)),
             "{name}: {v}"
         );
+    }
+}
+
+/// A plan file is untrusted too: every device, queue, IRQ and CPU it names
+/// must be the host's, every value valid, or nothing is written.
+#[test]
+fn apply_refuses_a_plan_naming_what_the_host_does_not_have() {
+    let t = Tree::new();
+    let plan = t.rsskit(&["plan", "--iface", "eth0", "--json"]);
+    let p: Value = serde_json::from_slice(&plan.stdout).unwrap();
+    type Edit = fn(&mut Value);
+    let cases: Vec<(&str, Edit, &str)> = vec![
+        ("another IRQ", |p| p["devices"][0]["irqs"][0]["irq"] = json!(9), "IRQ 9 is not one of eth0's IRQs"),
+        (
+            "huge CPU",
+            |p| p["devices"][0]["rx"][0]["rps_cpus"] = json!([1u64 << 60]),
+            "CPU numbers are below 8192",
+        ),
+        ("offline CPU", |p| p["devices"][0]["irqs"][0]["cpus"] = json!([7]), "CPU 7, which is not online"),
+        ("traversal", |p| p["devices"][0]["name"] = json!("../../.."), "is not an interface name"),
+        ("bad key", |p| p["devices"][0]["key"] = json!("6d5"), "not an RSS key"),
+        (
+            "bad flow",
+            |p| p["devices"][0]["hash_fields"] = json!([{"flow": "x", "fields": ["ip_src"]}]),
+            "is not a flow type",
+        ),
+        ("queue renumbered", |p| p["devices"][0]["tx"][3]["queue"] = json!(7), "eth0 has no TX queue 7"),
+    ];
+    for (name, edit, want) in cases {
+        let mut q = p.clone();
+        edit(&mut q);
+        fs::write(t.0.join("p.json"), serde_json::to_string(&q).unwrap()).unwrap();
+        let before = t.snapshot();
+        let out = t.rsskit(&["apply", "p.json", "--save", "s.json"]);
+        assert_eq!(out.status.code(), Some(1), "{name}: {}", text(&out.stdout));
+        assert!(text(&out.stderr).contains(want), "{name}: want '{want}' in {}", text(&out.stderr));
+        assert_eq!(t.snapshot(), before, "{name}");
+        assert!(!t.0.join("s.json").exists(), "{name}: no save either");
     }
 }

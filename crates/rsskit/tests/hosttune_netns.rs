@@ -102,6 +102,17 @@ fn veth_apply_check_restore() {
 
     let out = v.run(&["apply", "plan.json", "--save", "saved.json"]);
     assert!(out.status.success(), "{}", out_text(&out));
+    // The save names kinds and queues of the veth, never a path; root's only.
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(v.dir.join("saved.json")).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let saved: Value = serde_json::from_slice(&std::fs::read(v.dir.join("saved.json")).unwrap()).unwrap();
+    assert_eq!(saved["version"], 2);
+    for e in saved["settings"].as_array().unwrap() {
+        assert_eq!(e["device"], v.dev.as_str(), "{e}");
+        assert!(e.get("path").is_none(), "{e}");
+        assert!(["rps_cpus", "rps_flow_cnt", "xps_cpus"].contains(&e["kind"].as_str().unwrap()), "{e}");
+    }
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("settings applied and read back"),
         "{}",

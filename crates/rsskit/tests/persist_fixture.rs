@@ -227,8 +227,8 @@ fn two_concurrent_applies_are_serialised() {
             .as_array()
             .unwrap()
             .iter()
-            .filter(|s| s["kind"] == "cpu_list")
-            .map(|s| (s["what"].as_str().unwrap().to_string(), s["new"].as_str().unwrap().to_string()))
+            .filter(|s| s["kind"] == "irq_affinity")
+            .map(|s| (s["irq"].to_string(), s["value"].as_str().unwrap().to_string()))
             .collect()
     };
     let now: Vec<String> = irqs.iter().map(|p| read(p)).collect();

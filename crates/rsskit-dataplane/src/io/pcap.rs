@@ -521,11 +521,17 @@ enum Writer {
     Ng(pcap_file::pcapng::PcapNgWriter<BufWriter<File>>),
 }
 
+/// Creates (truncates) an output capture, never through a symlink (root
+/// writing in a shared directory: `rsskit_linux::fs::create_nofollow`).
+fn create_output(path: &Path) -> Result<File> {
+    rsskit_linux::fs::create_nofollow(path)
+        .map_err(|source| CaptureError::Create { path: path.to_path_buf(), source })
+}
+
 impl PcapSink {
     /// Creates (truncates) `path`.
     pub fn create(path: &Path) -> Result<Self> {
-        let f =
-            File::create(path).map_err(|source| CaptureError::Create { path: path.to_path_buf(), source })?;
+        let f = create_output(path)?;
         let header = PcapHeader {
             datalink: DataLink::ETHERNET,
             ts_resolution: pcap_file::TsResolution::NanoSecond,
@@ -543,8 +549,7 @@ impl PcapSink {
             InterfaceDescriptionBlock, InterfaceDescriptionOption,
         };
         let write = |source| CaptureError::Write { path: path.to_path_buf(), source };
-        let f =
-            File::create(path).map_err(|source| CaptureError::Create { path: path.to_path_buf(), source })?;
+        let f = create_output(path)?;
         let mut w = pcap_file::pcapng::PcapNgWriter::new(BufWriter::new(f)).map_err(write)?;
         let idb = InterfaceDescriptionBlock {
             linktype: DataLink::ETHERNET,
@@ -621,6 +626,20 @@ pub fn read_all(path: &Path) -> Result<Vec<(u64, Vec<u8>)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_output_capture_is_never_written_through_a_symlink() {
+        let dir = std::env::temp_dir().join(format!("rsskit-pcap-link-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("victim"), b"precious").unwrap();
+        std::os::unix::fs::symlink(dir.join("victim"), dir.join("out.pcap")).unwrap();
+        assert!(matches!(PcapSink::create(&dir.join("out.pcap")), Err(CaptureError::Create { .. })));
+        assert!(matches!(PcapSink::create_ng(&dir.join("out.pcap")), Err(CaptureError::Create { .. })));
+        assert_eq!(std::fs::read(dir.join("victim")).unwrap(), b"precious");
+        assert!(PcapSink::create(&dir.join("plain.pcap")).is_ok(), "a plain path still works");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn write_then_read_back() {

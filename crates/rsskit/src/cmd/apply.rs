@@ -5,7 +5,7 @@
 
 use super::plan::{make_plan, sysroot, PlanArgs};
 use anyhow::{bail, Context, Result};
-use rsskit_linux::plan::{Plan, PLAN_VERSION};
+use rsskit_linux::plan::Plan;
 use rsskit_linux::sysroot::Sysroot;
 use rsskit_linux::tune::{self, Kind, Outcome, Setting};
 use std::io::Write as _;
@@ -18,9 +18,19 @@ the hashed fields per flow type when asked (ETHTOOL_SRXFH),
 IRQ affinities (/proc/irq/N/smp_affinity_list), rps_cpus, rps_flow_cnt and
 xps_cpus (/sys/class/net/IF/queues/*), and net.core.rps_sock_flow_entries.
 Before writing it saves the values it replaces (--save FILE, else
-rsskit-saved-<UTC time>.json in the current directory); every value is read
-back, and a setting the kernel or driver refused (a managed IRQ, a driver
-without SRSSH) is reported with the reason while the others still apply.
+/var/lib/rsskit/rsskit-saved-<UTC time>.json; with --sysroot DIR, under
+DIR/var/lib/rsskit). The directory is created with mode 0700 (an existing one
+must be root's and writable by no one else); the file is created new with
+mode 0600 and never overwrites an earlier save. Every value is read back, and
+a setting the kernel or driver refused (a managed IRQ, a driver without
+SRSSH) is reported with the reason while the others still apply.
+
+A save file names each setting by kind and device/queue/IRQ (rps_cpus of
+eth0 queue 3, irq_affinity of eth0 IRQ 41, rss_key of eth0...), never by
+path. --restore derives each file or ethtool call from that, as apply does,
+and checks every entry first (a known kind, an interface name the kernel
+accepts, a queue or IRQ of that device, a valid value of the kind): if any
+entry is bad it names it and writes nothing.
 
 Exit status: 0 all applied; 1 error (nothing written); 2 some settings not
 applied (listed; `rsskit apply --restore FILE` puts back what was written).
@@ -43,7 +53,7 @@ pub struct Args {
     /// Show the changes and stop.
     #[arg(long)]
     dry_run: bool,
-    /// Save the values replaced to FILE (default: rsskit-saved-<time>.json).
+    /// Save the values replaced to FILE, a new file (default: /var/lib/rsskit/rsskit-saved-<time>.json).
     #[arg(long, value_name = "FILE")]
     save: Option<PathBuf>,
     /// Put back the values saved in FILE by an earlier apply.
@@ -69,9 +79,10 @@ fn short(kind: Kind, v: &str) -> String {
 }
 
 fn diff_line(s: &Setting) -> String {
-    let old = s.old.as_deref().map_or("(unreadable)".to_string(), |o| short(s.kind, o));
-    let mut line = format!("  {:<8} {:<40} {old} -> {}", s.device, s.what, short(s.kind, &s.new));
-    if s.kind == Kind::RssTable {
+    // `old` is only ever a valid value of its kind (tune::valid_value).
+    let old = s.old.as_deref().map_or("(unreadable)".to_string(), |o| short(s.kind(), o));
+    let mut line = format!("  {:<8} {:<40} {old} -> {}", s.device(), s.what, short(s.kind(), &s.new));
+    if s.kind() == Kind::RssTable {
         if let Some(o) = &s.old {
             let changed = o.split(',').zip(s.new.split(',')).filter(|(a, b)| a != b).count();
             line.push_str(&format!("; {changed} entries change"));
@@ -90,12 +101,26 @@ fn load_plan(path: &PathBuf) -> Result<Plan> {
     } else {
         std::fs::read_to_string(path).with_context(|| format!("reading the plan {}", path.display()))?
     };
-    let plan: Plan = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not a plan from `rsskit plan --json`", path.display()))?;
-    if plan.version != PLAN_VERSION {
-        bail!("{}: plan version {} (this rsskit reads version {PLAN_VERSION})", path.display(), plan.version);
-    }
-    Ok(plan)
+    Plan::from_json(&text).with_context(|| format!("{} is not a plan rsskit can apply", path.display()))
+}
+
+/// A new save file in the state directory, named by the time.
+fn default_save(root: &Sysroot, t: u64) -> Result<PathBuf> {
+    let dir = root.state_dir();
+    tune::prepare_save_dir(dir)?;
+    let stamp = tune::utc_stamp(t);
+    // Two applies in one second: a suffix, never an overwrite.
+    let free = (0..100)
+        .map(|i| {
+            if i == 0 {
+                format!("rsskit-saved-{stamp}.json")
+            } else {
+                format!("rsskit-saved-{stamp}-{i}.json")
+            }
+        })
+        .map(|n| dir.join(n))
+        .find(|p| std::fs::symlink_metadata(p).is_err());
+    free.with_context(|| format!("no free save file name in {}", dir.display()))
 }
 
 pub fn run(mut a: Args) -> Result<()> {
@@ -129,9 +154,12 @@ pub fn run(mut a: Args) -> Result<()> {
     // link): apply turns RPS off and says what to run.
     for d in &plan.devices {
         if let Some(x) = &d.xdp_steer {
+            // The command as rsskit makes it (not the file's text).
             println!(
-                "{}: XDP software RSS instead of RPS: run `{}` (it detaches when stopped)",
-                d.name, x.command
+                "{}: XDP software RSS instead of RPS: run `rsskit xdp-steer --iface {} --cpus {}` (it detaches when stopped)",
+                d.name,
+                d.name,
+                rsskit_linux::cpulist::format(&x.cpus)
             );
         }
     }
@@ -170,8 +198,10 @@ pub fn run(mut a: Args) -> Result<()> {
         super::persist::check_persistable(&root, &plan)?;
     }
     let t = now();
-    let save_path =
-        a.save.clone().unwrap_or_else(|| PathBuf::from(format!("rsskit-saved-{}.json", tune::utc_stamp(t))));
+    let save_path = match &a.save {
+        Some(p) => p.clone(),
+        None => default_save(&root, t)?,
+    };
     let save = tune::save_of(&changes, t);
     tune::write_save(&save_path, &save)?;
     println!(
@@ -181,7 +211,7 @@ pub fn run(mut a: Args) -> Result<()> {
         save_path.display()
     );
     for s in changes.iter().filter(|s| s.old.is_none()) {
-        eprintln!("rsskit: warning: {} {}: current value unreadable, cannot be saved", s.device, s.what);
+        eprintln!("rsskit: warning: {} {}: current value unreadable, cannot be saved", s.device(), s.what);
     }
     let failed = write_all(&root, &changes)?;
     if a.persist {
@@ -209,22 +239,24 @@ fn write_all(root: &Sysroot, changes: &[Setting]) -> Result<usize> {
         let o = tune::write_one(root, s)?;
         let ok = o == Outcome::Applied;
         match &o {
-            Outcome::Applied => println!("  ok       {:<8} {} = {}", s.device, s.what, short(s.kind, &s.new)),
-            Outcome::Refused { reason } => println!("  REFUSED  {:<8} {}: {reason}", s.device, s.what),
+            Outcome::Applied => {
+                println!("  ok       {:<8} {} = {}", s.device(), s.what, short(s.kind(), &s.new))
+            }
+            Outcome::Refused { reason } => println!("  REFUSED  {:<8} {}: {reason}", s.device(), s.what),
             Outcome::Changed { read_back, reason } => println!(
                 "  CHANGED  {:<8} {}: asked {}, reads back {} ({reason})",
-                s.device,
+                s.device(),
                 s.what,
-                short(s.kind, &s.new),
-                short(s.kind, read_back)
+                short(s.kind(), &s.new),
+                short(s.kind(), read_back)
             ),
         }
-        match per_dev.iter_mut().find(|(d, _, _)| *d == s.device) {
+        match per_dev.iter_mut().find(|(d, _, _)| *d == s.device()) {
             Some(e) => {
                 e.1 += 1;
                 e.2 += usize::from(!ok);
             }
-            None => per_dev.push((s.device.clone(), 1, usize::from(!ok))),
+            None => per_dev.push((s.device().to_string(), 1, usize::from(!ok))),
         }
         failed += usize::from(!ok);
     }
@@ -238,14 +270,11 @@ fn write_all(root: &Sysroot, changes: &[Setting]) -> Result<usize> {
 }
 
 fn restore(root: &Sysroot, file: &Path, dry_run: bool) -> Result<()> {
+    // Every entry validated and checked against the host before anything
+    // is written: one bad entry and nothing is.
     let save = tune::read_save(file)?;
-    let mut changes = Vec::new();
-    for mut s in save.settings {
-        s.old = tune::current(root, &s)?;
-        if !s.unchanged() {
-            changes.push(s);
-        }
-    }
+    let changes: Vec<Setting> =
+        tune::restore_settings(root, file, &save)?.into_iter().filter(|s| !s.unchanged()).collect();
     println!("Restoring from {} ({} settings differ from the saved values):", file.display(), changes.len());
     for s in &changes {
         println!("{}", diff_line(s));

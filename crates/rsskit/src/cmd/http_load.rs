@@ -77,7 +77,7 @@ pub struct Args {
     #[arg(long)]
     json: bool,
     /// Write responses/s per worker over time and the latency distribution as an SVG chart.
-    #[arg(long, value_name = "FILE.svg")]
+    #[arg(long, value_name = "FILE.svg", value_parser = crate::plot::path_arg)]
     plot: Option<std::path::PathBuf>,
 }
 

@@ -11,7 +11,7 @@ use rsskit_linux::lock::{self, HostLock};
 use rsskit_linux::persist::{self, Identity, Persisted};
 use rsskit_linux::plan::Plan;
 use rsskit_linux::sysroot::{DeviceState, Sysroot};
-use rsskit_linux::tune::{self, Kind, Outcome, Setting};
+use rsskit_linux::tune::{self, Outcome, Setting, Target};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -224,13 +224,10 @@ fn channels_setting(name: &str, dev: &DeviceState, p: &Persisted) -> Option<Sett
         return None;
     }
     Some(Setting {
-        device: name.to_string(),
+        target: Target::Channels { device: name.to_string() },
         what: "combined channels".into(),
-        kind: Kind::Count,
-        path: None,
         old: Some(format!("{} RX / {} TX queues", dev.rx.len(), dev.tx.len())),
         new: p.channels.rx.to_string(),
-        flow: None,
     })
 }
 
@@ -245,12 +242,12 @@ pub fn write_channels(sys: &Sysroot, s: &Setting, p: &Persisted) -> Result<Outco
             ),
         });
     }
-    let r = sys.set_combined_channels(&s.device, p.channels.rx as u32)?;
+    let r = sys.set_combined_channels(s.device(), p.channels.rx as u32)?;
     if let Some(reason) = r.reason() {
         return Ok(Outcome::Refused { reason: reason.to_string() });
     }
-    let dev = sys.device(&s.device)?;
-    Ok(match channels_setting(&s.device, &dev, p) {
+    let dev = sys.device(s.device())?;
+    Ok(match channels_setting(s.device(), &dev, p) {
         None => Outcome::Applied,
         Some(now) => Outcome::Changed {
             read_back: now.old.unwrap_or_default(),

@@ -133,7 +133,7 @@ pub struct Args {
     #[arg(long, value_name = "nic:IF", value_parser = super::common::table_arg)]
     table: Option<super::common::BucketCpus>,
     /// Write packets/s handled per worker over time as an SVG chart at the end.
-    #[arg(long, value_name = "FILE.svg")]
+    #[arg(long, value_name = "FILE.svg", value_parser = crate::plot::path_arg)]
     plot: Option<std::path::PathBuf>,
 }
 

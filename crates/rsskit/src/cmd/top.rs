@@ -51,7 +51,7 @@ pub struct Args {
     #[arg(long)]
     pub lines: bool,
     /// Write packets/s per CPU over time as an SVG chart at the end.
-    #[arg(long, value_name = "FILE.svg")]
+    #[arg(long, value_name = "FILE.svg", value_parser = crate::plot::path_arg)]
     pub plot: Option<PathBuf>,
     /// Read a tree shaped like /sys and /proc under DIR instead (tests).
     #[arg(long, value_name = "DIR", hide = true)]

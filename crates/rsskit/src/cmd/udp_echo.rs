@@ -78,7 +78,7 @@ pub struct Args {
     #[arg(long, default_value_t = 2.0, value_parser = seconds_arg)]
     rebalance_every: f64,
     /// Write datagrams/s received per worker over time as an SVG chart at the end.
-    #[arg(long, value_name = "FILE.svg")]
+    #[arg(long, value_name = "FILE.svg", value_parser = crate::plot::path_arg)]
     plot: Option<std::path::PathBuf>,
 }
 

@@ -90,7 +90,7 @@ pub struct Args {
     #[arg(long)]
     json: bool,
     /// Write datagrams/s (sent, echoed) over time and the RTT distribution as an SVG chart.
-    #[arg(long, value_name = "FILE.svg")]
+    #[arg(long, value_name = "FILE.svg", value_parser = crate::plot::path_arg)]
     plot: Option<std::path::PathBuf>,
 }
 
