@@ -781,6 +781,20 @@ pub fn set_gro(s: &impl AsRawFd, on: bool) -> io::Result<()> {
 /// (GSO); `segment` 0 or at least `data.len()`: one plain datagram. Returns
 /// the datagrams sent (all or none: the kernel takes a GSO send whole).
 pub fn send_segments(s: &impl AsRawFd, data: &[u8], segment: usize) -> io::Result<usize> {
+    sendmsg_segments(s, data, segment, None)
+}
+
+/// As [`send_segments`], to `to` (an unconnected socket).
+pub fn send_segments_to(s: &impl AsRawFd, data: &[u8], segment: usize, to: &SocketAddr) -> io::Result<usize> {
+    sendmsg_segments(s, data, segment, Some(to))
+}
+
+fn sendmsg_segments(
+    s: &impl AsRawFd,
+    data: &[u8],
+    segment: usize,
+    to: Option<&SocketAddr>,
+) -> io::Result<usize> {
     if segment > u16::MAX as usize {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "GSO segment above 65535 bytes"));
     }
@@ -792,12 +806,17 @@ pub fn send_segments(s: &impl AsRawFd, data: &[u8], segment: usize) -> io::Resul
     let mut h: libc::msghdr = unsafe { zeroed() };
     h.msg_iov = &mut iov;
     h.msg_iovlen = 1;
+    let mut name = to.map(std_to_sockaddr);
+    if let Some((ss, len)) = name.as_mut() {
+        h.msg_name = (ss as *mut libc::sockaddr_storage).cast();
+        h.msg_namelen = *len;
+    }
     if ctrl_len > 0 {
         h.msg_control = ctrl.as_mut_ptr().cast();
         h.msg_controllen = ctrl_len;
     }
-    // SAFETY: `h` points at `iov` (over `data`, only read by the kernel)
-    // and `ctrl`, both live for the call.
+    // SAFETY: `h` points at `iov` (over `data`, only read by the kernel),
+    // `name` and `ctrl`, all live for the call.
     let rc = unsafe { libc::sendmsg(s.as_raw_fd(), &h, 0) };
     if rc < 0 {
         return Err(io::Error::last_os_error());
