@@ -32,7 +32,16 @@ fn run(v6: bool, server_extra: &[&str]) -> (Value, Value) {
     assert!(up, "udp-echo did not bind {sockets} socket(s) on {bind} within 10 s");
     std::thread::sleep(Duration::from_millis(200));
     let mut cmd = pair.client.command(&netns::rsskit());
-    cmd.args(["udp-load", "--target", &bind, "--spread-buckets", "--src-net", net, "--server-cpus", &all_cpus()]);
+    cmd.args([
+        "udp-load",
+        "--target",
+        &bind,
+        "--spread-buckets",
+        "--src-net",
+        net,
+        "--server-cpus",
+        &all_cpus(),
+    ]);
     cmd.args(["--client-cpus", "none", "--bits", BITS, "--json"]);
     cmd.args(["--streams", "4", "--count", "320", "--window", "32", "--gso", "16", "--drain", "1"]);
     let out = Proc::spawn(cmd).wait(Duration::from_secs(30));
