@@ -144,6 +144,7 @@ pub struct EchoConfig {
 /// `recvmmsg` message), and the worker answers it with one GSO send of the
 /// same segments. Counters, stamps and misdirection checks stay per
 /// datagram: a buffer of N segments is N datagrams received and N sent.
+/// The flush thresholds count reply messages: a coalesced reply is one.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Offload {
     /// `UDP_GRO` on the workers' sockets.
