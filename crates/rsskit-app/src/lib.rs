@@ -14,7 +14,9 @@
 //! - per-datagram RSS metadata ([`RecvMeta`]: flow hash, bucket, owner, the
 //!   CPU the kernel processed it on, misdirected or not), as FreeBSD's
 //!   `IP_RECVFLOWID` / `IP_RECVRSSBUCKETID`; per-connection metadata
-//!   ([`ConnMeta`]) for TCP;
+//!   ([`ConnMeta`]) for TCP; UDP GRO receive ([`RssUdpSocket::set_gro`],
+//!   still one datagram and its [`Segment`] per `recv_meta`) and GSO send
+//!   ([`RssUdpSocket::send_segments`]);
 //! - pinned workers: [`run_pinned`];
 //! - outgoing flows whose replies land on the calling worker:
 //!   [`connect_tcp`], [`connect_udp`], [`reply_ports`] (the tuple finder,
@@ -57,7 +59,7 @@ mod workers;
 pub use connect::{connect_tcp, connect_udp, reply_ports, ConnectOptions};
 pub use error::Error;
 pub use policy::{online_cpus, per_cpu_policy};
-pub use sockets::{ConnMeta, RecvMeta, RssTcpListener, RssUdpSocket, TcpGroup, UdpGroup};
+pub use sockets::{ConnMeta, RecvMeta, RssTcpListener, RssUdpSocket, Segment, TcpGroup, UdpGroup};
 pub use workers::run_pinned;
 
 pub use rsskit_core::finder;

@@ -2,7 +2,7 @@
 
 use crate::Error;
 use rsskit_core::{CpuId, FlowTuple, L4Proto, RssPolicy, WorkerId};
-use rsskit_linux::socket::{incoming_cpu, Batch, TcpListenOptions, UdpOptions};
+use rsskit_linux::socket::{incoming_cpu, segment_count, segments, Batch, TcpListenOptions, UdpOptions};
 use rsskit_runtime::steer::{self, Steer, SteerError, SteerSpec, Transport};
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -38,6 +38,23 @@ pub struct RecvMeta {
     pub kernel_cpu: Option<CpuId>,
     /// The datagram reached a worker that does not own its bucket.
     pub misdirected: bool,
+    /// With [`RssUdpSocket::set_gro`]: the datagram arrived coalesced with
+    /// others of its flow, and is this segment of them.
+    pub segment: Option<Segment>,
+}
+
+/// Where a datagram sat in a coalesced (`UDP_GRO`) buffer: the kernel
+/// hands the datagrams of one flow that arrive together as one buffer of
+/// `count` segments of `size` bytes (the last may be shorter);
+/// [`RssUdpSocket::recv_meta`] still returns them one by one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    /// This datagram's index, `0..count`.
+    pub index: usize,
+    /// Datagrams in the buffer.
+    pub count: usize,
+    /// Segment size (every datagram but the last is this long).
+    pub size: usize,
 }
 
 /// RSS metadata of an accepted TCP connection.
@@ -89,6 +106,8 @@ pub struct RssUdpSocket {
     kernel_cpu: Option<CpuId>,
     local: SocketAddr,
     batch: Batch,
+    /// The coalesced buffer in `batch` being handed out: next segment index.
+    next_segment: usize,
 }
 
 impl RssUdpSocket {
@@ -112,11 +131,33 @@ impl RssUdpSocket {
         self.local
     }
 
+    /// Turns `UDP_GRO` on (or off), where the kernel has it
+    /// ([`rsskit_linux::socket::udp_offload`]): datagrams of one flow that
+    /// arrive together then cost one system call for all of them.
+    /// [`recv_meta`](Self::recv_meta) still returns one datagram per call
+    /// (the rest of a coalesced buffer without a system call), each with
+    /// its [`Segment`]. Off by default: an application reading the plain
+    /// socket ([`into_socket`](Self::into_socket)) would get coalesced
+    /// buffers it does not expect.
+    pub fn set_gro(&mut self, on: bool) -> Result<(), Error> {
+        rsskit_linux::socket::set_gro(&self.sock, on).map_err(|e| Error::io("UDP_GRO", e))
+    }
+
     /// Receives one datagram (blocking, up to the socket's read timeout)
-    /// into `buf` with its RSS metadata.
+    /// into `buf` with its RSS metadata. With [`set_gro`](Self::set_gro),
+    /// one datagram of a coalesced buffer at a time.
     pub fn recv_meta(&mut self, buf: &mut [u8]) -> io::Result<(usize, RecvMeta)> {
-        self.batch.recv(&self.sock, false)?;
-        let data = self.batch.data(0);
+        let pending = !self.batch.is_empty() && self.next_segment > 0;
+        if !pending {
+            self.batch.recv(&self.sock, false)?;
+            self.next_segment = 0;
+        }
+        let whole = self.batch.data(0);
+        let size = self.batch.segment_size(0).unwrap_or(0);
+        let count = segment_count(whole.len(), size);
+        let index = self.next_segment;
+        let data = &whole[segments(whole.len(), size).nth(index).expect("index < count")];
+        self.next_segment = if index + 1 < count { index + 1 } else { 0 };
         let n = data.len().min(buf.len());
         buf[..n].copy_from_slice(&data[..n]);
         let from = self.batch.addr(0).ok_or_else(|| io::Error::other("datagram without an IP source"))?;
@@ -133,6 +174,7 @@ impl RssUdpSocket {
             worker: self.worker,
             kernel_cpu: self.kernel_cpu,
             misdirected: owner != self.worker,
+            segment: (count > 1).then_some(Segment { index, count, size }),
         };
         Ok((n, meta))
     }
@@ -140,6 +182,23 @@ impl RssUdpSocket {
     /// Sends `buf` to `to`.
     pub fn send_to(&self, buf: &[u8], to: SocketAddr) -> io::Result<usize> {
         self.sock.send_to(buf, to)
+    }
+
+    /// Sends `buf` to `to` as datagrams of `segment` bytes each (the last
+    /// may be shorter): one `UDP_SEGMENT` (GSO) send where the kernel takes
+    /// it, else one `send_to` per datagram. Returns the datagrams sent.
+    pub fn send_segments(&self, buf: &[u8], segment: usize, to: SocketAddr) -> io::Result<usize> {
+        match rsskit_linux::socket::send_segments_to(&self.sock, buf, segment, &to) {
+            Ok(n) => Ok(n),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EIO) | Some(libc::EINVAL)) && segment > 0 => {
+                // No segmentation on this route or device: one at a time.
+                for r in segments(buf.len(), segment) {
+                    self.sock.send_to(&buf[r], to)?;
+                }
+                Ok(segment_count(buf.len(), segment))
+            }
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -176,6 +235,7 @@ impl UdpGroup {
             kernel_cpu: cpu,
             local: st.local,
             batch: Batch::new(1, 65536, true),
+            next_segment: 0,
         };
         let sockets = st
             .sockets

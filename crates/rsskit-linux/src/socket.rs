@@ -231,8 +231,9 @@ pub fn std_to_sockaddr(a: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen
     }
 }
 
-/// Control buffer per message: room for one `in6_pktinfo` cmsg, 8-aligned.
-const CTRL_WORDS: usize = 8;
+/// Control buffer per message, 8-aligned: room for an `in6_pktinfo` cmsg
+/// (40 bytes) and a `UDP_GRO`/`UDP_SEGMENT` one (24 bytes), with margin.
+const CTRL_WORDS: usize = 12;
 const CTRL_LEN: usize = CTRL_WORDS * 8;
 
 /// Preallocated buffers for `recvmmsg`/`sendmmsg`: `cap` messages of up to
@@ -256,6 +257,9 @@ pub struct Batch {
     addrs: Vec<libc::sockaddr_storage>,
     ctrl: Vec<u64>,
     hdrs: Vec<libc::mmsghdr>,
+    /// Send side: segment size of each queued message (0: one datagram;
+    /// else a `UDP_SEGMENT` send of `len.div_ceil(seg)` datagrams).
+    seg: Vec<u16>,
     with_ctrl: bool,
     /// Messages past `len` may hold queued-message state (after `clear`
     /// or `send`): reset all of them before the next receive.
@@ -283,7 +287,9 @@ impl Batch {
             (zeroed::<libc::iovec>(), zeroed::<libc::sockaddr_storage>(), zeroed::<libc::mmsghdr>())
         };
         let (iovs, addrs, hdrs) = (vec![iov; cap], vec![addr; cap], vec![hdr; cap]);
-        let ctrl = vec![0u64; if with_ctrl { cap * CTRL_WORDS } else { 0 }];
+        // Always allocated: a send batch needs it for `UDP_SEGMENT` even
+        // without packet info.
+        let ctrl = vec![0u64; cap * CTRL_WORDS];
         let mut b = Batch {
             cap,
             buf_size,
@@ -295,6 +301,7 @@ impl Batch {
             addrs,
             ctrl,
             hdrs,
+            seg: vec![0; cap],
             with_ctrl,
             fresh: true,
         };
@@ -456,22 +463,60 @@ impl Batch {
         None
     }
 
+    /// Segment size of received message `i` when the kernel coalesced
+    /// several datagrams of one flow into it (`UDP_GRO` on the socket, see
+    /// [`set_gro`]): its `UDP_GRO` control message. `None`: one datagram.
+    /// [`segments`] splits the payload into its datagrams.
+    pub fn segment_size(&self, i: usize) -> Option<usize> {
+        assert!(i < self.len);
+        if !self.with_ctrl {
+            return None;
+        }
+        let h = &self.hdrs[i].msg_hdr;
+        // SAFETY: as in `local_ip`: the kernel-filled control buffer of this
+        // message, walked with CMSG_*; the int is read unaligned.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(h);
+            while !c.is_null() {
+                if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == libc::UDP_GRO {
+                    let g = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
+                    return usize::try_from(g).ok().filter(|&g| g > 0);
+                }
+                c = libc::CMSG_NXTHDR(h, c);
+            }
+        }
+        None
+    }
+
     /// Queues `data` for `to`. Returns `false` (queuing nothing) when the
     /// batch is full or `data` is longer than `buf_size`.
     pub fn push(&mut self, data: &[u8], to: &SocketAddr) -> bool {
-        if self.is_full() || data.len() > self.buf_size {
+        self.push_segments(data, 0, to)
+    }
+
+    /// Queues `data` as consecutive datagrams of `segment` bytes each (the
+    /// last may be shorter) for `to`, sent with one `UDP_SEGMENT` message
+    /// (GSO); `segment` 0 or at least `data.len()`: one datagram. Returns
+    /// `false` (queuing nothing) when full, too long, or `segment` is above
+    /// 65535.
+    pub fn push_segments(&mut self, data: &[u8], segment: usize, to: &SocketAddr) -> bool {
+        if self.is_full() || data.len() > self.buf_size || segment > u16::MAX as usize {
             return false;
         }
         let i = self.len;
         let (ss, len) = std_to_sockaddr(to);
         self.addrs[i] = ss;
-        self.set_queued(i, data, len, 0);
+        let seg = gso_segment(data.len(), segment);
+        let ctrl_len = send_ctrl(self.ctrl_of(i), 0, seg);
+        self.set_queued(i, data, len, ctrl_len, seg);
         true
     }
 
     /// Queues a reply to received message `i` of `rx`: its payload, sent
     /// back to its source; with packet info on both batches, from the local
-    /// address it was sent to. Returns `false` when full or too long.
+    /// address it was sent to; a coalesced message (`UDP_GRO`) goes back as
+    /// one GSO send of the same segments. Returns `false` when full or too
+    /// long.
     pub fn push_from(&mut self, rx: &Batch, i: usize) -> bool {
         let data = rx.data(i);
         if self.is_full() || data.len() > self.buf_size {
@@ -485,26 +530,41 @@ impl Batch {
             self.ctrl[j * CTRL_WORDS..(j + 1) * CTRL_WORDS]
                 .copy_from_slice(&rx.ctrl[i * CTRL_WORDS..(i + 1) * CTRL_WORDS]);
         }
-        self.set_queued(j, data, rx.hdrs[i].msg_hdr.msg_namelen, ctrl_len);
+        let gro = rx.segment_size(i);
+        let seg = gso_segment(data.len(), gro.unwrap_or(0));
+        if gro.is_some() {
+            // The kernel refuses a UDP_GRO cmsg on send: packet info, then UDP_SEGMENT.
+            ctrl_len = send_ctrl(self.ctrl_of(j), ctrl_len, seg);
+        }
+        self.set_queued(j, data, rx.hdrs[i].msg_hdr.msg_namelen, ctrl_len, seg);
         true
     }
 
     /// Turns the messages just received into replies queued in place: each
     /// is sent back to its source with its (possibly rewritten) payload and,
     /// with packet info, from the local address it arrived on, as
-    /// [`push_from`](Self::push_from) would queue it, without copying. An
-    /// echo loop swaps this batch with its empty send batch: the C echo floor
-    /// sends its receive buffers back the same way. Every message must be
-    /// whole (none [`truncated`](Self::truncated)).
+    /// [`push_from`](Self::push_from) would queue it (a coalesced one as one
+    /// GSO send), without copying. An echo loop swaps this batch with its
+    /// empty send batch: the C echo floor sends its receive buffers back the
+    /// same way. Every message must be whole (none
+    /// [`truncated`](Self::truncated)).
     pub fn queue_received(&mut self) {
         self.queued_bytes = 0;
         for i in 0..self.len {
             let n = (self.hdrs[i].msg_len as usize).min(self.buf_size);
             self.iovs[i].iov_len = n;
             self.queued_bytes += n;
+            let gro = if self.with_ctrl { self.segment_size(i) } else { None };
+            let seg = gso_segment(n, gro.unwrap_or(0));
+            self.seg[i] = seg;
             let h = &mut self.hdrs[i].msg_hdr;
             h.msg_flags = 0;
-            let ctrl_len = if self.with_ctrl { h.msg_controllen.min(CTRL_LEN) } else { 0 };
+            let mut ctrl_len = if self.with_ctrl { h.msg_controllen.min(CTRL_LEN) } else { 0 };
+            if gro.is_some() {
+                // The kernel refuses a UDP_GRO cmsg on send: packet info, then UDP_SEGMENT.
+                ctrl_len = send_ctrl(self.ctrl_of(i), ctrl_len, seg);
+            }
+            let h = &mut self.hdrs[i].msg_hdr;
             h.msg_controllen = ctrl_len;
             if ctrl_len == 0 {
                 h.msg_control = std::ptr::null_mut();
@@ -512,15 +572,20 @@ impl Batch {
         }
     }
 
-    fn set_queued(&mut self, i: usize, data: &[u8], namelen: libc::socklen_t, ctrl_len: usize) {
+    fn ctrl_of(&mut self, i: usize) -> &mut [u64] {
+        &mut self.ctrl[i * CTRL_WORDS..(i + 1) * CTRL_WORDS]
+    }
+
+    fn set_queued(&mut self, i: usize, data: &[u8], namelen: libc::socklen_t, ctrl_len: usize, seg: u16) {
         let off = i * self.stride;
         self.bufs[off..off + data.len()].copy_from_slice(data);
         self.iovs[i].iov_len = data.len();
+        self.seg[i] = seg;
         let h = &mut self.hdrs[i];
         h.msg_len = data.len() as u32;
         h.msg_hdr.msg_namelen = namelen;
         h.msg_hdr.msg_flags = 0;
-        h.msg_hdr.msg_controllen = if self.with_ctrl { ctrl_len } else { 0 };
+        h.msg_hdr.msg_controllen = ctrl_len;
         if ctrl_len == 0 {
             h.msg_hdr.msg_control = std::ptr::null_mut();
         } else {
@@ -530,11 +595,23 @@ impl Batch {
         self.queued_bytes += data.len();
     }
 
+    /// Datagrams queued message `i` carries.
+    fn datagrams(&self, i: usize) -> usize {
+        segment_count(self.iovs[i].iov_len, usize::from(self.seg[i]))
+    }
+
+    /// Datagrams queued (a GSO message counts as its segments).
+    pub fn queued_datagrams(&self) -> usize {
+        (0..self.len).map(|i| self.datagrams(i)).sum()
+    }
+
     /// Sends every queued message with as few `sendmmsg` calls as the kernel
     /// allows, then clears the batch. A message the kernel refuses (e.g.
     /// unreachable destination) is skipped and counted in `failed`; the
-    /// first such error is returned alongside. Blocks if the socket is
-    /// blocking and its send buffer is full.
+    /// first such error is returned alongside. A GSO message the kernel
+    /// refuses is sent again one datagram at a time (a device or route
+    /// without UDP segmentation). Counts are datagrams, not messages.
+    /// Blocks if the socket is blocking and its send buffer is full.
     pub fn send(&mut self, s: &impl AsRawFd) -> SendResult {
         let mut r = SendResult::default();
         let mut at = 0;
@@ -549,11 +626,15 @@ impl Batch {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
                 }
-                r.failed += 1;
-                r.first_error.get_or_insert(e);
+                if self.seg[at] > 0 && e.kind() != io::ErrorKind::WouldBlock {
+                    self.send_split(s, at, &mut r);
+                } else {
+                    r.failed += self.datagrams(at);
+                    r.first_error.get_or_insert(e);
+                }
                 at += 1;
             } else {
-                r.sent += n as usize;
+                r.sent += (at..at + n as usize).map(|i| self.datagrams(i)).sum::<usize>();
                 at += n as usize;
             }
         }
@@ -566,6 +647,214 @@ impl Batch {
         self.clear();
         r
     }
+
+    /// Sends GSO message `i` one datagram at a time, with its packet info
+    /// but without `UDP_SEGMENT` (which [`send_ctrl`] puts last).
+    fn send_split(&mut self, s: &impl AsRawFd, i: usize, r: &mut SendResult) {
+        let len = self.iovs[i].iov_len;
+        let seg = usize::from(self.seg[i]);
+        let ctrl_len = self.hdrs[i].msg_hdr.msg_controllen.saturating_sub(udp_segment_space());
+        let base = i * self.stride;
+        for part in segments(len, seg) {
+            let mut iov = libc::iovec {
+                iov_base: self.bufs[base + part.start..].as_mut_ptr().cast(),
+                iov_len: part.len(),
+            };
+            let mut h = self.hdrs[i].msg_hdr;
+            h.msg_iov = &mut iov;
+            h.msg_iovlen = 1;
+            h.msg_controllen = ctrl_len;
+            if ctrl_len == 0 {
+                h.msg_control = std::ptr::null_mut();
+            }
+            // SAFETY: `h` points at this batch's own address and control
+            // buffer of message `i` and at `iov`, a slice of its buffer; all
+            // live for the call.
+            let rc = unsafe { libc::sendmsg(s.as_raw_fd(), &h, 0) };
+            if rc < 0 {
+                r.failed += 1;
+                r.first_error.get_or_insert(io::Error::last_os_error());
+            } else {
+                r.sent += 1;
+            }
+        }
+    }
+}
+
+/// The `UDP_SEGMENT` size for `len` bytes in segments of `segment`: 0 (a
+/// plain datagram) when that is one segment.
+fn gso_segment(len: usize, segment: usize) -> u16 {
+    if segment == 0 || len <= segment {
+        0
+    } else {
+        segment as u16
+    }
+}
+
+/// Bytes a `UDP_SEGMENT` cmsg (a u16) takes in a control buffer.
+fn udp_segment_space() -> usize {
+    // SAFETY: CMSG_SPACE is arithmetic only.
+    unsafe { libc::CMSG_SPACE(size_of::<u16>() as u32) as usize }
+}
+
+/// Rewrites a control buffer for sending: keeps the cmsgs of its first
+/// `len` bytes other than `SOL_UDP` ones (packet info; the kernel refuses a
+/// received `UDP_GRO` on send), then appends `UDP_SEGMENT` = `seg` unless
+/// `seg` is 0. Returns the new `msg_controllen`. `UDP_SEGMENT` goes last so
+/// that [`Batch::send_split`] can drop it by length.
+fn send_ctrl(ctrl: &mut [u64], len: usize, seg: u16) -> usize {
+    let mut out = [0u64; CTRL_WORDS];
+    let cap = CTRL_LEN;
+    let mut used = 0usize;
+    // SAFETY: `h` describes `ctrl[..len]` (len <= ctrl's bytes), a control
+    // buffer laid out by the kernel or by this function; CMSG_* walk within
+    // it. Each kept cmsg is copied whole (cmsg_len bytes, checked to fit)
+    // into `out`, 8-aligned like `ctrl`, at CMSG_ALIGN'ed offsets; the new
+    // UDP_SEGMENT header is written at such an offset too, inside `out`.
+    unsafe {
+        let mut h: libc::msghdr = zeroed();
+        h.msg_control = ctrl.as_mut_ptr().cast();
+        h.msg_controllen = len.min(ctrl.len() * 8);
+        let mut c = libc::CMSG_FIRSTHDR(&h);
+        while !c.is_null() {
+            let clen = (*c).cmsg_len;
+            let hdr = libc::CMSG_LEN(0) as usize;
+            if (*c).cmsg_level != libc::SOL_UDP && clen >= hdr {
+                let space = libc::CMSG_SPACE((clen - hdr) as u32) as usize;
+                if used + space <= cap {
+                    std::ptr::copy_nonoverlapping(
+                        c.cast::<u8>(),
+                        out.as_mut_ptr().cast::<u8>().add(used),
+                        clen,
+                    );
+                    used += space;
+                }
+            }
+            c = libc::CMSG_NXTHDR(&h, c);
+        }
+        if seg > 0 && used + udp_segment_space() <= cap {
+            let c = out.as_mut_ptr().cast::<u8>().add(used).cast::<libc::cmsghdr>();
+            (*c).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as usize;
+            (*c).cmsg_level = libc::SOL_UDP;
+            (*c).cmsg_type = libc::UDP_SEGMENT;
+            std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), seg);
+            used += udp_segment_space();
+        }
+    }
+    ctrl[..CTRL_WORDS].copy_from_slice(&out);
+    used
+}
+
+/// How many datagrams a coalesced buffer of `len` bytes in segments of
+/// `segment` bytes holds (`segment` 0: one). An empty buffer is one empty
+/// datagram.
+pub fn segment_count(len: usize, segment: usize) -> usize {
+    if segment == 0 || len <= segment {
+        1
+    } else {
+        len.div_ceil(segment)
+    }
+}
+
+/// The datagrams of a coalesced buffer of `len` bytes: byte ranges of
+/// `segment` bytes each, the last one possibly shorter (`segment` 0: the
+/// whole buffer, one datagram). Sans-I/O: what `UDP_GRO` receive and
+/// `UDP_SEGMENT` send both mean by segments.
+pub fn segments(len: usize, segment: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let step = if segment == 0 || len <= segment { len.max(1) } else { segment };
+    let n = segment_count(len, segment);
+    (0..n).map(move |k| k * step..((k + 1) * step).min(len))
+}
+
+/// `UDP_GRO` on (or off): the kernel then queues the datagrams of one flow
+/// that arrive together (a GSO send on loopback, NAPI GRO on a NIC) as one
+/// coalesced buffer, with a `UDP_GRO` control message giving the segment
+/// size ([`Batch::segment_size`]). The receive buffer must hold a whole
+/// coalesced buffer (64 KiB), or the tail is lost.
+pub fn set_gro(s: &impl AsRawFd, on: bool) -> io::Result<()> {
+    setsockopt_int(s.as_raw_fd(), libc::SOL_UDP, libc::UDP_GRO, libc::c_int::from(on))
+        .map_err(|e| ctx(e, "UDP_GRO"))
+}
+
+/// Sends `data` on connected socket `s` as datagrams of `segment` bytes
+/// (the last may be shorter) with one `sendmsg` carrying `UDP_SEGMENT`
+/// (GSO); `segment` 0 or at least `data.len()`: one plain datagram. Returns
+/// the datagrams sent (all or none: the kernel takes a GSO send whole).
+pub fn send_segments(s: &impl AsRawFd, data: &[u8], segment: usize) -> io::Result<usize> {
+    sendmsg_segments(s, data, segment, None)
+}
+
+/// As [`send_segments`], to `to` (an unconnected socket).
+pub fn send_segments_to(s: &impl AsRawFd, data: &[u8], segment: usize, to: &SocketAddr) -> io::Result<usize> {
+    sendmsg_segments(s, data, segment, Some(to))
+}
+
+fn sendmsg_segments(
+    s: &impl AsRawFd,
+    data: &[u8],
+    segment: usize,
+    to: Option<&SocketAddr>,
+) -> io::Result<usize> {
+    if segment > u16::MAX as usize {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "GSO segment above 65535 bytes"));
+    }
+    let seg = gso_segment(data.len(), segment);
+    let mut ctrl = [0u64; CTRL_WORDS];
+    let ctrl_len = send_ctrl(&mut ctrl, 0, seg);
+    let mut iov = libc::iovec { iov_base: data.as_ptr() as *mut libc::c_void, iov_len: data.len() };
+    // SAFETY: all-zero msghdr is valid (no name, no control).
+    let mut h: libc::msghdr = unsafe { zeroed() };
+    h.msg_iov = &mut iov;
+    h.msg_iovlen = 1;
+    let mut name = to.map(std_to_sockaddr);
+    if let Some((ss, len)) = name.as_mut() {
+        h.msg_name = (ss as *mut libc::sockaddr_storage).cast();
+        h.msg_namelen = *len;
+    }
+    if ctrl_len > 0 {
+        h.msg_control = ctrl.as_mut_ptr().cast();
+        h.msg_controllen = ctrl_len;
+    }
+    // SAFETY: `h` points at `iov` (over `data`, only read by the kernel),
+    // `name` and `ctrl`, all live for the call.
+    let rc = unsafe { libc::sendmsg(s.as_raw_fd(), &h, 0) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(segment_count(data.len(), usize::from(seg)))
+}
+
+/// What this kernel offers for UDP offload, probed once on loopback.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UdpOffload {
+    /// `setsockopt(SOL_UDP, UDP_GRO, 1)` succeeds.
+    pub gro: bool,
+    /// A two-segment `UDP_SEGMENT` send succeeds.
+    pub gso: bool,
+    /// Why one of them is missing (the kernel's error), if so.
+    pub why_not: Option<String>,
+}
+
+/// Probes `UDP_GRO` and `UDP_SEGMENT` once per process: a loopback socket
+/// sends itself one GSO message of two 8-byte datagrams (never off the
+/// host; the socket is closed right after).
+pub fn udp_offload() -> &'static UdpOffload {
+    static PROBE: std::sync::OnceLock<UdpOffload> = std::sync::OnceLock::new();
+    PROBE.get_or_init(|| {
+        let probe = || -> io::Result<UdpOffload> {
+            let s = udp_socket("127.0.0.1:0".parse().expect("literal"), &UdpOptions::default())?;
+            let gro = set_gro(&s, true);
+            s.connect(&s.local_addr()?)?;
+            let gso = send_segments(&s, &[0u8; 16], 8);
+            let why_not = match (&gro, &gso) {
+                (Err(e), _) => Some(e.to_string()),
+                (_, Err(e)) => Some(format!("UDP_SEGMENT: {e}")),
+                _ => None,
+            };
+            Ok(UdpOffload { gro: gro.is_ok(), gso: gso.is_ok(), why_not })
+        };
+        probe().unwrap_or_else(|e| UdpOffload { gro: false, gso: false, why_not: Some(e.to_string()) })
+    })
 }
 
 /// Outcome of [`Batch::send`].
@@ -626,6 +915,116 @@ mod tests {
         let cli = udp_socket(a, &opts).unwrap();
         let at = srv.local_addr().unwrap().as_socket().unwrap();
         (srv, cli, at)
+    }
+
+    #[test]
+    fn segments_split_a_coalesced_buffer() {
+        let r: Vec<_> = segments(1000, 100).collect();
+        assert_eq!(r.len(), 10);
+        assert!(r.iter().enumerate().all(|(k, x)| *x == (k * 100..k * 100 + 100)));
+        let r: Vec<_> = segments(1037, 100).collect();
+        assert_eq!(r.len(), 11);
+        assert_eq!(r[10], 1000..1037, "the last segment is shorter");
+        assert_eq!(segment_count(1037, 100), 11);
+        assert_eq!(segments(50, 100).collect::<Vec<_>>(), vec![0..50], "shorter than a segment: one");
+        assert_eq!(segments(100, 100).collect::<Vec<_>>(), vec![0..100]);
+        assert_eq!(segments(300, 0).collect::<Vec<_>>(), vec![0..300], "0: not coalesced");
+        assert_eq!(segments(0, 8).collect::<Vec<_>>(), vec![0..0], "an empty datagram is a datagram");
+        assert_eq!((segment_count(0, 0), segment_count(100, 0), segment_count(101, 100)), (1, 1, 2));
+        assert_eq!((gso_segment(100, 100), gso_segment(101, 100), gso_segment(5, 0)), (0, 100, 0));
+    }
+
+    #[test]
+    fn offload_probe_matches_the_socket_calls() {
+        let o = udp_offload();
+        assert_eq!(o.why_not.is_none(), o.gro && o.gso, "{o:?}");
+        let (srv, _, _) = pair("127.0.0.1");
+        assert_eq!(set_gro(&srv, true).is_ok(), o.gro);
+    }
+
+    /// The datagrams `cli` (connected to `at`) sent as GSO, as `srv` sees
+    /// them: one coalesced message with GRO on, else one each.
+    fn gso_echo(ip: &str, pktinfo: bool, in_place: bool) {
+        if !udp_offload().gro || !udp_offload().gso {
+            panic!("this kernel lacks UDP GRO/GSO: {:?}", udp_offload());
+        }
+        let (srv, cli, at) = pair(ip);
+        set_gro(&srv, true).unwrap();
+        if pktinfo {
+            set_pktinfo(&srv, at.is_ipv6()).unwrap();
+        }
+        cli.connect(&at.into()).unwrap();
+        // 16 datagrams of 100 bytes, the last one 37.
+        let data: Vec<u8> = (0..1537u32).map(|i| (i / 100) as u8).collect();
+        assert_eq!(send_segments(&cli, &data, 100).unwrap(), 16);
+        let mut rx = Batch::new(4, 65536, true);
+        assert_eq!(rx.recv(&srv, false).unwrap(), 1, "one coalesced buffer");
+        assert_eq!(rx.data(0), &data[..]);
+        assert_eq!(rx.segment_size(0), Some(100));
+        assert_eq!(rx.local_ip(0).is_some(), pktinfo);
+        for r in segments(rx.data(0).len(), 100) {
+            rx.data_mut(0)[r.start] ^= 0xff; // a stamp per datagram
+        }
+        let sent = if in_place {
+            rx.queue_received();
+            assert_eq!(rx.queued_datagrams(), 16);
+            rx.send(&srv)
+        } else {
+            let mut tx = Batch::new(4, 65536, pktinfo);
+            assert!(tx.push_from(&rx, 0));
+            tx.send(&srv)
+        };
+        assert_eq!((sent.sent, sent.failed), (16, 0), "{:?}", sent.first_error);
+        // The client has no GRO: the kernel splits the GSO reply.
+        let mut back = Batch::new(32, 2048, false);
+        let mut got = Vec::new();
+        while got.len() < 16 {
+            let n = back.recv(&cli, false).unwrap();
+            for i in 0..n {
+                assert_eq!(back.segment_size(i), None);
+                got.push(back.data(i).to_vec());
+            }
+        }
+        for (k, d) in got.iter().enumerate() {
+            let mut want = data[k * 100..(k * 100 + 100).min(data.len())].to_vec();
+            want[0] ^= 0xff;
+            assert_eq!(d, &want, "datagram {k}");
+        }
+        assert_eq!(got[15].len(), 37);
+    }
+
+    #[test]
+    fn gro_receive_and_gso_reply_v4_v6_in_place_and_copied() {
+        for ip in ["127.0.0.1", "[::1]"] {
+            for pktinfo in [false, true] {
+                for in_place in [false, true] {
+                    gso_echo(ip, pktinfo, in_place);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_gso_message_the_kernel_refuses_goes_one_datagram_at_a_time() {
+        let (srv, cli, at) = pair("127.0.0.1");
+        // More segments than UDP_MAX_SEGMENTS (64 or 128): EINVAL for GSO.
+        let data = vec![7u8; 8 * 200];
+        let mut tx = Batch::new(2, 4096, false);
+        assert!(tx.push_segments(&data, 8, &at));
+        assert!(tx.push(b"plain", &at));
+        assert_eq!(tx.queued_datagrams(), 201);
+        let r = tx.send(&cli);
+        assert_eq!((r.sent, r.failed), (201, 0), "{:?}", r.first_error);
+        let mut rx = Batch::new(64, 2048, false);
+        let mut n = 0;
+        while n < 201 {
+            let k = rx.recv(&srv, false).unwrap();
+            for i in 0..k {
+                assert_eq!(rx.data(i).len(), if n + i == 200 { 5 } else { 8 });
+            }
+            n += k;
+        }
+        assert!(!tx.push_segments(&data, 70_000, &at), "segment above 65535");
     }
 
     #[test]

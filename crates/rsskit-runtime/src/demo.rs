@@ -149,6 +149,8 @@ pub fn run(cfg: &DemoConfig, stop: &AtomicBool, mut on_second: impl FnMut(&Secon
         pin_owner: false,
         drain: Duration::from_millis(500),
         table: table.clone(),
+        gso: 1,
+        gro: true,
     };
     let result = (|| {
         let streams = udp_load::plan_streams(&lc)?;

@@ -57,6 +57,10 @@ pub struct Counters {
     pub dropped: u64,
     /// Datagrams that are not probes (echoed unchanged).
     pub foreign: u64,
+    /// Datagrams that arrived coalesced with others of their flow
+    /// (`UDP_GRO`: several in one buffer); each is still counted in
+    /// `received` on its own.
+    pub coalesced: u64,
     /// Reply flushes by reason.
     pub flushes: Flushes,
 }
@@ -84,6 +88,7 @@ impl Counters {
             unowned: d(self.unowned, earlier.unowned),
             dropped: d(self.dropped, earlier.dropped),
             foreign: d(self.foreign, earlier.foreign),
+            coalesced: d(self.coalesced, earlier.coalesced),
             flushes: Flushes {
                 count: d(self.flushes.count, earlier.flushes.count),
                 bytes: d(self.flushes.bytes, earlier.flushes.bytes),
@@ -102,6 +107,7 @@ impl Counters {
         self.unowned += o.unowned;
         self.dropped += o.dropped;
         self.foreign += o.foreign;
+        self.coalesced += o.coalesced;
         self.flushes.count += o.flushes.count;
         self.flushes.bytes += o.flushes.bytes;
         self.flushes.idle += o.flushes.idle;
@@ -132,6 +138,7 @@ pub struct WorkerStats {
     unowned: AtomicU64,
     dropped: AtomicU64,
     foreign: AtomicU64,
+    coalesced: AtomicU64,
     flush_count: AtomicU64,
     flush_bytes: AtomicU64,
     flush_idle: AtomicU64,
@@ -154,6 +161,7 @@ impl WorkerStats {
         self.unowned.store(c.unowned, Relaxed);
         self.dropped.store(c.dropped, Relaxed);
         self.foreign.store(c.foreign, Relaxed);
+        self.coalesced.store(c.coalesced, Relaxed);
         self.flush_count.store(c.flushes.count, Relaxed);
         self.flush_bytes.store(c.flushes.bytes, Relaxed);
         self.flush_idle.store(c.flushes.idle, Relaxed);
@@ -170,6 +178,7 @@ impl WorkerStats {
             unowned: self.unowned.load(Relaxed),
             dropped: self.dropped.load(Relaxed),
             foreign: self.foreign.load(Relaxed),
+            coalesced: self.coalesced.load(Relaxed),
             flushes: Flushes {
                 count: self.flush_count.load(Relaxed),
                 bytes: self.flush_bytes.load(Relaxed),

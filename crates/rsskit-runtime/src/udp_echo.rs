@@ -15,7 +15,7 @@ use rsskit_core::rss::RssError;
 use rsskit_core::{CpuId, FlowTuple, HashConfig, HashType, L4Proto, RssKey, RssPolicy, WorkerId};
 use rsskit_linux::ebpf::reuseport::{Counters as EbpfCounters, ReuseportError};
 use rsskit_linux::snmp::{self, SocketDrops, UdpCounters};
-use rsskit_linux::socket::{Batch, UdpOptions};
+use rsskit_linux::socket::{self as sock, segment_count, segments, Batch, UdpOptions};
 use serde_json::json;
 use socket2::Socket;
 use std::io;
@@ -134,7 +134,57 @@ pub struct EchoConfig {
     pub sndbuf: Option<usize>,
     /// Receive buffer per datagram; longer ones are truncated and dropped.
     pub max_datagram: usize,
+    /// UDP GRO on receive and GSO on reply where the kernel has both (see
+    /// [`Offload`]); `false`: one datagram per system-call message.
+    pub offload: bool,
 }
+
+/// UDP offload in force: with `gro`, the kernel hands a worker the
+/// datagrams of one flow that arrive together as one coalesced buffer (one
+/// `recvmmsg` message), and the worker answers it with one GSO send of the
+/// same segments. Counters, stamps and misdirection checks stay per
+/// datagram: a buffer of N segments is N datagrams received and N sent.
+/// The flush thresholds count reply messages: a coalesced reply is one.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Offload {
+    /// `UDP_GRO` on the workers' sockets.
+    pub gro: bool,
+    /// Coalesced buffers answered with one `UDP_SEGMENT` send.
+    pub gso: bool,
+    /// Why offload is off, when it is.
+    pub off_because: Option<String>,
+}
+
+impl Offload {
+    /// `gro+gso`, or `off (why)`.
+    pub fn describe(&self) -> String {
+        match (&self.off_because, self.gro) {
+            (_, true) => "gro+gso".into(),
+            (Some(why), false) => format!("off ({why})"),
+            (None, false) => "off".into(),
+        }
+    }
+
+    /// What `want` gives on this kernel with receive buffers of
+    /// `max_datagram` bytes (a coalesced buffer is up to 64 KiB).
+    pub fn resolve(want: bool, max_datagram: usize) -> Offload {
+        let k = sock::udp_offload();
+        let off = |why: String| Offload { gro: false, gso: false, off_because: Some(why) };
+        if !want {
+            off("--no-offload".into())
+        } else if !(k.gro && k.gso) {
+            off(format!("kernel: {}", k.why_not.as_deref().unwrap_or("no UDP_GRO/UDP_SEGMENT")))
+        } else if max_datagram < GRO_BUFFER {
+            off(format!("datagram buffer {max_datagram} < {GRO_BUFFER} bytes"))
+        } else {
+            Offload { gro: true, gso: true, off_because: None }
+        }
+    }
+}
+
+/// Smallest receive buffer with GRO: a coalesced buffer holds up to a
+/// whole UDP payload (65535 bytes), so none is ever truncated.
+pub const GRO_BUFFER: usize = 65536;
 
 /// Default `--flush-packets`: one `sendmmsg` per full `recvmmsg` batch.
 ///
@@ -182,6 +232,7 @@ impl EchoConfig {
             rcvbuf: Some(DEFAULT_RCVBUF),
             sndbuf: None,
             max_datagram: 65536,
+            offload: true,
         }
     }
 
@@ -249,6 +300,8 @@ struct Plan {
     flush_bytes: usize,
     max_datagram: usize,
     pktinfo: bool,
+    /// `UDP_GRO` on the sockets: messages may be coalesced.
+    gro: bool,
     /// `ebpf` steering: bucket -> worker as it is now (buckets move live).
     owners: Option<Arc<[AtomicU32]>>,
 }
@@ -284,6 +337,8 @@ pub struct EchoServer {
     fallback: Option<String>,
     /// Rebalancing rounds that moved something.
     rounds: Vec<Round>,
+    /// GRO/GSO in force.
+    offload: Offload,
 }
 
 /// `SO_RCVBUF`: what was asked and what the kernel granted.
@@ -362,6 +417,20 @@ impl EchoServer {
                 extra_cpus: Vec::new(),
             })
             .collect();
+        let mut offload = Offload::resolve(cfg.offload, cfg.max_datagram);
+        if offload.gro {
+            if let Err(e) = st
+                .sockets
+                .iter()
+                .chain(st.extra.iter().map(|(_, s)| s))
+                .try_for_each(|s| sock::set_gro(s, true))
+            {
+                offload = Offload { gro: false, gso: false, off_because: Some(e.to_string()) };
+                for s in st.sockets.iter().chain(st.extra.iter().map(|(_, s)| s)) {
+                    let _ = sock::set_gro(s, false);
+                }
+            }
+        }
         let held = st
             .sockets
             .iter()
@@ -390,6 +459,7 @@ impl EchoServer {
             flush_bytes: cfg.flush_bytes,
             max_datagram: cfg.max_datagram,
             pktinfo,
+            gro: offload.gro,
             owners: live.as_ref().map(|l| l.owners()),
         };
         let workers = Workers::spawn(&cfg.cpus, per_worker, stop, move |ctx, socks| {
@@ -410,6 +480,7 @@ impl EchoServer {
             live,
             fallback: st.fallback,
             rounds: Vec::new(),
+            offload,
         })
     }
 
@@ -431,6 +502,11 @@ impl EchoServer {
     /// Steering mode.
     pub fn steer(&self) -> Steer {
         self.steer
+    }
+
+    /// GRO/GSO in force.
+    pub fn offload(&self) -> &Offload {
+        &self.offload
     }
 
     /// `ebpf` steering asked for but classic `toeplitz` in force: why.
@@ -555,6 +631,7 @@ impl EchoServer {
             fallback: self.fallback,
             ebpf,
             rebalance: self.rounds,
+            offload: self.offload,
         })
     }
 }
@@ -584,6 +661,8 @@ pub struct EchoReport {
     pub ebpf: Option<EbpfCounters>,
     /// Bucket moves made live (rebalancing rounds that moved something).
     pub rebalance: Vec<Round>,
+    /// GRO/GSO in force.
+    pub offload: Offload,
 }
 
 impl EchoReport {
@@ -611,6 +690,7 @@ impl EchoReport {
                     "unowned": c.unowned,
                     "dropped": c.dropped,
                     "foreign": c.foreign,
+                    "coalesced": c.coalesced,
                     "flushes": c.flushes,
                 })
             })
@@ -628,6 +708,7 @@ impl EchoReport {
             "steer_fallback": self.fallback,
             "ebpf": self.ebpf,
             "rebalance": self.rebalance,
+            "offload": self.offload,
         })
     }
 }
@@ -664,8 +745,13 @@ fn run_worker(ctx: &WorkerCtx, plan: Plan, socks: Vec<RxSocket>) -> io::Result<C
             hash_type: plan.hash_type,
             local: plan.local,
         },
-        rx: Batch::new(plan.batch, plan.max_datagram, plan.pktinfo),
-        tx: Batch::new(if plan.sink { 1 } else { plan.flush_packets }, plan.max_datagram, plan.pktinfo),
+        // Control buffers for packet info and, with GRO, the segment size.
+        rx: Batch::new(plan.batch, plan.max_datagram, plan.pktinfo || plan.gro),
+        tx: Batch::new(
+            if plan.sink { 1 } else { plan.flush_packets },
+            plan.max_datagram,
+            plan.pktinfo || plan.gro,
+        ),
         me: ctx.index as u32,
         my_cpu: ctx.cpu as u16,
         plan,
@@ -800,14 +886,23 @@ impl WorkerState {
                 }) && bytes <= self.plan.flush_bytes
             };
         for i in 0..n {
-            c.received += 1;
-            c.bytes += self.rx.data(i).len() as u64;
+            // A coalesced buffer (GRO) is `dgrams` datagrams of one flow:
+            // counted, checked and stamped one by one.
+            let len = self.rx.data(i).len();
+            let seg = if self.plan.gro { self.rx.segment_size(i).unwrap_or(0) } else { 0 };
+            let dgrams = segment_count(len, seg) as u64;
+            c.received += dgrams;
+            c.bytes += len as u64;
+            if dgrams > 1 {
+                c.coalesced += dgrams;
+            }
             if self.rx.truncated(i) {
-                c.dropped += 1;
+                c.dropped += dgrams;
                 continue;
             }
             let from = self.rx.addr(i);
             let local_ip = if self.plan.pktinfo { self.rx.local_ip(i) } else { Some(self.plan.local.ip()) };
+            // One 4-tuple per buffer: the kernel coalesces only one flow's datagrams.
             let (hash, bucket) = match (from, local_ip) {
                 (Some(f), Some(l)) => self.cls.classify(f, l).unwrap_or((0, 0)),
                 _ => (0, 0),
@@ -817,29 +912,30 @@ impl WorkerState {
                 None => self.cls.policy.worker_of_bucket(bucket),
             };
             let unowned = owner != WorkerId(self.me);
-            c.unowned += u64::from(unowned);
+            c.unowned += u64::from(unowned) * dgrams;
             let misdirected = match self.plan.mode {
                 Steer::Cpu => rs.kernel_cpu != self.my_cpu,
                 _ => unowned,
             };
-            c.misdirected += u64::from(misdirected);
+            c.misdirected += u64::from(misdirected) * dgrams;
+            let stamp = ServerStamp {
+                worker: self.me as u16,
+                cpu: self.my_cpu,
+                bucket: bucket as u16,
+                kernel_cpu: rs.kernel_cpu,
+                hash,
+                flags: if unowned { FLAG_MISDIRECTED } else { 0 },
+            };
             let d = self.rx.data_mut(i);
-            if proto::is_probe(d) {
-                if !self.plan.sink {
-                    proto::write_stamp(
-                        d,
-                        &ServerStamp {
-                            worker: self.me as u16,
-                            cpu: self.my_cpu,
-                            bucket: bucket as u16,
-                            kernel_cpu: rs.kernel_cpu,
-                            hash,
-                            flags: if unowned { FLAG_MISDIRECTED } else { 0 },
-                        },
-                    );
+            for r in segments(len, seg) {
+                let d = &mut d[r];
+                if proto::is_probe(d) {
+                    if !self.plan.sink {
+                        proto::write_stamp(d, &stamp);
+                    }
+                } else {
+                    c.foreign += 1;
                 }
-            } else {
-                c.foreign += 1;
             }
             if !self.plan.sink && !in_place {
                 self.tx.push_from(&self.rx, i);
@@ -962,6 +1058,86 @@ mod tests {
         assert_eq!(tot.dropped, 0);
         assert!(tot.flushes.total() > 0);
         r
+    }
+
+    /// Each source sends `bursts` GSO bursts of 16 probes of 510 bytes (the
+    /// last burst's last one 200 bytes) with one `UDP_SEGMENT` send each;
+    /// every echo is checked against the policy. Returns the server's totals.
+    fn gso_round(offload: bool, sources: &[&str], bursts: u64) -> (Counters, Offload) {
+        let mut cfg = EchoConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.offload = offload;
+        let srv = EchoServer::start(cfg).unwrap();
+        let at = srv.local_addr();
+        let t = rsskit_core::Toeplitz::new(&RssKey::microsoft());
+        let mut expected = 0u64;
+        for (si, src) in sources.iter().enumerate() {
+            let s = UdpSocket::bind(src).unwrap();
+            s.connect(at).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+            let me = s.local_addr().unwrap();
+            let ft = FlowTuple::new(me.ip(), me.port(), at.ip(), at.port(), L4Proto::Udp);
+            let h = t.hash(ft.input(srv.hash_type()).unwrap().as_bytes());
+            let bucket = srv.policy().bucket(h);
+            let owner = srv.workers().iter().find(|w| w.buckets.contains(&bucket)).unwrap().worker;
+            let mut seen = std::collections::BTreeSet::new();
+            for b in 0..bursts {
+                let last_short = b == bursts - 1;
+                let mut burst = Vec::new();
+                for k in 0..16u64 {
+                    let len = if last_short && k == 15 { 200 } else { 510 };
+                    burst.extend(probe(si as u32, b * 16 + k, len));
+                }
+                assert_eq!(sock::send_segments(&s, &burst, 510).unwrap(), 16);
+                for _ in 0..16 {
+                    let mut buf = [0u8; 2048];
+                    let n = s.recv(&mut buf).unwrap();
+                    let (p, st) = proto::decode(&buf[..n]).unwrap();
+                    assert_eq!(p.stream, si as u32);
+                    assert_eq!(n, if last_short && p.seq % 16 == 15 { 200 } else { 510 }, "seq {}", p.seq);
+                    assert!(buf[40..n].iter().all(|&x| x == 0x5a), "padding echoed as is");
+                    assert_eq!((st.hash, st.bucket as u32), (h, bucket));
+                    assert_eq!(st.worker as usize, owner, "served by the bucket's owner");
+                    assert_eq!(st.cpu as usize, srv.workers()[owner].cpu);
+                    assert!(!st.misdirected());
+                    assert!(seen.insert(p.seq), "seq {} echoed twice", p.seq);
+                }
+            }
+            assert_eq!(seen.len() as u64, 16 * bursts, "every datagram echoed once");
+            expected += 16 * bursts;
+        }
+        let offload = srv.offload().clone();
+        let r = srv.stop().unwrap();
+        let tot = r.totals();
+        assert_eq!(r.to_json()["offload"]["gro"], offload.gro);
+        assert_eq!(tot.received, expected);
+        assert_eq!(tot.sent, expected);
+        assert_eq!(tot.received, tot.sent + tot.dropped, "in == out + dropped (nothing held)");
+        assert_eq!((tot.dropped, tot.misdirected, tot.foreign), (0, 0, 0));
+        (tot, offload)
+    }
+
+    #[test]
+    fn gso_bursts_echo_per_datagram_with_gro_and_without() {
+        let sources = ["127.0.0.2:0", "127.0.0.3:0", "127.0.0.4:0"];
+        let (on, mode) = gso_round(true, &sources, 4);
+        assert!(mode.gro && mode.gso, "this kernel has UDP GRO/GSO: {mode:?}");
+        assert_eq!(mode.describe(), "gro+gso");
+        // On loopback a GSO send reaches a GRO socket whole.
+        assert!(on.coalesced >= 16, "{on:?}");
+        assert!(on.batches < on.received, "fewer messages than datagrams: {on:?}");
+        let (off, mode) = gso_round(false, &sources, 4);
+        assert_eq!(mode.describe(), "off (--no-offload)");
+        assert_eq!(off.coalesced, 0, "the kernel splits GSO sends for a socket without GRO");
+        let per_datagram =
+            |c: &Counters| (c.received, c.sent, c.bytes, c.dropped, c.misdirected, c.unowned, c.foreign);
+        assert_eq!(per_datagram(&on), per_datagram(&off), "GRO on and off count the same datagrams");
+    }
+
+    #[test]
+    fn small_buffers_turn_offload_off_with_the_reason() {
+        let o = Offload::resolve(true, 2048);
+        assert!(!o.gro && !o.gso);
+        assert!(o.describe().contains("2048"), "{}", o.describe());
     }
 
     #[test]

@@ -25,7 +25,7 @@ use hdrhistogram::Histogram;
 use pacing::{Pacer, Phase, Schedule};
 use report::StreamInfo;
 use rsskit_linux::poll::PollSet;
-use rsskit_linux::socket::Batch;
+use rsskit_linux::socket::{self as sock, segments, Batch};
 use socket2::Socket;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -167,7 +167,16 @@ pub struct LoadConfig {
     pub drain: Duration,
     /// The server's policy, as the client assumes it: which bucket each stream lands in and who owns it.
     pub table: ServerTable,
+    /// Datagrams of one stream per send: above 1, one `UDP_SEGMENT` (GSO)
+    /// send of up to this many consecutive probes (1..=[`MAX_GSO`]).
+    pub gso: u32,
+    /// `UDP_GRO` on the streams' sockets where the kernel has it: coalesced
+    /// echoes are split into their datagrams here (else the kernel splits them).
+    pub gro: bool,
 }
+
+/// Most datagrams per GSO send (the kernel's UDP GRO limit, 64 segments).
+pub const MAX_GSO: u32 = 64;
 
 impl LoadConfig {
     /// Checks the numbers that need no socket.
@@ -201,6 +210,24 @@ impl LoadConfig {
         }
         if self.burst == 0 || self.burst > 4096 {
             return config_err(format!("--burst must be 1..=4096, not {}", self.burst));
+        }
+        if self.gso == 0 || self.gso > MAX_GSO {
+            return config_err(format!("--gso must be 1..={MAX_GSO}, not {}", self.gso));
+        }
+        if self.gso > 1 && self.size * self.gso as usize > MAX_SIZE {
+            return config_err(format!(
+                "--gso {} with --size {}: a GSO send of {} bytes is above the largest UDP payload ({MAX_SIZE})",
+                self.gso,
+                self.size,
+                self.size * self.gso as usize
+            ));
+        }
+        if self.gso > 1 && !rsskit_linux::socket::udp_offload().gso {
+            return config_err(format!(
+                "--gso {}: this kernel refuses UDP_SEGMENT ({})",
+                self.gso,
+                rsskit_linux::socket::udp_offload().why_not.as_deref().unwrap_or("unknown")
+            ));
         }
         if self.window == Some(0) {
             return config_err("--window must be at least 1".into());
@@ -373,6 +400,7 @@ impl Sender<'_> {
         let count = cfg.count;
         let limits = SendLimits { count, window: cfg.window, window_timeout_ns: WINDOW_TIMEOUT_NS };
         let now = monotonic_ns();
+        let gro = cfg.gro && sock::udp_offload().gro;
         let (socks, mut trackers): (Vec<Socket>, Vec<StreamTracker>) = streams
             .into_iter()
             .map(|s| {
@@ -380,10 +408,24 @@ impl Sender<'_> {
                 (s.socket, StreamTracker::new(s.id, now))
             })
             .unzip();
+        if gro {
+            for s in &socks {
+                sock::set_gro(s, true).map_err(|source| UdpLoadError::Io {
+                    what: "UDP_GRO on a stream's socket".into(),
+                    source,
+                })?;
+            }
+        }
         let mut hist = report::rtt_histogram();
-        let mut buf = vec![0u8; cfg.size.max(2048)];
+        let gso = u64::from(cfg.gso.max(1));
+        let mut buf = vec![0u8; (cfg.size * gso as usize).max(2048)];
         // Echoes come back at the size sent; anything longer is not ours.
-        let mut rx = Batch::new(64, cfg.size.max(proto::HEADER_LEN), false);
+        // With GRO a buffer holds a whole coalesced echo (up to 64 KiB).
+        let mut rx = if gro {
+            Batch::new(16, 65536, true)
+        } else {
+            Batch::new(64, cfg.size.max(proto::HEADER_LEN), false)
+        };
         let mut polls = PollSet::of(&socks);
         let (mut invalid, mut thread_sent, mut next) = (0u64, 0u64, 0usize);
         loop {
@@ -401,14 +443,28 @@ impl Sender<'_> {
             // Send what is due, round-robin over the streams that may send.
             if sending {
                 let due = self.pacer.due(elapsed, thread_sent);
-                let sent_now = stream::send_pass(&mut trackers, &mut next, due, now, limits, |i, probe| {
-                    // Stamped at the send itself, not at the pass's start.
-                    proto::encode_probe(
-                        &mut buf[..cfg.size],
-                        &proto::Probe { sent_ns: monotonic_ns(), ..*probe },
-                    );
-                    socks[i].send(&buf[..cfg.size]).map(drop)
-                })
+                let size = cfg.size;
+                let sent_now = stream::send_pass_bursts(
+                    &mut trackers,
+                    &mut next,
+                    due,
+                    now,
+                    limits,
+                    gso,
+                    |i, probe, k| {
+                        // Stamped at the send itself, not at the pass's start.
+                        let sent_ns = monotonic_ns();
+                        for j in 0..k as usize {
+                            let p = proto::Probe { sent_ns, seq: probe.seq + j as u64, ..*probe };
+                            proto::encode_probe(&mut buf[j * size..(j + 1) * size], &p);
+                        }
+                        if k == 1 {
+                            socks[i].send(&buf[..size]).map(drop)
+                        } else {
+                            sock::send_segments(&socks[i], &buf[..k as usize * size], size).map(drop)
+                        }
+                    },
+                )
                 .map_err(|(_, source)| UdpLoadError::Send { target: cfg.target, source })?;
                 thread_sent += sent_now;
                 did |= sent_now > 0;
@@ -429,13 +485,19 @@ impl Sender<'_> {
                     };
                     let now_ns = monotonic_ns();
                     for j in 0..k {
-                        match st.on_datagram(rx.data(j), rx.truncated(j), now_ns) {
-                            Echo::Fresh { rtt_ns } => {
-                                got += 1;
-                                let _ = hist.record(rtt_ns);
+                        let data = rx.data(j);
+                        // A coalesced echo (GRO) is checked datagram by datagram.
+                        for r in segments(data.len(), rx.segment_size(j).unwrap_or(0)) {
+                            let d = &data[r];
+                            let truncated = rx.truncated(j) || d.len() > cfg.size;
+                            match st.on_datagram(d, truncated, now_ns) {
+                                Echo::Fresh { rtt_ns } => {
+                                    got += 1;
+                                    let _ = hist.record(rtt_ns);
+                                }
+                                Echo::Duplicate => {}
+                                Echo::Invalid => invalid += 1,
                             }
-                            Echo::Duplicate => {}
-                            Echo::Invalid => invalid += 1,
                         }
                     }
                     st.on_read(monotonic_ns());
@@ -490,6 +552,8 @@ mod tests {
             pin_owner: false,
             drain: Duration::from_millis(100),
             table: table(udp4),
+            gso: 1,
+            gro: true,
         }
     }
 

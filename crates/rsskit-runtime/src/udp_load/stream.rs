@@ -140,6 +140,16 @@ impl StreamTracker {
             })
     }
 
+    /// Probes this stream may still send now (after [`Self::may_send`]
+    /// said yes): within `count` and the window.
+    pub fn room(&self, count: Option<u64>, window: Option<u32>) -> u64 {
+        let by_count = count.map_or(u64::MAX, |c| c.saturating_sub(self.sent));
+        let by_window = window.map_or(u64::MAX, |w| {
+            u64::from(w).saturating_sub(self.sent.saturating_sub(self.echoed + self.written_off))
+        });
+        by_count.min(by_window)
+    }
+
     /// The kernel took the next probe.
     pub fn on_sent(&mut self, now_ns: u64) {
         if self.sent == 0 {
@@ -272,6 +282,22 @@ pub fn send_pass(
     limits: SendLimits,
     mut send: impl FnMut(usize, &proto::Probe) -> io::Result<()>,
 ) -> Result<u64, (usize, io::Error)> {
+    send_pass_bursts(trackers, next, due, now_ns, limits, 1, |i, p, _| send(i, p))
+}
+
+/// As [`send_pass`], a stream sending up to `gso` probes at a time:
+/// `send(stream index, first probe, k)` sends probes `first.seq..first.seq
+/// + k` together (one GSO send, taken whole or not at all), `k` within
+/// `due`, the stream's `count` and its window.
+pub fn send_pass_bursts(
+    trackers: &mut [StreamTracker],
+    next: &mut usize,
+    due: u64,
+    now_ns: u64,
+    limits: SendLimits,
+    gso: u64,
+    mut send: impl FnMut(usize, &proto::Probe, u64) -> io::Result<()>,
+) -> Result<u64, (usize, io::Error)> {
     let n = trackers.len();
     let (mut tries, mut sent) = (0, 0);
     while sent < due && tries < n {
@@ -282,10 +308,13 @@ pub fn send_pass(
             tries += 1;
             continue;
         }
-        match send(i, &st.next_probe(now_ns)) {
+        let k = st.room(limits.count, limits.window).min(gso).min(due - sent).max(1);
+        match send(i, &st.next_probe(now_ns), k) {
             Ok(()) => {
-                st.on_sent(now_ns);
-                sent += 1;
+                for _ in 0..k {
+                    st.on_sent(now_ns);
+                }
+                sent += k;
                 tries = 0;
             }
             Err(e) => match classify(&e) {
@@ -541,5 +570,43 @@ mod tests {
         })
         .unwrap_err();
         assert_eq!((i, e.raw_os_error()), (1, Some(libc::EMSGSIZE)));
+    }
+
+    #[test]
+    fn bursts_stay_within_due_count_and_window() {
+        let mut ts: Vec<StreamTracker> = (0..2).map(|i| StreamTracker::new(i, 0)).collect();
+        let mut next = 0;
+        let mut calls = vec![];
+        let n = send_pass_bursts(&mut ts, &mut next, 40, 0, limits(Some(20), None), 16, |i, p, k| {
+            calls.push((i, p.seq, k));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(n, 40);
+        // 16 + 16, then each stream's last 4 of its count of 20.
+        assert_eq!(calls, vec![(0, 0, 16), (1, 0, 16), (0, 16, 4), (1, 16, 4)]);
+        // Due cuts a burst short; the window bounds it.
+        let mut ts = vec![StreamTracker::new(0, 0)];
+        let mut ks = vec![];
+        send_pass_bursts(&mut ts, &mut 0, 5, 0, limits(None, None), 16, |_, _, k| {
+            ks.push(k);
+            Ok(())
+        })
+        .unwrap();
+        let mut ts2 = vec![StreamTracker::new(0, 0)];
+        send_pass_bursts(&mut ts2, &mut 0, 100, 0, limits(None, Some(6)), 16, |_, _, k| {
+            ks.push(k);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(ks, vec![5, 6]);
+        assert_eq!((ts[0].sent, ts2[0].sent), (5, 6));
+        // A refused burst (socket full) advances nothing.
+        let mut ts = vec![StreamTracker::new(0, 0)];
+        let n = send_pass_bursts(&mut ts, &mut 0, 16, 0, limits(None, None), 16, |_, _, _| {
+            Err(io::Error::from_raw_os_error(libc::EAGAIN))
+        })
+        .unwrap();
+        assert_eq!((n, ts[0].sent), (0, 0));
     }
 }

@@ -77,6 +77,12 @@ pub struct Args {
     /// Seconds between rebalancing rounds, above 0 and below 10^7.
     #[arg(long, default_value_t = 2.0, value_parser = seconds_arg)]
     rebalance_every: f64,
+    /// No UDP offload: by default, where the kernel has UDP_GRO and
+    /// UDP_SEGMENT, a worker receives the datagrams of one flow that arrive
+    /// together as one coalesced buffer and answers them with one GSO send
+    /// (counters and stamps stay per datagram). The mode is printed at start.
+    #[arg(long)]
+    no_offload: bool,
     /// Write datagrams/s received per worker over time as an SVG chart at the end.
     #[arg(long, value_name = "FILE.svg", value_parser = crate::plot::path_arg)]
     plot: Option<std::path::PathBuf>,
@@ -105,6 +111,7 @@ pub fn run(a: Args) -> Result<()> {
     cfg.bits = a.hash.bits;
     cfg.bucket_cpus = a.table.clone().map(|t| t.0);
     cfg.rcvbuf = (a.rcvbuf > 0).then_some(a.rcvbuf);
+    cfg.offload = !a.no_offload;
     if a.rebalance && a.steer != Steer::Ebpf {
         bail!("--rebalance needs --steer ebpf (bucket maps that change live), not --steer {}", a.steer);
     }
@@ -200,7 +207,7 @@ pub fn run(a: Args) -> Result<()> {
 fn banner(srv: &EchoServer, a: &Args) {
     let prog = srv.program_len().map(|n| format!(" (BPF program: {n} instructions)")).unwrap_or_default();
     eprintln!(
-        "udp-echo: {} on {}, steer {}{prog}, hash {} (UDP {}), key {}, {} buckets, {} workers",
+        "udp-echo: {} on {}, steer {}{prog}, hash {} (UDP {}), key {}, {} buckets, {} workers, offload {}",
         if a.sink { "sink" } else { "echo" },
         srv.local_addr(),
         srv.steer(),
@@ -213,6 +220,7 @@ fn banner(srv: &EchoServer, a: &Args) {
         },
         srv.policy().buckets(),
         srv.workers().len(),
+        srv.offload().describe(),
     );
     for w in srv.workers() {
         let buckets: Vec<String> = w.buckets.iter().map(|b| b.to_string()).collect();
@@ -305,6 +313,12 @@ fn print_summary(r: &EchoReport) {
         println!("kernel, our {} sockets: drops {} queued bytes {}", s.sockets, s.drops, s.rx_queue);
     }
     println!("{}", rcvbuf_line(&r.rcvbuf));
+    println!(
+        "offload {}: {} of {} datagrams arrived coalesced",
+        r.offload.describe(),
+        r.totals().coalesced,
+        r.totals().received
+    );
     if let Some(why) = &r.fallback {
         println!("{why}");
     }

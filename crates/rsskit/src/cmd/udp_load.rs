@@ -50,6 +50,16 @@ pub struct Args {
     /// 1-4096.
     #[arg(long, default_value_t = 1, value_parser = int_in(1u32, 4096))]
     burst: u32,
+    /// Datagrams of one stream per send (1-64): above 1, one UDP_SEGMENT
+    /// (GSO) send carries up to N consecutive datagrams of a stream (within
+    /// --count and --window); N x --size must stay within 65507 bytes.
+    #[arg(long, default_value_t = 1, value_parser = int_in(1u32, udp_load::MAX_GSO))]
+    gso: u32,
+    /// No UDP_GRO on the streams' sockets (by default on where the kernel
+    /// has it: a coalesced echo is split into its datagrams here; without
+    /// it the kernel splits it); --gso is separate.
+    #[arg(long)]
+    no_offload: bool,
     /// Pick the sources with the tuple finder so that the streams land in
     /// distinct buckets of the server's table.
     #[arg(long)]
@@ -163,6 +173,8 @@ fn config(a: &Args) -> Result<LoadConfig> {
         pin_owner: a.client_cpus.as_deref() == Some("owner"),
         drain: seconds("--drain", a.drain)?,
         table,
+        gso: a.gso,
+        gro: !a.no_offload,
     };
     cfg.validate()?;
     Ok(cfg)
@@ -177,7 +189,9 @@ pub fn run(a: Args) -> Result<()> {
         crate::plot::udp_load(p, &cfg.target.to_string(), &report)?;
     }
     if a.json {
-        print_json(&serde_json::to_value(&report).context("encoding the report")?)?;
+        let mut j = serde_json::to_value(&report).context("encoding the report")?;
+        j["offload"] = offload_json(&cfg);
+        print_json(&j)?;
     } else {
         print_report(&cfg, &report);
     }
@@ -187,7 +201,12 @@ pub fn run(a: Args) -> Result<()> {
 /// Plans and runs, printing the plan and one progress line a second on stderr.
 pub fn run_load(cfg: &LoadConfig, stop: &AtomicBool, verbose: bool) -> Result<LoadReport> {
     let streams = udp_load::plan_streams(cfg)?;
-    eprintln!("udp-load: {} -> {}", cfg.table.describe(cfg.target.is_ipv6()), cfg.target);
+    eprintln!(
+        "udp-load: {} -> {}, offload {}",
+        cfg.table.describe(cfg.target.is_ipv6()),
+        cfg.target,
+        offload_mode(cfg)
+    );
     if verbose {
         for s in &streams {
             eprintln!(
@@ -211,6 +230,30 @@ pub fn run_load(cfg: &LoadConfig, stop: &AtomicBool, verbose: bool) -> Result<Lo
         last = (sent, echoed);
     })
     .map_err(Into::into)
+}
+
+/// Whether the streams' sockets get `UDP_GRO` (asked for and available).
+fn gro_in_force(cfg: &LoadConfig) -> bool {
+    cfg.gro && rsskit_linux::socket::udp_offload().gro
+}
+
+/// `gso 16 + gro`, `gro`, `off (...)`: the offload of this run.
+fn offload_mode(cfg: &LoadConfig) -> String {
+    let gso = (cfg.gso > 1).then(|| format!("gso {}", cfg.gso));
+    let gro = gro_in_force(cfg).then(|| "gro".to_string());
+    match (gso, gro) {
+        (Some(s), Some(r)) => format!("{s} + {r}"),
+        (Some(s), None) | (None, Some(s)) => s,
+        (None, None) if !cfg.gro => "off (--no-offload)".into(),
+        (None, None) => format!(
+            "off (kernel: {})",
+            rsskit_linux::socket::udp_offload().why_not.as_deref().unwrap_or("no UDP_GRO")
+        ),
+    }
+}
+
+fn offload_json(cfg: &LoadConfig) -> serde_json::Value {
+    serde_json::json!({ "gso": cfg.gso, "gro": gro_in_force(cfg), "mode": offload_mode(cfg) })
 }
 
 fn opt(v: Option<usize>) -> String {
