@@ -163,6 +163,21 @@ pub fn settings(root: &Sysroot, plan: &Plan) -> Result<Vec<Setting>, TuneError> 
             new,
             flow: None,
         };
+        // Hashed fields before key and table: virtio_net (6.1) sends its
+        // hash types to the device only with the RSS command of ETHTOOL_SRSSH,
+        // so fields written after the table would read back while the device
+        // still hashes the old ones (seen in the QEMU lab, tests/lab.rs).
+        for h in &d.hash_fields {
+            out.push(Setting {
+                device: d.name.clone(),
+                what: format!("{} hashed fields", h.flow),
+                kind: Kind::HashFields,
+                path: None,
+                old: hash_text(&dev.hash, &h.flow),
+                new: h.fields.join(","),
+                flow: Some(h.flow.clone()),
+            });
+        }
         let cur_rss = dev.rss.ok();
         if let Some(t) = &d.table {
             out.push(Setting {
@@ -184,17 +199,6 @@ pub fn settings(root: &Sysroot, plan: &Plan) -> Result<Vec<Setting>, TuneError> 
                 old: cur_rss.filter(|r| !r.key.is_empty()).map(|r| hex(&r.key)),
                 new: k.clone(),
                 flow: None,
-            });
-        }
-        for h in &d.hash_fields {
-            out.push(Setting {
-                device: d.name.clone(),
-                what: format!("{} hashed fields", h.flow),
-                kind: Kind::HashFields,
-                path: None,
-                old: hash_text(&dev.hash, &h.flow),
-                new: h.fields.join(","),
-                flow: Some(h.flow.clone()),
             });
         }
         for x in &d.irqs {
