@@ -57,6 +57,9 @@ mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 for m in $(cat /modules.list); do insmod /lib/modules/$m.ko || echo "lab: insmod $m failed"; done
 mkdir -p /host
+# cache=loose: under TCG every uncached 9p read costs (boot 55 s instead of
+# 12, each command seconds); files the host changes while the guest runs are
+# then not seen: reboot the lab after rebuilding rsskit.
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000,cache=loose hostroot /host || echo "lab: 9p mount failed"
 mount -t proc proc /host/proc
 mount -t sysfs sys /host/sys
@@ -393,7 +396,7 @@ def cmd_boot(args):
         else:
             cmd_stop(quiet=True)
             return 3
-    numa = run_cmd("cat /sys/class/net/eth0/device/numa_node", 30)[1].strip()
+    numa = run_cmd("cat /sys/class/net/eth0/device/../numa_node", 30)[1].strip()
     log(f"guest up in {time.monotonic() - t0:.0f} s, accelerator {accel.upper()}"
         + (f" (not KVM: {why})" if accel == "tcg" else "")
         + f"; eth0 (virtio-net, 4 queues) on NUMA node {numa}, eth1 e1000e; namespace {NETNS}")
@@ -586,28 +589,62 @@ def frame(src, dst, sport, dport, proto, payload=b"rsskit-lab"):
     return mac + bytes.fromhex(TAP_MAC.replace(":", "")) + struct.pack("!H", etype) + ip + l4
 
 
+def parse_udp(fr):
+    """(src, sport, dst, dport, payload) of a UDP frame, else None."""
+    import ipaddress
+
+    if len(fr) < 14:
+        return None
+    etype = struct.unpack("!H", fr[12:14])[0]
+    if etype == 0x0800 and len(fr) >= 34 and fr[23] == 17:
+        ihl = (fr[14] & 15) * 4
+        src, dst, l4 = ipaddress.ip_address(fr[26:30]), ipaddress.ip_address(fr[30:34]), fr[14 + ihl:]
+    elif etype == 0x86DD and len(fr) >= 62 and fr[20] == 17:
+        src, dst, l4 = ipaddress.ip_address(fr[22:38]), ipaddress.ip_address(fr[38:54]), fr[54:]
+    else:
+        return None
+    sport, dport, ulen = struct.unpack("!HHH", l4[:6])
+    return str(src), sport, str(dst), dport, l4[8:ulen]
+
+
 def cmd_send(args):
-    """Flows as JSON lines on stdin: {"src","dst","sport","dport","proto","count"}.
-    Written into tap0 from the lab's namespace; prints frames sent."""
+    """Flows as JSON lines on stdin: {"src","dst","sport","dport","proto","count"[,"payload": hex]}.
+    Written into tap0 from the lab's namespace. Prints {"sent": N}, then with
+    --capture S every UDP datagram the guest sent back within S seconds."""
     if not args.in_netns:
         if not netns_exists():
             die("the lab is not running (scripts/lab boot)", 3)
-        cmd = ["ip", "netns", "exec", NETNS, sys.executable, os.path.abspath(__file__), "send", "--in-netns"]
+        cmd = ["ip", "netns", "exec", NETNS, sys.executable, os.path.abspath(__file__), "send", "--in-netns",
+               "--capture", str(args.capture)]
         return subprocess.run(cmd).returncode
     flows = [json.loads(line) for line in sys.stdin if line.strip()]
-    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
     sock.bind(("tap0", 0))
     sent = 0
     for fl in flows:
-        fr = frame(fl["src"], fl["dst"], int(fl.get("sport", 0)), int(fl.get("dport", 0)), fl["proto"])
-        for i in range(int(fl.get("count", 1))):
+        payload = bytes.fromhex(fl["payload"]) if "payload" in fl else b"rsskit-lab"
+        fr = frame(fl["src"], fl["dst"], int(fl.get("sport", 0)), int(fl.get("dport", 0)), fl["proto"], payload)
+        for _ in range(int(fl.get("count", 1))):
             sock.send(fr)
             sent += 1
             # Paced: QEMU reads the tap in TCG time; a burst would overflow
             # the tap's queue and lose frames.
             if sent % 32 == 0:
                 time.sleep(0.002)
-    print(sent)
+    print(json.dumps({"sent": sent}), flush=True)
+    guest = bytes.fromhex(GUEST_MAC.replace(":", ""))
+    end = time.monotonic() + args.capture
+    while args.capture > 0 and time.monotonic() < end:
+        sock.settimeout(max(0.01, end - time.monotonic()))
+        try:
+            fr, addr = sock.recvfrom(65536)
+        except socket.timeout:
+            break
+        if addr[2] == socket.PACKET_OUTGOING or fr[6:12] != guest:
+            continue
+        u = parse_udp(fr)
+        if u:
+            print(json.dumps({"src": u[0], "sport": u[1], "dst": u[2], "dport": u[3], "payload": u[4].hex()}))
     return 0
 
 
@@ -626,6 +663,7 @@ def main():
     s.add_argument("--timeout", type=int, default=120)
     se = sub.add_parser("send", help="write raw frames (JSON lines on stdin) into tap0")
     se.add_argument("--in-netns", action="store_true", help=argparse.SUPPRESS)
+    se.add_argument("--capture", type=float, default=0, help="then print the guest's UDP datagrams for S seconds")
     sub.add_parser("stop", help="stop QEMU and delete the lab's namespace")
     sub.add_parser("status")
     args = ap.parse_args()
