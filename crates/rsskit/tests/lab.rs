@@ -14,6 +14,7 @@
 //! `RSSKIT_LAB_REUSE=1` uses (and leaves running) a lab already booted by
 //! hand (`scripts/lab boot`): for working on these tests.
 
+use rsskit_runtime::proto::{self, Probe};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -323,14 +324,17 @@ fn ethtool_rss(lab: &Lab, dev: &str) -> (String, Vec<usize>) {
 /// Every value `apply` writes on eth0, read with tools other than rsskit.
 fn eth0_state(lab: &Lab, rx_irqs: &[u64], tx_irqs: &[u64]) -> Value {
     let (key, table) = ethtool_rss(lab, "eth0");
-    let mut irq_aff = Vec::new();
-    for irq in rx_irqs.iter().chain(tx_irqs) {
-        irq_aff.push(lab.ok(&format!("cat /proc/irq/{irq}/smp_affinity_list")).trim().to_string());
-    }
-    let xps: Vec<String> = (0..QUEUES)
-        .map(|q| lab.ok(&format!("cat /sys/class/net/eth0/queues/tx-{q}/xps_cpus")).trim().to_string())
-        .collect();
-    let udp4 = lab.ok("ethtool -n eth0 rx-flow-hash udp4");
+    // One guest command (each costs ~1 s under TCG): IRQs, then XPS, then udp4.
+    let irqs: Vec<String> =
+        rx_irqs.iter().chain(tx_irqs).map(|i| format!("/proc/irq/{i}/smp_affinity_list")).collect();
+    let xps: Vec<String> =
+        (0..QUEUES).map(|q| format!("/sys/class/net/eth0/queues/tx-{q}/xps_cpus")).collect();
+    let o = lab.ok(&format!("cat {} {}; ethtool -n eth0 rx-flow-hash udp4", irqs.join(" "), xps.join(" ")));
+    let lines: Vec<&str> = o.lines().collect();
+    let n = irqs.len();
+    let irq_aff: Vec<String> = lines[..n].iter().map(|l| l.trim().to_string()).collect();
+    let xps: Vec<String> = lines[n..n + QUEUES].iter().map(|l| l.trim().to_string()).collect();
+    let udp4 = lines[n + QUEUES..].join("\n");
     json!({"key": key, "table": table, "irq_affinity": irq_aff, "xps": xps, "udp4": udp4.trim()})
 }
 
@@ -440,6 +444,16 @@ fn lab_real_nic_drivers() {
     step(5, "ground truth: 200 flows land on the queue hash --iface names, processed on its IRQ's CPU");
     ground_truth(&lab, &rx_irqs);
 
+    step(6, "udp-echo --table nic:eth0 --key nic:eth0, flows from outside: 0 misdirected (toeplitz and cpu)");
+    udp_echo_nic_table(&lab, "toeplitz");
+    udp_echo_nic_table(&lab, "cpu");
+
+    step(7, "ethtool -L eth0 combined 2 and back: check and apply");
+    channels(&lab, &rx_irqs);
+
+    step(8, "e1000e: every refused setting named, exit 2, nothing else half-written");
+    e1000e_refusals(&lab);
+
     // HOOK(issue 19 item 3): `rsskit check --live` is built on branch `live`;
     // once it is in main, a step here runs it before and after apply.
 }
@@ -478,20 +492,9 @@ fn ground_truth(lab: &Lab, rx_irqs: &[u64]) {
     for i in 0..200 {
         flows.push(g.flow(i % 2 == 1, if i % 4 < 2 { "udp" } else { "tcp" }));
     }
-    // Warm-up: an IRQ moves to its new CPU at its next interrupt.
-    let c0 = counters(lab, rx_irqs);
-    lab.send(&flows.iter().map(|f| (f.clone(), 1, None)).collect::<Vec<_>>(), 0.0);
-    std::thread::sleep(Duration::from_millis(500));
-    let c1 = counters(lab, rx_irqs);
-    for q in 0..QUEUES {
-        assert!(c1.rx_queue[q] > c0.rx_queue[q], "warm-up reached rx-{q}: {c0:?} -> {c1:?}");
-    }
     let plan_cpu: Vec<u64> =
         plan["devices"][0]["rx"].as_array().unwrap().iter().map(|q| q["cpu"].as_u64().unwrap()).collect();
-    for (q, irq) in rx_irqs.iter().enumerate() {
-        let eff = cpu_list(&lab.ok(&format!("cat /proc/irq/{irq}/effective_affinity_list")));
-        assert_eq!(eff, vec![plan_cpu[q]], "rx-{q} IRQ {irq} runs on its planned CPU after warm-up");
-    }
+    warm_up(lab, &flows, rx_irqs, &plan_cpu);
 
     let t = Instant::now();
     let pred = predict(lab, &flows);
@@ -511,8 +514,24 @@ fn ground_truth(lab: &Lab, rx_irqs: &[u64]) {
     pred.iter().for_each(|p| per_queue[p.queue] += 1);
     eprintln!("predicted flows per queue: {per_queue:?} (weights {weights:?})");
 
-    // Groups of 8 flows, flow j sending 2^j frames: each queue's counter
-    // delta is a sum of distinct powers of two, naming exactly its flows.
+    let agreed = flows_on_predicted_queues(lab, &flows, &pred, rx_irqs, &plan_cpu);
+    assert_eq!(agreed, 200);
+    eprintln!("200 of 200 flows on the predicted queue and CPU");
+}
+
+/// Sends `flows` in groups of 8, flow j of a group sending 2^j frames: each
+/// queue's counter delta is a sum of distinct powers of two, naming exactly
+/// its flows; each CPU's softnet "processed" delta must be the frames of the
+/// flows predicted on it, and each queue IRQ fires only on its CPU.
+/// Returns how many flows agreed (all, or it panics naming the flows off).
+fn flows_on_predicted_queues(
+    lab: &Lab,
+    flows: &[Flow],
+    pred: &[Prediction],
+    rx_irqs: &[u64],
+    plan_cpu: &[u64],
+) -> usize {
+    let queues = plan_cpu.len();
     let mut before = counters(lab, rx_irqs);
     let mut agreed = 0;
     for (gi, chunk) in flows.chunks(8).enumerate() {
@@ -535,6 +554,7 @@ fn ground_truth(lab: &Lab, rx_irqs: &[u64]) {
         let mut want_cpu: BTreeMap<u64, u64> = BTreeMap::new();
         for (j, b) in batch.iter().enumerate() {
             let p = &pred[base + j];
+            assert!(p.queue < queues, "hash --iface names rx-{} of {queues} queues", p.queue);
             want_q[p.queue] += u64::from(b.1);
             *want_cpu.entry(p.cpu).or_default() += u64::from(b.1);
         }
@@ -550,6 +570,8 @@ fn ground_truth(lab: &Lab, rx_irqs: &[u64]) {
                 }
                 panic!("group {gi}: rx-{q} got {got} frames, predicted {}; flows off: {wrong:#?}", want_q[q]);
             }
+        }
+        for q in 0..queues {
             // The queue's IRQ fired only on its CPU.
             for cpu in 0..4 {
                 let d = after.irq[q][cpu] - before.irq[q][cpu];
@@ -568,6 +590,235 @@ fn ground_truth(lab: &Lab, rx_irqs: &[u64]) {
         agreed += chunk.len();
         before = after;
     }
-    assert_eq!(agreed, 200);
-    eprintln!("200 of 200 flows on the predicted queue and CPU");
+    agreed
+}
+
+/// Warm-up traffic until every queue's IRQ runs on its planned CPU (an IRQ
+/// moves at its next interrupt), then checks `effective_affinity_list`.
+fn warm_up(lab: &Lab, flows: &[Flow], rx_irqs: &[u64], plan_cpu: &[u64]) {
+    let c0 = counters(lab, rx_irqs);
+    lab.send(&flows.iter().map(|f| (f.clone(), 1, None)).collect::<Vec<_>>(), 0.0);
+    std::thread::sleep(Duration::from_millis(500));
+    let c1 = counters(lab, rx_irqs);
+    for q in 0..plan_cpu.len() {
+        assert!(c1.rx_queue[q] > c0.rx_queue[q], "warm-up reached rx-{q}: {c0:?} -> {c1:?}");
+    }
+    for (q, irq) in rx_irqs.iter().enumerate().take(plan_cpu.len()) {
+        let eff = cpu_list(&lab.ok(&format!("cat /proc/irq/{irq}/effective_affinity_list")));
+        assert_eq!(eff, vec![plan_cpu[q]], "rx-{q} IRQ {irq} runs on its planned CPU after warm-up");
+    }
+}
+
+/// `udp-echo --steer STEER --table nic:eth0 --key nic:eth0` in the guest,
+/// 64 IPv4 UDP flows from outside (2 probes each): every probe comes back
+/// to the tap; `toeplitz`: each was processed on the CPU of the worker that
+/// owns its bucket (the stamp's kernel CPU = worker CPU: the NIC and the
+/// BPF steering agree); `cpu`: each flow's bucket is owned by the worker of
+/// the CPU it arrived on (0 unowned). udp-echo's own JSON: 0 misdirected.
+fn udp_echo_nic_table(lab: &Lab, steer: &str) {
+    let o = lab.run(
+        &format!(
+            "{RSSKIT} udp-echo --bind 0.0.0.0:9000 --steer {steer} --table nic:eth0 --key nic:eth0 --udp-4tuple \
+             --duration 120 --json > /tmp/echo.json 2> /tmp/echo.err & echo $! > /tmp/echo.pid; \
+             for i in $(seq 1 600); do grep -q ready /tmp/echo.err && exit 0; kill -0 $(cat /tmp/echo.pid) || break; sleep 0.1; done; \
+             cat /tmp/echo.err; exit 1"
+        ),
+        120,
+    );
+    assert_eq!(o.rc, 0, "udp-echo --steer {steer} did not get ready: {}", o.text());
+    let mut g = Gen(0x2545_f491_4f6c_dd1d ^ steer.len() as u64);
+    let flows: Vec<Flow> = (0..64)
+        .map(|_| {
+            let mut f = g.flow(false, "udp");
+            f.dst = GUEST_V4.into();
+            f.dport = 9000;
+            f
+        })
+        .collect();
+    let pred = predict(lab, &flows);
+    let mut batch = Vec::new();
+    for (i, f) in flows.iter().enumerate() {
+        let i = i as u32;
+        for seq in 0..2u64 {
+            let mut buf = vec![0u8; proto::HEADER_LEN];
+            assert!(proto::encode_probe(&mut buf, &Probe { stream: i, seq, sent_ns: 0 }));
+            batch.push((f.clone(), 1, Some(buf)));
+        }
+    }
+    let (sent, replies) = lab.send(&batch, 8.0);
+    assert_eq!(sent, 128);
+    let stop = lab.run(
+        "kill -INT $(cat /tmp/echo.pid); for i in $(seq 1 300); do kill -0 $(cat /tmp/echo.pid) 2>/dev/null || break; sleep 0.1; done; cat /tmp/echo.json",
+        60,
+    );
+    assert_eq!(stop.rc, 0, "{}", stop.text());
+    let report: Value = serde_json::from_str(&stop.stdout).unwrap_or_else(|e| {
+        panic!("udp-echo --json ({e}): {}\n{}", stop.stdout, lab.ok("cat /tmp/echo.err"))
+    });
+    let totals = &report["totals"];
+    eprintln!("udp-echo --steer {steer}: {} replies captured; totals {totals}", replies.len());
+    assert_eq!(totals["received"], 128, "udp-echo received every probe: {report}");
+    assert_eq!(totals["misdirected"], 0, "0 misdirected: {report}");
+    if steer == "cpu" {
+        assert_eq!(
+            totals["unowned"], 0,
+            "every flow arrived on the CPU of its NIC-table bucket's owner: {report}"
+        );
+    }
+    let mut answered = std::collections::BTreeSet::new();
+    for r in &replies {
+        let payload: Vec<u8> = (0..r["payload"].as_str().unwrap().len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&r["payload"].as_str().unwrap()[i..i + 2], 16).unwrap())
+            .collect();
+        let Some((probe, st)) = proto::decode(&payload) else { continue };
+        assert!(!st.misdirected(), "stamp says misdirected: {st:?}");
+        if st.kernel_cpu != proto::CPU_UNKNOWN {
+            assert_eq!(
+                st.kernel_cpu, st.cpu,
+                "stream {}: processed on CPU {}, served on CPU {}",
+                probe.stream, st.kernel_cpu, st.cpu
+            );
+        }
+        // The NIC's queue CPU for this flow (hash --iface) is the CPU of the worker that served it.
+        let want = pred[probe.stream as usize].cpu;
+        assert_eq!(
+            u64::from(st.cpu),
+            want,
+            "stream {} ({:?}) served on CPU {}, its NIC queue's CPU is {want}",
+            probe.stream,
+            flows[probe.stream as usize],
+            st.cpu
+        );
+        answered.insert((probe.stream, probe.seq));
+    }
+    assert_eq!(answered.len(), 128, "every probe's echo came back to the tap ({} of 128)", answered.len());
+}
+
+/// `ethtool -L eth0 combined 2` and back to 4: what check and apply say.
+fn channels(lab: &Lab, rx_irqs: &[u64]) {
+    // A table written by the user pins the channel count (the kernel refuses
+    // -L below the queues it names); `-X default` gives it back to the driver.
+    lab.ok("ethtool -X eth0 default && ethtool -L eth0 combined 2");
+    let info = eth(&lab.rsskit_json("info --iface eth0 --json"), "eth0");
+    assert_eq!(info["rx_queue_count"], 2, "{info}");
+    let c = lab.rsskit("check --iface eth0");
+    eprintln!("check after -L 2:\n{}", c.stdout);
+    assert_eq!(c.rc, 1, "check: NOT aligned after the channel change: {}", c.text());
+    // The driver's IRQ spread (two CPUs per queue) and its table, which
+    // still names the queues that are gone (6.1 does not rewrite it on -L).
+    assert!(
+        c.stdout.contains("NOT aligned") && c.stdout.contains("rx-0") && c.stdout.contains("rx-1"),
+        "{}",
+        c.text()
+    );
+    assert!(
+        c.stdout.contains("the indirection table names ring(s) 2-3 but the device has 2 RX queue(s)"),
+        "{}",
+        c.text()
+    );
+    // A plan made for 4 queues is refused by name, nothing written.
+    let before = ethtool_rss(lab, "eth0");
+    let o = lab.rsskit("apply /tmp/plan-uneven.json");
+    assert_eq!(o.rc, 1, "{}", o.text());
+    assert!(
+        o.stderr.contains("it has 2 RX / 2 TX queues now, the plan was made for 4 / 4: plan again"),
+        "{}",
+        o.text()
+    );
+    assert_eq!(ethtool_rss(lab, "eth0"), before, "nothing written");
+    // A new plan: aligned, and flows land where hash --iface says on 2 queues.
+    let plan = lab.rsskit_json("plan --iface eth0 --key random --json");
+    lab.ok(&format!("echo '{plan}' > /tmp/plan2.json"));
+    let o = lab.rsskit("apply /tmp/plan2.json --save /tmp/saved2.json");
+    assert_eq!(o.rc, 0, "{}", o.text());
+    let plan_cpu: Vec<u64> =
+        plan["devices"][0]["rx"].as_array().unwrap().iter().map(|q| q["cpu"].as_u64().unwrap()).collect();
+    assert_eq!(plan_cpu.len(), 2);
+    let mut g = Gen(0x1234_5678_9abc_def1);
+    let flows: Vec<Flow> =
+        (0..32).map(|i| g.flow(i % 2 == 1, if i % 4 < 2 { "udp" } else { "tcp" })).collect();
+    warm_up(lab, &flows, rx_irqs, &plan_cpu);
+    let c = lab.rsskit("check --iface eth0");
+    assert_eq!(c.rc, 0, "check after apply on 2 queues: {}", c.text());
+    let pred = predict(lab, &flows);
+    assert_eq!(flows_on_predicted_queues(lab, &flows[..16], &pred[..16], rx_irqs, &plan_cpu), 16);
+    // Back to 4: the table (the driver's default over 2 rings) never names
+    // the new queues: aligned (each flow on one CPU), with that said.
+    lab.ok("ethtool -X eth0 default && ethtool -L eth0 combined 4");
+    let c = lab.rsskit("check --iface eth0");
+    eprintln!("check after -L 4:\n{}", c.stdout);
+    assert_eq!(c.rc, 0, "{}", c.text());
+    assert!(
+        c.stdout.contains("RX queue(s) 2-3 get no RSS traffic: the table never names them"),
+        "{}",
+        c.text()
+    );
+    let o = lab.rsskit("apply --iface eth0 --save /tmp/saved4.json");
+    assert_eq!(o.rc, 0, "{}", o.text());
+    let table = ethtool_rss(lab, "eth0").1;
+    assert_eq!(table.iter().max(), Some(&3), "apply's table names all 4 queues again: {table:?}");
+    let plan = lab.rsskit_json("plan --iface eth0 --json");
+    let plan_cpu: Vec<u64> =
+        plan["devices"][0]["rx"].as_array().unwrap().iter().map(|q| q["cpu"].as_u64().unwrap()).collect();
+    warm_up(lab, &flows, rx_irqs, &plan_cpu);
+    let c = lab.rsskit("check --iface eth0");
+    assert_eq!(c.rc, 0, "check after apply on 4 queues again: {}", c.text());
+    assert!(!c.stdout.contains("get no RSS traffic"), "{}", c.text());
+}
+
+/// apply on the e1000e (no RSS key, table or SRXFH): asked through flags
+/// and through a plan file that carries them, each refused setting is named,
+/// the exit status is 2, the refused ones read back unchanged and the others
+/// fully applied; --restore puts those back.
+fn e1000e_refusals(lab: &Lab) {
+    let state = |lab: &Lab| {
+        lab.ok("ethtool -n eth1 rx-flow-hash udp4; cat /proc/irq/*/smp_affinity_list | md5sum; \
+                cat /sys/class/net/eth1/queues/rx-0/rps_cpus; ethtool -x eth1 2>&1 | head -3")
+    };
+    let before = state(lab);
+    // Flags: the plan leaves key and hashed fields out; apply names them.
+    let o =
+        lab.rsskit("apply --iface eth1 --key random --hash-fields udp4=4-tuple --save /tmp/e1-flags.json");
+    eprintln!("{}", o.stdout);
+    assert_eq!(o.rc, 2, "{}", o.text());
+    assert!(o.stdout.contains("REFUSED  eth1     RSS key (random): no RSS key to replace"), "{}", o.text());
+    assert!(
+        o.stdout.contains("REFUSED  eth1     udp4 hashed fields: hashed fields not planned"),
+        "{}",
+        o.text()
+    );
+    let o = lab.rsskit("apply --restore /tmp/e1-flags.json");
+    assert_eq!(o.rc, 0, "{}", o.text());
+    assert_eq!(state(lab), before, "restore after the flags run");
+    // A plan file that carries a table, a key and hashed fields for eth1:
+    // the driver refuses each (SRSSH, SRXFH), the IRQ and RPS settings apply.
+    let mut plan = lab.rsskit_json("plan --iface eth1 --json");
+    let d = &mut plan["devices"][0];
+    d["table"] = json!(vec![0; 128]);
+    d["key"] = json!("6d5a56da255b0ec24167253d43a38fb0d0ca2bcbae7b30b477cb2da38030f20c6a42b73bbeac01fa");
+    d["hash_fields"] =
+        json!([{"flow": "udp4", "fields": ["ip_src", "ip_dst", "l4_src_port", "l4_dst_port"]}]);
+    lab.ok(&format!("echo '{plan}' > /tmp/plan-e1.json"));
+    let o = lab.rsskit("apply /tmp/plan-e1.json --save /tmp/e1-plan.json");
+    eprintln!("{}", o.stdout);
+    assert_eq!(o.rc, 2, "{}", o.text());
+    for what in ["RSS indirection table", "RSS key", "udp4 hashed fields"] {
+        assert!(
+            o.stdout.contains(&format!("REFUSED  eth1     {what}")),
+            "{what} named as refused: {}",
+            o.text()
+        );
+    }
+    let refused = o.stdout.lines().filter(|l| l.contains("REFUSED")).count();
+    let applied = o.stdout.lines().filter(|l| l.trim_start().starts_with("ok ")).count();
+    assert_eq!(refused, 3, "{}", o.stdout);
+    assert!(applied >= 2, "the IRQ and RPS settings still apply: {}", o.stdout);
+    let after = state(lab);
+    let udp4 = |s: &str| s.lines().take_while(|l| !l.is_empty()).collect::<Vec<_>>().join("\n");
+    assert_eq!(udp4(&after), udp4(&before), "udp4 hashed fields unchanged (refused, not half-written)");
+    assert_ne!(after, before, "the IRQ and RPS settings were written: {after}");
+    let o = lab.rsskit("apply --restore /tmp/e1-plan.json");
+    assert_eq!(o.rc, 0, "{}", o.text());
+    assert_eq!(state(lab), before, "restore puts back what was written");
 }
