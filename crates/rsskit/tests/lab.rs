@@ -51,11 +51,8 @@ struct Lab {
 impl Lab {
     fn boot() -> Lab {
         // SAFETY: geteuid has no preconditions.
-        assert_eq!(
-            unsafe { libc::geteuid() },
-            0,
-            "the lab needs root (namespace, tap devices); CI runs as root"
-        );
+        let euid = unsafe { libc::geteuid() };
+        assert_eq!(euid, 0, "the lab needs root (namespace, tap devices); CI runs as root");
         if std::env::var_os("RSSKIT_LAB_REUSE").is_some() {
             let st = Command::new(lab_script()).arg("status").output().expect("running scripts/lab");
             if st.status.success() {
@@ -558,9 +555,9 @@ fn flows_on_predicted_queues(
             want_q[p.queue] += u64::from(b.1);
             *want_cpu.entry(p.cpu).or_default() += u64::from(b.1);
         }
-        for q in 0..QUEUES {
+        for (q, &want) in want_q.iter().enumerate() {
             let got = after.rx_queue[q] - before.rx_queue[q];
-            if got != want_q[q] {
+            if got != want {
                 let mut wrong = Vec::new();
                 for (j, f) in chunk.iter().enumerate() {
                     let on_q = got & (1 << j) != 0;
@@ -568,17 +565,16 @@ fn flows_on_predicted_queues(
                         wrong.push(format!("{f:?} predicted rx-{}", pred[base + j].queue));
                     }
                 }
-                panic!("group {gi}: rx-{q} got {got} frames, predicted {}; flows off: {wrong:#?}", want_q[q]);
+                panic!("group {gi}: rx-{q} got {got} frames, predicted {want}; flows off: {wrong:#?}");
             }
         }
-        for q in 0..queues {
+        for (q, &qcpu) in plan_cpu.iter().enumerate() {
             // The queue's IRQ fired only on its CPU.
             for cpu in 0..4 {
                 let d = after.irq[q][cpu] - before.irq[q][cpu];
                 assert!(
-                    d == 0 || cpu as u64 == plan_cpu[q],
-                    "group {gi}: rx-{q} IRQ fired on CPU {cpu} (planned {})",
-                    plan_cpu[q]
+                    d == 0 || cpu as u64 == qcpu,
+                    "group {gi}: rx-{q} IRQ fired on CPU {cpu} (planned {qcpu})"
                 );
             }
         }
