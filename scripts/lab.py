@@ -175,6 +175,10 @@ def module_files():
     return mods
 
 
+class MissingModule(Exception):
+    pass
+
+
 def module_order(mods):
     order = []
 
@@ -183,7 +187,7 @@ def module_order(mods):
         if name in order:
             return
         if name not in mods:
-            die(f"kernel module {name} not in the kernel package")
+            raise MissingModule(name)
         data = open(mods[name], "rb").read()
         m = re.search(rb"\x00depends=([^\x00]*)\x00", data)
         for dep in (m.group(1).decode().split(",") if m and m.group(1) else []):
@@ -208,7 +212,18 @@ def build_initramfs():
     if not os.path.exists(busybox):
         die("busybox is missing (scripts/install-deps.sh installs busybox-static)")
     mods = module_files()
-    order = module_order(mods)
+    try:
+        order = module_order(mods)
+    except MissingModule:
+        # Pruned for an older module list: fetch the package again.
+        shutil.rmtree(os.path.join(LAB, "kernel"), ignore_errors=True)
+        os.unlink(os.path.join(LAB, "vmlinuz"))
+        fetch_kernel()
+        mods = module_files()
+        try:
+            order = module_order(mods)
+        except MissingModule as e:
+            die(f"kernel module {e} not in the kernel package")
     tree = os.path.join(LAB, "initramfs")
     shutil.rmtree(tree, ignore_errors=True)
     for d in ["bin", "proc", "sys", "dev", "tmp", "host", "lib/modules"]:
@@ -230,6 +245,11 @@ def build_initramfs():
     os.rename(initrd + ".tmp", initrd)
     open(stamp_file, "w").write(stamp)
     shutil.rmtree(tree, ignore_errors=True)
+    # Keep only the modules the guest loads (the package unpacks to 400 MB).
+    keep = {mods[name] for name in order}
+    for path in mods.values():
+        if path not in keep:
+            os.unlink(path)
 
 
 def cmd_setup(_args=None):
@@ -510,6 +530,8 @@ def agent_request(verb, payload, timeout, tmo_guest=0):
 def run_cmd(command, timeout):
     if not qemu_pid():
         die("the lab is not running (scripts/lab boot)", 3)
+    # This checkout's build first: `rsskit` is the one just built.
+    command = f"export PATH={shlex.quote(os.path.join(ROOT, 'target', 'debug'))}:$PATH\n{command}"
     f = agent_request("RUN", command, timeout + 15, tmo_guest=timeout)
     rc = int(f[2])
     out = base64.b64decode(f[3]) if len(f) > 3 else b""
