@@ -13,6 +13,10 @@
 //! - `rsskit_no_pmull`: an aarch64 build host without PMULL (cross builds
 //!   for aarch64 run their tests under `qemu-aarch64`, which has it).
 //! - `rsskit_one_cpu`: fewer than two CPUs are available to this process.
+//! - `rsskit_no_qemu`: QEMU cannot start here (no `qemu-system-x86_64`, or
+//!   no `/dev/net/tun` for its tap), so the lab (`scripts/lab`) cannot run.
+//!   `scripts/install-deps.sh` installs QEMU; only a machine without it or
+//!   without tun skips the lab tests.
 //!
 //! Tests run on the machine that built them (no cross-compiled test runs).
 
@@ -27,6 +31,15 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(rsskit_one_cpu)");
     println!("cargo::rustc-check-cfg=cfg(rsskit_no_avx2_clmul)");
     println!("cargo::rustc-check-cfg=cfg(rsskit_no_pmull)");
+    println!("cargo::rustc-check-cfg=cfg(rsskit_no_qemu)");
+    // A missing file counts as changed: the probe reruns until QEMU is there.
+    println!("cargo::rerun-if-changed=/usr/bin/qemu-system-x86_64");
+    println!("cargo::rerun-if-changed=/dev/net/tun");
+    if !std::path::Path::new("/usr/bin/qemu-system-x86_64").exists()
+        || !std::path::Path::new("/dev/net/tun").exists()
+    {
+        println!("cargo::rustc-cfg=rsskit_no_qemu");
+    }
 
     if !avx512_clmul() {
         println!("cargo::rustc-cfg=rsskit_no_avx512_clmul");

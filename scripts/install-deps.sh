@@ -19,6 +19,14 @@ command -v clang >/dev/null 2>&1 || need+=(clang)
 [ -f /usr/include/linux/bpf.h ] || need+=(linux-libc-dev)
 # systemd-analyze verifies rsskit's units (deploy/systemd); nothing is started.
 [ -x /usr/bin/systemd-analyze ] || need+=(systemd)
+# The QEMU lab (scripts/lab): the emulator, a static busybox for the guest's
+# initramfs, cpio to pack it, ethtool and python3 (run in the guest from the
+# host's root, and the lab's driver).
+command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
+[ -x /bin/busybox ] || need+=(busybox-static)
+command -v cpio >/dev/null 2>&1 || need+=(cpio)
+command -v ethtool >/dev/null 2>&1 || [ -x /usr/sbin/ethtool ] || need+=(ethtool)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "== installing: ${need[*]}"

@@ -469,12 +469,10 @@ pub fn settings(root: &Sysroot, plan: &Plan) -> Result<Vec<Setting>, TuneError> 
             Ok(())
         };
         let device = || d.name.clone();
-        if let Some(t) = &d.table {
-            add(Target::RssTable { device: device() }, table_text(t))?;
-        }
-        if let Some(k) = &d.key {
-            add(Target::RssKey { device: device() }, k.clone())?;
-        }
+        // Hashed fields before key and table: virtio_net (6.1) sends its
+        // hash types to the device only with the RSS command of ETHTOOL_SRSSH,
+        // so fields written after the table would read back while the device
+        // still hashes the old ones (seen in the QEMU lab, tests/lab.rs).
         for h in &d.hash_fields {
             let flow = FLOW_TYPES
                 .iter()
@@ -482,6 +480,12 @@ pub fn settings(root: &Sysroot, plan: &Plan) -> Result<Vec<Setting>, TuneError> 
                 .ok_or_else(|| mismatch(format!("an unknown flow type for hashed fields ({:?})", h.flow)))?
                 .name;
             add(Target::HashFields { device: device(), flow }, h.fields.join(","))?;
+        }
+        if let Some(t) = &d.table {
+            add(Target::RssTable { device: device() }, table_text(t))?;
+        }
+        if let Some(k) = &d.key {
+            add(Target::RssKey { device: device() }, k.clone())?;
         }
         let queue = |q: usize| u32::try_from(q).map_err(|_| mismatch(format!("queue {q}, which it has not")));
         for x in &d.irqs {

@@ -108,6 +108,58 @@ fn flows_land_on_the_queue_and_cpu_of_the_devices_table() {
     );
 }
 
+/// `--flows FILE`: the same answers as one call per flow, one JSON object
+/// per line; a bad line is refused with its number.
+#[test]
+fn flows_file_answers_each_flow_as_one_call_would() {
+    let t = Tree::new("flows");
+    let file = t.0.join("flows.txt");
+    fs::write(
+        &file,
+        "# Microsoft RSS vectors\n66.9.149.187:2794 161.142.100.80:1766 tcp\n\n\
+         38.27.205.30:48228 209.142.163.6:2217 TCP  # upper case too\n\
+         66.9.149.187:2794 161.142.100.80:1766 udp\n153.39.163.191 202.188.127.2\n",
+    )
+    .unwrap();
+    let out = t.hash(&["--iface", "eth0", "--flows", file.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let one = [
+        t.on_eth0("66.9.149.187:2794", "161.142.100.80:1766", "tcp"),
+        t.on_eth0("38.27.205.30:48228", "209.142.163.6:2217", "tcp"),
+        t.on_eth0("66.9.149.187:2794", "161.142.100.80:1766", "udp"),
+        t.json(&["--iface", "eth0", "--src", "153.39.163.191", "--dst", "202.188.127.2"]),
+    ];
+    assert_eq!(lines, one);
+    assert_eq!(lines[0]["hash_hex"], "0x51ccc178");
+    // Text: one line per flow.
+    let out = t.hash(&["--iface", "eth0", "--flows", file.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 4, "{text}");
+    assert!(
+        text.lines().next().unwrap().contains("hash 0x51ccc178 (tcp-ipv4) entry 120 queue 0 cpu 5"),
+        "{text}"
+    );
+    for (bad, msg) in [
+        ("1.1.1.1:1 2.2.2.2:2 sctp\n", "line 1: protocol sctp: say tcp or udp"),
+        (
+            "1.1.1.1 2.2.2.2\n1.1.1.1 ::1\n",
+            "line 2: --src 1.1.1.1 and --dst ::1 are of different address families",
+        ),
+        ("1.1.1.1\n", "line 1: expected SRC DST [tcp|udp], got 1 words"),
+        ("1.1.1.x 2.2.2.2\n", "line 1: source 1.1.1.x"),
+    ] {
+        fs::write(&file, bad).unwrap();
+        let out = t.hash(&["--iface", "eth0", "--flows", file.to_str().unwrap(), "--json"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(msg) && !err.contains("panicked"), "{bad:?}: {err}");
+    }
+    // --flows needs --iface and replaces --src/--dst.
+    let out = t.hash(&["--flows", "-"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--iface"));
+}
+
 #[test]
 fn hash_fields_not_reported_are_assumed_and_said() {
     let t = Tree::new("nofields");

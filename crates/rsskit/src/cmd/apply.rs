@@ -123,6 +123,45 @@ fn default_save(root: &Sysroot, t: u64) -> Result<PathBuf> {
     free.with_context(|| format!("no free save file name in {}", dir.display()))
 }
 
+/// What the flags asked for on an interface named with --iface that the
+/// plan left out (a key or hashed fields on a device without them), each
+/// with the plan's reason: reported as refused (exit 2), never dropped
+/// silently.
+fn asked_not_planned(p: &super::plan::PlanArgs, plan: &Plan) -> Vec<String> {
+    let mut out = Vec::new();
+    for d in plan.devices.iter().filter(|d| p.ifaces.contains(&d.name)) {
+        let note = |word: &str, default: &str| {
+            d.notes.iter().find(|n| n.contains(word)).cloned().unwrap_or_else(|| default.to_string())
+        };
+        if p.key != "keep" && d.key.is_none() {
+            out.push(format!("{:<8} RSS key ({}): {}", d.name, p.key, note("key", "no RSS key")));
+        }
+        for (flow, _) in &p.hash_fields {
+            if !d.hash_fields.iter().any(|h| &h.flow == flow) {
+                out.push(format!(
+                    "{:<8} {flow} hashed fields: {}",
+                    d.name,
+                    note("hashed fields", "the device does not report its hashed fields")
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Exit 2 when settings asked for were not planned (listed above).
+fn refused_exit(unplanned: &[String], written: usize) -> Result<()> {
+    if unplanned.is_empty() {
+        return Ok(());
+    }
+    let _ = std::io::stdout().flush();
+    eprintln!(
+        "rsskit: {} setting(s) asked for could not be planned (REFUSED above); the {written} others are in place.",
+        unplanned.len()
+    );
+    std::process::exit(2);
+}
+
 pub fn run(mut a: Args) -> Result<()> {
     a.host = a.host.with_fixture(a.p.sysroot.as_ref());
     // One writer at a time, from before the current values are read (the
@@ -146,9 +185,13 @@ pub fn run(mut a: Args) -> Result<()> {
     };
     let all = tune::settings(&root, &plan)?;
     let changes: Vec<Setting> = all.iter().filter(|s| !s.unchanged()).cloned().collect();
+    let unplanned = if a.plan.is_none() { asked_not_planned(&a.p, &plan) } else { Vec::new() };
     println!("Changes ({} of {} settings; the others are already as planned):", changes.len(), all.len());
     for s in &changes {
         println!("{}", diff_line(s));
+    }
+    for u in &unplanned {
+        println!("  REFUSED  {u}");
     }
     // XDP software RSS lives with the process that attached it (a BPF
     // link): apply turns RPS off and says what to run.
@@ -191,7 +234,7 @@ pub fn run(mut a: Args) -> Result<()> {
         if a.persist {
             super::persist::after_apply(&a.host, &root, &plan)?;
         }
-        return Ok(());
+        return refused_exit(&unplanned, changes.len());
     }
     if a.persist {
         // Refuse before writing anything when a device cannot be persisted.
@@ -217,6 +260,10 @@ pub fn run(mut a: Args) -> Result<()> {
     if a.persist {
         super::persist::after_apply(&a.host, &root, &plan)?;
     }
+    if failed == 0 {
+        refused_exit(&unplanned, changes.len())?;
+    }
+    let failed = failed + unplanned.len();
     if failed > 0 {
         let _ = std::io::stdout().flush();
         eprintln!(

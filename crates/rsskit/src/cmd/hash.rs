@@ -12,11 +12,11 @@ use serde_json::json;
 --src 66.9.149.187:2794 --dst 161.142.100.80:1766 --proto tcp")]
 pub struct Args {
     /// Source: ADDR or ADDR:PORT ([IPV6]:PORT).
-    #[arg(long)]
-    src: Endpoint,
+    #[arg(long, required_unless_present = "flows")]
+    src: Option<Endpoint>,
     /// Destination: ADDR or ADDR:PORT ([IPV6]:PORT).
-    #[arg(long)]
-    dst: Endpoint,
+    #[arg(long, required_unless_present = "flows")]
+    dst: Option<Endpoint>,
     /// Transport protocol; required with ports.
     #[arg(long, value_enum)]
     proto: Option<Proto>,
@@ -26,20 +26,30 @@ pub struct Args {
     /// indirection table, the queue's IRQ CPU and RPS CPUs.
     #[arg(long, value_name = "IF", conflicts_with_all = ["key", "bits", "cpus"])]
     iface: Option<String>,
+    /// With --iface: many flows, one per line of FILE (`-`: stdin) as
+    /// `SRC DST [tcp|udp]`; one answer per line (with --json, one JSON
+    /// object per line).
+    #[arg(long, value_name = "FILE", requires = "iface", conflicts_with_all = ["src", "dst", "proto"])]
+    flows: Option<String>,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
 }
 
 pub fn run(a: Args) -> Result<()> {
-    same_family(a.src.addr, a.dst.addr)?;
-    if let Some(i) = &a.iface {
-        return super::hash_nic::run(i, a.src, a.dst, a.proto, a.json);
+    if let (Some(i), Some(f)) = (&a.iface, &a.flows) {
+        return super::hash_nic::run_flows(i, f, a.json);
     }
-    let (hash_type, tuple) = match (a.src.port, a.dst.port, a.proto) {
+    // clap requires both unless --flows, which needs --iface (handled above).
+    let (Some(src), Some(dst)) = (a.src, a.dst) else { bail!("give --src and --dst") };
+    same_family(src.addr, dst.addr)?;
+    if let Some(i) = &a.iface {
+        return super::hash_nic::run(i, src, dst, a.proto, a.json);
+    }
+    let (hash_type, tuple) = match (src.port, dst.port, a.proto) {
         (Some(sp), Some(dp), Some(p)) => {
             let proto = L4Proto::from(p);
-            let t = FlowTuple::new(a.src.addr, sp, a.dst.addr, dp, proto);
+            let t = FlowTuple::new(src.addr, sp, dst.addr, dp, proto);
             let ht = match (t.is_ipv6(), p) {
                 (false, Proto::Tcp) => HashType::TcpIpv4,
                 (false, Proto::Udp) => HashType::UdpIpv4,
@@ -49,7 +59,7 @@ pub fn run(a: Args) -> Result<()> {
             (ht, t)
         }
         (None, None, _) => {
-            let t = FlowTuple::new(a.src.addr, 0, a.dst.addr, 0, L4Proto::Other(0));
+            let t = FlowTuple::new(src.addr, 0, dst.addr, 0, L4Proto::Other(0));
             (HashType::Ipv4, t)
         }
         (Some(_), Some(_), None) => bail!("ports given without --proto: say --proto tcp or --proto udp"),

@@ -2,16 +2,78 @@
 //! host: the device's key, the fields it hashes for the flow type, its
 //! indirection table, the queue's IRQ CPU and RPS CPUs.
 
-use super::common::{nic, print_json, Endpoint, Proto};
-use anyhow::{anyhow, bail, Result};
+use super::common::{nic, print_json, same_family, Endpoint, Proto};
+use anyhow::{anyhow, bail, Context, Result};
+use clap::ValueEnum;
 use rsskit_core::{FlowTuple, HashType, L4Proto, Toeplitz};
+use rsskit_linux::nicsteer::NicSteering;
 use serde_json::json;
+use std::io::BufRead;
 
-pub fn run(iface: &str, src: Endpoint, dst: Endpoint, proto: Option<Proto>, as_json: bool) -> Result<()> {
+/// The NIC's state, read once, with its hash function checked.
+fn toeplitz_nic(iface: &str) -> Result<NicSteering> {
     let n = nic(iface)?;
     if !n.hfunc.is_empty() && !n.hfunc.iter().any(|h| h == "toeplitz") {
         bail!("{iface} hashes with {} (not Toeplitz): rsskit cannot compute its hash", n.hfunc.join(","));
     }
+    Ok(n)
+}
+
+pub fn run(iface: &str, src: Endpoint, dst: Endpoint, proto: Option<Proto>, as_json: bool) -> Result<()> {
+    let n = toeplitz_nic(iface)?;
+    land(&n, iface, src, dst, proto, as_json, false)
+}
+
+/// `--flows FILE`: one flow per line (`SRC DST [tcp|udp]`, as --src, --dst,
+/// --proto; `#` starts a comment), the NIC read once; one answer per flow,
+/// a JSON object per line with `--json`. A bad line stops with its number.
+pub fn run_flows(iface: &str, path: &str, as_json: bool) -> Result<()> {
+    let n = toeplitz_nic(iface)?;
+    let reader: Box<dyn BufRead> = if path == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(std::io::BufReader::new(
+            std::fs::File::open(path).with_context(|| format!("--flows {path}"))?,
+        ))
+    };
+    for (i, line) in reader.lines().enumerate() {
+        let line = line.with_context(|| format!("--flows {path}: reading line {}", i + 1))?;
+        let words: Vec<&str> = line.split('#').next().unwrap_or("").split_whitespace().collect();
+        if words.is_empty() {
+            continue;
+        }
+        let flow = || -> Result<(Endpoint, Endpoint, Option<Proto>)> {
+            if !(2..=3).contains(&words.len()) {
+                bail!("expected SRC DST [tcp|udp], got {} words", words.len());
+            }
+            let src: Endpoint = words[0].parse().map_err(|e| anyhow!("source {}: {e}", words[0]))?;
+            let dst: Endpoint = words[1].parse().map_err(|e| anyhow!("destination {}: {e}", words[1]))?;
+            let proto = match words.get(2) {
+                Some(p) => {
+                    Some(Proto::from_str(p, true).map_err(|_| anyhow!("protocol {p}: say tcp or udp"))?)
+                }
+                None => None,
+            };
+            same_family(src.addr, dst.addr)?;
+            Ok((src, dst, proto))
+        };
+        let (src, dst, proto) = flow().with_context(|| format!("--flows {path}: line {}", i + 1))?;
+        land(&n, iface, src, dst, proto, as_json, true)
+            .with_context(|| format!("--flows {path}: line {}", i + 1))?;
+    }
+    Ok(())
+}
+
+/// Prints where one flow lands on `n` (`one_line`: JSON on one line).
+fn land(
+    n: &NicSteering,
+    iface: &str,
+    src: Endpoint,
+    dst: Endpoint,
+    proto: Option<Proto>,
+    as_json: bool,
+    one_line: bool,
+) -> Result<()> {
     let v6 = src.addr.is_ipv6();
     let mut note = None;
     let (hash_type, tuple) = match (src.port, dst.port, proto) {
@@ -55,8 +117,7 @@ pub fn run(iface: &str, src: Endpoint, dst: Endpoint, proto: Option<Proto>, as_j
     let l = n.land(hash);
     let key_hex: String = n.key.iter().map(|b| format!("{b:02x}")).collect();
     let opt = |v: Option<usize>| v.map_or("unknown".to_string(), |c| c.to_string());
-    if as_json {
-        return print_json(&json!({
+    let v = json!({
             "iface": iface,
             "driver": n.driver,
             "hash": hash,
@@ -71,7 +132,27 @@ pub fn run(iface: &str, src: Endpoint, dst: Endpoint, proto: Option<Proto>, as_j
             "cpu": l.cpu,
             "key": key_hex,
             "note": note,
-        }));
+    });
+    if as_json && one_line {
+        println!("{v}");
+        return Ok(());
+    }
+    if as_json {
+        return print_json(&v);
+    }
+    if one_line {
+        let ep = |e: &Endpoint| match (e.addr, e.port) {
+            (a, Some(p)) => std::net::SocketAddr::new(a, p).to_string(),
+            (a, None) => a.to_string(),
+        };
+        let (src, dst) = (ep(&src), ep(&dst));
+        println!(
+            "{iface} {src} -> {dst}: hash 0x{hash:08x} ({hash_type}) entry {} queue {} cpu {}",
+            l.index,
+            l.queue,
+            opt(l.cpu)
+        );
+        return Ok(());
     }
     println!("hash    0x{hash:08x} ({hash_type}, {iface}'s key)");
     println!("entry   {} of {} -> queue {}", l.index, n.table.len(), l.queue);

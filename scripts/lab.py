@@ -1,0 +1,701 @@
+#!/usr/bin/env python3
+"""The rsskit lab: a QEMU guest with a hardware-RSS virtio-net NIC.
+
+A Debian 6.1 kernel (fetched with `apt-get download`, unpacked under
+target/lab/, never into the host's /boot) boots a busybox initramfs on
+4 vCPUs in 2 NUMA nodes. The guest mounts the host's root read-only over 9p
+and runs every command chrooted into it, so it runs the freshly built
+rsskit, ethtool and iproute2 of the host. eth0 is a 4-queue virtio-net with
+RSS (QEMU hashes in software), eth1 an e1000e without RSS (refusal paths).
+QEMU runs inside a network namespace the lab creates, so both taps live
+there and the host's own interfaces are never touched; `send` writes raw
+frames into tap0 from that namespace.
+
+Commands run over a virtio-serial port (`lab.agent`): one request line,
+one answer (exit status, base64 stdout and stderr), so no terminal echo or
+line discipline gets in the way. The serial console goes to
+target/lab/run/console.log.
+
+Usage: scripts/lab setup | boot | run [--timeout S] -- CMD | shell | send | stop | status
+"""
+
+import argparse
+import base64
+import fcntl
+import hashlib
+import json
+import os
+import random
+import re
+import shlex
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+ROOT = os.path.realpath(os.path.join(os.path.dirname(__file__), ".."))
+LAB = os.path.join(ROOT, "target", "lab")
+RUN = os.path.join(LAB, "run")
+# One lab per checkout: the namespace name derives from the checkout's path.
+NETNS = "rsklab" + hashlib.sha1(ROOT.encode()).hexdigest()[:8]
+GUEST_MAC = "52:54:00:77:00:02"
+GUEST_MAC1 = "52:54:00:77:01:02"
+TAP_MAC = "02:00:00:00:77:01"
+GUEST_V4, TAP_V4 = "10.77.0.2", "10.77.0.1"
+GUEST_V6, TAP_V6 = "fd77:77::2", "fd77:77::1"
+# Modules the guest loads, in dependency order (resolved from each .ko's
+# .modinfo `depends=`: the package ships no modules.dep).
+WANTED = ["virtio_pci", "virtio_net", "virtio_console", "e1000e", "9pnet_virtio", "9p"]
+
+INIT = r"""#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+for m in $(cat /modules.list); do insmod /lib/modules/$m.ko || echo "lab: insmod $m failed"; done
+mkdir -p /host
+# cache=loose: under TCG every uncached 9p read costs (boot 55 s instead of
+# 12, each command seconds); files the host changes while the guest runs are
+# then not seen: reboot the lab after rebuilding rsskit.
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000,cache=loose hostroot /host || echo "lab: 9p mount failed"
+mount -t proc proc /host/proc
+mount -t sysfs sys /host/sys
+mount -t devtmpfs dev /host/dev
+mount -t tmpfs tmp /host/tmp
+mount -t tmpfs run /host/run
+mkdir -p /host/tmp/lab
+# eth0: the virtio-net NIC, eth1: the e1000e, whatever the probe order.
+for d in /sys/class/net/*; do
+  n=${d##*/}; drv=$(basename "$(readlink $d/device/driver 2>/dev/null)" 2>/dev/null)
+  case "$drv" in
+    virtio_net) ip link set "$n" name labv ;;
+    e1000e) ip link set "$n" name labe ;;
+  esac
+done
+ip link set labv name eth0; ip link set labe name eth1
+# Absolute paths: busybox runs its own applets for bare names.
+H="chroot /host /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp"
+$H sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0
+$H ip link set lo up
+$H ip link set eth0 up
+$H ip link set eth1 up
+$H ip addr add @GUEST_V4@/24 dev eth0
+$H ip -6 addr add @GUEST_V6@/64 dev eth0 nodad
+$H ip route add default via @TAP_V4@
+$H ip -6 route add default via @TAP_V6@
+$H ip neigh replace @TAP_V4@ lladdr @TAP_MAC@ dev eth0 nud permanent
+$H ip -6 neigh replace @TAP_V6@ lladdr @TAP_MAC@ dev eth0 nud permanent
+# Packets counted per queue and per CPU one by one (no GRO merging).
+$H ethtool -K eth0 gro off >/dev/null 2>&1
+port=$(ls /dev/vport*p1 | head -n 1)
+echo "lab: agent on $port"
+exec 3<>$port
+# A read while no host is connected returns end-of-file: poll again.
+while true; do
+while read -r verb id tmo b64 <&3; do
+  case "$verb" in
+    PING) echo "PONG $id" >&3 ;;
+    RUN)
+      d=/host/tmp/lab
+      echo "$b64" | base64 -d > $d/cmd.$id
+      timeout "$tmo" $H /bin/sh -c "cd /tmp && . /tmp/lab/cmd.$id" </dev/null >$d/out.$id 2>$d/err.$id
+      rc=$?
+      printf 'DONE %s %s %s %s\n' "$id" "$rc" "$(base64 $d/out.$id | tr -d '\n')" "$(base64 $d/err.$id | tr -d '\n')" >&3
+      rm -f $d/cmd.$id $d/out.$id $d/err.$id ;;
+  esac
+done
+sleep 0.2
+done
+"""
+
+
+def log(msg):
+    print(f"lab: {msg}", file=sys.stderr, flush=True)
+
+
+def die(msg, code=1):
+    log(msg)
+    sys.exit(code)
+
+
+def sh(args, check=True, **kw):
+    return subprocess.run(args, check=check, **kw)
+
+
+# ---------------------------------------------------------------- setup
+
+
+def kernel_paths():
+    return os.path.join(LAB, "vmlinuz"), os.path.join(LAB, "initramfs.cpio.gz")
+
+
+def fetch_kernel():
+    """The newest linux-image-6.1 package: apt-get download, dpkg-deb -x."""
+    vmlinuz = os.path.join(LAB, "vmlinuz")
+    kdir = os.path.join(LAB, "kernel")
+    if os.path.exists(vmlinuz) and os.path.isdir(kdir):
+        return
+    os.makedirs(LAB, exist_ok=True)
+    deps = subprocess.run(["apt-cache", "depends", "linux-image-amd64"], capture_output=True, text=True).stdout
+    m = re.search(r"Depends: (linux-image-6\.1\.0-[0-9]+-amd64)\b", deps)
+    if not m:
+        sh(["apt-get", "update", "-qq"])
+        deps = subprocess.run(["apt-cache", "depends", "linux-image-amd64"], capture_output=True, text=True).stdout
+        m = re.search(r"Depends: (linux-image-6\.[0-9.]+-[0-9]+-amd64)\b", deps)
+    if not m:
+        die("no linux-image-6.1.0-*-amd64 package found through apt-cache (Debian 12 expected)")
+    pkg = m.group(1)
+    log(f"fetching {pkg} (apt-get download; unpacked under {LAB}, never into /boot)")
+    dl = os.path.join(LAB, "dl")
+    shutil.rmtree(dl, ignore_errors=True)
+    os.makedirs(dl)
+    sh(["apt-get", "download", "-qq", pkg], cwd=dl, stderr=subprocess.DEVNULL)
+    deb = [f for f in os.listdir(dl) if f.endswith(".deb")][0]
+    tmp = kdir + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    sh(["dpkg-deb", "-x", os.path.join(dl, deb), tmp])
+    shutil.rmtree(kdir, ignore_errors=True)
+    os.rename(tmp, kdir)
+    boot = os.path.join(kdir, "boot")
+    vm = [f for f in os.listdir(boot) if f.startswith("vmlinuz-")][0]
+    shutil.copy(os.path.join(boot, vm), vmlinuz + ".tmp")
+    os.rename(vmlinuz + ".tmp", vmlinuz)
+    shutil.rmtree(dl, ignore_errors=True)
+
+
+def module_files():
+    mods = {}
+    for dirpath, _, files in os.walk(os.path.join(LAB, "kernel", "lib", "modules")):
+        for f in files:
+            if f.endswith(".ko"):
+                mods[f[:-3].replace("-", "_")] = os.path.join(dirpath, f)
+    return mods
+
+
+class MissingModule(Exception):
+    pass
+
+
+def module_order(mods):
+    order = []
+
+    def visit(name):
+        name = name.replace("-", "_")
+        if name in order:
+            return
+        if name not in mods:
+            raise MissingModule(name)
+        data = open(mods[name], "rb").read()
+        m = re.search(rb"\x00depends=([^\x00]*)\x00", data)
+        for dep in (m.group(1).decode().split(",") if m and m.group(1) else []):
+            visit(dep)
+        order.append(name)
+
+    for w in WANTED:
+        visit(w)
+    return order
+
+
+def build_initramfs():
+    _, initrd = kernel_paths()
+    init = INIT
+    for k, v in dict(GUEST_V4=GUEST_V4, GUEST_V6=GUEST_V6, TAP_V4=TAP_V4, TAP_V6=TAP_V6, TAP_MAC=TAP_MAC).items():
+        init = init.replace(f"@{k}@", v)
+    stamp = hashlib.sha1((init + ",".join(WANTED)).encode()).hexdigest()
+    stamp_file = initrd + ".stamp"
+    if os.path.exists(initrd) and os.path.exists(stamp_file) and open(stamp_file).read() == stamp:
+        return
+    busybox = shutil.which("busybox") or "/bin/busybox"
+    if not os.path.exists(busybox):
+        die("busybox is missing (scripts/install-deps.sh installs busybox-static)")
+    mods = module_files()
+    try:
+        order = module_order(mods)
+    except MissingModule:
+        # Pruned for an older module list: fetch the package again.
+        shutil.rmtree(os.path.join(LAB, "kernel"), ignore_errors=True)
+        os.unlink(os.path.join(LAB, "vmlinuz"))
+        fetch_kernel()
+        mods = module_files()
+        try:
+            order = module_order(mods)
+        except MissingModule as e:
+            die(f"kernel module {e} not in the kernel package")
+    tree = os.path.join(LAB, "initramfs")
+    shutil.rmtree(tree, ignore_errors=True)
+    for d in ["bin", "proc", "sys", "dev", "tmp", "host", "lib/modules"]:
+        os.makedirs(os.path.join(tree, d))
+    shutil.copy(busybox, os.path.join(tree, "bin", "busybox"))
+    for name in order:
+        shutil.copy(mods[name], os.path.join(tree, "lib", "modules", name + ".ko"))
+    with open(os.path.join(tree, "modules.list"), "w") as f:
+        f.write("\n".join(order) + "\n")
+    with open(os.path.join(tree, "init"), "w") as f:
+        f.write(init)
+    os.chmod(os.path.join(tree, "init"), 0o755)
+    files = sh(["find", "."], cwd=tree, capture_output=True, text=True).stdout
+    cpio = sh(["cpio", "-o", "-H", "newc", "--quiet"], cwd=tree, input=files.encode(), capture_output=True).stdout
+    import gzip
+
+    with gzip.open(initrd + ".tmp", "wb", compresslevel=1) as f:
+        f.write(cpio)
+    os.rename(initrd + ".tmp", initrd)
+    open(stamp_file, "w").write(stamp)
+    shutil.rmtree(tree, ignore_errors=True)
+    # Keep only the modules the guest loads (the package unpacks to 400 MB).
+    keep = {mods[name] for name in order}
+    for path in mods.values():
+        if path not in keep:
+            os.unlink(path)
+
+
+def cmd_setup(_args=None):
+    if os.geteuid() != 0:
+        die("the lab needs root (network namespace, tap devices)")
+    sh([os.path.join(ROOT, "scripts", "install-deps.sh")])
+    for tool in ["qemu-system-x86_64", "cpio", "dpkg-deb", "apt-get"]:
+        if not shutil.which(tool):
+            die(f"{tool} is missing (scripts/install-deps.sh installs qemu-system-x86 and cpio)")
+    fetch_kernel()
+    build_initramfs()
+
+
+# ---------------------------------------------------------------- boot / stop
+
+
+def state_path(name):
+    return os.path.join(RUN, name)
+
+
+def qemu_pid():
+    try:
+        pid = int(open(state_path("qemu.pid")).read().strip())
+    except (OSError, ValueError):
+        return None
+    try:
+        cmdline = open(f"/proc/{pid}/cmdline", "rb").read()
+    except OSError:
+        return None
+    # Only the QEMU this lab started (its pidfile path is on its command line).
+    return pid if state_path("qemu.pid").encode() in cmdline else None
+
+
+def netns_exists():
+    return os.path.exists(f"/run/netns/{NETNS}")
+
+
+def kvm_usable():
+    if os.environ.get("RSSKIT_LAB_ACCEL", "auto") == "tcg":
+        return False, "RSSKIT_LAB_ACCEL=tcg"
+    failed = os.path.join(LAB, "kvm-failed")
+    if os.path.exists(failed):
+        return False, "KVM failed to boot the guest here before (" + open(failed).read().strip() + ")"
+    try:
+        fd = os.open("/dev/kvm", os.O_RDWR)
+        os.close(fd)
+    except OSError as e:
+        return False, f"/dev/kvm: {e.strerror}"
+    return True, ""
+
+
+def qemu_args(accel):
+    vmlinuz, initrd = kernel_paths()
+    return [
+        "qemu-system-x86_64",
+        "-name", "rsskit-lab",
+        "-machine", f"q35,accel={accel}",
+        "-cpu", "max" if accel == "tcg" else "host",
+        "-smp", "4,sockets=2,cores=2,threads=1",
+        "-m", "1024",
+        "-object", "memory-backend-ram,id=mem0,size=512M",
+        "-object", "memory-backend-ram,id=mem1,size=512M",
+        "-numa", "node,nodeid=0,cpus=0-1,memdev=mem0",
+        "-numa", "node,nodeid=1,cpus=2-3,memdev=mem1",
+        "-kernel", vmlinuz,
+        "-initrd", initrd,
+        "-append", "console=ttyS0 loglevel=4 panic=-1 mitigations=off",
+        "-no-reboot",
+        "-display", "none",
+        "-nodefaults",
+        "-serial", "file:" + state_path("console.log"),
+        "-pidfile", state_path("qemu.pid"),
+        "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
+        "-device", "virtio-serial-pci,bus=pcie.0",
+        "-chardev", f"socket,id=agent,path={state_path('agent.sock')},server=on,wait=off",
+        "-device", "virtserialport,chardev=agent,name=lab.agent",
+        # The RSS NIC behind a PCIe expander bridge on NUMA node 1.
+        "-device", "pxb-pcie,id=pxb1,bus_nr=128,numa_node=1,bus=pcie.0",
+        "-device", "pcie-root-port,id=rp1,bus=pxb1,chassis=1,slot=1",
+        "-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no,queues=4,vhost=off",
+        "-device", f"virtio-net-pci,netdev=n0,bus=rp1,mac={GUEST_MAC},mq=on,rss=on,vectors=10",
+        "-netdev", "tap,id=n1,ifname=tap1,script=no,downscript=no,vhost=off",
+        "-device", f"e1000e,netdev=n1,bus=pcie.0,mac={GUEST_MAC1}",
+    ]
+
+
+def ns_sh(cmd):
+    sh(["ip", "netns", "exec", NETNS, "sh", "-c", cmd], stdout=subprocess.DEVNULL)
+
+
+def start(accel, timeout):
+    """Starts QEMU in the lab's namespace; True once the agent answers."""
+    for f in ["qemu.pid", "agent.sock", "console.log"]:
+        try:
+            os.unlink(state_path(f))
+        except FileNotFoundError:
+            pass
+    log_f = open(state_path("qemu.log"), "w")
+    # Its own session: a test's Ctrl-C does not reach QEMU half-way; `stop`
+    # (or the watcher) ends it.
+    p = subprocess.Popen(
+        ["ip", "netns", "exec", NETNS] + qemu_args(accel),
+        stdin=subprocess.DEVNULL, stdout=log_f, stderr=log_f, start_new_session=True,
+    )
+    open(state_path("accel"), "w").write(accel)
+    deadline = time.monotonic() + timeout
+    tap_up = False
+    while time.monotonic() < deadline:
+        if p.poll() is not None:
+            log(f"QEMU ({accel}) exited with {p.returncode}: " + open(state_path("qemu.log")).read().strip()[-2000:])
+            return False
+        if not tap_up and os.path.exists(f"/run/netns/{NETNS}"):
+            r = subprocess.run(["ip", "-n", NETNS, "link", "show", "tap1"], capture_output=True)
+            if r.returncode == 0:
+                sh(["ip", "-n", NETNS, "link", "set", "tap0", "address", TAP_MAC])
+                sh(["ip", "-n", NETNS, "link", "set", "tap0", "up"])
+                sh(["ip", "-n", NETNS, "link", "set", "tap1", "up"])
+                tap_up = True
+        if tap_up and os.path.exists(state_path("agent.sock")):
+            try:
+                agent_request("PING", None, 3)
+                return True
+            except (OSError, TimeoutError):
+                pass
+        time.sleep(1)
+    log(f"the guest did not answer within {timeout} s ({accel}); console tail:\n" + console_tail())
+    return False
+
+
+def console_tail():
+    try:
+        return "".join(open(state_path("console.log"), errors="replace").readlines()[-25:])
+    except OSError:
+        return "(no console log)"
+
+
+def cmd_boot(args):
+    if qemu_pid():
+        log(f"already running (pid {qemu_pid()}, {open(state_path('accel')).read()}); scripts/lab stop first")
+        return 0
+    cmd_setup()
+    cmd_stop(quiet=True)
+    os.makedirs(RUN, exist_ok=True)
+    sh(["ip", "netns", "add", NETNS])
+    # No router solicitations or DAD from the host side: the guest's queue
+    # counters then see only the frames the lab sends.
+    ns_sh("echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6; echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6")
+    sh(["ip", "-n", NETNS, "link", "set", "lo", "up"])
+    if args.owner_pid:
+        start_watcher(args.owner_pid, args.max_seconds)
+    t0 = time.monotonic()
+    ok, why = kvm_usable()
+    accel = None
+    if ok:
+        if start("kvm", 40):
+            accel = "kvm"
+        else:
+            open(os.path.join(LAB, "kvm-failed"), "w").write(f"{time.strftime('%F %T')}, host kernel {os.uname().release}")
+            why = "KVM did not boot the guest (recorded in target/lab/kvm-failed)"
+            kill_qemu()
+    if accel is None:
+        if start("tcg", args.timeout):
+            accel = "tcg"
+        else:
+            cmd_stop(quiet=True)
+            return 3
+    numa = run_cmd("cat /sys/class/net/eth0/device/../numa_node", 30)[1].strip()
+    log(f"guest up in {time.monotonic() - t0:.0f} s, accelerator {accel.upper()}"
+        + (f" (not KVM: {why})" if accel == "tcg" else "")
+        + f"; eth0 (virtio-net, 4 queues) on NUMA node {numa}, eth1 e1000e; namespace {NETNS}")
+    return 0
+
+
+def start_watcher(owner, max_seconds):
+    """A detached process that stops the lab when OWNER exits or after
+    MAX_SECONDS, whichever comes first (a killed test leaves nothing)."""
+    pid = os.fork()
+    if pid:
+        return
+    os.setsid()
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    open(state_path("watcher.pid"), "w").write(str(os.getpid()))
+    end = time.monotonic() + max_seconds
+    while time.monotonic() < end:
+        try:
+            os.kill(owner, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(1)
+    cmd_stop(quiet=True, from_watcher=True)
+    os._exit(0)
+
+
+def kill_qemu():
+    pid = qemu_pid()
+    if not pid:
+        return
+    try:
+        os.killpg(os.getpgid(pid), signal.SIGTERM)
+    except OSError:
+        os.kill(pid, signal.SIGTERM)
+    for _ in range(50):
+        if not os.path.exists(f"/proc/{pid}"):
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, signal.SIGKILL)
+
+
+def cmd_stop(args=None, quiet=False, from_watcher=False):
+    was = qemu_pid()
+    kill_qemu()
+    if not from_watcher:
+        try:
+            wpid = int(open(state_path("watcher.pid")).read())
+            if wpid != os.getpid():
+                os.kill(wpid, signal.SIGTERM)
+        except (OSError, ValueError):
+            pass
+    if netns_exists():
+        subprocess.run(["ip", "netns", "del", NETNS], stderr=subprocess.DEVNULL)
+    for f in ["qemu.pid", "agent.sock", "watcher.pid", "accel"]:
+        try:
+            os.unlink(state_path(f))
+        except FileNotFoundError:
+            pass
+    if not quiet:
+        log("stopped" if was else "not running; namespace and state cleaned")
+    return 0
+
+
+def cmd_status(_args):
+    pid = qemu_pid()
+    if not pid:
+        print("not running")
+        return 1
+    print(f"running: pid {pid}, accelerator {open(state_path('accel')).read()}, namespace {NETNS}")
+    return 0
+
+
+# ---------------------------------------------------------------- agent
+
+
+def agent_request(verb, payload, timeout, tmo_guest=0):
+    """One request on the agent port; returns the answer line's fields."""
+    rid = f"{os.getpid()}x{random.randrange(1 << 30)}"
+    lock = open(state_path("agent.lock"), "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(timeout)
+        s.connect(state_path("agent.sock"))
+        b64 = base64.b64encode(payload.encode()).decode() if payload is not None else "-"
+        s.sendall(f"{verb} {rid} {tmo_guest} {b64}\n".encode())
+        buf = b""
+        deadline = time.monotonic() + timeout
+        while True:
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                fields = line.decode(errors="replace").split(" ")
+                if len(fields) >= 2 and fields[1] == rid:
+                    s.close()
+                    return fields
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no answer from the guest within {timeout} s")
+            s.settimeout(left)
+            chunk = s.recv(1 << 16)
+            if not chunk:
+                raise OSError("the agent connection closed")
+            buf += chunk
+    finally:
+        lock.close()
+
+
+def run_cmd(command, timeout):
+    if not qemu_pid():
+        die("the lab is not running (scripts/lab boot)", 3)
+    # This checkout's build first: `rsskit` is the one just built.
+    command = f"export PATH={shlex.quote(os.path.join(ROOT, 'target', 'debug'))}:$PATH\n{command}"
+    f = agent_request("RUN", command, timeout + 15, tmo_guest=timeout)
+    rc = int(f[2])
+    out = base64.b64decode(f[3]) if len(f) > 3 else b""
+    err = base64.b64decode(f[4]) if len(f) > 4 else b""
+    return rc, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def cmd_run(args):
+    command = args.cmd
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        die("run: no command (scripts/lab run -- CMD ...)", 2)
+    text = command[0] if len(command) == 1 else shlex.join(command)
+    rc, out, err = run_cmd(text, args.timeout)
+    sys.stdout.write(out)
+    sys.stderr.write(err)
+    if rc == 124 or rc == 143:
+        log(f"the command timed out in the guest after {args.timeout} s")
+    return rc
+
+
+def cmd_shell(args):
+    print("rsskit lab: commands run in the guest, chrooted into the host's root (read-only; /tmp is the guest's).")
+    print("Each line is its own shell (cd does not carry over); Ctrl-D leaves. The guest keeps running: scripts/lab stop.")
+    while True:
+        try:
+            line = input("lab# ")
+        except EOFError:
+            print()
+            return 0
+        if line.strip():
+            rc, out, err = run_cmd(line, args.timeout)
+            sys.stdout.write(out)
+            sys.stderr.write(err)
+            if rc:
+                print(f"[exit {rc}]")
+
+
+# ---------------------------------------------------------------- traffic
+
+
+def csum(data):
+    if len(data) % 2:
+        data += b"\0"
+    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+def frame(src, dst, sport, dport, proto, payload=b"rsskit-lab"):
+    """An Ethernet frame to the guest's eth0 with any tuple."""
+    import ipaddress
+
+    s, d = ipaddress.ip_address(src), ipaddress.ip_address(dst)
+    pnum = 6 if proto == "tcp" else 17
+    if proto == "tcp":
+        l4 = struct.pack("!HHIIBBHHH", sport, dport, 1, 0, 5 << 4, 0x18, 65535, 0, 0) + payload
+    else:
+        l4 = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
+    if s.version == 4:
+        pseudo = s.packed + d.packed + struct.pack("!BBH", 0, pnum, len(l4))
+    else:
+        pseudo = s.packed + d.packed + struct.pack("!IxxxB", len(l4), pnum)
+    c = csum(pseudo + l4)
+    off = 16 if proto == "tcp" else 6
+    l4 = l4[:off] + struct.pack("!H", c or 0xFFFF) + l4[off + 2:]
+    if s.version == 4:
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(l4), 1, 0, 64, pnum, 0, s.packed, d.packed)
+        ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
+        etype = 0x0800
+    else:
+        ip = struct.pack("!IHBB16s16s", 6 << 28, len(l4), pnum, 64, s.packed, d.packed)
+        etype = 0x86DD
+    mac = bytes.fromhex(GUEST_MAC.replace(":", ""))
+    return mac + bytes.fromhex(TAP_MAC.replace(":", "")) + struct.pack("!H", etype) + ip + l4
+
+
+def parse_udp(fr):
+    """(src, sport, dst, dport, payload) of a UDP frame, else None."""
+    import ipaddress
+
+    if len(fr) < 14:
+        return None
+    etype = struct.unpack("!H", fr[12:14])[0]
+    if etype == 0x0800 and len(fr) >= 34 and fr[23] == 17:
+        ihl = (fr[14] & 15) * 4
+        src, dst, l4 = ipaddress.ip_address(fr[26:30]), ipaddress.ip_address(fr[30:34]), fr[14 + ihl:]
+    elif etype == 0x86DD and len(fr) >= 62 and fr[20] == 17:
+        src, dst, l4 = ipaddress.ip_address(fr[22:38]), ipaddress.ip_address(fr[38:54]), fr[54:]
+    else:
+        return None
+    sport, dport, ulen = struct.unpack("!HHH", l4[:6])
+    return str(src), sport, str(dst), dport, l4[8:ulen]
+
+
+def cmd_send(args):
+    """Flows as JSON lines on stdin: {"src","dst","sport","dport","proto","count"[,"payload": hex]}.
+    Written into tap0 from the lab's namespace. Prints {"sent": N}, then with
+    --capture S every UDP datagram the guest sent back within S seconds."""
+    if not args.in_netns:
+        if not netns_exists():
+            die("the lab is not running (scripts/lab boot)", 3)
+        cmd = ["ip", "netns", "exec", NETNS, sys.executable, os.path.abspath(__file__), "send", "--in-netns",
+               "--capture", str(args.capture)]
+        return subprocess.run(cmd).returncode
+    flows = [json.loads(line) for line in sys.stdin if line.strip()]
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+    sock.bind(("tap0", 0))
+    sent = 0
+    for fl in flows:
+        payload = bytes.fromhex(fl["payload"]) if "payload" in fl else b"rsskit-lab"
+        fr = frame(fl["src"], fl["dst"], int(fl.get("sport", 0)), int(fl.get("dport", 0)), fl["proto"], payload)
+        for _ in range(int(fl.get("count", 1))):
+            sock.send(fr)
+            sent += 1
+            # Paced: QEMU reads the tap in TCG time; a burst would overflow
+            # the tap's queue and lose frames.
+            if sent % 32 == 0:
+                time.sleep(0.002)
+    print(json.dumps({"sent": sent}), flush=True)
+    guest = bytes.fromhex(GUEST_MAC.replace(":", ""))
+    end = time.monotonic() + args.capture
+    while args.capture > 0 and time.monotonic() < end:
+        sock.settimeout(max(0.01, end - time.monotonic()))
+        try:
+            fr, addr = sock.recvfrom(65536)
+        except socket.timeout:
+            break
+        if addr[2] == socket.PACKET_OUTGOING or fr[6:12] != guest:
+            continue
+        u = parse_udp(fr)
+        if u:
+            print(json.dumps({"src": u[0], "sport": u[1], "dst": u[2], "dport": u[3], "payload": u[4].hex()}))
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(prog="scripts/lab", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd_name", required=True)
+    sub.add_parser("setup", help="install packages, fetch the kernel, build the initramfs")
+    b = sub.add_parser("boot", help="start the guest (setup first)")
+    b.add_argument("--timeout", type=int, default=240, help="seconds to wait for the guest (TCG)")
+    b.add_argument("--owner-pid", type=int, help="stop the lab when this process exits")
+    b.add_argument("--max-seconds", type=int, default=3600, help="with --owner-pid: stop after this long at the latest")
+    r = sub.add_parser("run", help="run a shell command in the guest (chrooted into the host's root)")
+    r.add_argument("--timeout", type=int, default=120)
+    r.add_argument("cmd", nargs=argparse.REMAINDER)
+    s = sub.add_parser("shell", help="an interactive loop over `run`")
+    s.add_argument("--timeout", type=int, default=120)
+    se = sub.add_parser("send", help="write raw frames (JSON lines on stdin) into tap0")
+    se.add_argument("--in-netns", action="store_true", help=argparse.SUPPRESS)
+    se.add_argument("--capture", type=float, default=0, help="then print the guest's UDP datagrams for S seconds")
+    sub.add_parser("stop", help="stop QEMU and delete the lab's namespace")
+    sub.add_parser("status")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        die("the lab needs root (network namespace, tap devices)")
+    os.makedirs(RUN, exist_ok=True)
+    fn = {"setup": cmd_setup, "boot": cmd_boot, "run": cmd_run, "shell": cmd_shell, "send": cmd_send,
+          "stop": cmd_stop, "status": cmd_status}[args.cmd_name]
+    sys.exit(fn(args) or 0)
+
+
+if __name__ == "__main__":
+    main()
