@@ -13,7 +13,8 @@
 //! decodes the IPv6 fragment header's offset and M bits from the wrong
 //! positions (its issue #150), so that header is read by hand.
 
-use super::{DropReason, ParseConfig};
+use super::checksum::{self, internet_checksum};
+use super::{ipv4, DropReason, ParseConfig};
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use etherparse::{err, IpAuthHeaderSlice, Ipv4HeaderSlice, Ipv6HeaderSlice, Ipv6RawExtHeaderSlice};
 
@@ -148,42 +149,6 @@ impl<'a> IpLayer<'a> {
     }
 }
 
-/// One's-complement sum of 16-bit big-endian words (odd byte padded), 32
-/// bits at a time into a 64-bit accumulator (folded later).
-#[inline]
-fn ones_sum(data: &[u8]) -> u64 {
-    let mut sum = 0u64;
-    let mut chunks = data.chunks_exact(4);
-    for c in &mut chunks {
-        sum += u64::from(u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
-    }
-    let mut rest = chunks.remainder();
-    if rest.len() >= 2 {
-        sum += u64::from(u16::from_be_bytes([rest[0], rest[1]]));
-        rest = &rest[2..];
-    }
-    if let [b] = rest {
-        sum += u64::from(*b) << 8;
-    }
-    sum
-}
-
-#[inline]
-fn fold(sum: u64) -> u16 {
-    // The sum of a 64 KiB packet fits in 46 bits: 64 -> 33 -> 18 -> 17 -> 16.
-    let s = (sum & 0xffff_ffff) + (sum >> 32);
-    let s = (s & 0xffff) + (s >> 16);
-    let s = (s & 0xffff) + (s >> 16);
-    ((s & 0xffff) + (s >> 16)) as u16
-}
-
-/// Internet checksum of `data` (with the checksum field zeroed, this is the
-/// value to store; over a header with a correct checksum it is 0).
-#[inline]
-pub fn internet_checksum(data: &[u8]) -> u16 {
-    !fold(ones_sum(data))
-}
-
 /// Whether an IPv4 header's checksum verifies.
 #[inline]
 pub fn ipv4_checksum_ok(header: &[u8]) -> bool {
@@ -194,19 +159,13 @@ pub fn ipv4_checksum_ok(header: &[u8]) -> bool {
 /// header) verifies over its pseudo-header. Used to check rewritten frames
 /// (redirect); the receive path trusts the NIC, as the kernel does.
 pub fn ipv4_l4_checksum_ok(ip: &[u8]) -> bool {
-    if ip.len() < 20 {
+    if ip.len() < ipv4::HEADER_LEN {
         return false;
     }
-    let hl = usize::from(ip[0] & 0xf) * 4;
-    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]])).min(ip.len());
-    let Some(l4) = ip.get(hl..total) else { return false };
-    let mut ph = Vec::with_capacity(12 + l4.len());
-    ph.extend_from_slice(&ip[12..20]);
-    ph.push(0);
-    ph.push(ip[9]);
-    ph.extend_from_slice(&(l4.len() as u16).to_be_bytes());
-    ph.extend_from_slice(l4);
-    internet_checksum(&ph) == 0
+    let v = ipv4::Ipv4Packet::new_unchecked(ip);
+    let total = usize::from(v.total_len()).min(ip.len());
+    let Some(l4) = ip.get(v.header_len()..total) else { return false };
+    checksum::l4_checksum(&ip[ipv4::field::SRC_ADDR], &ip[ipv4::field::DST_ADDR], v.protocol(), l4) == 0
 }
 
 /// Parses an IPv4 packet starting at `data[0]`; `offset` is recorded in the result.

@@ -9,13 +9,27 @@
 //!
 //! Nothing here allocates or panics; every reject is a [`DropReason`].
 
+pub mod checksum;
 pub mod drop;
+pub mod ethernet;
+mod field;
 pub mod ip;
+pub mod ipv4;
+pub mod ipv6;
 pub mod l4;
+pub mod tcp;
+pub mod udp;
 
+pub use checksum::internet_checksum;
 pub use drop::{DropCounters, DropReason};
-pub use ip::{internet_checksum, ipv4_l4_checksum_ok, FragInfo, IpLayer};
+pub use ethernet::{EthernetFrame, VlanHeader};
+pub use field::Field;
+pub use ip::{ipv4_l4_checksum_ok, FragInfo, IpLayer};
+pub use ipv4::Ipv4Packet;
+pub use ipv6::{Ipv6ExtHeader, Ipv6Packet};
 pub use l4::Transport;
+pub use tcp::TcpPacket;
+pub use udp::UdpPacket;
 
 use etherparse::{Ethernet2Slice, SingleVlanSlice};
 
