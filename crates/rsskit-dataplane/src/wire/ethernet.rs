@@ -63,15 +63,22 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     pub fn ethertype(&self) -> u16 {
         get16(self.buffer.as_ref(), field::ETHERTYPE)
     }
+}
 
+impl<'a, T: AsRef<[u8]> + ?Sized> EthernetFrame<&'a T> {
     /// Everything after the header.
     #[inline(always)]
-    pub fn payload(&self) -> &[u8] {
+    pub fn payload(&self) -> &'a [u8] {
         &self.buffer.as_ref()[HEADER_LEN..]
     }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
+    /// Everything after the header, to write.
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        &mut self.buffer.as_mut()[HEADER_LEN..]
+    }
+
     /// Sets the destination MAC.
     pub fn set_dst(&mut self, mac: [u8; 6]) {
         self.buffer.as_mut()[field::DST].copy_from_slice(&mac);

@@ -156,55 +156,66 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// Source address.
     #[inline(always)]
     pub fn src_addr(&self) -> Ipv4Addr {
-        Ipv4Addr::from(*self.addrs_raw().first_chunk::<4>().expect("8 bytes"))
+        let d = self.buffer.as_ref();
+        Ipv4Addr::new(d[12], d[13], d[14], d[15])
     }
 
     /// Destination address.
     #[inline(always)]
     pub fn dst_addr(&self) -> Ipv4Addr {
-        Ipv4Addr::from(*self.addrs_raw().last_chunk::<4>().expect("8 bytes"))
-    }
-
-    /// Source then destination address as stored: the first 8 bytes of the
-    /// Toeplitz input (Microsoft RSS layout).
-    #[inline(always)]
-    pub fn addrs_raw(&self) -> &[u8; 8] {
-        let d = &self.buffer.as_ref()[field::SRC_ADDR.start..field::DST_ADDR.end];
-        d.try_into().expect("the address fields are 8 bytes")
-    }
-
-    /// The header with its options.
-    #[inline(always)]
-    pub fn header(&self) -> &[u8] {
-        &self.buffer.as_ref()[..self.header_len()]
+        let d = self.buffer.as_ref();
+        Ipv4Addr::new(d[16], d[17], d[18], d[19])
     }
 
     /// Whether the header checksum verifies.
     #[inline]
     pub fn verify_checksum(&self) -> bool {
-        checksum::internet_checksum(self.header()) == 0
-    }
-
-    /// The options (empty for IHL 5).
-    pub fn options(&self) -> &[u8] {
-        &self.buffer.as_ref()[HEADER_LEN..self.header_len()]
-    }
-
-    /// The upper-layer bytes: from the end of the header to the total length.
-    #[inline(always)]
-    pub fn payload(&self) -> &[u8] {
-        &self.buffer.as_ref()[self.header_len()..usize::from(self.total_len())]
+        checksum::internet_checksum(&self.buffer.as_ref()[..self.header_len()]) == 0
     }
 
     /// Whether the TCP/UDP checksum of the payload verifies over its
     /// pseudo-header.
     pub fn verify_l4_checksum(&self) -> bool {
         let d = self.buffer.as_ref();
-        checksum::l4_checksum(&d[field::SRC_ADDR], &d[field::DST_ADDR], self.protocol(), self.payload()) == 0
+        let l4 = &d[self.header_len()..usize::from(self.total_len())];
+        checksum::l4_checksum(&d[field::SRC_ADDR], &d[field::DST_ADDR], self.protocol(), l4) == 0
+    }
+}
+
+impl<'a, T: AsRef<[u8]> + ?Sized> Ipv4Packet<&'a T> {
+    /// Source then destination address as stored: the first 8 bytes of the
+    /// Toeplitz input (Microsoft RSS layout).
+    #[inline(always)]
+    pub fn addrs_raw(&self) -> &'a [u8; 8] {
+        let d = &self.buffer.as_ref()[field::SRC_ADDR.start..field::DST_ADDR.end];
+        d.try_into().expect("the address fields are 8 bytes")
+    }
+
+    /// The header with its options.
+    #[inline(always)]
+    pub fn header(&self) -> &'a [u8] {
+        &self.buffer.as_ref()[..self.header_len()]
+    }
+
+    /// The options (empty for IHL 5).
+    pub fn options(&self) -> &'a [u8] {
+        &self.buffer.as_ref()[HEADER_LEN..self.header_len()]
+    }
+
+    /// The upper-layer bytes: from the end of the header to the total length.
+    #[inline(always)]
+    pub fn payload(&self) -> &'a [u8] {
+        &self.buffer.as_ref()[self.header_len()..usize::from(self.total_len())]
     }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
+    /// The upper-layer bytes, to write.
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        let (hl, total) = (self.header_len(), usize::from(self.total_len()));
+        &mut self.buffer.as_mut()[hl..total]
+    }
+
     /// Sets version 4 and the header length in bytes (a multiple of 4).
     pub fn set_version_and_header_len(&mut self, header_len: usize) {
         self.buffer.as_mut()[field::VER_IHL] = 0x40 | (header_len / 4) as u8;
@@ -259,7 +270,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     /// Computes and stores the header checksum.
     pub fn fill_checksum(&mut self) {
         self.set_checksum(0);
-        let c = checksum::internet_checksum(self.header());
+        let hl = self.header_len();
+        let c = checksum::internet_checksum(&self.buffer.as_ref()[..hl]);
         self.set_checksum(c);
     }
 

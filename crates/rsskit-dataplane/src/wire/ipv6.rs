@@ -94,31 +94,43 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     /// Source address.
     #[inline(always)]
     pub fn src_addr(&self) -> Ipv6Addr {
-        Ipv6Addr::from(*self.addrs_raw().first_chunk::<16>().expect("32 bytes"))
+        let mut a = [0u8; 16];
+        a.copy_from_slice(&self.buffer.as_ref()[field::SRC_ADDR]);
+        Ipv6Addr::from(a)
     }
 
     /// Destination address.
     #[inline(always)]
     pub fn dst_addr(&self) -> Ipv6Addr {
-        Ipv6Addr::from(*self.addrs_raw().last_chunk::<16>().expect("32 bytes"))
+        let mut a = [0u8; 16];
+        a.copy_from_slice(&self.buffer.as_ref()[field::DST_ADDR]);
+        Ipv6Addr::from(a)
     }
+}
 
+impl<'a, T: AsRef<[u8]> + ?Sized> Ipv6Packet<&'a T> {
     /// Source then destination address as stored: the first 32 bytes of
     /// the Toeplitz input (Microsoft RSS layout).
     #[inline(always)]
-    pub fn addrs_raw(&self) -> &[u8; 32] {
+    pub fn addrs_raw(&self) -> &'a [u8; 32] {
         let d = &self.buffer.as_ref()[field::SRC_ADDR.start..field::DST_ADDR.end];
         d.try_into().expect("the address fields are 32 bytes")
     }
 
     /// Everything after the fixed header up to the payload length.
     #[inline(always)]
-    pub fn payload(&self) -> &[u8] {
+    pub fn payload(&self) -> &'a [u8] {
         &self.buffer.as_ref()[HEADER_LEN..self.total_len()]
     }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
+    /// Everything after the fixed header up to the payload length, to write.
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        let end = self.total_len();
+        &mut self.buffer.as_mut()[HEADER_LEN..end]
+    }
+
     /// Sets version 6, traffic class 0 and flow label 0.
     pub fn set_version(&mut self) {
         set32(self.buffer.as_mut(), field::VER_TC_FLOW, 6 << 28);

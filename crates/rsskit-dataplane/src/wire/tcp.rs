@@ -101,10 +101,12 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
     pub fn checksum(&self) -> u16 {
         get16(self.buffer.as_ref(), field::CHECKSUM)
     }
+}
 
+impl<'a, T: AsRef<[u8]> + ?Sized> TcpPacket<&'a T> {
     /// Everything after the header with its options.
     #[inline(always)]
-    pub fn payload(&self) -> &[u8] {
+    pub fn payload(&self) -> &'a [u8] {
         &self.buffer.as_ref()[self.header_len()..]
     }
 }

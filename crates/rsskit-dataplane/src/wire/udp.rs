@@ -70,10 +70,12 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
     pub fn checksum(&self) -> u16 {
         get16(self.buffer.as_ref(), field::CHECKSUM)
     }
+}
 
+impl<'a, T: AsRef<[u8]> + ?Sized> UdpPacket<&'a T> {
     /// Everything after the header in the buffer.
     #[inline(always)]
-    pub fn payload(&self) -> &[u8] {
+    pub fn payload(&self) -> &'a [u8] {
         &self.buffer.as_ref()[HEADER_LEN..]
     }
 }
