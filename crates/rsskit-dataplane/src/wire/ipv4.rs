@@ -156,15 +156,17 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// Source address.
     #[inline(always)]
     pub fn src_addr(&self) -> Ipv4Addr {
-        let d = self.buffer.as_ref();
-        Ipv4Addr::new(d[12], d[13], d[14], d[15])
+        let mut a = [0u8; 4];
+        a.copy_from_slice(&self.buffer.as_ref()[field::SRC_ADDR]);
+        Ipv4Addr::from(a)
     }
 
     /// Destination address.
     #[inline(always)]
     pub fn dst_addr(&self) -> Ipv4Addr {
-        let d = self.buffer.as_ref();
-        Ipv4Addr::new(d[16], d[17], d[18], d[19])
+        let mut a = [0u8; 4];
+        a.copy_from_slice(&self.buffer.as_ref()[field::DST_ADDR]);
+        Ipv4Addr::from(a)
     }
 
     /// Whether the header checksum verifies.

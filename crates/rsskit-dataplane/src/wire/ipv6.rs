@@ -48,7 +48,7 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
         if d.len() < HEADER_LEN {
             return Err(DropReason::Ipv6Truncated);
         }
-        if d[0] >> 4 != 6 {
+        if d[field::VER_TC_FLOW.start] >> 4 != 6 {
             return Err(DropReason::BadIpVersion);
         }
         if HEADER_LEN + usize::from(get16(d, field::PAYLOAD_LEN)) > d.len() {
@@ -64,7 +64,7 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
 
     /// Version field.
     pub fn version(&self) -> u8 {
-        self.buffer.as_ref()[0] >> 4
+        self.buffer.as_ref()[field::VER_TC_FLOW.start] >> 4
     }
 
     /// Payload length field.
