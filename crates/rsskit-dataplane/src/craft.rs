@@ -1,23 +1,29 @@
 //! Packet construction for tests, benchmarks and traffic generators:
 //! IPv4 / IPv6 headers with options and extension headers, Ethernet framing
-//! with VLAN tags, and fragmentation. Plain byte building; checksums correct.
+//! with VLAN tags, and fragmentation, written through the wire views;
+//! checksums correct.
 
-use crate::wire::ethertype;
-use crate::wire::internet_checksum;
 use crate::wire::ip::proto;
+use crate::wire::{checksum, ethernet, ethertype, ipv4, ipv6, tcp, udp};
+use crate::wire::{EthernetFrame, Ipv4Packet, Ipv6ExtHeader, Ipv6Packet, TcpPacket, UdpPacket, VlanHeader};
 use core::net::{Ipv4Addr, Ipv6Addr};
 
 /// An Ethernet II frame with optional VLAN tags `(tpid, tci)`, outermost first.
 pub fn eth(ether_type: u16, vlans: &[(u16, u16)], payload: &[u8]) -> Vec<u8> {
-    let mut f = Vec::with_capacity(14 + 4 * vlans.len() + payload.len());
-    f.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x02]); // dst
-    f.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x01]); // src
+    let tags = ethernet::VLAN_LEN * vlans.len();
+    let mut f = vec![0u8; ethernet::HEADER_LEN + tags + payload.len()];
+    let mut e = EthernetFrame::new_unchecked(&mut f[..]);
+    e.set_dst([0x02, 0, 0, 0, 0, 0x02]);
+    e.set_src([0x02, 0, 0, 0, 0, 0x01]);
+    // Each tag's TPID sits in the EtherType field of the header before it.
+    let mut at = ethernet::field::ETHERTYPE.start;
     for &(tpid, tci) in vlans {
-        f.extend_from_slice(&tpid.to_be_bytes());
-        f.extend_from_slice(&tci.to_be_bytes());
+        f[at..at + 2].copy_from_slice(&tpid.to_be_bytes());
+        VlanHeader::new_unchecked(&mut f[at + 2..]).set_tci(tci);
+        at += ethernet::VLAN_LEN;
     }
-    f.extend_from_slice(&ether_type.to_be_bytes());
-    f.extend_from_slice(payload);
+    f[at..at + 2].copy_from_slice(&ether_type.to_be_bytes());
+    f[ethernet::HEADER_LEN + tags..].copy_from_slice(payload);
     f
 }
 
@@ -57,38 +63,35 @@ pub fn ipv4(h: &V4, payload: &[u8]) -> Vec<u8> {
     while opts.len() & 3 != 0 {
         opts.push(0);
     }
-    let hl = 20 + opts.len();
-    let total = (hl + payload.len()) as u16;
-    let mut p = Vec::with_capacity(hl + payload.len());
-    p.push(0x40 | (hl / 4) as u8);
-    p.push(0);
-    p.extend_from_slice(&total.to_be_bytes());
-    p.extend_from_slice(&h.id.to_be_bytes());
-    let ff = (u16::from(h.df) << 14) | (u16::from(h.mf) << 13) | (h.frag_off / 8);
-    p.extend_from_slice(&ff.to_be_bytes());
-    p.push(h.ttl);
-    p.push(h.proto);
-    p.extend_from_slice(&[0, 0]);
-    p.extend_from_slice(&h.src.octets());
-    p.extend_from_slice(&h.dst.octets());
-    p.extend_from_slice(&opts);
-    let c = internet_checksum(&p[..hl]);
-    p[10..12].copy_from_slice(&c.to_be_bytes());
-    p.extend_from_slice(payload);
+    let hl = ipv4::HEADER_LEN + opts.len();
+    let mut p = vec![0u8; hl + payload.len()];
+    let mut v = Ipv4Packet::new_unchecked(&mut p[..]);
+    v.set_version_and_header_len(hl);
+    v.set_total_len((hl + payload.len()) as u16);
+    v.set_ident(h.id);
+    v.set_flags_frag(h.df, h.mf, h.frag_off);
+    v.set_ttl(h.ttl);
+    v.set_protocol(h.proto);
+    v.set_src_addr(h.src);
+    v.set_dst_addr(h.dst);
+    p[ipv4::HEADER_LEN..hl].copy_from_slice(&opts);
+    Ipv4Packet::new_unchecked(&mut p[..]).fill_checksum();
+    p[hl..].copy_from_slice(payload);
     p
 }
 
 /// An IPv6 packet: fixed header with `next_header`, then `rest` (extension
 /// headers and upper layer, already encoded).
 pub fn ipv6(src: Ipv6Addr, dst: Ipv6Addr, next_header: u8, rest: &[u8]) -> Vec<u8> {
-    let mut p = Vec::with_capacity(40 + rest.len());
-    p.extend_from_slice(&[0x60, 0, 0, 0]);
-    p.extend_from_slice(&(rest.len() as u16).to_be_bytes());
-    p.push(next_header);
-    p.push(64);
-    p.extend_from_slice(&src.octets());
-    p.extend_from_slice(&dst.octets());
-    p.extend_from_slice(rest);
+    let mut p = vec![0u8; ipv6::HEADER_LEN + rest.len()];
+    let mut v = Ipv6Packet::new_unchecked(&mut p[..]);
+    v.set_version();
+    v.set_payload_len(rest.len() as u16);
+    v.set_next_header(next_header);
+    v.set_hop_limit(64);
+    v.set_src_addr(src);
+    v.set_dst_addr(dst);
+    v.payload_mut().copy_from_slice(rest);
     p
 }
 
@@ -107,64 +110,55 @@ pub fn ext_header(next: u8, body: &[u8]) -> Vec<u8> {
             h.resize(h.len() + n - 2, 0);
         }
     }
-    h[1] = (h.len() / 8 - 1) as u8;
+    h[ipv6::ext_field::LENGTH] = (h.len() / 8 - 1) as u8;
     h
 }
 
 /// An IPv6 fragment header.
 pub fn frag_header(next: u8, offset: u16, more: bool, id: u32) -> [u8; 8] {
-    let mut h = [0u8; 8];
-    h[0] = next;
-    let ofs = (offset & !7) | u16::from(more);
-    h[2..4].copy_from_slice(&ofs.to_be_bytes());
-    h[4..8].copy_from_slice(&id.to_be_bytes());
+    let mut h = [0u8; ipv6::FRAG_HEADER_LEN];
+    let mut v = Ipv6ExtHeader::new_checked_fragment(&mut h[..]).expect("8 bytes");
+    v.set_next_header(next);
+    v.set_frag_offset_more(offset, more);
+    v.set_frag_ident(id);
     h
 }
 
 /// A UDP header + payload (checksum left 0, which IPv4 allows; RSS and the
 /// parser do not look at it).
 pub fn udp(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
-    let mut u = Vec::with_capacity(8 + payload.len());
-    u.extend_from_slice(&sport.to_be_bytes());
-    u.extend_from_slice(&dport.to_be_bytes());
-    u.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-    u.extend_from_slice(&[0, 0]);
-    u.extend_from_slice(payload);
+    let mut u = vec![0u8; udp::HEADER_LEN + payload.len()];
+    let mut v = UdpPacket::new_unchecked(&mut u[..]);
+    v.set_src_port(sport);
+    v.set_dst_port(dport);
+    v.set_len((udp::HEADER_LEN + payload.len()) as u16);
+    u[udp::HEADER_LEN..].copy_from_slice(payload);
     u
 }
 
 /// UDP with the checksum computed over the pseudo-header.
 pub fn udp_checksummed(src: &[u8], dst: &[u8], sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
     let mut u = udp(sport, dport, payload);
-    let mut ph = Vec::with_capacity(40 + u.len());
-    ph.extend_from_slice(src);
-    ph.extend_from_slice(dst);
-    if src.len() == 4 {
-        ph.push(0);
-        ph.push(proto::UDP);
-        ph.extend_from_slice(&(u.len() as u16).to_be_bytes());
-    } else {
-        ph.extend_from_slice(&(u.len() as u32).to_be_bytes());
-        ph.extend_from_slice(&[0, 0, 0, proto::UDP]);
-    }
-    ph.extend_from_slice(&u);
-    let mut c = internet_checksum(&ph);
+    let mut c = checksum::l4_checksum(src, dst, proto::UDP, &u);
+    // 0 on the wire means "no checksum" (RFC 768).
     if c == 0 {
         c = 0xffff;
     }
-    u[6..8].copy_from_slice(&c.to_be_bytes());
+    UdpPacket::new_unchecked(&mut u[..]).set_checksum(c);
     u
 }
 
 /// A minimal TCP header (20 bytes, ACK) + payload.
 pub fn tcp(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
-    let mut t = Vec::with_capacity(20 + payload.len());
-    t.extend_from_slice(&sport.to_be_bytes());
-    t.extend_from_slice(&dport.to_be_bytes());
-    t.extend_from_slice(&1u32.to_be_bytes());
-    t.extend_from_slice(&0u32.to_be_bytes());
-    t.extend_from_slice(&[0x50, 0x10, 0xff, 0xff, 0, 0, 0, 0]);
-    t.extend_from_slice(payload);
+    let mut t = vec![0u8; tcp::HEADER_LEN + payload.len()];
+    let mut v = TcpPacket::new_unchecked(&mut t[..]);
+    v.set_src_port(sport);
+    v.set_dst_port(dport);
+    v.set_seq(1);
+    v.set_header_len(tcp::HEADER_LEN);
+    v.set_flags(0x10); // ACK
+    v.set_window(0xffff);
+    t[tcp::HEADER_LEN..].copy_from_slice(payload);
     t
 }
 

@@ -10,7 +10,8 @@
 //! hash of the real flow, used to re-inject a decapsulated or reassembled
 //! packet to the worker that owns that flow's bucket.
 
-use crate::wire::{IpLayer, Packet};
+use crate::wire::ip::proto;
+use crate::wire::{ethertype, ipv4, udp, EthernetFrame, IpLayer, Ipv4Packet, Ipv6Packet, Packet};
 use core::net::IpAddr;
 use rsskit_core::{FlowTuple, HashConfig, HashType, L4Proto, RssKey, RssPolicy, WorkerId};
 
@@ -131,36 +132,27 @@ impl PacketHasher {
     #[inline]
     pub fn nic_frame(&self, f: &[u8]) -> Option<u32> {
         let (t, cfg) = (self.policy.toeplitz(), self.policy.hash_config());
-        if f.len() < 14 {
-            return None;
-        }
-        let et = u16::from_be_bytes([f[12], f[13]]);
-        // (offset of the addresses, address bytes, protocol, L4 offset, end of the IP packet, IPv6?)
-        let (addr_at, alen, proto, l4, l4_end, v6) = match et {
-            0x0800 => {
-                if f.len() < 34 || f[14] != 0x45 || u16::from_be_bytes([f[20], f[21]]) & 0x3fff != 0 {
+        let eth = EthernetFrame::new_checked(f).ok()?;
+        // The views only borrow `f`: the Toeplitz input is copied once, below.
+        let (addrs, proto, l4, v6): (&[u8], u8, &[u8], bool) = match eth.ethertype() {
+            ethertype::IPV4 => {
+                let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
+                if ip.header_len() != ipv4::HEADER_LEN || ip.is_fragment() {
                     return None;
                 }
-                let total = usize::from(u16::from_be_bytes([f[16], f[17]]));
-                if total < 20 || 14 + total > f.len() {
-                    return None;
-                }
-                (26, 4, f[23], 34, 14 + total, false)
+                (ip.addrs_raw(), ip.protocol(), ip.payload(), false)
             }
-            0x86dd => {
-                if f.len() < 54 || f[14] >> 4 != 6 || !matches!(f[20], 6 | 17 | 58) {
+            ethertype::IPV6 => {
+                let ip = Ipv6Packet::new_checked(eth.payload()).ok()?;
+                if !matches!(ip.next_header(), proto::TCP | proto::UDP | proto::ICMPV6) {
                     return None;
                 }
-                let plen = usize::from(u16::from_be_bytes([f[18], f[19]]));
-                if 54 + plen > f.len() {
-                    return None;
-                }
-                (22, 16, f[20], 54, 54 + plen, true)
+                (ip.addrs_raw(), ip.next_header(), ip.payload(), true)
             }
             _ => return None,
         };
-        let ports = matches!(proto, 6 | 17);
-        if ports && l4 + 4 > l4_end {
+        let ports = matches!(proto, proto::TCP | proto::UDP);
+        if ports && l4.len() < udp::PORTS.end {
             return None;
         }
         // Tunnels (IPIP, IPv6-in-IP, GRE) and other protocols: the NIC hashes
@@ -168,23 +160,22 @@ impl PacketHasher {
         let ht = cfg.pick(v6, L4Proto::from_number(proto), false);
         let with_ports = ports && ht.has_ports();
         // The Microsoft input layout: addresses, then ports, straight from the frame.
-        let a = &f[addr_at..addr_at + 2 * alen];
         Some(if !v6 {
-            let a: &[u8; 8] = a.try_into().ok()?;
+            let a: &[u8; 8] = addrs.try_into().ok()?;
             if with_ports {
                 let mut b = [0u8; 12];
                 b[..8].copy_from_slice(a);
-                b[8..].copy_from_slice(&f[l4..l4 + 4]);
+                b[8..].copy_from_slice(&l4[udp::PORTS]);
                 t.hash_array::<12>(&b)
             } else {
                 t.hash_array::<8>(a)
             }
         } else {
-            let a: &[u8; 32] = a.try_into().ok()?;
+            let a: &[u8; 32] = addrs.try_into().ok()?;
             if with_ports {
                 let mut b = [0u8; 36];
                 b[..32].copy_from_slice(a);
-                b[32..].copy_from_slice(&f[l4..l4 + 4]);
+                b[32..].copy_from_slice(&l4[udp::PORTS]);
                 t.hash_array::<36>(&b)
             } else {
                 t.hash_array::<32>(a)

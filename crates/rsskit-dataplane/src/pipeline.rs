@@ -165,7 +165,9 @@ pub fn gen_fragmented(flows: u32, ip_len: usize, seed: u32) -> Vec<Vec<u8>> {
         let mut h = V4::new(src, Ipv4Addr::new(192, 0, 2, 1), 17);
         h.id = x as u16;
         let cuts: Vec<usize> = (1..).map(|k| k * per).take_while(|&c| c < u.len()).collect();
-        out.extend(fragment_v4(&h, &u, &cuts).into_iter().map(|f| eth(0x0800, &[], &f)));
+        out.extend(
+            fragment_v4(&h, &u, &cuts).into_iter().map(|f| eth(crate::wire::ethertype::IPV4, &[], &f)),
+        );
     }
     out
 }

@@ -59,7 +59,7 @@
 //! its value) and the payload length fixed.
 
 use crate::wire::ip::{proto, IpLayer};
-use crate::wire::{self, internet_checksum, DropReason, ParseConfig};
+use crate::wire::{self, DropReason, Ipv4Packet, Ipv6Packet, ParseConfig};
 use core::net::IpAddr;
 use std::collections::{BTreeMap, HashMap};
 
@@ -682,20 +682,19 @@ impl Reassembler {
             if plen > 65535 || hl < 40 {
                 return self.drop_frag(ReassDrop::TooBig, d.frames);
             }
-            out[4..6].copy_from_slice(&(plen as u16).to_be_bytes());
+            Ipv6Packet::new_unchecked(&mut out[..]).set_payload_len(plen as u16);
             out[usize::from(d.nh_at)] = d.next_header;
         } else {
             if out.len() > 65535 || hl < 20 {
                 return self.drop_frag(ReassDrop::TooBig, d.frames);
             }
             let tl = out.len() as u16;
-            out[2..4].copy_from_slice(&tl.to_be_bytes());
-            out[6] = 0;
-            out[7] = 0;
-            out[10] = 0;
-            out[11] = 0;
-            let c = internet_checksum(&out[..hl]);
-            out[10..12].copy_from_slice(&c.to_be_bytes());
+            let mut ip = Ipv4Packet::new_unchecked(&mut out[..]);
+            ip.set_total_len(tl);
+            // The reassembled datagram is whole: no MF, offset 0, and DF
+            // cleared as before.
+            ip.set_flags_frag(false, false, 0);
+            ip.fill_checksum();
         }
         self.counters.reassembled += 1;
         self.counters.reassembled_frames += d.frames;

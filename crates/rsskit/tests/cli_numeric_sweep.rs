@@ -219,22 +219,6 @@ fn baselines(cmd: &str, fx: &Fixtures) -> Option<Vec<Vec<String>>> {
                 "100",
             ]]
         }
-        "classify" => vec![vec![
-            "--entries",
-            "1000",
-            "--buckets",
-            "1024",
-            "--packets",
-            "1000",
-            "--ring",
-            "64",
-            "--rounds",
-            "1",
-            "--batch",
-            "1",
-            "--workers",
-            "1",
-        ]],
         // Two quick samples of the host's counters (read only).
         "top" => {
             vec![vec!["--interval", "0.1", "--count", "2", "--duration", "1", "--lines", "--iface", "lo"]]

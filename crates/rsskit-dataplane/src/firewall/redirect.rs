@@ -29,6 +29,8 @@
 //! master and passes (it was translated by a live slave), counted as `stale`.
 
 use super::state::FlowKey;
+use crate::wire::ip::proto;
+use crate::wire::{ipv4, ipv6, tcp, udp, Ipv4Packet, Ipv6Packet};
 use core::net::IpAddr;
 
 /// Which side of a redirection a state is.
@@ -96,35 +98,8 @@ pub enum Control {
     },
 }
 
-/// Incremental checksum update (RFC 1624, eqn. 3) replacing the 16-bit
-/// words of `old` by those of `new` (equal, even lengths).
-pub fn csum_replace(sum: u16, old: &[u8], new: &[u8]) -> u16 {
-    let mut acc: u32 = u32::from(!sum);
-    for c in old.chunks_exact(2) {
-        acc += u32::from(!u16::from_be_bytes([c[0], c[1]]));
-    }
-    for c in new.chunks_exact(2) {
-        acc += u32::from(u16::from_be_bytes([c[0], c[1]]));
-    }
-    while acc >> 16 != 0 {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    !(acc as u16)
-}
-
-fn addr_bytes(a: &IpAddr) -> ([u8; 16], usize) {
-    let mut b = [0u8; 16];
-    match a {
-        IpAddr::V4(v) => {
-            b[..4].copy_from_slice(&v.octets());
-            (b, 4)
-        }
-        IpAddr::V6(v) => {
-            b.copy_from_slice(&v.octets());
-            (b, 16)
-        }
-    }
-}
+/// Incremental checksum update (RFC 1624), kept under its old name.
+pub use crate::wire::checksum::replace as csum_replace;
 
 /// Where the headers of a packet start in its frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,44 +115,47 @@ pub struct Offsets {
 }
 
 /// Rewrites the destination (`dst = true`) or source endpoint of a TCP or
-/// UDP packet in place to `to`, updating the IPv4 header checksum and the
-/// transport checksum incrementally. The family of `to` must be the
+/// UDP packet in place to `to` through the wire views, updating the IPv4
+/// header checksum and the transport checksum incrementally. The family of `to` must be the
 /// packet's. Returns false (nothing changed) if the frame is too short.
 pub fn rewrite(frame: &mut [u8], o: &Offsets, dst: bool, to: (IpAddr, u16)) -> bool {
-    let (new_a, alen) = addr_bytes(&to.0);
-    if alen != if o.ipv6 { 16 } else { 4 } {
-        return false;
-    }
-    let (aoff, csum_off) = if o.ipv6 {
-        (o.ip + if dst { 24 } else { 8 }, None)
-    } else {
-        (o.ip + if dst { 16 } else { 12 }, Some(o.ip + 10))
-    };
-    let poff = o.l4 + if dst { 2 } else { 0 };
-    let l4c = o.l4 + if o.proto == 6 { 16 } else { 6 };
-    if frame.len() < aoff + alen || frame.len() < l4c + 2 {
+    let ip_len = if o.ipv6 { ipv6::HEADER_LEN } else { ipv4::HEADER_LEN };
+    let l4_csum = if o.proto == proto::TCP { tcp::field::CHECKSUM } else { udp::field::CHECKSUM };
+    if frame.len() < o.ip + ip_len || frame.len() < o.l4 + l4_csum.end {
         return false;
     }
     let mut old_a = [0u8; 16];
-    old_a[..alen].copy_from_slice(&frame[aoff..aoff + alen]);
-    let old_p = [frame[poff], frame[poff + 1]];
+    let mut new_a = [0u8; 16];
+    let alen = match (to.0, o.ipv6) {
+        (IpAddr::V4(a), false) => {
+            let old = Ipv4Packet::new_unchecked(&mut frame[o.ip..]).rewrite_addr(dst, a);
+            old_a[..4].copy_from_slice(&old);
+            new_a[..4].copy_from_slice(&a.octets());
+            4
+        }
+        (IpAddr::V6(a), true) => {
+            let old = Ipv6Packet::new_unchecked(&mut frame[o.ip..]).rewrite_addr(dst, a);
+            old_a = old;
+            new_a = a.octets();
+            16
+        }
+        _ => return false,
+    };
+    // Both TCP and UDP keep the ports first.
+    let port = if dst { udp::field::DST_PORT } else { udp::field::SRC_PORT };
+    let l4 = &mut frame[o.l4..];
+    let old_p = [l4[port.start], l4[port.start + 1]];
     let new_p = to.1.to_be_bytes();
-    frame[aoff..aoff + alen].copy_from_slice(&new_a[..alen]);
-    frame[poff..poff + 2].copy_from_slice(&new_p);
-    if let Some(c) = csum_off {
-        let s = u16::from_be_bytes([frame[c], frame[c + 1]]);
-        let s = csum_replace(s, &old_a[..alen], &new_a[..alen]);
-        frame[c..c + 2].copy_from_slice(&s.to_be_bytes());
-    }
-    let s = u16::from_be_bytes([frame[l4c], frame[l4c + 1]]);
+    l4[port].copy_from_slice(&new_p);
+    let s = u16::from_be_bytes([l4[l4_csum.start], l4[l4_csum.start + 1]]);
     // IPv4 UDP checksum 0 means "none": leave it.
-    if !(o.proto == 17 && !o.ipv6 && s == 0) {
+    if !(o.proto == proto::UDP && !o.ipv6 && s == 0) {
         let s = csum_replace(s, &old_a[..alen], &new_a[..alen]);
         let mut s = csum_replace(s, &old_p, &new_p);
-        if o.proto == 17 && s == 0 {
+        if o.proto == proto::UDP && s == 0 {
             s = 0xffff;
         }
-        frame[l4c..l4c + 2].copy_from_slice(&s.to_be_bytes());
+        l4[l4_csum].copy_from_slice(&s.to_be_bytes());
     }
     true
 }

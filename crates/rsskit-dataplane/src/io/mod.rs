@@ -89,11 +89,13 @@ impl Source for MemSource {
 /// A synthetic Ethernet header (locally administered MACs) for a raw IP
 /// packet of version `v` (4 or 6).
 pub fn eth_header_for(ip: &[u8]) -> [u8; 14] {
-    let et: u16 = if ip.first().map(|b| b >> 4) == Some(6) { 0x86dd } else { 0x0800 };
-    let mut h = [0u8; 14];
-    h[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
-    h[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
-    h[12..].copy_from_slice(&et.to_be_bytes());
+    use crate::wire::{ethernet, ethertype, EthernetFrame};
+    let et = if ip.first().map(|b| b >> 4) == Some(6) { ethertype::IPV6 } else { ethertype::IPV4 };
+    let mut h = [0u8; ethernet::HEADER_LEN];
+    let mut e = EthernetFrame::new_unchecked(&mut h[..]);
+    e.set_dst([0x02, 0, 0, 0, 0, 0x02]);
+    e.set_src([0x02, 0, 0, 0, 0, 0x01]);
+    e.set_ethertype(et);
     h
 }
 

@@ -1,8 +1,9 @@
 //! IPv4 and IPv6 network layer views.
 //!
-//! The fixed headers are read through etherparse's `Ipv4HeaderSlice` /
-//! `Ipv6HeaderSlice` and its extension-header slices. The IPv6 extension
-//! header *chain walk* is our own: etherparse 0.16's
+//! The headers are read through the views of [`super::ipv4`] and
+//! [`super::ipv6`]. The IPv6 extension header *chain walk* is our own (and
+//! was before the views, when the headers were read with etherparse's
+//! slices): etherparse 0.16's
 //! `Ipv6ExtensionsSlice::from_slice` keeps walking past a fragment header
 //! whose offset is non-zero, i.e. it reads fragment *data* of a non-first
 //! fragment as further extension headers (and rejects valid fragments whose
@@ -13,9 +14,10 @@
 //! decodes the IPv6 fragment header's offset and M bits from the wrong
 //! positions (its issue #150), so that header is read by hand.
 
-use super::{DropReason, ParseConfig};
-use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use etherparse::{err, IpAuthHeaderSlice, Ipv4HeaderSlice, Ipv6HeaderSlice, Ipv6RawExtHeaderSlice};
+use super::checksum::{self, internet_checksum};
+use super::ipv6::{self, Ipv6ExtHeader, Ipv6Packet};
+use super::{ipv4, DropReason, Ipv4Packet, ParseConfig};
+use core::net::IpAddr;
 
 /// IP protocol numbers used here.
 pub mod proto {
@@ -148,42 +150,6 @@ impl<'a> IpLayer<'a> {
     }
 }
 
-/// One's-complement sum of 16-bit big-endian words (odd byte padded), 32
-/// bits at a time into a 64-bit accumulator (folded later).
-#[inline]
-fn ones_sum(data: &[u8]) -> u64 {
-    let mut sum = 0u64;
-    let mut chunks = data.chunks_exact(4);
-    for c in &mut chunks {
-        sum += u64::from(u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
-    }
-    let mut rest = chunks.remainder();
-    if rest.len() >= 2 {
-        sum += u64::from(u16::from_be_bytes([rest[0], rest[1]]));
-        rest = &rest[2..];
-    }
-    if let [b] = rest {
-        sum += u64::from(*b) << 8;
-    }
-    sum
-}
-
-#[inline]
-fn fold(sum: u64) -> u16 {
-    // The sum of a 64 KiB packet fits in 46 bits: 64 -> 33 -> 18 -> 17 -> 16.
-    let s = (sum & 0xffff_ffff) + (sum >> 32);
-    let s = (s & 0xffff) + (s >> 16);
-    let s = (s & 0xffff) + (s >> 16);
-    ((s & 0xffff) + (s >> 16)) as u16
-}
-
-/// Internet checksum of `data` (with the checksum field zeroed, this is the
-/// value to store; over a header with a correct checksum it is 0).
-#[inline]
-pub fn internet_checksum(data: &[u8]) -> u16 {
-    !fold(ones_sum(data))
-}
-
 /// Whether an IPv4 header's checksum verifies.
 #[inline]
 pub fn ipv4_checksum_ok(header: &[u8]) -> bool {
@@ -194,56 +160,41 @@ pub fn ipv4_checksum_ok(header: &[u8]) -> bool {
 /// header) verifies over its pseudo-header. Used to check rewritten frames
 /// (redirect); the receive path trusts the NIC, as the kernel does.
 pub fn ipv4_l4_checksum_ok(ip: &[u8]) -> bool {
-    if ip.len() < 20 {
+    if ip.len() < ipv4::HEADER_LEN {
         return false;
     }
-    let hl = usize::from(ip[0] & 0xf) * 4;
-    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]])).min(ip.len());
-    let Some(l4) = ip.get(hl..total) else { return false };
-    let mut ph = Vec::with_capacity(12 + l4.len());
-    ph.extend_from_slice(&ip[12..20]);
-    ph.push(0);
-    ph.push(ip[9]);
-    ph.extend_from_slice(&(l4.len() as u16).to_be_bytes());
-    ph.extend_from_slice(l4);
-    internet_checksum(&ph) == 0
+    let v = ipv4::Ipv4Packet::new_unchecked(ip);
+    let total = usize::from(v.total_len()).min(ip.len());
+    let Some(l4) = ip.get(v.header_len()..total) else { return false };
+    checksum::l4_checksum(&ip[ipv4::field::SRC_ADDR], &ip[ipv4::field::DST_ADDR], v.protocol(), l4) == 0
 }
 
 /// Parses an IPv4 packet starting at `data[0]`; `offset` is recorded in the result.
 #[inline]
 pub fn parse_ipv4<'a>(data: &'a [u8], offset: usize, cfg: &ParseConfig) -> Result<IpLayer<'a>, DropReason> {
-    let h = Ipv4HeaderSlice::from_slice(data).map_err(|e| match e {
-        err::ipv4::HeaderSliceError::Len(_) => DropReason::Ipv4Truncated,
-        err::ipv4::HeaderSliceError::Content(err::ipv4::HeaderError::UnexpectedVersion { .. }) => {
-            DropReason::BadIpVersion
-        }
-        err::ipv4::HeaderSliceError::Content(_) => DropReason::Ipv4BadIhl,
-    })?;
-    let hlen = h.slice().len();
+    let h = Ipv4Packet::new_checked(data)?;
+    let hlen = h.header_len();
     let total = usize::from(h.total_len());
-    if total < hlen || total > data.len() {
-        return Err(DropReason::Ipv4BadTotalLen);
-    }
-    if cfg.verify_ipv4_checksum && !ipv4_checksum_ok(h.slice()) {
+    if cfg.verify_ipv4_checksum && !h.verify_checksum() {
         return Err(DropReason::Ipv4BadChecksum);
     }
-    if hlen > 20 && !ipv4_options_ok(&h.slice()[20..]) {
+    if hlen > ipv4::HEADER_LEN && !ipv4_options_ok(h.options()) {
         return Err(DropReason::Ipv4BadOptions);
     }
     let bytes = &data[..total];
     let payload_len = total - hlen;
-    let frag_off = u16::from(h.fragments_offset()) as usize * 8;
-    let more = h.more_fragments();
+    let frag_off = h.frag_offset();
+    let more = h.more_frags();
     let frag = if more || frag_off != 0 {
         if (more && (payload_len == 0 || payload_len & 7 != 0)) || hlen + frag_off + payload_len > 65535 {
             return Err(DropReason::BadFragment);
         }
         Some(FragInfo {
-            id: u32::from(h.identification()),
+            id: u32::from(h.ident()),
             offset: frag_off as u16,
             more,
             frag_hdr_at: hlen as u16,
-            nh_at: 9,
+            nh_at: ipv4::field::PROTOCOL as u16,
         })
     } else {
         None
@@ -252,9 +203,9 @@ pub fn parse_ipv4<'a>(data: &'a [u8], offset: usize, cfg: &ParseConfig) -> Resul
         offset,
         bytes,
         header_len: hlen,
-        src: IpAddr::V4(Ipv4Addr::from(h.source())),
-        dst: IpAddr::V4(Ipv4Addr::from(h.destination())),
-        proto: h.protocol().0,
+        src: IpAddr::V4(h.src_addr()),
+        dst: IpAddr::V4(h.dst_addr()),
+        proto: h.protocol(),
         ttl: h.ttl(),
         frag,
     })
@@ -321,20 +272,14 @@ fn is_ext_header(nh: u8) -> bool {
 
 /// Parses an IPv6 packet starting at `data[0]` including its extension header chain.
 pub fn parse_ipv6<'a>(data: &'a [u8], offset: usize, cfg: &ParseConfig) -> Result<IpLayer<'a>, DropReason> {
-    let h = Ipv6HeaderSlice::from_slice(data).map_err(|e| match e {
-        err::ipv6::HeaderSliceError::Len(_) => DropReason::Ipv6Truncated,
-        err::ipv6::HeaderSliceError::Content(_) => DropReason::BadIpVersion,
-    })?;
+    let h = Ipv6Packet::new_checked(data)?;
     // Jumbograms (payload length 0 + hop-by-hop jumbo option) are not
     // supported: a 0 length means just the 40-byte header.
-    let total = 40 + usize::from(h.payload_length());
-    if total > data.len() {
-        return Err(DropReason::Ipv6Truncated);
-    }
+    let total = h.total_len();
     let bytes = &data[..total];
-    let mut nh = h.next_header().0;
-    let mut nh_at = 6usize;
-    let mut pos = 40usize;
+    let mut nh = h.next_header();
+    let mut nh_at = ipv6::field::NEXT_HEADER;
+    let mut pos = ipv6::HEADER_LEN;
     let mut count = 0usize;
     let mut frag: Option<FragInfo> = None;
     // Any fragment header seen, atomic ones included (those leave `frag`
@@ -347,25 +292,22 @@ pub fn parse_ipv6<'a>(data: &'a [u8], offset: usize, cfg: &ParseConfig) -> Resul
         }
         let rest = &bytes[pos..];
         let (len, next) = match nh {
-            proto::HOPOPT if pos != 40 => return Err(DropReason::Ipv6BadExtHeader),
+            proto::HOPOPT if pos != ipv6::HEADER_LEN => return Err(DropReason::Ipv6BadExtHeader),
             proto::FRAGMENT => {
                 if seen_frag_hdr {
                     return Err(DropReason::Ipv6BadExtHeader);
                 }
                 seen_frag_hdr = true;
-                if rest.len() < 8 {
-                    return Err(DropReason::Ipv6BadExtHeader);
-                }
-                // Read by hand: etherparse 0.16's Ipv6FragmentHeaderSlice
+                let x = Ipv6ExtHeader::new_checked_fragment(rest)?;
+                // Read by our view: etherparse 0.16's Ipv6FragmentHeaderSlice
                 // decodes offset and M from the wrong bits (etherparse issue
                 // #150, fixed in 0.20). RFC 8200 4.5: bytes 2..3 are a
                 // big-endian word `offset << 3 | res << 1 | M`.
-                let word = u16::from_be_bytes([rest[2], rest[3]]);
-                let off = usize::from(word & !7);
-                let more = word & 1 != 0;
-                let id = u32::from_be_bytes([rest[4], rest[5], rest[6], rest[7]]);
-                let next = rest[0];
-                let data_len = total - (pos + 8);
+                let off = usize::from(x.frag_offset());
+                let more = x.more_frags();
+                let id = x.frag_ident();
+                let next = x.next_header();
+                let data_len = total - (pos + ipv6::FRAG_HEADER_LEN);
                 if more || off != 0 {
                     if (more && (data_len == 0 || data_len & 7 != 0)) || off + data_len > 65535 {
                         return Err(DropReason::BadFragment);
@@ -380,19 +322,19 @@ pub fn parse_ipv6<'a>(data: &'a [u8], offset: usize, cfg: &ParseConfig) -> Resul
                 }
                 // Atomic fragments (offset 0, M = 0; RFC 6946) are processed
                 // as whole packets: no FragInfo.
-                (8, next)
+                (ipv6::FRAG_HEADER_LEN, next)
             }
             proto::AH => {
-                let a = IpAuthHeaderSlice::from_slice(rest).map_err(|_| DropReason::Ipv6BadExtHeader)?;
-                (a.slice().len(), a.next_header().0)
+                let a = Ipv6ExtHeader::new_checked_ah(rest)?;
+                (a.header_len(), a.next_header())
             }
             _ => {
-                let x = Ipv6RawExtHeaderSlice::from_slice(rest).map_err(|_| DropReason::Ipv6BadExtHeader)?;
+                let x = Ipv6ExtHeader::new_checked(rest)?;
                 // RFC 5095: a type 0 routing header with segments left is dropped.
-                if nh == proto::ROUTING && rest[2] == 0 && rest[3] != 0 {
+                if nh == proto::ROUTING && x.routing_type() == 0 && x.segments_left() != 0 {
                     return Err(DropReason::Ipv6BadExtHeader);
                 }
-                (x.slice().len(), x.next_header().0)
+                (x.header_len(), x.next_header())
             }
         };
         nh_at = pos; // the next header field is the first byte of every ext header
@@ -407,8 +349,8 @@ pub fn parse_ipv6<'a>(data: &'a [u8], offset: usize, cfg: &ParseConfig) -> Resul
         offset,
         bytes,
         header_len: pos,
-        src: IpAddr::V6(Ipv6Addr::from(h.source())),
-        dst: IpAddr::V6(Ipv6Addr::from(h.destination())),
+        src: IpAddr::V6(h.src_addr()),
+        dst: IpAddr::V6(h.dst_addr()),
         proto: nh,
         ttl: h.hop_limit(),
         frag,

@@ -1,12 +1,15 @@
 //! Transport headers (UDP, TCP, ICMP, ICMPv6) on top of an [`IpLayer`].
 //!
-//! Header reads go through etherparse's `UdpHeaderSlice`, `TcpHeaderSlice`,
-//! `Icmpv4Slice` and `Icmpv6Slice`; only the checks that depend on the IP
-//! layer (first fragments, the UDP length vs. the IP payload) are ours.
+//! UDP and TCP are read through the [`super::udp`] and [`super::tcp`] views;
+//! ICMP and ICMPv6 through etherparse's `Icmpv4Slice` / `Icmpv6Slice` (their
+//! per-type length checks are part of what the parser accepts). The checks
+//! that depend on the IP layer (first fragments, the UDP length vs. the IP
+//! payload) are here.
 
 use super::ip::{proto, IpLayer};
 use super::DropReason;
-use etherparse::{err, Icmpv4Slice, Icmpv6Slice, TcpHeaderSlice, UdpHeaderSlice};
+use super::{udp, TcpPacket, UdpPacket};
+use etherparse::{Icmpv4Slice, Icmpv6Slice};
 
 /// What follows the innermost IP header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,31 +79,26 @@ pub fn parse_transport<'a>(ip: &IpLayer<'a>) -> Result<Transport<'a>, DropReason
     let p = ip.payload();
     match ip.proto {
         proto::UDP => {
-            let u = UdpHeaderSlice::from_slice(p).map_err(|_| DropReason::L4Truncated)?;
+            let u = UdpPacket::new_checked(p)?;
             let payload = if first_fragment {
-                &p[8..]
+                u.payload()
             } else {
-                let len = usize::from(u.length());
+                let len = usize::from(u.len());
                 // RFC 768 length; 0 is allowed for IPv6 jumbograms only (unsupported).
-                if len < 8 || len > p.len() {
+                if len < udp::HEADER_LEN || len > p.len() {
                     return Err(DropReason::UdpBadLength);
                 }
-                &p[8..len]
+                &p[udp::HEADER_LEN..len]
             };
-            Ok(Transport::Udp { src_port: u.source_port(), dst_port: u.destination_port(), payload })
+            Ok(Transport::Udp { src_port: u.src_port(), dst_port: u.dst_port(), payload })
         }
         proto::TCP => {
-            let t = TcpHeaderSlice::from_slice(p).map_err(|e| match e {
-                err::tcp::HeaderSliceError::Len(_) if p.len() >= 20 => DropReason::TcpBadDataOffset,
-                err::tcp::HeaderSliceError::Len(_) => DropReason::L4Truncated,
-                err::tcp::HeaderSliceError::Content(_) => DropReason::TcpBadDataOffset,
-            })?;
-            let hl = t.slice().len();
+            let t = TcpPacket::new_checked(p)?;
             Ok(Transport::Tcp {
-                src_port: t.source_port(),
-                dst_port: t.destination_port(),
-                flags: p[13],
-                payload: &p[hl..],
+                src_port: t.src_port(),
+                dst_port: t.dst_port(),
+                flags: t.flags(),
+                payload: t.payload(),
             })
         }
         proto::ICMP if !ip.is_ipv6() => {

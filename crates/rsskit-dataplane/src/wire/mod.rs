@@ -3,21 +3,38 @@
 //! destination options, fragment, AH extension headers), UDP, TCP, ICMP,
 //! ICMPv6, and IPIP / IPv6-in-IPv4 (and 4in6, 6in6) / GRE decapsulation.
 //!
-//! Fixed-layout headers are read with etherparse's slice types; the layer
-//! sequencing (VLAN stack, IPv6 extension chain, tunnels, GRE which
-//! etherparse does not know) is ours, see the module docs of [`ip`] for why.
+//! Each header has one typed, checked view (smoltcp-style: named field
+//! ranges, `new_checked`, accessors and setters): [`ethernet`], [`ipv4`],
+//! [`ipv6`] (and its extension headers), [`udp`], [`tcp`]; [`checksum`] holds
+//! the checksum arithmetic. Parsing, `craft`, reassembly, the firewall's
+//! rewrite and `hash::PacketHasher::nic_frame` all go through them, so each
+//! header offset is written once. The layer sequencing (VLAN stack, IPv6
+//! extension chain, tunnels, GRE) is here and in [`ip`]; ICMP type and code
+//! are read with etherparse, whose per-type length checks we keep.
 //!
 //! Nothing here allocates or panics; every reject is a [`DropReason`].
 
+pub mod checksum;
 pub mod drop;
+pub mod ethernet;
+mod field;
 pub mod ip;
+pub mod ipv4;
+pub mod ipv6;
 pub mod l4;
+pub mod tcp;
+pub mod udp;
 
+pub use checksum::internet_checksum;
 pub use drop::{DropCounters, DropReason};
-pub use ip::{internet_checksum, ipv4_l4_checksum_ok, FragInfo, IpLayer};
+pub use ethernet::{EthernetFrame, VlanHeader};
+pub use field::Field;
+pub use ip::{ipv4_l4_checksum_ok, FragInfo, IpLayer};
+pub use ipv4::Ipv4Packet;
+pub use ipv6::{Ipv6ExtHeader, Ipv6Packet};
 pub use l4::Transport;
-
-use etherparse::{Ethernet2Slice, SingleVlanSlice};
+pub use tcp::TcpPacket;
+pub use udp::UdpPacket;
 
 /// Ethertypes used here.
 pub mod ethertype {
@@ -146,21 +163,19 @@ pub fn parse_ip<'a>(data: &'a [u8], cfg: &ParseConfig) -> Result<Packet<'a>, Dro
 /// the payload and its offset.
 #[inline]
 fn parse_link(data: &[u8], off: usize) -> Result<([VlanTag; 2], u8, u16, usize), DropReason> {
-    let eth = Ethernet2Slice::from_slice_without_fcs(&data[off..]).map_err(|_| DropReason::EthTruncated)?;
-    let mut et = eth.ether_type().0;
-    let mut pos = off + 14;
+    let mut et = EthernetFrame::new_checked(&data[off..])?.ethertype();
+    let mut pos = off + ethernet::HEADER_LEN;
     let mut vlans = [VlanTag::default(); 2];
     let mut n = 0u8;
     while matches!(et, ethertype::VLAN | ethertype::QINQ | ethertype::QINQ_OLD) {
         if n == 2 {
             return Err(DropReason::TooManyVlans);
         }
-        let v = SingleVlanSlice::from_slice(&data[pos..]).map_err(|_| DropReason::VlanTruncated)?;
-        let hs = v.header_slice();
-        vlans[usize::from(n)] = VlanTag { tpid: et, tci: u16::from_be_bytes([hs[0], hs[1]]) };
+        let v = VlanHeader::new_checked(&data[pos..])?;
+        vlans[usize::from(n)] = VlanTag { tpid: et, tci: v.tci() };
         n += 1;
-        et = v.ether_type().0;
-        pos += 4;
+        et = v.ethertype();
+        pos += ethernet::VLAN_LEN;
     }
     Ok((vlans, n, et, pos))
 }

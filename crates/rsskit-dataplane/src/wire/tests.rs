@@ -378,3 +378,72 @@ mod props {
         }
     }
 }
+
+/// The views read what the parser reads, and their setters write fields the
+/// parser then reads back.
+#[test]
+fn views_read_and_write_the_named_fields() {
+    let mut f = craft::eth(ethertype::IPV4, &[], &udp4(1000, 53, b"hello"));
+    let e = EthernetFrame::new_checked(&f[..]).unwrap();
+    assert_eq!(e.ethertype(), ethertype::IPV4);
+    let ip = Ipv4Packet::new_checked(e.payload()).unwrap();
+    assert_eq!((ip.src_addr(), ip.dst_addr()), (a4("10.0.0.1"), a4("10.0.0.2")));
+    assert_eq!((ip.header_len(), ip.protocol(), ip.ttl()), (20, proto::UDP, 64));
+    assert!(ip.verify_checksum() && !ip.is_fragment());
+    let u = UdpPacket::new_checked(ip.payload()).unwrap();
+    assert_eq!((u.src_port(), u.dst_port(), u.len()), (1000, 53, 13));
+    assert_eq!(u.payload(), b"hello");
+
+    let mut ip = Ipv4Packet::new_unchecked(&mut f[ethernet::HEADER_LEN..]);
+    let old = ip.rewrite_addr(true, a4("192.0.2.7"));
+    assert_eq!(old, [10, 0, 0, 2]);
+    assert!(ip.verify_checksum(), "incremental update keeps the header checksum");
+    ip.set_ttl(9);
+    ip.fill_checksum();
+    let p = parse_ethernet(&f, &cfg()).unwrap();
+    assert_eq!((p.outer.dst, p.outer.ttl), (IpAddr::V4(a4("192.0.2.7")), 9));
+
+    let mut v6 = craft::ipv6(a6("2001:db8::1"), a6("2001:db8::2"), proto::TCP, &craft::tcp(7, 8, b"xy"));
+    let ip6 = Ipv6Packet::new_checked(&v6[..]).unwrap();
+    assert_eq!((ip6.src_addr(), ip6.next_header(), ip6.payload_len()), (a6("2001:db8::1"), proto::TCP, 22));
+    let t = TcpPacket::new_checked(ip6.payload()).unwrap();
+    assert_eq!((t.src_port(), t.dst_port(), t.flags(), t.payload()), (7, 8, 0x10, &b"xy"[..]));
+    Ipv6Packet::new_unchecked(&mut v6[..]).set_hop_limit(3);
+    assert_eq!(parse_ip(&v6, &cfg()).unwrap().outer.ttl, 3);
+}
+
+/// `new_checked` rejects with the reason the parser reports.
+#[test]
+fn views_check_lengths_and_versions() {
+    let ip = udp4(1, 2, b"");
+    assert_eq!(Ipv4Packet::new_checked(&ip[..19]).err(), Some(DropReason::Ipv4Truncated));
+    let mut bad = ip.clone();
+    bad[0] = 0x65;
+    assert_eq!(Ipv4Packet::new_checked(&bad[..]).err(), Some(DropReason::BadIpVersion));
+    bad[0] = 0x44;
+    assert_eq!(Ipv4Packet::new_checked(&bad[..]).err(), Some(DropReason::Ipv4BadIhl));
+    bad[0] = 0x46;
+    assert_eq!(Ipv4Packet::new_checked(&bad[..22]).err(), Some(DropReason::Ipv4Truncated));
+    let mut long = ip.clone();
+    long[3] += 1;
+    assert_eq!(Ipv4Packet::new_checked(&long[..]).err(), Some(DropReason::Ipv4BadTotalLen));
+    let v6 = craft::ipv6(a6("::1"), a6("::2"), proto::UDP, &craft::udp(1, 2, b"abc"));
+    assert_eq!(Ipv6Packet::new_checked(&v6[..v6.len() - 1]).err(), Some(DropReason::Ipv6Truncated));
+    assert_eq!(Ipv6Packet::new_checked(&ip[..]).err(), Some(DropReason::Ipv6Truncated));
+    assert_eq!(EthernetFrame::new_checked(&[0u8; 13][..]).err(), Some(DropReason::EthTruncated));
+    assert_eq!(UdpPacket::new_checked(&[0u8; 7][..]).err(), Some(DropReason::L4Truncated));
+    let mut t = craft::tcp(1, 2, b"");
+    assert_eq!(TcpPacket::new_checked(&t[..19]).err(), Some(DropReason::L4Truncated));
+    t[12] = 0x60;
+    assert_eq!(TcpPacket::new_checked(&t[..]).err(), Some(DropReason::TcpBadDataOffset));
+    let ext = craft::ext_header(proto::UDP, &[0; 10]);
+    assert_eq!(Ipv6ExtHeader::new_checked(&ext[..]).unwrap().header_len(), 16);
+    assert_eq!(Ipv6ExtHeader::new_checked(&ext[..15]).err(), Some(DropReason::Ipv6BadExtHeader));
+    let fh = craft::frag_header(proto::UDP, 1448, true, 77);
+    let fv = Ipv6ExtHeader::new_checked_fragment(&fh[..]).unwrap();
+    assert_eq!((fv.frag_offset(), fv.more_frags(), fv.frag_ident()), (1448, true, 77));
+    assert_eq!(
+        Ipv6ExtHeader::new_checked_ah(&[proto::UDP, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0][..]).err(),
+        Some(DropReason::Ipv6BadExtHeader)
+    );
+}

@@ -20,8 +20,6 @@ pub enum BenchCommand {
     Toeplitz(ToeplitzArgs),
     /// Firewall: short-lived TCP flows, per-worker state tables vs the locked table.
     Firewall(super::bench_firewall::Args),
-    /// Packet classification: hash-table lookups, batch x prefetch, per-worker vs read-locked table.
-    Classify(super::bench_classify::Args),
 }
 
 #[derive(clap::Args, Debug)]
@@ -66,7 +64,6 @@ pub fn run(c: BenchCommand) -> Result<()> {
     match c {
         BenchCommand::Toeplitz(a) => toeplitz(a),
         BenchCommand::Firewall(a) => super::bench_firewall::run(a),
-        BenchCommand::Classify(a) => super::bench_classify::run(a),
     }
 }
 

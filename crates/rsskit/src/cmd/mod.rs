@@ -3,11 +3,9 @@
 pub mod agent;
 pub mod apply;
 pub mod bench;
-pub mod bench_classify;
 pub mod bench_firewall;
 pub mod check;
 pub mod check_live;
-pub mod classify_experiment;
 pub mod common;
 pub mod demo;
 pub mod find;

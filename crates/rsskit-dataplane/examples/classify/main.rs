@@ -1,24 +1,31 @@
-//! `rsskit bench classify`: Adrian Chadd's packet classification
-//! experiment on this machine (IPv4 source/destination lookups in a large
+//! Adrian Chadd's packet classification experiment on this machine (IPv4 source/destination lookups in a large
 //! hash table; batch x prefetch; per-worker tables, one shared table read
 //! without a lock, and one behind a read-write lock; 1 and 2 workers),
 //! printed as a matrix in Mpps.
+//!
+//! A benchmark, not a feature: it lives here as an example of the crate it
+//! measures (the frame pool and netisr's prefetch), not in the shipped
+//! binary. `cargo build --release -p rsskit-dataplane --example classify`,
+//! then `target/release/examples/classify --help`; `bench/all` runs it.
 
-use super::classify_experiment::{run_matrix, Cell, ClassifyParams, TableMode, BUCKET_KEYS};
-use super::common::{int_in, print_json};
-use anyhow::{bail, Result};
+mod experiment;
+
+use clap::Parser;
+use experiment::{run_matrix, Cell, ClassifyParams, TableMode, BUCKET_KEYS};
 use rsskit_dataplane::netisr::Prefetch;
 use serde_json::json;
 
-#[derive(clap::Args, Debug)]
+#[derive(Parser, Debug)]
 #[command(
+    name = "classify",
+    about = "Packet classification matrix: batch x prefetch x table mode x workers",
     after_help = "Each packet's IPv4 source and destination are looked up in an open-addressing table \
 of 64-byte buckets (16 addresses each). Table modes: per-worker (a copy per worker, no lock), shared (one \
 table, no lock), rwlock (one table, read lock per packet). Rows: table mode x workers x batch; columns: prefetch. Each figure \
 is the median of ROUNDS runs of PACKETS packets per worker. 'total' is all workers together, 'per worker' \
 each worker's own rate."
 )]
-pub struct Args {
+struct Args {
     /// Addresses in the table (1-60000000; at most 90% of the buckets' room).
     #[arg(long, default_value_t = 6_000_000, value_parser = int_in(1usize, 60_000_000))]
     entries: usize,
@@ -53,7 +60,42 @@ pub struct Args {
     fresh: bool,
 }
 
-pub fn run(a: Args) -> Result<()> {
+/// A clear message and a non-zero exit for bad arguments.
+type Result<T> = std::result::Result<T, String>;
+
+macro_rules! bail {
+    ($($t:tt)*) => { return Err(format!($($t)*)) };
+}
+
+/// Clap value parser: a whole number in `lo..=hi`.
+fn int_in<T>(lo: T, hi: T) -> impl Fn(&str) -> Result<T> + Clone + Send + Sync + 'static
+where
+    T: std::str::FromStr + PartialOrd + Copy + std::fmt::Display + Send + Sync + 'static,
+{
+    move |s: &str| match s.trim().parse::<T>() {
+        Ok(n) if n < lo => Err(format!("must be at least {lo} (range {lo}-{hi})")),
+        Ok(n) if n > hi => Err(format!("must be at most {hi} (range {lo}-{hi})")),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("'{s}' is not a whole number in the range {lo}-{hi}")),
+    }
+}
+
+fn print_json(v: &serde_json::Value) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(v).map_err(|e| format!("encoding JSON: {e}"))?);
+    Ok(())
+}
+
+fn main() -> std::process::ExitCode {
+    match run(Args::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("classify: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(a: Args) -> Result<()> {
     if a.entries == 0 || a.buckets == 0 || a.packets == 0 || a.ring == 0 {
         bail!("--entries, --buckets, --packets and --ring must be at least 1");
     }
