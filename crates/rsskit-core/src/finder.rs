@@ -530,7 +530,11 @@ pub fn find_src_ports(
     value: u32,
     max: usize,
 ) -> Result<Vec<Found>, FindError> {
-    find_src_ports_any(key, ht, src, dst, dst_port, ports, mask, &[value], max)
+    TupleQuery::new(key, ht, src, 0, dst, dst_port)
+        .vary(Vary::SrcPort(ports))
+        .bucket(mask, value)
+        .max(max)
+        .find()
 }
 
 /// Source addresses in `net/prefix_len` whose flow (`src_port` fixed) has
@@ -551,47 +555,9 @@ pub fn find_src_addrs(
     value: u32,
     max: usize,
 ) -> Result<Vec<Found>, FindError> {
-    find_src_addrs_any(key, ht, net, prefix_len, src_port, dst, dst_port, mask, &[value], max)
-}
-
-/// As [`find_src_ports`] for several wanted values under one mask (e.g. all
-/// buckets of one CPU): ports landing in any of them, ascending, at most `max`.
-#[allow(clippy::too_many_arguments)]
-pub fn find_src_ports_any(
-    key: &RssKey,
-    ht: HashType,
-    src: IpAddr,
-    dst: IpAddr,
-    dst_port: u16,
-    ports: RangeInclusive<u16>,
-    mask: u32,
-    values: &[u32],
-    max: usize,
-) -> Result<Vec<Found>, FindError> {
-    TupleQuery::new(key, ht, src, 0, dst, dst_port)
-        .vary(Vary::SrcPort(ports))
-        .buckets(mask, values)
-        .max(max)
-        .find()
-}
-
-/// As [`find_src_addrs`] for several wanted values under one mask.
-#[allow(clippy::too_many_arguments)]
-pub fn find_src_addrs_any(
-    key: &RssKey,
-    ht: HashType,
-    net: IpAddr,
-    prefix_len: u8,
-    src_port: u16,
-    dst: IpAddr,
-    dst_port: u16,
-    mask: u32,
-    values: &[u32],
-    max: usize,
-) -> Result<Vec<Found>, FindError> {
     TupleQuery::new(key, ht, net, src_port, dst, dst_port)
         .vary(Vary::SrcAddr { prefix_len })
-        .buckets(mask, values)
+        .bucket(mask, value)
         .max(max)
         .find()
 }

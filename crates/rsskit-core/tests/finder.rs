@@ -1,10 +1,7 @@
 //! The tuple finder against brute force, on random keys and tuples.
 
 use proptest::prelude::*;
-use rsskit_core::finder::{
-    find_src_addrs, find_src_addrs_any, find_src_ports, find_src_ports_any, FindError, Found, TupleQuery,
-    Vary,
-};
+use rsskit_core::finder::{find_src_addrs, find_src_ports, FindError, Found, TupleQuery, Vary};
 use rsskit_core::toeplitz::reference;
 use rsskit_core::{FlowTuple, HashType, L4Proto, RssKey, Toeplitz};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -193,15 +190,23 @@ fn any_of_several_buckets() {
     let t = Toeplitz::new(&key);
     let (src, dst) = (v4("127.0.0.1"), v4("127.0.0.2"));
     let buckets = [1u32, 9, 17];
-    let got =
-        find_src_ports_any(&key, HashType::TcpIpv4, src, dst, 80, 1000..=3000, 31, &buckets, 40).unwrap();
+    let got = TupleQuery::new(&key, HashType::TcpIpv4, src, 0, dst, 80)
+        .vary(Vary::SrcPort(1000..=3000))
+        .buckets(31, &buckets)
+        .max(40)
+        .find()
+        .unwrap();
     let want: Vec<u16> = (1000..=3000)
         .filter(|&p| buckets.contains(&(hash(&t, HashType::TcpIpv4, src, p, dst, 80) & 31)))
         .take(40)
         .collect();
     assert_eq!(got.iter().map(|f| f.src_port).collect::<Vec<_>>(), want);
-    let got =
-        find_src_addrs_any(&key, HashType::Ipv4, v4("127.0.0.0"), 24, 0, dst, 0, 7, &[2, 6], 300).unwrap();
+    let got = TupleQuery::new(&key, HashType::Ipv4, v4("127.0.0.0"), 0, dst, 0)
+        .vary(Vary::SrcAddr { prefix_len: 24 })
+        .buckets(7, &[2, 6])
+        .max(300)
+        .find()
+        .unwrap();
     let want: Vec<IpAddr> = (0..=255u8)
         .map(|h| IpAddr::V4(Ipv4Addr::new(127, 0, 0, h)))
         .filter(|&s| [2, 6].contains(&(hash(&t, HashType::Ipv4, s, 0, dst, 0) & 7)))

@@ -4,7 +4,7 @@
 
 use super::{LoadConfig, LoadError};
 use crate::udp_load::IpNet;
-use rsskit_core::finder::{find_src_ports_any, TupleQuery, Vary};
+use rsskit_core::finder::{TupleQuery, Vary};
 use rsskit_core::{CpuId, HashConfig, HashType, RssKey, RssPolicy, WorkerId};
 use serde::Serialize;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -130,18 +130,11 @@ pub fn plan_sources_from(cfg: &LoadConfig, addrs: &[IpAddr]) -> Result<Vec<Sourc
                 let ht = if dst.is_ipv6() { HashType::TcpIpv6 } else { HashType::TcpIpv4 };
                 let mut per_addr = Vec::new();
                 for &a in addrs {
-                    let found = find_src_ports_any(
-                        &cfg.key,
-                        ht,
-                        a,
-                        dst.ip(),
-                        dst.port(),
-                        1024..=65535,
-                        server.mask(),
-                        &buckets,
-                        1 << 16,
-                    )
-                    .map_err(|source| LoadError::Finder { src: a, dst, source })?;
+                    let found = TupleQuery::new(&cfg.key, ht, a, 0, dst.ip(), dst.port())
+                        .vary(Vary::SrcPort(1024..=65535))
+                        .buckets(server.mask(), &buckets)
+                        .find()
+                        .map_err(|source| LoadError::Finder { src: a, dst, source })?;
                     per_addr
                         .push(found.into_iter().map(|f| SocketAddr::new(a, f.src_port)).collect::<Vec<_>>());
                 }
