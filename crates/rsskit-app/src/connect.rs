@@ -3,13 +3,13 @@
 //!
 //! The NIC hashes the *replies*, `remote -> local`, so the source port we
 //! choose is the replies' destination port. The Toeplitz hash is linear in
-//! it, so the tuple finder's solver ([`crate::finder::Solutions`]) lists
+//! it, so the tuple finder ([`crate::finder::TupleQuery`], varying the
+//! reply's destination port) lists
 //! the ports whose replies land in any bucket the worker owns, without
 //! trying them one by one; then the first one free to bind is used.
 
 use crate::Error;
-use rsskit_core::finder::{FindError, Solutions};
-use rsskit_core::toeplitz::key_window;
+use rsskit_core::finder::{FindError, TupleQuery, Vary};
 use rsskit_core::{FlowTuple, L4Proto, RssPolicy, WorkerId};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io;
@@ -73,35 +73,16 @@ pub fn reply_ports(
     }
     let reply = FlowTuple::new(remote.ip(), remote.port(), local_ip, 0, proto);
     let ht = policy.hash_type(reply.is_ipv6(), proto, false);
-    let input = reply.input(ht)?;
-    let h0 = policy.toeplitz().hash(input.as_bytes());
-    if !ht.has_ports() {
-        // Hashed on the addresses only: every port or none.
-        if policy.worker_of_hash(h0) == worker {
-            return Ok(ports.take(max).collect());
-        }
-        return Err(none(FindError::NoSolution { what: "source port", reachable: false }));
-    }
-    // Reply input: src addr, dst addr, src port (16 bits), dst port (ours):
-    // bit j of our port sits at input bit `off + 15 - j`.
-    let off = if reply.is_ipv6() { 256 + 16 } else { 64 + 16 };
-    let key = policy.key().as_bytes();
-    let windows: Vec<u32> = (0..16).map(|j| key_window(key, off + 15 - j)).collect();
-    let mut reachable = false;
-    let mut found = Vec::new();
-    for b in policy.buckets_of(worker) {
-        if let Some(s) = Solutions::solve(&windows, h0, policy.mask(), b) {
-            reachable = true;
-            found.extend(s.in_range(u128::from(lo), u128::from(hi), max).into_iter().map(|x| x as u16));
-        }
-    }
-    found.sort_unstable();
-    found.dedup();
-    found.truncate(max);
-    if found.is_empty() {
-        return Err(none(FindError::NoSolution { what: "source port", reachable }));
-    }
-    Ok(found)
+    // Mixed families are the caller's tuple error, not "no port".
+    reply.input(ht)?;
+    // Our port is the reply's destination port.
+    let found = TupleQuery::new(policy.key(), ht, remote.ip(), remote.port(), local_ip, 0)
+        .vary(Vary::DstPort(ports))
+        .buckets(policy.mask(), &policy.buckets_of(worker))
+        .max(max)
+        .find()
+        .map_err(none)?;
+    Ok(found.into_iter().map(|f| f.dst_port).collect())
 }
 
 /// The local address the routing table picks for `remote` (a UDP socket

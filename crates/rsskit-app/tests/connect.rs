@@ -136,3 +136,76 @@ fn bad_worker_and_mixed_families() {
     let e = reply_ports(&p, WorkerId(0), "127.0.0.1".parse().unwrap(), remote, L4Proto::Tcp, 5..=1, 1);
     assert!(matches!(e, Err(Error::NoPortInBucket { reason: FindError::EmptyRange, .. })));
 }
+
+/// Both reply-port pickers (the library's `reply_ports` and the HTTP load
+/// generator's) agree with a brute-force search over every port of small
+/// ranges: the ports whose reply `remote -> local:port` the worker owns.
+#[test]
+fn reply_port_pickers_agree_with_brute_force() {
+    // The Microsoft key, the symmetric one and a fixed pseudo-random one.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mixed: Vec<u8> = (0..52)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    let keys = [RssKey::microsoft(), RssKey::symmetric(), RssKey::from_bytes(&mixed).unwrap()];
+    let flows: [(&str, &str); 3] = [
+        ("10.0.0.2", "10.0.0.1:80"),
+        ("192.0.2.77", "198.51.100.3:8443"),
+        ("2001:db8::2", "[2001:db8::1]:80"),
+    ];
+    for key in keys {
+        for workers in [1usize, 3, 4] {
+            let p = RssPolicy::with_workers(key.clone(), HashConfig::default(), workers, None).unwrap();
+            for (local, remote) in flows {
+                let local: IpAddr = local.parse().unwrap();
+                let remote: SocketAddr = remote.parse().unwrap();
+                for range in [40000..=40255u16, 1..=300, 65400..=65535] {
+                    for w in (0..workers as u32).map(WorkerId) {
+                        let brute: Vec<u16> = range
+                            .clone()
+                            .filter(|&port| {
+                                reply_owner(&p, SocketAddr::new(local, port), remote, L4Proto::Tcp) == w
+                            })
+                            .collect();
+                        let app = match reply_ports(
+                            &p,
+                            w,
+                            local,
+                            remote,
+                            L4Proto::Tcp,
+                            range.clone(),
+                            usize::MAX,
+                        ) {
+                            Ok(ports) => ports,
+                            Err(Error::NoPortInBucket { reason: FindError::NoSolution { .. }, .. }) => {
+                                Vec::new()
+                            }
+                            Err(e) => panic!("unexpected error {e}"),
+                        };
+                        let load = rsskit_runtime::http::load::reply_ports(
+                            &key,
+                            remote,
+                            local,
+                            p.mask(),
+                            &p.buckets_of(w),
+                            range.clone(),
+                        );
+                        assert_eq!(
+                            app, brute,
+                            "library picker, worker {w:?} of {workers}, {local} <- {remote}"
+                        );
+                        assert_eq!(
+                            load, brute,
+                            "load picker, worker {w:?} of {workers}, {local} <- {remote}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

@@ -27,14 +27,18 @@ use core::fmt;
 use core::net::IpAddr;
 use core::ops::RangeInclusive;
 
-/// One tuple the finder found: the source address and port, and the hash
-/// the NIC computes for the flow `src:src_port -> dst:dst_port`.
+/// One flow the finder found, `src:src_port -> dst:dst_port`, and the hash
+/// the NIC computes for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Found {
     /// Source address.
     pub src: IpAddr,
     /// Source port.
     pub src_port: u16,
+    /// Destination address.
+    pub dst: IpAddr,
+    /// Destination port.
+    pub dst_port: u16,
     /// The flow's full 32-bit Toeplitz hash.
     pub hash: u32,
 }
@@ -288,9 +292,229 @@ fn hash_of(h0: u32, windows: &[u32], x: u128) -> u32 {
     windows.iter().enumerate().filter(|(j, _)| x >> j & 1 == 1).fold(h0, |h, (_, w)| h ^ w)
 }
 
+/// The tuple field a [`TupleQuery`] varies; every other field stays fixed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Vary {
+    /// The source address: every address of `src/prefix_len` (host bits
+    /// set in `src` are ignored; the first and last address included).
+    SrcAddr {
+        /// Bits of `src` that stay fixed.
+        prefix_len: u8,
+    },
+    /// The destination address: every address of `dst/prefix_len`.
+    DstAddr {
+        /// Bits of `dst` that stay fixed.
+        prefix_len: u8,
+    },
+    /// The source port, within the range.
+    SrcPort(RangeInclusive<u16>),
+    /// The destination port, within the range (e.g. our port in a reply
+    /// `remote -> us`).
+    DstPort(RangeInclusive<u16>),
+}
+
+impl Vary {
+    fn what(&self) -> &'static str {
+        match self {
+            Vary::SrcAddr { .. } => "source address",
+            Vary::DstAddr { .. } => "destination address",
+            Vary::SrcPort(_) => "source port",
+            Vary::DstPort(_) => "destination port",
+        }
+    }
+}
+
+/// One question to the finder: which values of one field of the flow
+/// `src:src_port -> dst:dst_port` (hash type `hash_type`) give
+/// `(hash & mask)` equal to one of `values`. The fields the query varies
+/// are ignored in the flow given.
+///
+/// ```
+/// use rsskit_core::finder::{TupleQuery, Vary};
+/// use rsskit_core::{HashType, RssKey};
+/// let key = RssKey::microsoft();
+/// let (a, b) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+/// let found = TupleQuery::new(&key, HashType::TcpIpv4, a, 0, b, 80)
+///     .vary(Vary::SrcPort(32768..=60999))
+///     .buckets(127, &[5, 9])
+///     .max(4)
+///     .find()?;
+/// assert_eq!(found.len(), 4);
+/// assert!(found.iter().all(|f| [5, 9].contains(&(f.hash & 127))));
+/// # Ok::<(), rsskit_core::finder::FindError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct TupleQuery<'a> {
+    key: &'a RssKey,
+    hash_type: HashType,
+    src: IpAddr,
+    src_port: u16,
+    dst: IpAddr,
+    dst_port: u16,
+    vary: Vary,
+    mask: u32,
+    values: Vec<u32>,
+    max: usize,
+}
+
+impl<'a> TupleQuery<'a> {
+    /// A query about the flow `src:src_port -> dst:dst_port`; by default
+    /// it varies the source port over all ports, wants bucket 0 under
+    /// mask 0 (any hash) and returns every result.
+    pub fn new(
+        key: &'a RssKey,
+        hash_type: HashType,
+        src: IpAddr,
+        src_port: u16,
+        dst: IpAddr,
+        dst_port: u16,
+    ) -> Self {
+        TupleQuery {
+            key,
+            hash_type,
+            src,
+            src_port,
+            dst,
+            dst_port,
+            vary: Vary::SrcPort(0..=u16::MAX),
+            mask: 0,
+            values: alloc::vec![0],
+            max: usize::MAX,
+        }
+    }
+
+    /// The field to vary.
+    pub fn vary(mut self, vary: Vary) -> Self {
+        self.vary = vary;
+        self
+    }
+
+    /// Wants `(hash & mask) == value`.
+    pub fn bucket(self, mask: u32, value: u32) -> Self {
+        self.buckets(mask, &[value])
+    }
+
+    /// Wants `(hash & mask)` to be any of `values` (e.g. all buckets of
+    /// one worker).
+    pub fn buckets(mut self, mask: u32, values: &[u32]) -> Self {
+        self.mask = mask;
+        self.values = values.to_vec();
+        self
+    }
+
+    /// At most `max` results.
+    pub fn max(mut self, max: usize) -> Self {
+        self.max = max;
+        self
+    }
+
+    /// The matching flows, ascending in the varied field, at most `max`.
+    /// [`FindError::NoSolution`] when there is none (and `max > 0`).
+    pub fn find(&self) -> Result<Vec<Found>, FindError> {
+        let what = self.vary.what();
+        for &v in &self.values {
+            check_target(self.key, self.hash_type, self.mask, v)?;
+        }
+        let model = self.model()?;
+        if self.max == 0 {
+            return Ok(Vec::new());
+        }
+        let mut xs = Vec::new();
+        let mut reachable = false;
+        for &v in &self.values {
+            if let Some(s) = Solutions::solve(&model.windows, model.h0, self.mask, v) {
+                reachable = true;
+                xs.extend(s.in_range(model.lo, model.hi, self.max));
+            }
+        }
+        // Distinct values have disjoint solutions; duplicates do not count twice.
+        xs.sort_unstable();
+        xs.dedup();
+        xs.truncate(self.max);
+        if xs.is_empty() {
+            return Err(FindError::NoSolution { what, reachable });
+        }
+        Ok(xs.into_iter().map(|x| self.found(&model, x)).collect())
+    }
+
+    /// The linear model of the hash in the varied field's value bits.
+    fn model(&self) -> Result<Model, FindError> {
+        let ht = self.hash_type;
+        let (mut src, mut src_port, mut dst, mut dst_port) =
+            (self.src, self.src_port, self.dst, self.dst_port);
+        // Host part of an address field: the bits that vary.
+        let host = |addr: IpAddr, prefix_len: u8| -> Result<(u32, u128, IpAddr), FindError> {
+            let addr_bits: u8 = if addr.is_ipv6() { 128 } else { 32 };
+            if prefix_len > addr_bits {
+                return Err(FindError::BadPrefix { prefix_len, max: addr_bits });
+            }
+            let host_bits = u32::from(addr_bits - prefix_len);
+            let host_mask: u128 = if host_bits == 0 { 0 } else { u128::MAX >> (128 - host_bits) };
+            Ok((host_bits, host_mask, u128_to_addr(addr_to_u128(addr) & !host_mask, addr.is_ipv6())))
+        };
+        // (input bit offset of the field, field width, varying bits, lo, hi)
+        let addr_bits = if ht.is_ipv6() { 128 } else { 32 };
+        let (off, width, n, lo, hi, hashed) = match &self.vary {
+            Vary::SrcAddr { prefix_len } => {
+                let (n, m, base) = host(src, *prefix_len)?;
+                src = base;
+                (0, addr_bits, n, 0, m, true)
+            }
+            Vary::DstAddr { prefix_len } => {
+                let (n, m, base) = host(dst, *prefix_len)?;
+                dst = base;
+                (addr_bits, addr_bits, n, 0, m, true)
+            }
+            Vary::SrcPort(r) => {
+                src_port = 0;
+                (2 * addr_bits, 16, 16, u128::from(*r.start()), u128::from(*r.end()), ht.has_ports())
+            }
+            Vary::DstPort(r) => {
+                dst_port = 0;
+                (2 * addr_bits + 16, 16, 16, u128::from(*r.start()), u128::from(*r.end()), ht.has_ports())
+            }
+        };
+        let input = input_for(ht, src, src_port, dst, dst_port)?;
+        if lo > hi {
+            return Err(FindError::EmptyRange);
+        }
+        let h0 = reference(self.key.as_bytes(), input.as_bytes());
+        // Fields are big-endian in the input: value bit j of the field
+        // sits at input bit `off + width - 1 - j`. A port that the hash
+        // type does not hash changes nothing.
+        let windows = if hashed {
+            windows(self.key, n, |j| off + width - 1 - j as usize)
+        } else {
+            alloc::vec![0; n as usize]
+        };
+        Ok(Model { h0, windows, lo, hi, base: Found { src, src_port, dst, dst_port, hash: h0 } })
+    }
+
+    fn found(&self, model: &Model, x: u128) -> Found {
+        let mut f = model.base;
+        f.hash = hash_of(model.h0, &model.windows, x);
+        match self.vary {
+            Vary::SrcAddr { .. } => f.src = u128_to_addr(addr_to_u128(f.src) | x, f.src.is_ipv6()),
+            Vary::DstAddr { .. } => f.dst = u128_to_addr(addr_to_u128(f.dst) | x, f.dst.is_ipv6()),
+            Vary::SrcPort(_) => f.src_port = x as u16,
+            Vary::DstPort(_) => f.dst_port = x as u16,
+        }
+        f
+    }
+}
+
+/// The hash around the query's base flow (varied field all zero).
+struct Model {
+    h0: u32,
+    windows: Vec<u32>,
+    lo: u128,
+    hi: u128,
+    base: Found,
+}
+
 /// Source ports in `ports` whose flow `src:port -> dst:dst_port` (hash type
 /// `ht`) has `(hash & mask) == value`. At most `max` results, ascending
-/// port order.
+/// port order. A shorthand for a [`TupleQuery`] varying the source port.
 ///
 /// For a 2-tuple hash type the port does not enter the hash: then either
 /// every port in the range matches or none does.
@@ -306,51 +530,18 @@ pub fn find_src_ports(
     value: u32,
     max: usize,
 ) -> Result<Vec<Found>, FindError> {
-    let sols = port_solutions(key, ht, src, dst, dst_port, mask, value)?;
-    let (lo, hi) = (*ports.start(), *ports.end());
-    if lo > hi {
-        return Err(FindError::EmptyRange);
-    }
-    let Some((sols, h0, w)) = sols else {
-        return Err(FindError::NoSolution { what: "source port", reachable: false });
-    };
-    let xs = sols.in_range(u128::from(lo), u128::from(hi), max);
-    if xs.is_empty() && max > 0 {
-        return Err(FindError::NoSolution { what: "source port", reachable: true });
-    }
-    Ok(xs.into_iter().map(|x| Found { src, src_port: x as u16, hash: hash_of(h0, &w, x) }).collect())
-}
-
-type Model = (Solutions, u32, Vec<u32>);
-
-fn port_solutions(
-    key: &RssKey,
-    ht: HashType,
-    src: IpAddr,
-    dst: IpAddr,
-    dst_port: u16,
-    mask: u32,
-    value: u32,
-) -> Result<Option<Model>, FindError> {
-    check_target(key, ht, mask, value)?;
-    let input = input_for(ht, src, 0, dst, dst_port)?;
-    let h0 = reference(key.as_bytes(), input.as_bytes());
-    let w = if ht.has_ports() {
-        // The source port is the 16 bits after both addresses, big-endian:
-        // value bit j sits at input bit `off + 15 - j`.
-        let off = if ht.is_ipv6() { 256 } else { 64 };
-        windows(key, 16, |j| off + 15 - j as usize)
-    } else {
-        // The port is not hashed: 16 bits that change nothing.
-        alloc::vec![0; 16]
-    };
-    Ok(Solutions::solve(&w, h0, mask, value).map(|s| (s, h0, w)))
+    TupleQuery::new(key, ht, src, 0, dst, dst_port)
+        .vary(Vary::SrcPort(ports))
+        .bucket(mask, value)
+        .max(max)
+        .find()
 }
 
 /// Source addresses in `net/prefix_len` whose flow (`src_port` fixed) has
 /// `(hash & mask) == value`. At most `max` results, ascending address order.
 /// Host bits set in `net` are ignored. Every address of the prefix is a
-/// candidate, including its first and last.
+/// candidate, including its first and last. A shorthand for a
+/// [`TupleQuery`] varying the source address.
 #[allow(clippy::too_many_arguments)]
 pub fn find_src_addrs(
     key: &RssKey,
@@ -364,92 +555,11 @@ pub fn find_src_addrs(
     value: u32,
     max: usize,
 ) -> Result<Vec<Found>, FindError> {
-    check_target(key, ht, mask, value)?;
-    let addr_bits: u8 = if net.is_ipv6() { 128 } else { 32 };
-    if prefix_len > addr_bits {
-        return Err(FindError::BadPrefix { prefix_len, max: addr_bits });
-    }
-    let host_bits = u32::from(addr_bits - prefix_len);
-    let host_mask: u128 = if host_bits == 0 { 0 } else { u128::MAX >> (128 - host_bits) };
-    let net_bits = addr_to_u128(net) & !host_mask;
-    let base = u128_to_addr(net_bits, net.is_ipv6());
-    let input = input_for(ht, base, src_port, dst, dst_port)?;
-    let h0 = reference(key.as_bytes(), input.as_bytes());
-    // The source address comes first in the input: value bit j of the
-    // address sits at input bit `addr_bits - 1 - j`.
-    let w = windows(key, host_bits, |j| usize::from(addr_bits) - 1 - j as usize);
-    let Some(sols) = Solutions::solve(&w, h0, mask, value) else {
-        return Err(FindError::NoSolution { what: "source address", reachable: false });
-    };
-    let xs = sols.in_range(0, host_mask, max);
-    if xs.is_empty() && max > 0 {
-        return Err(FindError::NoSolution { what: "source address", reachable: true });
-    }
-    Ok(xs
-        .into_iter()
-        .map(|x| Found { src: u128_to_addr(net_bits | x, net.is_ipv6()), src_port, hash: hash_of(h0, &w, x) })
-        .collect())
-}
-
-/// As [`find_src_ports`] for several wanted values under one mask (e.g. all
-/// buckets of one CPU): ports landing in any of them, ascending, at most `max`.
-#[allow(clippy::too_many_arguments)]
-pub fn find_src_ports_any(
-    key: &RssKey,
-    ht: HashType,
-    src: IpAddr,
-    dst: IpAddr,
-    dst_port: u16,
-    ports: RangeInclusive<u16>,
-    mask: u32,
-    values: &[u32],
-    max: usize,
-) -> Result<Vec<Found>, FindError> {
-    merge_any(values, max, "source port", |v| {
-        find_src_ports(key, ht, src, dst, dst_port, ports.clone(), mask, v, max)
-    })
-}
-
-/// As [`find_src_addrs`] for several wanted values under one mask.
-#[allow(clippy::too_many_arguments)]
-pub fn find_src_addrs_any(
-    key: &RssKey,
-    ht: HashType,
-    net: IpAddr,
-    prefix_len: u8,
-    src_port: u16,
-    dst: IpAddr,
-    dst_port: u16,
-    mask: u32,
-    values: &[u32],
-    max: usize,
-) -> Result<Vec<Found>, FindError> {
-    merge_any(values, max, "source address", |v| {
-        find_src_addrs(key, ht, net, prefix_len, src_port, dst, dst_port, mask, v, max)
-    })
-}
-
-fn merge_any(
-    values: &[u32],
-    max: usize,
-    what: &'static str,
-    mut find: impl FnMut(u32) -> Result<Vec<Found>, FindError>,
-) -> Result<Vec<Found>, FindError> {
-    let mut all = Vec::new();
-    let mut reachable = false;
-    for &v in values {
-        match find(v) {
-            Ok(found) => all.extend(found),
-            Err(FindError::NoSolution { reachable: r, .. }) => reachable |= r,
-            Err(e) => return Err(e),
-        }
-    }
-    if all.is_empty() {
-        return Err(FindError::NoSolution { what, reachable });
-    }
-    all.sort_by_key(|f| (addr_to_u128(f.src), f.src_port));
-    all.truncate(max);
-    Ok(all)
+    TupleQuery::new(key, ht, net, src_port, dst, dst_port)
+        .vary(Vary::SrcAddr { prefix_len })
+        .bucket(mask, value)
+        .max(max)
+        .find()
 }
 
 fn addr_to_u128(a: IpAddr) -> u128 {

@@ -30,6 +30,7 @@ pub mod key;
 pub mod keycheck;
 pub mod netparse;
 pub mod policy;
+pub mod rebalance;
 pub mod ringmap;
 pub mod rng;
 pub mod rss;

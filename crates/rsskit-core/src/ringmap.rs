@@ -51,6 +51,21 @@ pub fn host_cpu(hash: u32, ncpus: usize) -> usize {
     (hash as usize & (HOST_TABLE_LEN - 1)) % ncpus
 }
 
+/// The one "table entry vs the host's pick" rule. Entry `entry` of a
+/// redirect table names `ring`; `ring_cpus[r]` is the CPU ring `r` runs on
+/// (`None`: not bound to one CPU) and `host_cpus` (ascending) the CPUs the
+/// host picks among. The entry is a *mismatch* when its ring's CPU is not
+/// the host's pick for it, `host_cpus[(entry & 127) % host_cpus.len()]`.
+/// A ring that does not exist or has no CPU, or no host CPU at all, is a
+/// mismatch.
+pub fn is_mismatch(entry: usize, ring: usize, ring_cpus: &[Option<usize>], host_cpus: &[usize]) -> bool {
+    if host_cpus.is_empty() {
+        return true;
+    }
+    let pick = host_cpus[host_cpu(entry as u32, host_cpus.len())];
+    ring_cpus.get(ring).copied().flatten() != Some(pick)
+}
+
 /// Why a ringmap or table was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RingmapError {
@@ -306,11 +321,14 @@ impl Ringmap {
     /// the host picks for that entry, `(i & 127) % ncpus`. Entries naming
     /// a ring that does not exist count as mismatches.
     pub fn mismatches(&self, table: &[usize]) -> usize {
-        table
-            .iter()
-            .enumerate()
-            .filter(|&(i, &ring)| self.cpu(ring) != Some(host_cpu(i as u32, self.ncpus)))
-            .count()
+        let (ring_cpus, host_cpus) = self.mismatch_view();
+        table.iter().enumerate().filter(|&(i, &ring)| is_mismatch(i, ring, &ring_cpus, &host_cpus)).count()
+    }
+
+    /// This binding as [`is_mismatch`] reads it: each ring's CPU, and the
+    /// host's CPUs `0..ncpus`.
+    pub fn mismatch_view(&self) -> (Vec<Option<usize>>, Vec<usize>) {
+        (self.cpus.iter().copied().map(Some).collect(), (0..self.ncpus).collect())
     }
 
     /// The fewest mismatches any table of `len` entries can have with this
@@ -407,6 +425,27 @@ impl RingmapPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mismatch_rule_reads_cpus_through_the_lists() {
+        // Host CPUs 2, 5, 7: entry i goes to host_cpus[(i & 127) % 3].
+        let host = [2, 5, 7];
+        let rings = [Some(5), Some(2), None];
+        assert!(!is_mismatch(0, 1, &rings, &host));
+        assert!(is_mismatch(0, 0, &rings, &host));
+        assert!(!is_mismatch(1, 0, &rings, &host));
+        assert!(!is_mismatch(129, 0, &rings, &host), "the host looks at entry & 127 only");
+        assert!(is_mismatch(2, 2, &rings, &host), "a ring without a CPU");
+        assert!(is_mismatch(2, 9, &rings, &host), "a ring that does not exist");
+        assert!(is_mismatch(0, 1, &rings, &[]), "no host CPU");
+        // A ringmap's count is the same rule over CPU indices 0..ncpus.
+        let rm = Ringmap::alloc(24, 16, 0).unwrap();
+        let t = rm.replicated_table(256).unwrap();
+        let direct =
+            t.iter().enumerate().filter(|&(i, &r)| rm.cpu(r) != Some(host_cpu(i as u32, 24))).count();
+        assert!(direct > 0);
+        assert_eq!(rm.mismatches(&t), direct);
+    }
 
     #[test]
     fn grid_is_smallest_divisor_holding_rings() {

@@ -1,9 +1,7 @@
 //! The tuple finder against brute force, on random keys and tuples.
 
 use proptest::prelude::*;
-use rsskit_core::finder::{
-    find_src_addrs, find_src_addrs_any, find_src_ports, find_src_ports_any, FindError, Found,
-};
+use rsskit_core::finder::{find_src_addrs, find_src_ports, FindError, Found, TupleQuery, Vary};
 use rsskit_core::toeplitz::reference;
 use rsskit_core::{FlowTuple, HashType, L4Proto, RssKey, Toeplitz};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -77,7 +75,13 @@ fn addrs_ipv4_slash16_brute_force() {
     for bucket in [0u32, 5, 63] {
         let want: Vec<Found> = (0..=u16::MAX as u32)
             .map(|h| IpAddr::V4(Ipv4Addr::from(0x0a63_0000_u32 | h)))
-            .map(|src| Found { src, src_port: 4000, hash: hash(&t, HashType::TcpIpv4, src, 4000, dst, 80) })
+            .map(|src| Found {
+                src,
+                src_port: 4000,
+                dst,
+                dst_port: 80,
+                hash: hash(&t, HashType::TcpIpv4, src, 4000, dst, 80),
+            })
             .filter(|f| f.hash & 63 == bucket)
             .collect();
         // Host bits in the given network are ignored.
@@ -186,15 +190,23 @@ fn any_of_several_buckets() {
     let t = Toeplitz::new(&key);
     let (src, dst) = (v4("127.0.0.1"), v4("127.0.0.2"));
     let buckets = [1u32, 9, 17];
-    let got =
-        find_src_ports_any(&key, HashType::TcpIpv4, src, dst, 80, 1000..=3000, 31, &buckets, 40).unwrap();
+    let got = TupleQuery::new(&key, HashType::TcpIpv4, src, 0, dst, 80)
+        .vary(Vary::SrcPort(1000..=3000))
+        .buckets(31, &buckets)
+        .max(40)
+        .find()
+        .unwrap();
     let want: Vec<u16> = (1000..=3000)
         .filter(|&p| buckets.contains(&(hash(&t, HashType::TcpIpv4, src, p, dst, 80) & 31)))
         .take(40)
         .collect();
     assert_eq!(got.iter().map(|f| f.src_port).collect::<Vec<_>>(), want);
-    let got =
-        find_src_addrs_any(&key, HashType::Ipv4, v4("127.0.0.0"), 24, 0, dst, 0, 7, &[2, 6], 300).unwrap();
+    let got = TupleQuery::new(&key, HashType::Ipv4, v4("127.0.0.0"), 0, dst, 0)
+        .vary(Vary::SrcAddr { prefix_len: 24 })
+        .buckets(7, &[2, 6])
+        .max(300)
+        .find()
+        .unwrap();
     let want: Vec<IpAddr> = (0..=255u8)
         .map(|h| IpAddr::V4(Ipv4Addr::new(127, 0, 0, h)))
         .filter(|&s| [2, 6].contains(&(hash(&t, HashType::Ipv4, s, 0, dst, 0) & 7)))
@@ -268,6 +280,59 @@ proptest! {
                 for f in got {
                     prop_assert_eq!(f.hash, hash(&t, HashType::TcpIpv4, f.src, sport, dst, dport));
                     prop_assert_eq!(f.src_port, sport);
+                }
+            }
+            Err(FindError::NoSolution { .. }) => prop_assert!(want.is_empty()),
+            Err(e) => prop_assert!(false, "unexpected error {e}"),
+        }
+    }
+
+    /// The query's destination fields (a reply's port, a server's address),
+    /// with several wanted values: exactly the brute-force flows.
+    #[test]
+    fn random_dst_fields_equal_brute_force(
+        key in prop::collection::vec(any::<u8>(), 40..=52),
+        v6 in any::<bool>(),
+        a4 in arb_v4(), b4 in arb_v4(), a6 in arb_v6(), b6 in arb_v6(),
+        sport in any::<u16>(), dport in any::<u16>(), prefix_host in 0u8..=10,
+        bits in 1u32..=8, values in prop::collection::vec(any::<u32>(), 1..4),
+        lo in any::<u16>(), span in 0u16..=3000, max in 1usize..60,
+    ) {
+        let key = RssKey::from_bytes(&key).unwrap();
+        let t = Toeplitz::new(&key);
+        let (ht, src, dst) = if v6 { (HashType::TcpIpv6, a6, b6) } else { (HashType::UdpIpv4, a4, b4) };
+        let mask = (1u32 << bits) - 1;
+        let values: Vec<u32> = values.iter().map(|v| v & mask).collect();
+        let hit = |h: u32| values.contains(&(h & mask));
+        let hi = lo.saturating_add(span);
+
+        let want: Vec<u16> = (lo..=hi).filter(|&p| hit(hash(&t, ht, src, sport, dst, p))).take(max).collect();
+        let q = TupleQuery::new(&key, ht, src, sport, dst, 7).vary(Vary::DstPort(lo..=hi)).buckets(mask, &values).max(max);
+        match q.find() {
+            Ok(got) => {
+                prop_assert_eq!(got.iter().map(|f| f.dst_port).collect::<Vec<_>>(), want);
+                for f in got {
+                    prop_assert_eq!((f.src, f.src_port, f.dst), (src, sport, dst));
+                    prop_assert_eq!(f.hash, hash(&t, ht, src, sport, dst, f.dst_port));
+                }
+            }
+            Err(FindError::NoSolution { .. }) => prop_assert!(want.is_empty()),
+            Err(e) => prop_assert!(false, "unexpected error {e}"),
+        }
+
+        let addr_bits: u8 = if v6 { 128 } else { 32 };
+        let prefix = addr_bits - prefix_host;
+        let host: u128 = (1u128 << prefix_host) - 1;
+        let net = match dst { IpAddr::V4(a) => u128::from(u32::from(a)), IpAddr::V6(a) => u128::from(a) } & !host;
+        let addr = |x: u128| if v6 { IpAddr::V6(x.into()) } else { IpAddr::V4((x as u32).into()) };
+        let want: Vec<IpAddr> =
+            (0..=host).map(|h| addr(net | h)).filter(|&d| hit(hash(&t, ht, src, sport, d, dport))).take(max).collect();
+        let q = TupleQuery::new(&key, ht, src, sport, dst, dport).vary(Vary::DstAddr { prefix_len: prefix }).buckets(mask, &values).max(max);
+        match q.find() {
+            Ok(got) => {
+                prop_assert_eq!(got.iter().map(|f| f.dst).collect::<Vec<_>>(), want);
+                for f in got {
+                    prop_assert_eq!(f.hash, hash(&t, ht, src, sport, f.dst, dport));
                 }
             }
             Err(FindError::NoSolution { .. }) => prop_assert!(want.is_empty()),

@@ -7,7 +7,7 @@ use crate::netdev::{self, IrqKind};
 use crate::sysroot::{DeviceState, IrqBalance};
 use crate::topology::Topology;
 use rsskit_core::keycheck;
-use rsskit_core::ringmap::{host_cpu, HOST_TABLE_LEN};
+use rsskit_core::ringmap::{is_mismatch, HOST_TABLE_LEN};
 use rsskit_core::RssKey;
 use serde::Serialize;
 
@@ -142,9 +142,7 @@ pub fn check_device(topo: &Topology, d: &DeviceState, irqbalance: Option<&IrqBal
                 .indir
                 .iter()
                 .enumerate()
-                .filter(|&(i, &ring)| {
-                    queue_cpu.get(ring as usize).copied().flatten() != Some(qcpus[host_cpu(i as u32, n)])
-                })
+                .filter(|&(i, &ring)| is_mismatch(i, ring as usize, &queue_cpu, &qcpus))
                 .count();
             if mism > 0 {
                 notes.push(format!(
@@ -292,6 +290,21 @@ mod tests {
         let v = check_device(&t, &d, None);
         assert!(v.aligned, "{v:?}");
         assert!(v.notes.iter().any(|n| n.contains("CPU(s) 0-1 have no RX queue")), "{v:?}");
+    }
+
+    #[test]
+    fn table_entries_against_the_host_pick() {
+        // Table i -> ring i % 2. Rings on CPUs 2, 3: entry i's ring runs on
+        // (i & 127) % 2 over CPUs 2-3, the host's pick: no mismatch.
+        let t = topo(4);
+        let mut d = nic("eth0", 2, Some(1), 256);
+        pin(&mut d, &[2, 3]);
+        let v = check_device(&t, &d, None);
+        assert!(!v.notes.iter().any(|n| n.contains("table entries send")), "{v:?}");
+        // Rings swapped: every entry goes to the other CPU.
+        pin(&mut d, &[3, 2]);
+        let v = check_device(&t, &d, None);
+        assert!(v.notes.iter().any(|n| n.starts_with("256 of 256 table entries send")), "{v:?}");
     }
 
     #[test]

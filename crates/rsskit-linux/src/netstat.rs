@@ -332,17 +332,9 @@ pub struct Rates {
     pub queues: Vec<QueueRate>,
 }
 
-/// Max over mean of `loads`; 0 when all are zero (no load, nothing to say).
-pub fn imbalance(loads: &[f64]) -> f64 {
-    if loads.is_empty() {
-        return 0.0;
-    }
-    let mean = loads.iter().sum::<f64>() / loads.len() as f64;
-    if mean <= 0.0 {
-        return 0.0;
-    }
-    loads.iter().copied().fold(0.0, f64::max) / mean
-}
+/// Max over mean of `loads`; 0 when all are zero (no load, nothing to say):
+/// the one definition, the move rule's.
+pub use rsskit_core::rebalance::imbalance;
 
 /// `later - earlier` per second. `cpus` limits the CPUs reported (the CPUs
 /// `softnet_stat` lists when empty). Counters that went backwards count as zero.

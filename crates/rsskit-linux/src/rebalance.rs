@@ -11,6 +11,7 @@
 use crate::netdev::{self, IrqLine, Roots};
 use crate::netstat::{self, NetstatError, Softnet};
 use crate::sysroot::DeviceState;
+use rsskit_core::rebalance::{imbalance, plan_moves, MoveRule};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -96,12 +97,15 @@ pub struct Rebalanced {
 
 /// Moves entries of `table` from the busiest queue to the least busy one
 /// while that lowers the busiest queue's load and the imbalance (max/mean)
-/// is above `target`. No load, or a balanced one: the table unchanged.
+/// is above `target`: core's one move rule ([`MoveRule::LargestFit`]: an
+/// entry's load is only its queue's rate spread over the queue's entries).
+/// No load, or a balanced one: the table unchanged.
 pub fn rebalance(table: &[u32], queue_load: &[f64], target: f64) -> Rebalanced {
     let nq = queue_load.len();
     let mut t = table.to_vec();
     let count = |q: usize, t: &[u32]| t.iter().filter(|&&x| x as usize == q).count();
-    // Each entry's share of its queue's load.
+    // Each entry's share of its queue's load; a moved entry keeps its share
+    // (it may move on later).
     let share: Vec<f64> = t
         .iter()
         .map(|&q| {
@@ -114,26 +118,10 @@ pub fn rebalance(table: &[u32], queue_load: &[f64], target: f64) -> Rebalanced {
         })
         .collect();
     let mut load = queue_load.to_vec();
-    let before = netstat::imbalance(&load);
-    for _ in 0..t.len() * 4 {
-        if netstat::imbalance(&load) <= target {
-            break;
-        }
-        let max = (0..nq).max_by(|&a, &b| load[a].total_cmp(&load[b])).expect("queues");
-        let min = (0..nq).min_by(|&a, &b| load[a].total_cmp(&load[b])).expect("queues");
-        // The busiest queue's entry whose move helps most: the largest share
-        // that still leaves the receiver below the giver's old load.
-        let best = (0..t.len())
-            .filter(|&i| t[i] as usize == max && share[i] > 0.0 && load[min] + share[i] < load[max])
-            .max_by(|&a, &b| share[a].total_cmp(&share[b]));
-        let Some(i) = best else { break };
-        load[max] -= share[i];
-        load[min] += share[i];
-        // A moved entry keeps its share (it may move on later).
-        t[i] = min as u32;
-    }
+    let before = imbalance(&load);
+    plan_moves(&mut t, &share, &mut load, &vec![true; nq], target, MoveRule::LargestFit);
     let moved_n = t.iter().zip(table).filter(|(a, b)| a != b).count();
-    Rebalanced { before, after: netstat::imbalance(&load), table: t, moved: moved_n, loads_after: load }
+    Rebalanced { before, after: imbalance(&load), table: t, moved: moved_n, loads_after: load }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //! applies it, and keeps a table of owners the workers read so their
 //! "unowned" accounting follows the moves.
 
+use rsskit_core::rebalance::{plan_moves, MoveRule};
 use rsskit_linux::ebpf::reuseport::{Counters as EbpfCounters, ReuseportError, ReuseportSteering};
 use serde::Serialize;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
@@ -45,22 +46,16 @@ pub fn worker_loads(owner: &[u32], bucket_load: &[u64], workers: usize) -> Vec<u
     l
 }
 
-/// Max over mean (1.0: even; 0.0 without load).
+/// Max over mean (1.0: even; 0.0 without load): core's
+/// [`rsskit_core::rebalance::imbalance`].
 pub fn imbalance(loads: &[u64]) -> f64 {
-    let total: u64 = loads.iter().sum();
-    if total == 0 || loads.is_empty() {
-        return 0.0;
-    }
-    let mean = total as f64 / loads.len() as f64;
-    *loads.iter().max().expect("non-empty") as f64 / mean
+    let loads: Vec<f64> = loads.iter().map(|&l| l as f64).collect();
+    rsskit_core::rebalance::imbalance(&loads)
 }
 
-/// The moves that even out the workers' loads: while the imbalance is
-/// above `target`, the busiest worker gives the least busy one the bucket
-/// that brings the two closest together, provided it lowers the busiest
-/// load by a tenth of their gap at least (an elephant bucket never
-/// bounces between two workers). Only workers marked
-/// `eligible` (with a socket) receive buckets. `min_sample`: below that
+/// The moves that even out the workers' loads: core's one move rule
+/// ([`MoveRule::ClosestPair`]: every bucket's load is measured), among the
+/// workers marked `eligible` (with a socket). `min_sample`: below that
 /// many datagrams in all, nothing moves.
 pub fn plan(
     owner: &[u32],
@@ -70,42 +65,17 @@ pub fn plan(
     min_sample: u64,
 ) -> Vec<BucketMove> {
     let n = eligible.len();
-    let mut owner = owner.to_vec();
-    let mut load = worker_loads(&owner, bucket_load, n);
-    let mut moves = Vec::new();
+    let load = worker_loads(owner, bucket_load, n);
     if load.iter().sum::<u64>() < min_sample.max(1) {
-        return moves;
+        return Vec::new();
     }
-    let live: Vec<usize> = (0..n).filter(|&w| eligible[w]).collect();
-    if live.len() < 2 {
-        return moves;
-    }
-    for _ in 0..owner.len() {
-        let loads: Vec<u64> = live.iter().map(|&w| load[w]).collect();
-        if imbalance(&loads) <= target {
-            break;
-        }
-        let max = *live.iter().max_by_key(|&&w| (load[w], std::cmp::Reverse(w))).expect("live");
-        let min = *live.iter().min_by_key(|&&w| (load[w], w)).expect("live");
-        let gap = load[max] - load[min];
-        // The bucket whose move leaves the pair closest: |gap - 2h| smallest,
-        // among those that lower the busiest load by a tenth of the gap at
-        // least (min(h, gap - h)): a bucket about as heavy as the gap would
-        // only swap the two workers' roles, and bounce back next round.
-        let best = (0..owner.len())
-            .filter(|&b| {
-                let h = bucket_load[b];
-                owner[b] as usize == max && h > 0 && h < gap && h.min(gap - h) * 10 >= gap
-            })
-            .min_by_key(|&b| (gap.abs_diff(2 * bucket_load[b]), b));
-        let Some(b) = best else { break };
-        let h = bucket_load[b];
-        load[max] -= h;
-        load[min] += h;
-        owner[b] = min as u32;
-        moves.push(BucketMove { bucket: b as u32, from: max as u32, to: min as u32, load: h });
-    }
-    moves
+    let mut owner = owner.to_vec();
+    let item_load: Vec<f64> = bucket_load.iter().map(|&h| h as f64).collect();
+    let mut load: Vec<f64> = load.iter().map(|&l| l as f64).collect();
+    plan_moves(&mut owner, &item_load, &mut load, eligible, target, MoveRule::ClosestPair)
+        .into_iter()
+        .map(|m| BucketMove { bucket: m.item as u32, from: m.from, to: m.to, load: bucket_load[m.item] })
+        .collect()
 }
 
 /// Why a round whose loads were uneven moved nothing.

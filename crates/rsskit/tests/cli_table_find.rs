@@ -55,6 +55,12 @@ fn table_paper_example() {
     assert_eq!(v["replicate_mismatches"], mismatches(&replicated, &ring_cpus, 24, 128));
     assert!(v.get("tx_ring_cpus").is_none());
     assert_eq!(usizes(&v["histogram"]).iter().sum::<usize>(), 128);
+    // The text table marks exactly those entries.
+    let out = rsskit(&["table", "--cpus", "24", "--rings", "16"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.matches('*').count(), 40 + 1, "40 marks and the legend's: {text}");
+    assert!(text.contains("mismatches: 40 of 128"), "{text}");
 }
 
 #[test]

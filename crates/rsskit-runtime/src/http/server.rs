@@ -26,7 +26,7 @@ use super::{now_ns, unix_secs};
 use crate::steer::{self, Steer, SteerSpec, SteeredGroup, Transport};
 use crate::worker::Workers;
 use rsskit_core::rss::RssError;
-use rsskit_core::{CpuId, HashConfig, RssKey, RssPolicy};
+use rsskit_core::{CpuId, RssPolicy};
 use rsskit_linux::socket::TcpListenOptions;
 use socket2::Socket;
 use std::io::{self, Read, Write};
@@ -103,8 +103,10 @@ pub type Result<T, E = ServeError> = std::result::Result<T, E>;
 pub struct ServeConfig {
     /// Address and port to listen on (port 0: the kernel picks one).
     pub bind: SocketAddr,
-    /// Worker `i` is pinned to `cpus[i]`.
-    pub cpus: Vec<usize>,
+    /// The RSS policy, built once by the caller: worker `i` pinned to its
+    /// CPU, the key of the `toeplitz` program, bucket -> worker (e.g. from
+    /// a NIC's table, see [`steer::policy_from_table`]).
+    pub policy: Arc<RssPolicy>,
     /// How connections reach the workers' listeners.
     pub steer: Steer,
     /// Most connections accepted per wake-up.
@@ -124,21 +126,16 @@ pub struct ServeConfig {
     /// Requests per keep-alive connection; the last is answered with
     /// `Connection: close` (0: no limit).
     pub max_requests: u64,
-    /// Key of the `toeplitz` program.
-    pub key: RssKey,
     /// `TCP_DEFER_ACCEPT`: wake the listener only once the request arrived.
     pub defer_accept: bool,
-    /// Bucket -> CPU from a NIC's table (`--table nic:IF`): see
-    /// [`steer::policy_from_table`].
-    pub bucket_cpus: Option<Vec<usize>>,
 }
 
 impl ServeConfig {
-    /// Defaults for everything but the address and CPUs.
-    pub fn new(bind: SocketAddr, cpus: Vec<usize>) -> ServeConfig {
+    /// Defaults for everything but the address and the policy.
+    pub fn new(bind: SocketAddr, policy: Arc<RssPolicy>) -> ServeConfig {
         ServeConfig {
             bind,
-            cpus,
+            policy,
             steer: Steer::Kernel,
             accept_batch: 32,
             object_size: 1024,
@@ -148,15 +145,13 @@ impl ServeConfig {
             header_timeout: Duration::from_secs(10),
             backlog: 4096,
             max_requests: 0,
-            key: RssKey::microsoft(),
             defer_accept: false,
-            bucket_cpus: None,
         }
     }
 
     /// Refuses settings the server cannot use, before anything is bound.
     pub fn validate(&self) -> Result<()> {
-        if self.cpus.is_empty() {
+        if self.policy.workers() == 0 {
             return Err(ServeError::NoCpus);
         }
         if self.accept_batch == 0 {
@@ -353,19 +348,6 @@ impl SharedCounters {
     }
 }
 
-/// The server's RSS policy: one worker per entry of `cfg.cpus` (worker `i`
-/// on `cpus[i]`), FreeBSD's buckets round-robin over the workers, TCP hashed
-/// on the 4-tuple.
-pub fn policy(cfg: &ServeConfig) -> Result<RssPolicy> {
-    let cpus: Vec<CpuId> = cfg.cpus.iter().map(|&c| CpuId(c as u32)).collect();
-    if let Some(t) = &cfg.bucket_cpus {
-        let table: Vec<CpuId> = t.iter().map(|&c| CpuId(c as u32)).collect();
-        return RssPolicy::from_table(cfg.key.clone(), HashConfig::default(), &cpus, &table)
-            .map_err(ServeError::Policy);
-    }
-    RssPolicy::new(cfg.key.clone(), HashConfig::default(), &cpus, None).map_err(ServeError::Policy)
-}
-
 /// Binds the listeners for `cfg` with the runtime's steering
 /// ([`steer::build`] over TCP): refuses a port that is already in use
 /// (joining someone else's reuseport group would silently share its
@@ -375,7 +357,7 @@ pub fn listen(cfg: &ServeConfig) -> Result<SteeredGroup> {
     steer::build(&SteerSpec {
         mode: cfg.steer,
         bind: cfg.bind,
-        policy: &policy(cfg)?,
+        policy: &cfg.policy,
         transport: Transport::Tcp(TcpListenOptions {
             reuseport: false,
             backlog: cfg.backlog,
@@ -394,7 +376,7 @@ pub struct Server {
     /// Instructions of the attached steering program, if any.
     pub program_len: Option<usize>,
     /// Worker CPUs, in worker order.
-    pub cpus: Vec<usize>,
+    pub cpus: Vec<CpuId>,
     /// `RLIMIT_NOFILE` in force.
     pub nofile: u64,
     /// The steering mode in force (`toeplitz` when `ebpf` fell back).
@@ -418,14 +400,15 @@ impl Server {
             None => None,
         };
         let ls = listen(&cfg)?;
-        let (local, program_len, cpus) = (ls.local, ls.program_len, cfg.cpus.clone());
+        let (local, program_len, cpus) = (ls.local, ls.program_len, cfg.policy.worker_cpus().to_vec());
         let (mode, fallback) = (ls.mode, ls.fallback.clone());
         let live = ls.ebpf.map(crate::rebalance::LiveBuckets::new).transpose().map_err(ServeError::Ebpf)?;
         let shared: Vec<Arc<SharedCounters>> = cpus.iter().map(|_| Arc::default()).collect();
         let states: Vec<_> = ls.sockets.into_iter().zip(shared.iter().cloned()).collect();
         let cfg = Arc::new(cfg);
+        let pin: Vec<usize> = cpus.iter().map(|c| c.0 as usize).collect();
         let workers = Workers::spawn_with_setup(
-            &cpus,
+            &pin,
             states,
             stop,
             move |_, (listener, counters)| Worker::new(&cfg, root.clone(), listener, counters),

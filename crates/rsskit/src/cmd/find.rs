@@ -4,7 +4,7 @@
 
 use super::common::{int_in, same_family, BucketArgs, Endpoint, Proto, MAX_CPUS};
 use anyhow::{anyhow, bail, Context, Result};
-use rsskit_core::finder::{find_src_addrs_any, find_src_ports_any, Found};
+use rsskit_core::finder::{Found, TupleQuery, Vary};
 use rsskit_core::keycheck::KeyUse;
 use rsskit_core::ringmap::{PlanSpec, RingmapPlan, HOST_TABLE_LEN};
 use rsskit_core::{rss::RssError, HashConfig, HashType, RssPolicy, WorkerId};
@@ -115,7 +115,11 @@ pub fn run(a: Args) -> Result<()> {
                      source port changes nothing; use --src-net to vary the address"
                 );
             }
-            find_src_ports_any(&a.table.key, ht, src, dst, dst_port, lo..=hi, mask, &buckets, a.count)
+            TupleQuery::new(&a.table.key, ht, src, 0, dst, dst_port)
+                .vary(Vary::SrcPort(lo..=hi))
+                .buckets(mask, &buckets)
+                .max(a.count)
+                .find()
                 .map_err(|e| anyhow!("{e} (ports {lo}-{hi}, {ht} hash)"))?
         }
         (None, Some((net, len))) => {
@@ -127,7 +131,11 @@ pub fn run(a: Args) -> Result<()> {
                 (None, None) => 0,
                 (None, Some(_)) => bail!("--src-net with --proto needs --src-port: the 4-tuple hashes it"),
             };
-            find_src_addrs_any(&a.table.key, ht, net, len, src_port, dst, dst_port, mask, &buckets, a.count)
+            TupleQuery::new(&a.table.key, ht, net, src_port, dst, dst_port)
+                .vary(Vary::SrcAddr { prefix_len: len })
+                .buckets(mask, &buckets)
+                .max(a.count)
+                .find()
                 .map_err(|e| anyhow!("{e} ({net}/{len}, {ht} hash)"))?
         }
         (None, None) => bail!("give --src-ports or --src-net"),

@@ -6,13 +6,14 @@ use super::common::{
 };
 use anyhow::{bail, Result};
 use rsskit_core::keycheck::KeyUse;
-use rsskit_core::{HashConfig, L4Proto, RssKey};
-use rsskit_runtime::http::server::{ServeConfig, ServeCounters, Server, MAX_GENERATED};
+use rsskit_core::{CpuId, HashConfig, L4Proto, RssKey, RssPolicy};
+use rsskit_runtime::http::server::{ServeConfig, ServeCounters, ServeError, Server, MAX_GENERATED};
 use rsskit_runtime::rebalance::{round_line, worth_printing, DEFAULT_TARGET, MIN_SAMPLE};
-use rsskit_runtime::steer::Steer;
+use rsskit_runtime::steer::{policy_from_table, Steer};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args, Debug)]
@@ -88,7 +89,18 @@ pub struct Args {
 }
 
 fn config(a: &Args) -> Result<ServeConfig> {
-    let mut cfg = ServeConfig::new(a.bind, worker_cpus(a.cpus.as_deref())?);
+    // The one RSS policy: worker i on CPU i of --cpus, buckets round-robin
+    // or following the NIC's table, TCP hashed on the 4-tuple.
+    let cpus: Vec<CpuId> = worker_cpus(a.cpus.as_deref())?.into_iter().map(|c| CpuId(c as u32)).collect();
+    if cpus.is_empty() {
+        return Err(ServeError::NoCpus.into());
+    }
+    let policy = match &a.table {
+        Some(t) => policy_from_table(a.key.clone(), HashConfig::default(), &cpus, &t.0),
+        None => RssPolicy::new(a.key.clone(), HashConfig::default(), &cpus, None),
+    }
+    .map_err(ServeError::Policy)?;
+    let mut cfg = ServeConfig::new(a.bind, Arc::new(policy));
     cfg.steer = a.steer;
     cfg.accept_batch = a.accept_batch;
     cfg.object_size = a.object_size;
@@ -99,17 +111,15 @@ fn config(a: &Args) -> Result<ServeConfig> {
         bail!("--backlog must be positive");
     }
     cfg.backlog = a.backlog;
-    cfg.key = a.key.clone();
     cfg.defer_accept = a.defer_accept;
-    cfg.bucket_cpus = a.table.clone().map(|t| t.0);
     if a.rebalance && a.steer != Steer::Ebpf {
         bail!("--rebalance needs --steer ebpf (bucket maps that change live), not --steer {}", a.steer);
     }
     cfg.validate()?;
     // Judged for TCP over the bound family (an IPv6 socket also sees IPv4).
-    let policy = rsskit_runtime::http::server::policy(&cfg)?;
-    let key_use = KeyUse::of_proto(HashConfig::default(), L4Proto::Tcp, cfg.bind.is_ipv6(), policy.bits());
-    super::common::vet_key(&cfg.key, key_use)?;
+    let key_use =
+        KeyUse::of_proto(HashConfig::default(), L4Proto::Tcp, cfg.bind.is_ipv6(), cfg.policy.bits());
+    super::common::vet_key(cfg.policy.key(), key_use)?;
     Ok(cfg)
 }
 
@@ -136,7 +146,7 @@ pub fn run(a: Args) -> Result<()> {
         "http-serve: ready on {} ({} workers on CPUs {}, steer {steer}{program}, accept batch {batch}, object {size} B, nofile {})",
         srv.local,
         srv.cpus.len(),
-        rsskit_linux::cpulist::format(&srv.cpus),
+        rsskit_linux::cpulist::format(&srv.cpus.iter().map(|c| c.0 as usize).collect::<Vec<_>>()),
         srv.nofile
     );
     let t0 = Instant::now();
@@ -200,7 +210,7 @@ pub fn run(a: Args) -> Result<()> {
             .map(|(i, (c, cpu))| {
                 let mut v = c.to_json();
                 v["worker"] = i.into();
-                v["cpu"] = (*cpu).into();
+                v["cpu"] = cpu.0.into();
                 v
             })
             .collect();
@@ -237,7 +247,7 @@ pub fn run(a: Args) -> Result<()> {
             )
         };
         for (i, (c, cpu)) in per.iter().zip(&cpus).enumerate() {
-            row(i.to_string(), cpu.to_string(), c);
+            row(i.to_string(), cpu.0.to_string(), c);
         }
         row("total".into(), "-".into(), &total);
         if let Some(e) = &ebpf {

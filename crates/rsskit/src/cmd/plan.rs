@@ -6,7 +6,7 @@
 use super::common::print_json;
 use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::key::MICROSOFT_KEY;
-use rsskit_core::ringmap::host_cpu;
+use rsskit_core::ringmap::is_mismatch;
 use rsskit_core::{keycheck, RssKey};
 use rsskit_linux::cpulist;
 use rsskit_linux::plan::{self, DevicePlan, KeyChoice, Plan, PlanOptions};
@@ -305,9 +305,8 @@ fn device_text(s: &mut String, d: &DevicePlan) {
                 .enumerate()
                 .map(|(j, &r)| {
                     let i = row * 16 + j;
-                    let ok =
-                        ring_cpu.get(r as usize).copied().flatten() == Some(d.cpus[host_cpu(i as u32, n)]);
-                    format!("{r:>3}{}", if ok { ' ' } else { '*' })
+                    let mark = if is_mismatch(i, r as usize, &ring_cpu, &d.cpus) { '*' } else { ' ' };
+                    format!("{r:>3}{mark}")
                 })
                 .collect();
             let _ = writeln!(s, "    {:>4}:{cells}", row * 16);

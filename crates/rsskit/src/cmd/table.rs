@@ -4,7 +4,7 @@
 
 use super::common::{int_in, print_json, MAX_CPUS};
 use anyhow::{anyhow, Result};
-use rsskit_core::ringmap::{host_cpu, PlanSpec, RingmapPlan, HOST_TABLE_LEN};
+use rsskit_core::ringmap::{is_mismatch, PlanSpec, RingmapPlan, HOST_TABLE_LEN};
 use serde_json::json;
 
 #[derive(clap::Args, Debug)]
@@ -106,13 +106,14 @@ pub fn run(a: Args) -> Result<()> {
         println!("tx ring -> cpu: {}", pairs(tx.cpus()));
     }
     println!("redirect table (entry i: ring; host cpu = (i & 127) % {ncpus}; * = mismatch):");
+    let (ring_cpus, host_cpus) = p.rx.mismatch_view();
     for (row, chunk) in p.table.chunks(16).enumerate() {
         let cells: Vec<String> = chunk
             .iter()
             .enumerate()
             .map(|(j, &r)| {
                 let i = row * 16 + j;
-                let mark = if p.rx.cpus()[r] == host_cpu(i as u32, ncpus) { ' ' } else { '*' };
+                let mark = if is_mismatch(i, r, &ring_cpus, &host_cpus) { '*' } else { ' ' };
                 format!("{r:>3}{mark}")
             })
             .collect();

@@ -4,9 +4,8 @@
 
 use super::{LoadConfig, LoadError};
 use crate::udp_load::IpNet;
-use rsskit_core::finder::{find_src_ports_any, Solutions};
-use rsskit_core::toeplitz::{key_window, reference};
-use rsskit_core::{CpuId, FlowTuple, HashConfig, HashType, L4Proto, RssKey, RssPolicy, WorkerId};
+use rsskit_core::finder::{TupleQuery, Vary};
+use rsskit_core::{CpuId, HashConfig, HashType, RssKey, RssPolicy, WorkerId};
 use serde::Serialize;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::str::FromStr;
@@ -72,8 +71,8 @@ pub fn source_addresses(net: Option<&IpNet>, connections: usize) -> Vec<IpAddr> 
 }
 
 /// Destination ports (our side, in the reply `server -> client`) whose
-/// reply hash lands in one of `buckets` under `mask`: the finder's GF(2)
-/// solver over the destination-port bits.
+/// reply hash lands in one of `buckets` under `mask`: the tuple finder
+/// varying the reply's destination port.
 pub fn reply_ports(
     key: &RssKey,
     server: SocketAddr,
@@ -83,30 +82,14 @@ pub fn reply_ports(
     ports: std::ops::RangeInclusive<u16>,
 ) -> Vec<u16> {
     let ht = if server.is_ipv6() { HashType::TcpIpv6 } else { HashType::TcpIpv4 };
-    let Ok(input) = FlowTuple::new(server.ip(), server.port(), client, 0, L4Proto::Tcp).input(ht) else {
-        return Vec::new();
-    };
-    if key.len() < ht.input_len() + 4 {
-        return Vec::new();
-    }
-    let h0 = reference(key.as_bytes(), input.as_bytes());
-    // Destination port: the 16 bits after both addresses and the source
-    // port; value bit j sits at input bit off + 15 - j.
-    let off = if server.is_ipv6() { 256 + 16 } else { 64 + 16 };
-    let w: Vec<u32> = (0..16).map(|j| key_window(key.as_bytes(), off + 15 - j)).collect();
-    let mut out = Vec::new();
-    for &b in buckets {
-        if let Some(s) = Solutions::solve(&w, h0, mask, b & mask) {
-            out.extend(
-                s.in_range(u128::from(*ports.start()), u128::from(*ports.end()), 1 << 16)
-                    .into_iter()
-                    .map(|x| x as u16),
-            );
-        }
-    }
-    out.sort_unstable();
-    out.dedup();
-    out
+    let values: Vec<u32> = buckets.iter().map(|b| b & mask).collect();
+    // No port (mixed families, no solution in the range): an empty list.
+    TupleQuery::new(key, ht, server.ip(), server.port(), client, 0)
+        .vary(Vary::DstPort(ports))
+        .buckets(mask, &values)
+        .find()
+        .map(|found| found.into_iter().map(|f| f.dst_port).collect())
+        .unwrap_or_default()
 }
 
 /// Where worker `w`'s connections come from.
@@ -147,18 +130,11 @@ pub fn plan_sources_from(cfg: &LoadConfig, addrs: &[IpAddr]) -> Result<Vec<Sourc
                 let ht = if dst.is_ipv6() { HashType::TcpIpv6 } else { HashType::TcpIpv4 };
                 let mut per_addr = Vec::new();
                 for &a in addrs {
-                    let found = find_src_ports_any(
-                        &cfg.key,
-                        ht,
-                        a,
-                        dst.ip(),
-                        dst.port(),
-                        1024..=65535,
-                        server.mask(),
-                        &buckets,
-                        1 << 16,
-                    )
-                    .map_err(|source| LoadError::Finder { src: a, dst, source })?;
+                    let found = TupleQuery::new(&cfg.key, ht, a, 0, dst.ip(), dst.port())
+                        .vary(Vary::SrcPort(1024..=65535))
+                        .buckets(server.mask(), &buckets)
+                        .find()
+                        .map_err(|source| LoadError::Finder { src: a, dst, source })?;
                     per_addr
                         .push(found.into_iter().map(|f| SocketAddr::new(a, f.src_port)).collect::<Vec<_>>());
                 }
@@ -212,7 +188,7 @@ fn interleave(lists: Vec<Vec<SocketAddr>>) -> Vec<SocketAddr> {
 mod tests {
     use super::super::tests::config;
     use super::*;
-    use rsskit_core::Toeplitz;
+    use rsskit_core::{FlowTuple, L4Proto, Toeplitz};
 
     #[test]
     fn sources() {
