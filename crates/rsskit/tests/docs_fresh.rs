@@ -80,7 +80,10 @@ fn completions_subcommand_prints_the_committed_scripts() {
         let out = Command::new(BIN).args(["completions", shell]).output().unwrap();
         assert!(out.status.success(), "{shell}");
         let committed = std::fs::read(repo().join("completions").join(file)).unwrap();
-        assert!(out.stdout == committed, "rsskit completions {shell} differs from completions/{file}; {REGENERATE}");
+        assert!(
+            out.stdout == committed,
+            "rsskit completions {shell} differs from completions/{file}; {REGENERATE}"
+        );
     }
     let out = Command::new(BIN).args(["completions", "tcsh"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));

@@ -31,7 +31,10 @@ pub const GEN_DOCS: &str = "__gen-docs";
 
 /// `rsskit __gen-docs --man DIR --completions DIR`.
 #[derive(clap::Parser, Debug)]
-#[command(name = "rsskit __gen-docs", about = "Write every man page and the bash/zsh/fish completion scripts")]
+#[command(
+    name = "rsskit __gen-docs",
+    about = "Write every man page and the bash/zsh/fish completion scripts"
+)]
 pub struct GenDocsCli {
     #[command(flatten)]
     pub args: GenDocsArgs,
