@@ -25,11 +25,8 @@ fn run(script: &str, args: &[&str]) {
 #[test]
 fn debian_package_builds_installs_and_purges_cleanly() {
     // SAFETY: geteuid has no preconditions and cannot fail.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "needs root: the install test chroots into a scratch Debian root"
-    );
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(euid, 0, "needs root: the install test chroots into a scratch Debian root");
     run("scripts/package", &[]);
     run("scripts/test-package.sh", &[]);
 }
