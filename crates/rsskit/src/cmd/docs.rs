@@ -66,19 +66,43 @@ pub fn man_pages() -> Result<Vec<(String, Vec<u8>)>> {
     cmd.build();
     let source = format!("rsskit {}", env!("CARGO_PKG_VERSION"));
     let mut pages = Vec::new();
-    fn walk(cmd: &clap::Command, source: &str, pages: &mut Vec<(String, Vec<u8>)>) -> Result<()> {
+    // Every page the SUBCOMMANDS sections name exists: clap's `help`
+    // subcommands get one too, but their own subcommands (`help plan`,
+    // mirrors of the real ones) do not.
+    fn walk(
+        cmd: &clap::Command,
+        source: &str,
+        recurse: bool,
+        pages: &mut Vec<(String, Vec<u8>)>,
+    ) -> Result<()> {
         let man = clap_mangen::Man::new(cmd.clone()).section(SECTION).manual(MANUAL).source(source);
         let mut text = Vec::new();
         man.render(&mut text).context("rendering a man page")?;
+        if !recurse {
+            // A `help` page without the SUBCOMMANDS section: it would name
+            // pages (`rsskit-help-plan`) that mirror the real ones and are
+            // not generated.
+            text = without_section(&String::from_utf8_lossy(&text), "SUBCOMMANDS").into_bytes();
+        }
         pages.push((man.get_filename(), text));
-        // clap's generated `help` subcommand is not a page of its own.
-        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set() && s.get_name() != "help") {
-            walk(sub, source, pages)?;
+        if recurse {
+            for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+                walk(sub, source, sub.get_name() != "help", pages)?;
+            }
         }
         Ok(())
     }
-    walk(&cmd, &source, &mut pages)?;
+    walk(&cmd, &source, true, &mut pages)?;
     Ok(pages)
+}
+
+/// `roff` without the section `.SH NAME` up to the next `.SH`.
+fn without_section(roff: &str, name: &str) -> String {
+    let head = format!(".SH {name}\n");
+    let Some(start) = roff.find(&head) else { return roff.to_owned() };
+    let rest = &roff[start + head.len()..];
+    let end = rest.find(".SH ").map_or(roff.len(), |i| start + head.len() + i);
+    format!("{}{}", &roff[..start], &roff[end..])
 }
 
 pub fn run_completions(args: CompletionsArgs) -> Result<()> {
