@@ -54,3 +54,29 @@ fn daemonset_manifest_is_valid_kubernetes() {
     let out = Command::new(&validator).arg("--strict").arg(&bad).output().unwrap();
     assert!(!out.status.success(), "kubernetes-validate accepted a string hostPort");
 }
+
+/// packaging/deb/copyright (Debian's format) carries LICENSE-MIT's text
+/// word for word and names both licences of the workspace.
+#[test]
+fn debian_copyright_matches_the_licence_files() {
+    let copyright = std::fs::read_to_string(repo().join("packaging/deb/copyright")).unwrap();
+    let words = |s: &str| s.split_whitespace().filter(|w| *w != ".").collect::<Vec<_>>().join(" ");
+    let mit = std::fs::read_to_string(repo().join("LICENSE-MIT")).unwrap();
+    // The licence's text from "Permission" on (the header lines are fields).
+    let mit_body = &mit[mit.find("Permission is hereby granted").expect("LICENSE-MIT text")..];
+    assert!(
+        words(&copyright).contains(&words(mit_body)),
+        "packaging/deb/copyright's MIT text differs from LICENSE-MIT"
+    );
+    let holder = mit.lines().find(|l| l.starts_with("Copyright (c) ")).unwrap();
+    assert!(
+        copyright.contains(&format!("Copyright: {}", holder.trim_start_matches("Copyright (c) "))),
+        "packaging/deb/copyright does not name {holder:?}"
+    );
+    let workspace = std::fs::read_to_string(repo().join("Cargo.toml")).unwrap();
+    assert!(workspace.contains("license = \"MIT OR Apache-2.0\""));
+    assert!(copyright.contains("License: MIT or Apache-2.0\n"));
+    assert!(std::fs::read_to_string(repo().join("LICENSE-APACHE"))
+        .unwrap()
+        .contains("Version 2.0, January 2004"));
+}
