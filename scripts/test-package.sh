@@ -3,6 +3,8 @@
 # and a C developer would meet them, the install in a clean Debian root
 # (never on this machine):
 #   lintian: no errors (the warnings kept are listed in docs/PACKAGING.md);
+#   /usr/bin/rsskit has no debug info or symbol table; /etc/rsskit/README is
+#   a conffile;
 #   a minbase bookworm root (mmdebstrap, with man-db and bash-completion;
 #   cached as target/pkgtest/bookworm-minbase.tar, so reruns are fast);
 #   the C example compiles and links against rsskit-dev's library, header and
@@ -21,7 +23,7 @@ for f in "$deb" "$dev_deb"; do
   [ -f "$f" ] || { echo "test-package: $f missing: run scripts/package first" >&2; exit 1; }
 done
 [ "$(id -u)" -eq 0 ] || { echo "test-package: needs root (chroot into a scratch Debian root)" >&2; exit 1; }
-for tool in lintian mmdebstrap dpkg-deb pkg-config cc; do
+for tool in lintian mmdebstrap dpkg-deb pkg-config cc readelf; do
   command -v "$tool" >/dev/null || { echo "test-package: $tool missing: run scripts/install-deps.sh" >&2; exit 1; }
 done
 fail() { echo "test-package: FAIL: $*" >&2; exit 1; }
@@ -52,6 +54,13 @@ committed=$(find docs/man -name '*.8' | wc -l)
 work=$(mktemp -d /tmp/rsskit-pkgtest.XXXXXX)
 root="$work/root"
 trap 'rm -rf --one-file-system "$work"' EXIT
+
+echo "== /usr/bin/rsskit stripped, /etc/rsskit/README a conffile"
+dpkg-deb -x "$deb" "$work/main"
+sections=$(readelf -S --wide "$work/main/usr/bin/rsskit")
+if grep -q -E '\.debug_info|\.symtab' <<<"$sections"; then fail "/usr/bin/rsskit has debug info or a symbol table"; fi
+dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles | grep -qx /etc/rsskit/README ||
+  fail "/etc/rsskit/README is not a conffile"
 
 echo "== the C example against rsskit-dev (pkg-config --static)"
 dpkg-deb -x "$dev_deb" "$work/deb"
