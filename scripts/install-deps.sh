@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Debian packages the build and the tests need, installed when missing (as
 # root): `ip` for namespaces and veths, nginx as the HTTP peer, clang and
-# libbpf's headers to compile the eBPF programs in crates/rsskit-linux/bpf.
+# libbpf's headers to compile the eBPF programs in crates/rsskit-linux/bpf;
+# for the Debian package test (scripts/test-package.sh): lintian, mmdebstrap,
+# pkg-config; python3-venv for the Kubernetes manifest validator (PyPI).
 #
 # Installing nginx must not start the package's service (tests start their
 # own nginx, and port 80 may be someone else's): while apt-get runs, a
@@ -11,6 +13,10 @@
 # RSSKIT_POLICY_RC_D overrides the policy file's path (for the test of this
 # script, crates/rsskit/tests/install_deps.rs).
 set -euo pipefail
+# The repository root, without dirname (the test of this script runs it with a PATH of stubs only).
+here=${BASH_SOURCE[0]}
+[[ $here == */* ]] || here=./$here
+cd "${here%/*}/.."
 need=()
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx)
@@ -27,6 +33,11 @@ command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
 command -v cpio >/dev/null 2>&1 || need+=(cpio)
 command -v ethtool >/dev/null 2>&1 || [ -x /usr/sbin/ethtool ] || need+=(ethtool)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+command -v lintian >/dev/null 2>&1 || need+=(lintian)
+command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
+command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+command -v dpkg-shlibdeps >/dev/null 2>&1 || need+=(dpkg-dev)
+python3 -c 'import ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "== installing: ${need[*]}"
@@ -68,4 +79,13 @@ if [ ! -x "$prom/usr/bin/promtool" ] || [ ! -x "$prom/usr/bin/prometheus" ]; the
   else
     echo "warning: $prom missing and not root: the agent metrics tests will fail" >&2
   fi
+fi
+
+# The Kubernetes schema validator for deploy/kubernetes (tests/package_deb.rs),
+# pinned, in a venv under target/ (Debian's python refuses system-wide pip).
+validator=target/tools/venv/bin/kubernetes-validate
+if [ ! -x "$validator" ]; then
+  echo "== installing kubernetes-validate (PyPI) into target/tools/venv"
+  python3 -m venv target/tools/venv
+  target/tools/venv/bin/pip install --quiet --disable-pip-version-check kubernetes-validate==1.37.0
 fi

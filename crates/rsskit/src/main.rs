@@ -64,9 +64,17 @@ enum Command {
     /// Micro-benchmarks.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
+    /// Print the shell completion script (bash, zsh, fish, ...) to stdout.
+    Completions(cmd::docs::CompletionsArgs),
 }
 
 fn main() -> ExitCode {
+    // Maintainers' generator, kept out of `Cli` so that it appears in no
+    // man page or completion script (clap completes hidden subcommands too).
+    if std::env::args_os().nth(1).is_some_and(|a| a == cmd::docs::GEN_DOCS) {
+        let args = cmd::docs::GenDocsCli::parse_from(std::env::args_os().skip(1));
+        return exit_code(cmd::docs::run_gen_docs(args.args));
+    }
     let cli = Cli::parse();
     // `--key` is judged by each command once it knows how it uses the key.
     cmd::common::set_allow_weak_key(cli.allow_weak_key);
@@ -92,7 +100,12 @@ fn main() -> ExitCode {
         Command::Steer(a) => cmd::steer::run(a),
         Command::Run(a) => cmd::run::run(a),
         Command::XdpSteer(a) => cmd::xdp_steer::run(a),
+        Command::Completions(a) => cmd::docs::run_completions(a),
     };
+    exit_code(result)
+}
+
+fn exit_code(result: anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -182,6 +182,8 @@ fn baselines(cmd: &str, fx: &Fixtures) -> Option<Vec<Vec<String>>> {
             ],
         ],
         "info" => vec![vec!["--iface", "lo"]],
+        // No value flags: only its baseline runs (prints the script).
+        "completions" => vec![vec!["bash"]],
         "udp-echo" => vec![vec!["--bind", "127.0.0.1:0", "--cpus", "0", "--duration", "0.3"]],
         "udp-load" => {
             vec![vec!["--target", "127.0.0.1:9", "--count", "2", "--drain", "0.2", "--server-cpus", "2"]]

@@ -8,6 +8,7 @@ pub mod check;
 pub mod check_live;
 pub mod common;
 pub mod demo;
+pub mod docs;
 pub mod find;
 pub mod firewall;
 pub mod hash;
