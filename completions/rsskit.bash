@@ -16,6 +16,9 @@ _rsskit() {
             ",$1")
                 cmd="rsskit"
                 ;;
+            rsskit,agent)
+                cmd="rsskit__subcmd__agent"
+                ;;
             rsskit,apply)
                 cmd="rsskit__subcmd__apply"
                 ;;
@@ -52,6 +55,9 @@ _rsskit() {
             rsskit,info)
                 cmd="rsskit__subcmd__info"
                 ;;
+            rsskit,persist)
+                cmd="rsskit__subcmd__persist"
+                ;;
             rsskit,pipeline)
                 cmd="rsskit__subcmd__pipeline"
                 ;;
@@ -79,9 +85,6 @@ _rsskit() {
             rsskit,xdp-steer)
                 cmd="rsskit__subcmd__xdp__subcmd__steer"
                 ;;
-            rsskit__subcmd__bench,classify)
-                cmd="rsskit__subcmd__bench__subcmd__classify"
-                ;;
             rsskit__subcmd__bench,firewall)
                 cmd="rsskit__subcmd__bench__subcmd__firewall"
                 ;;
@@ -91,9 +94,6 @@ _rsskit() {
             rsskit__subcmd__bench,toeplitz)
                 cmd="rsskit__subcmd__bench__subcmd__toeplitz"
                 ;;
-            rsskit__subcmd__bench__subcmd__help,classify)
-                cmd="rsskit__subcmd__bench__subcmd__help__subcmd__classify"
-                ;;
             rsskit__subcmd__bench__subcmd__help,firewall)
                 cmd="rsskit__subcmd__bench__subcmd__help__subcmd__firewall"
                 ;;
@@ -102,6 +102,9 @@ _rsskit() {
                 ;;
             rsskit__subcmd__bench__subcmd__help,toeplitz)
                 cmd="rsskit__subcmd__bench__subcmd__help__subcmd__toeplitz"
+                ;;
+            rsskit__subcmd__help,agent)
+                cmd="rsskit__subcmd__help__subcmd__agent"
                 ;;
             rsskit__subcmd__help,apply)
                 cmd="rsskit__subcmd__help__subcmd__apply"
@@ -139,6 +142,9 @@ _rsskit() {
             rsskit__subcmd__help,info)
                 cmd="rsskit__subcmd__help__subcmd__info"
                 ;;
+            rsskit__subcmd__help,persist)
+                cmd="rsskit__subcmd__help__subcmd__persist"
+                ;;
             rsskit__subcmd__help,pipeline)
                 cmd="rsskit__subcmd__help__subcmd__pipeline"
                 ;;
@@ -166,14 +172,44 @@ _rsskit() {
             rsskit__subcmd__help,xdp-steer)
                 cmd="rsskit__subcmd__help__subcmd__xdp__subcmd__steer"
                 ;;
-            rsskit__subcmd__help__subcmd__bench,classify)
-                cmd="rsskit__subcmd__help__subcmd__bench__subcmd__classify"
-                ;;
             rsskit__subcmd__help__subcmd__bench,firewall)
                 cmd="rsskit__subcmd__help__subcmd__bench__subcmd__firewall"
                 ;;
             rsskit__subcmd__help__subcmd__bench,toeplitz)
                 cmd="rsskit__subcmd__help__subcmd__bench__subcmd__toeplitz"
+                ;;
+            rsskit__subcmd__help__subcmd__persist,apply)
+                cmd="rsskit__subcmd__help__subcmd__persist__subcmd__apply"
+                ;;
+            rsskit__subcmd__help__subcmd__persist,list)
+                cmd="rsskit__subcmd__help__subcmd__persist__subcmd__list"
+                ;;
+            rsskit__subcmd__help__subcmd__persist,remove)
+                cmd="rsskit__subcmd__help__subcmd__persist__subcmd__remove"
+                ;;
+            rsskit__subcmd__persist,apply)
+                cmd="rsskit__subcmd__persist__subcmd__apply"
+                ;;
+            rsskit__subcmd__persist,help)
+                cmd="rsskit__subcmd__persist__subcmd__help"
+                ;;
+            rsskit__subcmd__persist,list)
+                cmd="rsskit__subcmd__persist__subcmd__list"
+                ;;
+            rsskit__subcmd__persist,remove)
+                cmd="rsskit__subcmd__persist__subcmd__remove"
+                ;;
+            rsskit__subcmd__persist__subcmd__help,apply)
+                cmd="rsskit__subcmd__persist__subcmd__help__subcmd__apply"
+                ;;
+            rsskit__subcmd__persist__subcmd__help,help)
+                cmd="rsskit__subcmd__persist__subcmd__help__subcmd__help"
+                ;;
+            rsskit__subcmd__persist__subcmd__help,list)
+                cmd="rsskit__subcmd__persist__subcmd__help__subcmd__list"
+                ;;
+            rsskit__subcmd__persist__subcmd__help,remove)
+                cmd="rsskit__subcmd__persist__subcmd__help__subcmd__remove"
                 ;;
             *)
                 ;;
@@ -182,7 +218,7 @@ _rsskit() {
 
     case "${cmd}" in
         rsskit)
-            opts="-h -V --allow-weak-key --help --version hash table find info plan apply check udp-echo udp-load demo http-serve http-load firewall pipeline steer run top xdp-steer bench completions help"
+            opts="-h -V --allow-weak-key --help --version hash table find info plan apply check persist agent udp-echo udp-load demo http-serve http-load firewall pipeline steer run top xdp-steer bench completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -195,8 +231,42 @@ _rsskit() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        rsskit__subcmd__agent)
+            opts="-h --root --lock-wait --interval --metrics --once --sysroot --allow-weak-key --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --lock-wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --interval)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --metrics)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sysroot)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         rsskit__subcmd__apply)
-            opts="-h --iface --cpus --unit --key --rps-flow-cnt --rps-sock-flow-entries --hash-fields --software-rss --rebalance --sysroot --dry-run --save --restore --allow-weak-key --help"
+            opts="-h --iface --cpus --unit --key --rps-flow-cnt --rps-sock-flow-entries --hash-fields --software-rss --rebalance --sysroot --dry-run --save --restore --persist --root --lock-wait --allow-weak-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -250,6 +320,14 @@ _rsskit() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --lock-wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -258,58 +336,12 @@ _rsskit() {
             return 0
             ;;
         rsskit__subcmd__bench)
-            opts="-h --allow-weak-key --help toeplitz firewall classify help"
+            opts="-h --allow-weak-key --help toeplitz firewall help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        rsskit__subcmd__bench__subcmd__classify)
-            opts="-h --entries --buckets --packets --ring --stride --rounds --batch --workers --json --fresh --allow-weak-key --help"
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                --entries)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --buckets)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --packets)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --ring)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --stride)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --rounds)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --batch)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --workers)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -360,22 +392,8 @@ _rsskit() {
             return 0
             ;;
         rsskit__subcmd__bench__subcmd__help)
-            opts="toeplitz firewall classify help"
+            opts="toeplitz firewall help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        rsskit__subcmd__bench__subcmd__help__subcmd__classify)
-            opts=""
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -468,7 +486,7 @@ _rsskit() {
             return 0
             ;;
         rsskit__subcmd__check)
-            opts="-h --iface --json --probe --probe-flows --sysroot --allow-weak-key --help"
+            opts="-h --iface --json --probe --probe-flows --sysroot --live --seconds --packets --allow-weak-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -487,6 +505,14 @@ _rsskit() {
                     return 0
                     ;;
                 --sysroot)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --seconds)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --packets)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -674,7 +700,7 @@ _rsskit() {
             return 0
             ;;
         rsskit__subcmd__hash)
-            opts="-h --src --dst --proto --key --bits --cpus --iface --json --allow-weak-key --help"
+            opts="-h --src --dst --proto --key --bits --cpus --iface --flows --json --allow-weak-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -708,6 +734,10 @@ _rsskit() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --flows)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -716,8 +746,22 @@ _rsskit() {
             return 0
             ;;
         rsskit__subcmd__help)
-            opts="hash table find info plan apply check udp-echo udp-load demo http-serve http-load firewall pipeline steer run top xdp-steer bench completions help"
+            opts="hash table find info plan apply check persist agent udp-echo udp-load demo http-serve http-load firewall pipeline steer run top xdp-steer bench completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rsskit__subcmd__help__subcmd__agent)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -744,22 +788,8 @@ _rsskit() {
             return 0
             ;;
         rsskit__subcmd__help__subcmd__bench)
-            opts="toeplitz firewall classify"
+            opts="toeplitz firewall"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        rsskit__subcmd__help__subcmd__bench__subcmd__classify)
-            opts=""
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -928,6 +958,62 @@ _rsskit() {
         rsskit__subcmd__help__subcmd__info)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rsskit__subcmd__help__subcmd__persist)
+            opts="list apply remove"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rsskit__subcmd__help__subcmd__persist__subcmd__apply)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rsskit__subcmd__help__subcmd__persist__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rsskit__subcmd__help__subcmd__persist__subcmd__remove)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1201,6 +1287,168 @@ _rsskit() {
             fi
             case "${prev}" in
                 --iface)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rsskit__subcmd__persist)
+            opts="-h --allow-weak-key --help list apply remove help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rsskit__subcmd__persist__subcmd__apply)
+            opts="-h --root --lock-wait --sysroot --allow-weak-key --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --lock-wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sysroot)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rsskit__subcmd__persist__subcmd__help)
+            opts="list apply remove help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rsskit__subcmd__persist__subcmd__help__subcmd__apply)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rsskit__subcmd__persist__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rsskit__subcmd__persist__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rsskit__subcmd__persist__subcmd__help__subcmd__remove)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rsskit__subcmd__persist__subcmd__list)
+            opts="-h --root --lock-wait --sysroot --allow-weak-key --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --lock-wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sysroot)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rsskit__subcmd__persist__subcmd__remove)
+            opts="-h --root --lock-wait --sysroot --allow-weak-key --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --lock-wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sysroot)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1516,7 +1764,7 @@ _rsskit() {
             return 0
             ;;
         rsskit__subcmd__udp__subcmd__echo)
-            opts="-h --bind --cpus --steer --sink --batch --flush-packets --flush-bytes --udp-4tuple --key --bits --rcvbuf --duration --json --table --rebalance --rebalance-every --plot --allow-weak-key --help"
+            opts="-h --bind --cpus --steer --sink --batch --flush-packets --flush-bytes --udp-4tuple --key --bits --rcvbuf --duration --json --table --rebalance --rebalance-every --no-offload --plot --allow-weak-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1582,7 +1830,7 @@ _rsskit() {
             return 0
             ;;
         rsskit__subcmd__udp__subcmd__load)
-            opts="-h --target --streams --size --rate --max --duration --count --window --burst --spread-buckets --udp-4tuple --key --bits --server-cpus --src-net --threads --client-cpus --drain --json --plot --allow-weak-key --help"
+            opts="-h --target --streams --size --rate --max --duration --count --window --burst --gso --no-offload --spread-buckets --udp-4tuple --key --bits --server-cpus --src-net --threads --client-cpus --drain --no-owner-check --json --plot --allow-weak-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1617,6 +1865,10 @@ _rsskit() {
                     return 0
                     ;;
                 --burst)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --gso)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
