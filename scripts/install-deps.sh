@@ -69,7 +69,7 @@ fi
 # installed (installing it would enable and start a prometheus service).
 prom=/opt/rsskit-deps/prometheus
 if [ ! -x "$prom/usr/bin/promtool" ] || [ ! -x "$prom/usr/bin/prometheus" ]; then
-  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1 && command -v dpkg-deb >/dev/null 2>&1; then
     echo "== extracting Debian's prometheus package to $prom"
     tmp=$(mktemp -d)
     (cd "$tmp" && apt-get download -qq prometheus >/dev/null 2>&1 || { apt-get update -qq && apt-get download -qq prometheus >/dev/null; })
@@ -77,14 +77,16 @@ if [ ! -x "$prom/usr/bin/promtool" ] || [ ! -x "$prom/usr/bin/prometheus" ]; the
     dpkg-deb -x "$tmp"/prometheus_*.deb "$prom"
     rm -rf "$tmp"
   else
-    echo "warning: $prom missing and not root: the agent metrics tests will fail" >&2
+    echo "warning: $prom missing (not root, or no apt-get or dpkg-deb): the agent metrics tests will fail" >&2
   fi
 fi
 
 # The Kubernetes schema validator for deploy/kubernetes (tests/package_deb.rs),
 # pinned, in a venv under target/ (Debian's python refuses system-wide pip).
 validator=target/tools/venv/bin/kubernetes-validate
-if [ ! -x "$validator" ]; then
+if [ ! -x "$validator" ] && ! command -v python3 >/dev/null 2>&1; then
+  echo "warning: no python3: the Kubernetes manifest test will fail" >&2
+elif [ ! -x "$validator" ]; then
   echo "== installing kubernetes-validate (PyPI) into target/tools/venv"
   python3 -m venv target/tools/venv
   target/tools/venv/bin/pip install --quiet --disable-pip-version-check kubernetes-validate==1.37.0
