@@ -49,7 +49,9 @@ pub struct Counters {
     pub batches: u64,
     /// Misdirected datagrams: in `cpu` steering, processed by the kernel on
     /// another CPU than the worker's; otherwise, of a bucket the worker
-    /// does not own.
+    /// does not own (with live buckets, `--rebalance`: not one the worker
+    /// owned when its socket was last empty, i.e. not one in flight during
+    /// a move; `unowned - misdirected` counts those).
     pub misdirected: u64,
     /// Datagrams of a bucket the worker does not own (every mode).
     pub unowned: u64,

@@ -754,8 +754,11 @@ fn run_worker(ctx: &WorkerCtx, plan: Plan, socks: Vec<RxSocket>) -> io::Result<C
         ),
         me: ctx.index as u32,
         my_cpu: ctx.cpu as u16,
+        owners_at_drain: Vec::new(),
+        owners_before_read: Vec::new(),
         plan,
     };
+    read_owners(&w.plan, &mut w.owners_at_drain);
     let reply = &socks[0].sock;
     let mut errors = 0u32;
     if socks.len() == 1 {
@@ -764,16 +767,21 @@ fn run_worker(ctx: &WorkerCtx, plan: Plan, socks: Vec<RxSocket>) -> io::Result<C
         // MSG_DONTWAIT, and an empty queue flushes them ("idle").
         let rs = &socks[0];
         while !ctx.stopping() {
+            read_owners(&w.plan, &mut w.owners_before_read);
             match w.rx.recv(&rs.sock, !w.tx.is_empty()) {
                 Ok(n) => {
                     errors = 0;
                     w.handle(rs, reply, n, &mut c);
-                    if n < w.plan.batch && !w.tx.is_empty() {
+                    if n < w.plan.batch {
                         // The queue ran dry within this call: nothing more to read.
-                        w.flush(reply, &mut c, FlushReason::Idle);
+                        std::mem::swap(&mut w.owners_at_drain, &mut w.owners_before_read);
+                        if !w.tx.is_empty() {
+                            w.flush(reply, &mut c, FlushReason::Idle);
+                        }
                     }
                 }
                 Err(e) if transient(&e) => {
+                    std::mem::swap(&mut w.owners_at_drain, &mut w.owners_before_read);
                     if !w.tx.is_empty() {
                         w.flush(reply, &mut c, FlushReason::Idle);
                     }
@@ -829,6 +837,15 @@ fn run_worker(ctx: &WorkerCtx, plan: Plan, socks: Vec<RxSocket>) -> io::Result<C
     Ok(c)
 }
 
+/// Copies the live bucket -> worker map as it is now into `into` (left
+/// empty without live buckets; no allocation once it has its size).
+fn read_owners(plan: &Plan, into: &mut Vec<u32>) {
+    into.clear();
+    if let Some(o) = &plan.owners {
+        into.extend(o.iter().map(|w| w.load(Relaxed)));
+    }
+}
+
 /// A receive error that is not "nothing to read": tolerated (after a
 /// short pause, e.g. `ENOBUFS`/`ENOMEM` under memory pressure) unless it
 /// keeps happening, then the worker stops with it.
@@ -854,6 +871,15 @@ struct WorkerState {
     me: u32,
     my_cpu: u16,
     plan: Plan,
+    /// Live buckets (`plan.owners`): bucket -> worker as it was just before
+    /// the last read that left this worker's socket empty. Every datagram
+    /// read since was queued after that moment, so one of a bucket this
+    /// worker owned then was steered here by the program before the bucket
+    /// moved away: in flight during a move, not misdirected (it still
+    /// counts as `unowned`).
+    owners_at_drain: Vec<u32>,
+    /// The same, read just before the current read.
+    owners_before_read: Vec<u32>,
 }
 
 impl WorkerState {
@@ -913,9 +939,10 @@ impl WorkerState {
             };
             let unowned = owner != WorkerId(self.me);
             c.unowned += u64::from(unowned) * dgrams;
+            let in_flight = unowned && self.owners_at_drain.get(bucket as usize) == Some(&self.me);
             let misdirected = match self.plan.mode {
                 Steer::Cpu => rs.kernel_cpu != self.my_cpu,
-                _ => unowned,
+                _ => unowned && !in_flight,
             };
             c.misdirected += u64::from(misdirected) * dgrams;
             let stamp = ServerStamp {
@@ -924,7 +951,7 @@ impl WorkerState {
                 bucket: bucket as u16,
                 kernel_cpu: rs.kernel_cpu,
                 hash,
-                flags: if unowned { FLAG_MISDIRECTED } else { 0 },
+                flags: if unowned && !in_flight { FLAG_MISDIRECTED } else { 0 },
             };
             let d = self.rx.data_mut(i);
             for r in segments(len, seg) {
