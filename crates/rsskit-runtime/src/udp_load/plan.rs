@@ -237,18 +237,12 @@ pub fn plan_with<H: Host>(cfg: &LoadConfig, host: &mut H) -> Result<Vec<Stream<H
         let src = host.route_source(target)?;
         for i in 0..cfg.streams {
             let bucket = bucket_of(i);
-            let found = finder::find_src_ports(
-                t.policy().key(),
-                ht,
-                src,
-                target.ip(),
-                target.port(),
-                1024..=65535,
-                mask,
-                bucket,
-                256,
-            )
-            .map_err(|e| UdpLoadError::Finder { bucket, msg: e.to_string() })?;
+            let found = finder::TupleQuery::new(t.policy().key(), ht, src, 0, target.ip(), target.port())
+                .vary(finder::Vary::SrcPort(1024..=65535))
+                .bucket(mask, bucket)
+                .max(256)
+                .find()
+                .map_err(|e| UdpLoadError::Finder { bucket, msg: e.to_string() })?;
             let mut ok = None;
             for f in found {
                 if let Some(s) = host.bind(SocketAddr::new(f.src, f.src_port), target)? {
@@ -276,19 +270,13 @@ pub fn plan_with<H: Host>(cfg: &LoadConfig, host: &mut H) -> Result<Vec<Stream<H
             let locals: HashSet<IpAddr> = host.local_addrs(ipv6).into_iter().collect();
             for i in 0..cfg.streams {
                 let bucket = bucket_of(i);
-                let found = finder::find_src_addrs(
-                    t.policy().key(),
-                    ht,
-                    net.addr,
-                    net.prefix_len,
-                    0,
-                    target.ip(),
-                    target.port(),
-                    mask,
-                    bucket,
-                    4096,
-                )
-                .map_err(|e| UdpLoadError::Finder { bucket, msg: format!("in {net}: {e}") })?;
+                let found =
+                    finder::TupleQuery::new(t.policy().key(), ht, net.addr, 0, target.ip(), target.port())
+                        .vary(finder::Vary::SrcAddr { prefix_len: net.prefix_len })
+                        .bucket(mask, bucket)
+                        .max(4096)
+                        .find()
+                        .map_err(|e| UdpLoadError::Finder { bucket, msg: format!("in {net}: {e}") })?;
                 // Addresses assigned here first, then any other (127/8 and
                 // AnyIP routes make a whole prefix bindable).
                 let (mine, others): (Vec<IpAddr>, Vec<IpAddr>) = found
