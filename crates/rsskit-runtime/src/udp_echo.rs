@@ -108,7 +108,7 @@ pub struct EchoConfig {
     /// [`RssPolicy::worker_cpus`] (worker `i` on the `i`-th), the key, the
     /// hash types (UDP 2-tuple by default, as FreeBSD) and bucket -> worker
     /// (round-robin, or a NIC's table through
-    /// [`crate::steer::policy_from_table`]). The server keeps its own copy:
+    /// [`RssPolicy::from_table`]). The server keeps its own copy:
     /// live bucket moves change that one.
     pub policy: Arc<RssPolicy>,
     /// How datagrams reach workers.

@@ -1,11 +1,11 @@
 //! `rsskit udp-echo`: the per-CPU UDP echo (or sink) server.
 
 use super::common::{
-    cpu_list_arg, int_in, print_json, seconds, seconds_arg, stop_on_signals, worker_cpus, UdpHashArgs,
+    cpu_list_arg, int_in, print_json, seconds, seconds_arg, stop_on_signals, worker_cpu_ids, UdpHashArgs,
 };
 use anyhow::{anyhow, bail, Result};
 use rsskit_core::keycheck::KeyUse;
-use rsskit_core::{CpuId, L4Proto, RssPolicy};
+use rsskit_core::{L4Proto, RssPolicy};
 use rsskit_runtime::rebalance::{round_line, worth_printing, DEFAULT_TARGET, MIN_SAMPLE};
 use rsskit_runtime::stats::Counters;
 use rsskit_runtime::steer::Steer;
@@ -96,7 +96,7 @@ fn parse_bind(s: &str) -> Result<SocketAddr> {
 
 pub fn run(a: Args) -> Result<()> {
     let bind = parse_bind(&a.bind)?;
-    let cpus: Vec<CpuId> = worker_cpus(a.cpus.as_deref())?.into_iter().map(|c| CpuId(c as u32)).collect();
+    let cpus = worker_cpu_ids(a.cpus.as_deref())?;
     if a.batch == 0 {
         bail!("--batch must be at least 1");
     }
@@ -111,7 +111,7 @@ pub fn run(a: Args) -> Result<()> {
     let hash = a.hash.hash_config();
     let policy = match &a.table {
         None => RssPolicy::new(a.hash.key.clone(), hash, &cpus, a.hash.bits),
-        Some(t) => rsskit_runtime::steer::policy_from_table(a.hash.key.clone(), hash, &cpus, &t.0),
+        Some(t) => RssPolicy::from_table(a.hash.key.clone(), hash, &cpus, &t.0),
     }
     .map_err(|e| anyhow!("{e}"))?;
     // Judged for the UDP hash types of the bound family and the server's
