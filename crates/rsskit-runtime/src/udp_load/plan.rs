@@ -4,7 +4,7 @@
 //! choice itself is tested without sockets.
 
 use super::{LoadConfig, UdpLoadError};
-use rsskit_core::{finder, CpuId, FlowTuple, HashConfig, HashType, L4Proto, RssKey, RssPolicy, WorkerId};
+use rsskit_core::{finder, CpuId, FlowTuple, HashType, L4Proto, RssPolicy, WorkerId};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::collections::{BTreeMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -20,15 +20,9 @@ pub struct ServerTable {
 }
 
 impl ServerTable {
-    /// Table over `cpus` with `bits` bucket bits (default FreeBSD's).
-    pub fn new(key: RssKey, hash_config: HashConfig, cpus: Vec<usize>, bits: Option<u32>) -> Result<Self> {
-        let cpus: Vec<CpuId> = cpus.iter().map(|&c| CpuId(c as u32)).collect();
-        let policy =
-            RssPolicy::new(key, hash_config, &cpus, bits).map_err(|e| UdpLoadError::Table(e.to_string()))?;
-        Ok(ServerTable { policy })
-    }
-
-    /// The table of a server whose policy is known (the demo's own server).
+    /// The table of the server's policy, built once by the caller (the
+    /// CLI from `--server-cpus`, `--key`, `--bits`; the demo from its own
+    /// server).
     pub fn from_policy(policy: RssPolicy) -> Self {
         ServerTable { policy }
     }
