@@ -512,56 +512,6 @@ struct Model {
     base: Found,
 }
 
-/// Source ports in `ports` whose flow `src:port -> dst:dst_port` (hash type
-/// `ht`) has `(hash & mask) == value`. At most `max` results, ascending
-/// port order. A shorthand for a [`TupleQuery`] varying the source port.
-///
-/// For a 2-tuple hash type the port does not enter the hash: then either
-/// every port in the range matches or none does.
-#[allow(clippy::too_many_arguments)]
-pub fn find_src_ports(
-    key: &RssKey,
-    ht: HashType,
-    src: IpAddr,
-    dst: IpAddr,
-    dst_port: u16,
-    ports: RangeInclusive<u16>,
-    mask: u32,
-    value: u32,
-    max: usize,
-) -> Result<Vec<Found>, FindError> {
-    TupleQuery::new(key, ht, src, 0, dst, dst_port)
-        .vary(Vary::SrcPort(ports))
-        .bucket(mask, value)
-        .max(max)
-        .find()
-}
-
-/// Source addresses in `net/prefix_len` whose flow (`src_port` fixed) has
-/// `(hash & mask) == value`. At most `max` results, ascending address order.
-/// Host bits set in `net` are ignored. Every address of the prefix is a
-/// candidate, including its first and last. A shorthand for a
-/// [`TupleQuery`] varying the source address.
-#[allow(clippy::too_many_arguments)]
-pub fn find_src_addrs(
-    key: &RssKey,
-    ht: HashType,
-    net: IpAddr,
-    prefix_len: u8,
-    src_port: u16,
-    dst: IpAddr,
-    dst_port: u16,
-    mask: u32,
-    value: u32,
-    max: usize,
-) -> Result<Vec<Found>, FindError> {
-    TupleQuery::new(key, ht, net, src_port, dst, dst_port)
-        .vary(Vary::SrcAddr { prefix_len })
-        .bucket(mask, value)
-        .max(max)
-        .find()
-}
-
 fn addr_to_u128(a: IpAddr) -> u128 {
     match a {
         IpAddr::V4(v) => u128::from(u32::from(v)),

@@ -273,6 +273,23 @@ mod tests {
     use alloc::vec::Vec;
     use std::net::IpAddr;
 
+    #[test]
+    fn buckets_follow_the_table() {
+        let cpus = [CpuId(3), CpuId(5)];
+        let table = |t: &[u32]| t.iter().map(|&c| CpuId(c)).collect::<Vec<_>>();
+        let from =
+            |t: &[u32]| RssPolicy::from_table(RssKey::microsoft(), HashConfig::default(), &cpus, &table(t));
+        let p = from(&[5, 5, 3, 5]).unwrap();
+        assert_eq!(p.buckets(), 4);
+        let owners: Vec<u32> = (0..4).map(|b| p.worker_of_bucket(b).0).collect();
+        assert_eq!(owners, vec![1, 1, 0, 1]);
+        assert_eq!(p.worker_of_bucket(2), WorkerId(0));
+        let e = from(&[3, 4]).unwrap_err();
+        assert!(e.to_string().contains("entry 1 goes to CPU 4"), "{e}");
+        let e = from(&[3, 3, 3]).unwrap_err();
+        assert!(e.to_string().contains("power of two"), "{e}");
+    }
+
     fn cpus(c: &[u32]) -> Vec<CpuId> {
         c.iter().map(|&c| CpuId(c)).collect()
     }

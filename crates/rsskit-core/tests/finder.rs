@@ -1,7 +1,7 @@
 //! The tuple finder against brute force, on random keys and tuples.
 
 use proptest::prelude::*;
-use rsskit_core::finder::{find_src_addrs, find_src_ports, FindError, Found, TupleQuery, Vary};
+use rsskit_core::finder::{FindError, Found, TupleQuery, Vary};
 use rsskit_core::toeplitz::reference;
 use rsskit_core::{FlowTuple, HashType, L4Proto, RssKey, Toeplitz};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -30,13 +30,21 @@ fn ports_match_brute_force_all_buckets() {
         let all: Vec<u32> = (0..=u16::MAX).map(|p| hash(&t, ht, src, p, dst, 9000)).collect();
         for bucket in 0..128u32 {
             let want: Vec<u16> = (0..=u16::MAX).filter(|&p| all[p as usize] & 127 == bucket).collect();
-            let got =
-                find_src_ports(&key, ht, src, dst, 9000, 0..=u16::MAX, 127, bucket, usize::MAX).unwrap();
+            let got = TupleQuery::new(&key, ht, src, 0, dst, 9000)
+                .vary(Vary::SrcPort(0..=u16::MAX))
+                .bucket(127, bucket)
+                .find()
+                .unwrap();
             let ports: Vec<u16> = got.iter().map(|f| f.src_port).collect();
             assert_eq!(ports, want, "{ht} bucket {bucket}");
             assert!(got.iter().all(|f| f.hash == all[f.src_port as usize] && f.src == src));
             // A window of the range, capped.
-            let got = find_src_ports(&key, ht, src, dst, 9000, 32768..=61000, 127, bucket, 5).unwrap();
+            let got = TupleQuery::new(&key, ht, src, 0, dst, 9000)
+                .vary(Vary::SrcPort(32768..=61000))
+                .bucket(127, bucket)
+                .max(5)
+                .find()
+                .unwrap();
             let want: Vec<u16> = want.into_iter().filter(|p| (32768..=61000).contains(p)).take(5).collect();
             assert_eq!(got.iter().map(|f| f.src_port).collect::<Vec<_>>(), want);
         }
@@ -56,7 +64,11 @@ fn ports_fast_enough() {
         let mut best = Duration::MAX;
         for _ in 0..3 {
             let start = Instant::now();
-            let got = find_src_ports(&key, HashType::UdpIpv4, src, dst, 9000, 1024..=65535, 127, bucket, 8)
+            let got = TupleQuery::new(&key, HashType::UdpIpv4, src, 0, dst, 9000)
+                .vary(Vary::SrcPort(1024..=65535))
+                .bucket(127, bucket)
+                .max(8)
+                .find()
                 .unwrap();
             best = best.min(start.elapsed());
             assert_eq!(got.len(), 8);
@@ -85,19 +97,11 @@ fn addrs_ipv4_slash16_brute_force() {
             .filter(|f| f.hash & 63 == bucket)
             .collect();
         // Host bits in the given network are ignored.
-        let got = find_src_addrs(
-            &key,
-            HashType::TcpIpv4,
-            v4("10.99.7.7"),
-            16,
-            4000,
-            dst,
-            80,
-            63,
-            bucket,
-            usize::MAX,
-        )
-        .unwrap();
+        let got = TupleQuery::new(&key, HashType::TcpIpv4, v4("10.99.7.7"), 4000, dst, 80)
+            .vary(Vary::SrcAddr { prefix_len: 16 })
+            .bucket(63, bucket)
+            .find()
+            .unwrap();
         assert_eq!(got, want);
     }
 }
@@ -109,8 +113,12 @@ fn addrs_ipv6_wide_prefixes() {
     let dst = v4("2001:db8::1");
     for prefix in [0u8, 1, 64, 100, 112] {
         let net = v4("2001:db8:aaaa:bbbb::");
-        let got =
-            find_src_addrs(&key, HashType::TcpIpv6, net, prefix, 5555, dst, 443, 0xff, 0x3c, 50).unwrap();
+        let got = TupleQuery::new(&key, HashType::TcpIpv6, net, 5555, dst, 443)
+            .vary(Vary::SrcAddr { prefix_len: prefix })
+            .bucket(0xff, 0x3c)
+            .max(50)
+            .find()
+            .unwrap();
         assert_eq!(got.len(), 50, "/{prefix}");
         let netbits = u128::from(match net {
             IpAddr::V6(a) => a,
@@ -134,7 +142,12 @@ fn addrs_ipv6_wide_prefixes() {
         .map(|h| IpAddr::V6(Ipv6Addr::from(u128::from(net) | h)))
         .filter(|&s| hash(&t, HashType::Ipv6, s, 0, dst, 0) & 7 == 3)
         .collect();
-    let got = find_src_addrs(&key, HashType::Ipv6, IpAddr::V6(net), 120, 0, dst, 0, 7, 3, 1000).unwrap();
+    let got = TupleQuery::new(&key, HashType::Ipv6, IpAddr::V6(net), 0, dst, 0)
+        .vary(Vary::SrcAddr { prefix_len: 120 })
+        .bucket(7, 3)
+        .max(1000)
+        .find()
+        .unwrap();
     assert_eq!(got.iter().map(|f| f.src).collect::<Vec<_>>(), want);
 }
 
@@ -144,10 +157,19 @@ fn two_tuple_ports_all_or_nothing() {
     let (src, dst) = (v4("66.9.149.187"), v4("161.142.100.80"));
     let h = reference(key.as_bytes(), &[66, 9, 149, 187, 161, 142, 100, 80]);
     assert_eq!(h, 0x323e8fc2);
-    let got = find_src_ports(&key, HashType::Ipv4, src, dst, 1766, 10..=20, 0xff, h & 0xff, 100).unwrap();
+    let got = TupleQuery::new(&key, HashType::Ipv4, src, 0, dst, 1766)
+        .vary(Vary::SrcPort(10..=20))
+        .bucket(0xff, h & 0xff)
+        .max(100)
+        .find()
+        .unwrap();
     assert_eq!(got.iter().map(|f| f.src_port).collect::<Vec<_>>(), (10..=20).collect::<Vec<_>>());
     assert!(got.iter().all(|f| f.hash == h));
-    let err = find_src_ports(&key, HashType::Ipv4, src, dst, 1766, 10..=20, 0xff, (h + 1) & 0xff, 100);
+    let err = TupleQuery::new(&key, HashType::Ipv4, src, 0, dst, 1766)
+        .vary(Vary::SrcPort(10..=20))
+        .bucket(0xff, (h + 1) & 0xff)
+        .max(100)
+        .find();
     assert_eq!(err, Err(FindError::NoSolution { what: "source port", reachable: false }));
 }
 
@@ -155,33 +177,83 @@ fn two_tuple_ports_all_or_nothing() {
 fn errors_are_named() {
     let key = RssKey::microsoft();
     let (s4, s6) = (v4("10.0.0.1"), v4("::1"));
-    let e = find_src_ports(&key, HashType::TcpIpv4, s4, s6, 80, 1..=100, 7, 1, 1).unwrap_err();
+    let e = TupleQuery::new(&key, HashType::TcpIpv4, s4, 0, s6, 80)
+        .vary(Vary::SrcPort(1..=100))
+        .bucket(7, 1)
+        .max(1)
+        .find()
+        .unwrap_err();
     assert_eq!(e, FindError::FamilyMismatch);
-    let e = find_src_ports(&key, HashType::TcpIpv6, s4, s4, 80, 1..=100, 7, 1, 1).unwrap_err();
+    let e = TupleQuery::new(&key, HashType::TcpIpv6, s4, 0, s4, 80)
+        .vary(Vary::SrcPort(1..=100))
+        .bucket(7, 1)
+        .max(1)
+        .find()
+        .unwrap_err();
     assert_eq!(e, FindError::FamilyMismatch);
     #[allow(clippy::reversed_empty_ranges)]
-    let e = find_src_ports(&key, HashType::TcpIpv4, s4, s4, 80, 100..=1, 7, 1, 1).unwrap_err();
+    let e = TupleQuery::new(&key, HashType::TcpIpv4, s4, 0, s4, 80)
+        .vary(Vary::SrcPort(100..=1))
+        .bucket(7, 1)
+        .max(1)
+        .find()
+        .unwrap_err();
     assert_eq!(e, FindError::EmptyRange);
-    let e = find_src_ports(&key, HashType::TcpIpv4, s4, s4, 80, 1..=100, 7, 9, 1).unwrap_err();
+    let e = TupleQuery::new(&key, HashType::TcpIpv4, s4, 0, s4, 80)
+        .vary(Vary::SrcPort(1..=100))
+        .bucket(7, 9)
+        .max(1)
+        .find()
+        .unwrap_err();
     assert_eq!(e, FindError::ValueOutsideMask { mask: 7, value: 9 });
-    let e = find_src_addrs(&key, HashType::TcpIpv4, s4, 33, 1, s4, 80, 7, 1, 1).unwrap_err();
+    let e = TupleQuery::new(&key, HashType::TcpIpv4, s4, 1, s4, 80)
+        .vary(Vary::SrcAddr { prefix_len: 33 })
+        .bucket(7, 1)
+        .max(1)
+        .find()
+        .unwrap_err();
     assert_eq!(e, FindError::BadPrefix { prefix_len: 33, max: 32 });
-    let e = find_src_addrs(&key, HashType::TcpIpv6, s6, 129, 1, s6, 80, 7, 1, 1).unwrap_err();
+    let e = TupleQuery::new(&key, HashType::TcpIpv6, s6, 1, s6, 80)
+        .vary(Vary::SrcAddr { prefix_len: 129 })
+        .bucket(7, 1)
+        .max(1)
+        .find()
+        .unwrap_err();
     assert_eq!(e, FindError::BadPrefix { prefix_len: 129, max: 128 });
     // A single port whose bucket is not the wanted one: no solution in the range.
     let t = Toeplitz::new(&key);
     let b = hash(&t, HashType::TcpIpv4, s4, 5000, s4, 80) & 127;
-    let e =
-        find_src_ports(&key, HashType::TcpIpv4, s4, s4, 80, 5000..=5000, 127, (b + 1) % 128, 1).unwrap_err();
+    let e = TupleQuery::new(&key, HashType::TcpIpv4, s4, 0, s4, 80)
+        .vary(Vary::SrcPort(5000..=5000))
+        .bucket(127, (b + 1) % 128)
+        .max(1)
+        .find()
+        .unwrap_err();
     assert_eq!(e, FindError::NoSolution { what: "source port", reachable: true });
     assert!(e.to_string().contains("no source port in the given range"));
     // A /32 has one candidate.
-    let e = find_src_addrs(&key, HashType::TcpIpv4, s4, 32, 5000, s4, 80, 127, (b + 1) % 128, 1).unwrap_err();
+    let e = TupleQuery::new(&key, HashType::TcpIpv4, s4, 5000, s4, 80)
+        .vary(Vary::SrcAddr { prefix_len: 32 })
+        .bucket(127, (b + 1) % 128)
+        .max(1)
+        .find()
+        .unwrap_err();
     assert_eq!(e, FindError::NoSolution { what: "source address", reachable: false });
-    let ok = find_src_addrs(&key, HashType::TcpIpv4, s4, 32, 5000, s4, 80, 127, b, 1).unwrap();
+    let ok = TupleQuery::new(&key, HashType::TcpIpv4, s4, 5000, s4, 80)
+        .vary(Vary::SrcAddr { prefix_len: 32 })
+        .bucket(127, b)
+        .max(1)
+        .find()
+        .unwrap();
     assert_eq!(ok.len(), 1);
     // max 0: nothing asked, nothing found, no error.
-    assert!(find_src_ports(&key, HashType::TcpIpv4, s4, s4, 80, 1..=100, 7, 1, 0).unwrap().is_empty());
+    assert!(TupleQuery::new(&key, HashType::TcpIpv4, s4, 0, s4, 80)
+        .vary(Vary::SrcPort(1..=100))
+        .bucket(7, 1)
+        .max(0)
+        .find()
+        .unwrap()
+        .is_empty());
 }
 
 #[test]
@@ -242,7 +314,7 @@ proptest! {
         let hi = lo.saturating_add(span);
         let want: Vec<u16> =
             (lo..=hi).filter(|&p| hash(&t, ht, src, p, dst, dport) & mask == value).take(max).collect();
-        match find_src_ports(&key, ht, src, dst, dport, lo..=hi, mask, value, max) {
+        match TupleQuery::new(&key, ht, src, 0, dst, dport).vary(Vary::SrcPort(lo..=hi)).bucket(mask, value).max(max).find() {
             Ok(got) => {
                 prop_assert_eq!(got.iter().map(|f| f.src_port).collect::<Vec<_>>(), want);
                 for f in got {
@@ -274,7 +346,7 @@ proptest! {
             .filter(|&s| hash(&t, HashType::TcpIpv4, s, sport, dst, dport) & mask == value)
             .take(max)
             .collect();
-        match find_src_addrs(&key, HashType::TcpIpv4, IpAddr::V4(net.into()), prefix, sport, dst, dport, mask, value, max) {
+        match TupleQuery::new(&key, HashType::TcpIpv4, IpAddr::V4(net.into()), sport, dst, dport).vary(Vary::SrcAddr { prefix_len: prefix }).bucket(mask, value).max(max).find() {
             Ok(got) => {
                 prop_assert_eq!(got.iter().map(|f| f.src).collect::<Vec<_>>(), want);
                 for f in got {
@@ -361,7 +433,12 @@ fn bench_solver_vs_brute_force() {
     for round in 0..5 {
         for bucket in 0..128u32 {
             let s = Instant::now();
-            let got = find_src_ports(&key, ht, src, dst, 9000, 1024..=65535, 127, bucket, 8).unwrap();
+            let got = TupleQuery::new(&key, ht, src, 0, dst, 9000)
+                .vary(Vary::SrcPort(1024..=65535))
+                .bucket(127, bucket)
+                .max(8)
+                .find()
+                .unwrap();
             solve.push(s.elapsed());
             let s = Instant::now();
             let want: Vec<u16> =
@@ -380,7 +457,11 @@ fn bench_solver_vs_brute_force() {
     );
     // All matches in the whole port range: 512 of 65536.
     let s = Instant::now();
-    let all = find_src_ports(&key, ht, src, dst, 9000, 0..=65535, 127, 77, usize::MAX).unwrap();
+    let all = TupleQuery::new(&key, ht, src, 0, dst, 9000)
+        .vary(Vary::SrcPort(0..=65535))
+        .bucket(127, 77)
+        .find()
+        .unwrap();
     let ms = s.elapsed();
     let s = Instant::now();
     let n = (0..=65535u16).filter(|&p| hash(&t, ht, src, p, dst, 9000) & 127 == 77).count();
@@ -394,7 +475,12 @@ fn bench_solver_vs_brute_force() {
     let mut solve = Vec::new();
     for bucket in 0..128u32 {
         let s = Instant::now();
-        let got = find_src_addrs(&key, ht, v4("10.0.0.0"), 8, 4000, dst, 9000, 127, bucket, 8).unwrap();
+        let got = TupleQuery::new(&key, ht, v4("10.0.0.0"), 4000, dst, 9000)
+            .vary(Vary::SrcAddr { prefix_len: 8 })
+            .bucket(127, bucket)
+            .max(8)
+            .find()
+            .unwrap();
         solve.push(s.elapsed());
         assert_eq!(got.len(), 8);
     }
@@ -402,19 +488,12 @@ fn bench_solver_vs_brute_force() {
     let mut solve = Vec::new();
     for bucket in 0..128u32 {
         let s = Instant::now();
-        let got = find_src_addrs(
-            &key,
-            HashType::UdpIpv6,
-            v4("2001:db8::"),
-            32,
-            4000,
-            v4("::1"),
-            9000,
-            127,
-            bucket,
-            8,
-        )
-        .unwrap();
+        let got = TupleQuery::new(&key, HashType::UdpIpv6, v4("2001:db8::"), 4000, v4("::1"), 9000)
+            .vary(Vary::SrcAddr { prefix_len: 32 })
+            .bucket(127, bucket)
+            .max(8)
+            .find()
+            .unwrap();
         solve.push(s.elapsed());
         assert_eq!(got.len(), 8);
     }

@@ -7,9 +7,10 @@
 use crate::steer::Steer;
 use crate::udp_echo::{EchoConfig, EchoError, EchoReport, EchoServer};
 use crate::udp_load::{self, LoadConfig, LoadReport, ServerTable, UdpLoadError};
-use rsskit_core::HashConfig;
+use rsskit_core::{CpuId, HashConfig, RssKey, RssPolicy};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Why the demo did not run.
@@ -125,10 +126,15 @@ pub struct DemoOutcome {
 /// Runs the server and the load; `on_second` sees each second's figures.
 pub fn run(cfg: &DemoConfig, stop: &AtomicBool, mut on_second: impl FnMut(&Second)) -> Result<DemoOutcome> {
     cfg.validate()?;
-    let mut ec = EchoConfig::new(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), cfg.port));
-    ec.cpus = cfg.cpus.clone();
+    // The demo is its own application: it builds the one policy (Microsoft
+    // key, buckets round-robin over the workers) that server and client share.
+    let cpus: Vec<CpuId> = cfg.cpus.iter().map(|&c| CpuId(c as u32)).collect();
+    let hash = HashConfig::default().with_udp_4tuple(cfg.udp_4tuple);
+    let policy = RssPolicy::new(RssKey::microsoft(), hash, &cpus, None)
+        .map_err(|e| DemoError::Start(EchoError::Policy(e)))?;
+    let mut ec =
+        EchoConfig::new(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), cfg.port), Arc::new(policy));
     ec.steer = Steer::Toeplitz;
-    ec.hash = HashConfig::default().with_udp_4tuple(cfg.udp_4tuple);
     let server = EchoServer::start(ec).map_err(DemoError::Start)?;
     // The client assumes exactly the server's policy.
     let table = ServerTable::from_policy(server.policy().clone());

@@ -18,7 +18,6 @@
 //! http-serve` ([`Transport::Tcp`]: the programs then see the SYN).
 
 use rsskit_core::cbpf::{cpu_program, BpfError};
-use rsskit_core::rss::RssError;
 use rsskit_core::{L4Proto, RssPolicy};
 use rsskit_linux::bpf::attach_reuseport;
 use rsskit_linux::ebpf::reuseport::{ReuseportError, ReuseportSteering};
@@ -405,39 +404,5 @@ mod tests {
             let ht = one.hash_type(st.local.is_ipv6(), L4Proto::Udp, false);
             assert_eq!(st.program_len, Some(one.toeplitz_program(ht).unwrap().len()), "{bind}");
         }
-    }
-}
-
-/// A policy whose buckets follow a NIC's table: bucket `b` (of
-/// `bucket_cpus.len()`, a power of two up to 128) owned by the worker on
-/// `bucket_cpus[b]`, so software steering and the NIC agree on every flow.
-pub fn policy_from_table(
-    key: rsskit_core::RssKey,
-    hash: rsskit_core::HashConfig,
-    worker_cpus: &[rsskit_core::CpuId],
-    bucket_cpus: &[usize],
-) -> Result<RssPolicy, RssError> {
-    let table: Vec<rsskit_core::CpuId> = bucket_cpus.iter().map(|&c| rsskit_core::CpuId(c as u32)).collect();
-    RssPolicy::from_table(key, hash, worker_cpus, &table)
-}
-
-#[cfg(test)]
-mod table_tests {
-    use super::*;
-    use rsskit_core::{CpuId, HashConfig, RssKey, WorkerId};
-
-    #[test]
-    fn buckets_follow_the_table() {
-        let cpus = [CpuId(3), CpuId(5)];
-        let table = [5, 5, 3, 5];
-        let p = policy_from_table(RssKey::microsoft(), HashConfig::default(), &cpus, &table).unwrap();
-        assert_eq!(p.buckets(), 4);
-        let owners: Vec<u32> = (0..4).map(|b| p.worker_of_bucket(b).0).collect();
-        assert_eq!(owners, vec![1, 1, 0, 1]);
-        assert_eq!(p.worker_of_bucket(2), WorkerId(0));
-        let e = policy_from_table(RssKey::microsoft(), HashConfig::default(), &cpus, &[3, 4]).unwrap_err();
-        assert!(e.to_string().contains("entry 1 goes to CPU 4"), "{e}");
-        let e = policy_from_table(RssKey::microsoft(), HashConfig::default(), &cpus, &[3, 3, 3]).unwrap_err();
-        assert!(e.to_string().contains("power of two"), "{e}");
     }
 }

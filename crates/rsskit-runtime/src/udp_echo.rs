@@ -12,7 +12,7 @@ use crate::stats::{Counters, FlushReason};
 use crate::steer::{self, Steer, SteerError, SteerSpec, Transport};
 use crate::worker::{WorkerCtx, WorkerError, Workers};
 use rsskit_core::rss::RssError;
-use rsskit_core::{CpuId, FlowTuple, HashConfig, HashType, L4Proto, RssKey, RssPolicy, WorkerId};
+use rsskit_core::{CpuId, FlowTuple, HashType, L4Proto, RssPolicy, WorkerId};
 use rsskit_linux::ebpf::reuseport::{Counters as EbpfCounters, ReuseportError};
 use rsskit_linux::snmp::{self, SocketDrops, UdpCounters};
 use rsskit_linux::socket::{self as sock, segment_count, segments, Batch, UdpOptions};
@@ -104,8 +104,13 @@ pub type Result<T, E = EchoError> = std::result::Result<T, E>;
 pub struct EchoConfig {
     /// Address and port to bind (port 0: the kernel picks one).
     pub bind: SocketAddr,
-    /// One worker per CPU, in this order (worker `i` on `cpus[i]`).
-    pub cpus: Vec<usize>,
+    /// The RSS policy, built once by the caller: one worker per CPU of
+    /// [`RssPolicy::worker_cpus`] (worker `i` on the `i`-th), the key, the
+    /// hash types (UDP 2-tuple by default, as FreeBSD) and bucket -> worker
+    /// (round-robin, or a NIC's table through
+    /// [`RssPolicy::from_table`]). The server keeps its own copy:
+    /// live bucket moves change that one.
+    pub policy: Arc<RssPolicy>,
     /// How datagrams reach workers.
     pub steer: Steer,
     /// Count only, never reply.
@@ -117,16 +122,6 @@ pub struct EchoConfig {
     /// ...or at this many bytes, or else when the receive queue is drained
     /// (see [`DEFAULT_FLUSH_PACKETS`]).
     pub flush_bytes: usize,
-    /// Which tuple is hashed (UDP 2-tuple by default, as FreeBSD).
-    pub hash: HashConfig,
-    /// RSS key.
-    pub key: RssKey,
-    /// Bucket bits (default FreeBSD's for the worker count).
-    pub bits: Option<u32>,
-    /// Bucket -> CPU (a NIC's indirection table through its queues' IRQ
-    /// CPUs, `--table nic:IF`): as many buckets as entries (a power of two,
-    /// at most 128), each owned by the worker on its CPU. Overrides `bits`.
-    pub bucket_cpus: Option<Vec<usize>>,
     /// `SO_RCVBUF` per socket, bytes ([`DEFAULT_RCVBUF`]; `None`: the
     /// kernel's default, `net.core.rmem_default`).
     pub rcvbuf: Option<usize>,
@@ -212,23 +207,19 @@ pub const DEFAULT_RCVBUF: usize = 4 << 20;
 pub const MAX_RCVBUF: usize = i32::MAX as usize / 2;
 
 impl EchoConfig {
-    /// Defaults: every online CPU, `toeplitz`, batch 32, flush when the
-    /// queue drains or at [`DEFAULT_FLUSH_PACKETS`] packets or
-    /// [`DEFAULT_FLUSH_BYTES`] bytes, UDP hashed on addresses, Microsoft key,
-    /// `SO_RCVBUF` of [`DEFAULT_RCVBUF`].
-    pub fn new(bind: SocketAddr) -> Self {
+    /// Defaults for everything but the address and the policy: `toeplitz`,
+    /// batch 32, flush when the queue drains or at [`DEFAULT_FLUSH_PACKETS`]
+    /// packets or [`DEFAULT_FLUSH_BYTES`] bytes, `SO_RCVBUF` of
+    /// [`DEFAULT_RCVBUF`].
+    pub fn new(bind: SocketAddr, policy: Arc<RssPolicy>) -> Self {
         EchoConfig {
             bind,
-            cpus: rsskit_linux::cpulist::online(),
+            policy,
             steer: Steer::Toeplitz,
             sink: false,
             batch: 32,
             flush_packets: DEFAULT_FLUSH_PACKETS,
             flush_bytes: DEFAULT_FLUSH_BYTES,
-            hash: HashConfig::default(),
-            key: RssKey::microsoft(),
-            bits: None,
-            bucket_cpus: None,
             rcvbuf: Some(DEFAULT_RCVBUF),
             sndbuf: None,
             max_datagram: 65536,
@@ -238,11 +229,12 @@ impl EchoConfig {
 
     /// The hash type of this server's datagrams.
     pub fn hash_type(&self) -> HashType {
-        self.hash.pick(self.bind.is_ipv6(), L4Proto::Udp, false)
+        self.policy.hash_type(self.bind.is_ipv6(), L4Proto::Udp, false)
     }
 
     fn validate(&self) -> Result<()> {
-        if self.cpus.is_empty() {
+        let cpus = self.policy.worker_cpus();
+        if cpus.is_empty() {
             return Err(EchoError::NoCpus);
         }
         if self.batch == 0 || self.batch > MAX_BATCH {
@@ -260,13 +252,13 @@ impl EchoConfig {
         if self.max_datagram < proto::HEADER_LEN || self.max_datagram > 1 << 20 {
             return Err(EchoError::DatagramBuffer(self.max_datagram));
         }
-        let mut seen = self.cpus.clone();
+        let mut seen = cpus.to_vec();
         seen.sort_unstable();
         seen.dedup();
-        if seen.len() != self.cpus.len() {
+        if seen.len() != cpus.len() {
             return Err(EchoError::DuplicateCpu);
         }
-        if self.cpus.iter().any(|&c| c >= u16::MAX as usize) {
+        if cpus.iter().any(|c| c.0 >= u16::MAX as u32) {
             return Err(EchoError::CpuTooLarge);
         }
         Ok(())
@@ -371,13 +363,10 @@ impl EchoServer {
     /// signal handler).
     pub fn start_with_stop(cfg: EchoConfig, stop: Arc<AtomicBool>) -> Result<EchoServer> {
         cfg.validate()?;
-        let n = cfg.cpus.len();
-        let cpus: Vec<CpuId> = cfg.cpus.iter().map(|&c| CpuId(c as u32)).collect();
-        // Buckets round-robin over workers: bucket b -> worker b % n.
-        let policy = match &cfg.bucket_cpus {
-            None => RssPolicy::new(cfg.key.clone(), cfg.hash, &cpus, cfg.bits)?,
-            Some(table) => crate::steer::policy_from_table(cfg.key.clone(), cfg.hash, &cpus, table)?,
-        };
+        // The server's own copy: live bucket moves are recorded in it.
+        let policy = RssPolicy::clone(&cfg.policy);
+        let cpus: Vec<CpuId> = policy.worker_cpus().to_vec();
+        let n = cpus.len();
         let hash_type = cfg.hash_type();
         let ipv6 = cfg.bind.is_ipv6();
         let pktinfo = cfg.bind.ip().is_unspecified();
@@ -412,7 +401,7 @@ impl EchoServer {
         let mut info: Vec<WorkerInfo> = (0..n)
             .map(|w| WorkerInfo {
                 worker: w,
-                cpu: cfg.cpus[w],
+                cpu: cpus[w].0 as usize,
                 buckets: policy.buckets_of(WorkerId(w as u32)),
                 extra_cpus: Vec::new(),
             })
@@ -440,7 +429,8 @@ impl EchoServer {
             .map_err(EchoError::Duplicate)?;
         let mut per_worker: Vec<Vec<RxSocket>> = Vec::with_capacity(n);
         for (w, sock) in st.sockets.into_iter().enumerate() {
-            let kernel_cpu = if cfg.steer == Steer::Cpu { cfg.cpus[w] as u16 } else { CPU_UNKNOWN };
+            // validate() keeps every worker CPU below u16::MAX.
+            let kernel_cpu = if cfg.steer == Steer::Cpu { cpus[w].0 as u16 } else { CPU_UNKNOWN };
             per_worker.push(vec![RxSocket { sock, kernel_cpu }]);
         }
         for (j, (cpu, sock)) in st.extra.into_iter().enumerate() {
@@ -462,9 +452,9 @@ impl EchoServer {
             gro: offload.gro,
             owners: live.as_ref().map(|l| l.owners()),
         };
-        let workers = Workers::spawn(&cfg.cpus, per_worker, stop, move |ctx, socks| {
-            run_worker(&ctx, plan.clone(), socks)
-        })?;
+        let pin: Vec<usize> = cpus.iter().map(|c| c.as_usize()).collect();
+        let workers =
+            Workers::spawn(&pin, per_worker, stop, move |ctx, socks| run_worker(&ctx, plan.clone(), socks))?;
         Ok(EchoServer {
             workers,
             info,
@@ -988,6 +978,7 @@ impl WorkerState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rsskit_core::{HashConfig, RssKey};
     use std::net::UdpSocket;
 
     fn probe(stream: u32, seq: u64, len: usize) -> Vec<u8> {
@@ -996,13 +987,29 @@ mod tests {
         b
     }
 
+    /// Microsoft key, one worker per CPU of `cpus`, buckets round-robin.
+    fn policy(cpus: &[usize], hash: HashConfig, bits: Option<u32>) -> Result<Arc<RssPolicy>, RssError> {
+        let cpus: Vec<CpuId> = cpus.iter().map(|&c| CpuId(c as u32)).collect();
+        RssPolicy::new(RssKey::microsoft(), hash, &cpus, bits).map(Arc::new)
+    }
+
+    /// The defaults on `cpus`, UDP hashed on addresses.
+    fn config_on(bind: &str, cpus: &[usize]) -> EchoConfig {
+        EchoConfig::new(bind.parse().unwrap(), policy(cpus, HashConfig::default(), None).unwrap())
+    }
+
+    /// The defaults on every online CPU.
+    fn config(bind: &str) -> EchoConfig {
+        config_on(bind, &rsskit_linux::cpulist::online())
+    }
+
     fn sysctl(name: &str) -> usize {
         std::fs::read_to_string(format!("/proc/sys/net/core/{name}")).unwrap().trim().parse().unwrap()
     }
 
     #[test]
     fn rcvbuf_default_is_4_mib_and_the_grant_is_reported() {
-        let cfg = EchoConfig::new("127.0.0.1:0".parse().unwrap());
+        let cfg = config("127.0.0.1:0");
         assert_eq!(cfg.rcvbuf, Some(4 << 20));
         let srv = EchoServer::start(cfg).unwrap();
         let r = srv.rcvbuf();
@@ -1014,7 +1021,7 @@ mod tests {
         assert_eq!(j["rcvbuf"]["requested"], DEFAULT_RCVBUF);
         assert_eq!(j["rcvbuf"]["granted"], r.granted);
         // None: the kernel default, reported as is.
-        let mut cfg = EchoConfig::new("127.0.0.1:0".parse().unwrap());
+        let mut cfg = config("127.0.0.1:0");
         cfg.rcvbuf = None;
         let srv = EchoServer::start(cfg).unwrap();
         assert_eq!(srv.rcvbuf(), RcvBuf { requested: None, granted: sysctl("rmem_default") });
@@ -1023,9 +1030,9 @@ mod tests {
     }
 
     fn echo_round(steer: Steer, bind: &str, hash: HashConfig, sources: &[&str]) -> EchoReport {
-        let mut cfg = EchoConfig::new(bind.parse().unwrap());
+        let mut cfg = config(bind);
         cfg.steer = steer;
-        cfg.hash = hash;
+        cfg.policy = policy(&rsskit_linux::cpulist::online(), hash, None).unwrap();
         let srv = EchoServer::start(cfg).unwrap();
         let mut at = srv.local_addr();
         if at.ip().is_unspecified() {
@@ -1091,7 +1098,7 @@ mod tests {
     /// last burst's last one 200 bytes) with one `UDP_SEGMENT` send each;
     /// every echo is checked against the policy. Returns the server's totals.
     fn gso_round(offload: bool, sources: &[&str], bursts: u64) -> (Counters, Offload) {
-        let mut cfg = EchoConfig::new("127.0.0.1:0".parse().unwrap());
+        let mut cfg = config("127.0.0.1:0");
         cfg.offload = offload;
         let srv = EchoServer::start(cfg).unwrap();
         let at = srv.local_addr();
@@ -1219,9 +1226,8 @@ mod tests {
     fn cpu_mode_with_a_cpu_subset_knows_the_kernel_cpu() {
         let online = rsskit_linux::cpulist::online();
         assert!(online.len() >= 2, "needs 2 online CPUs, have {online:?}");
-        let mut cfg = EchoConfig::new("127.0.0.1:0".parse().unwrap());
+        let mut cfg = config_on("127.0.0.1:0", &online[..1]);
         cfg.steer = Steer::Cpu;
-        cfg.cpus = vec![online[0]];
         let srv = EchoServer::start(cfg).unwrap();
         assert_eq!(srv.workers()[0].extra_cpus, online[1..].to_vec());
         let at = srv.local_addr();
@@ -1251,7 +1257,7 @@ mod tests {
 
     #[test]
     fn sink_counts_without_replying() {
-        let mut cfg = EchoConfig::new("127.0.0.1:0".parse().unwrap());
+        let mut cfg = config("127.0.0.1:0");
         cfg.sink = true;
         let srv = EchoServer::start(cfg).unwrap();
         let s = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -1271,8 +1277,8 @@ mod tests {
 
     #[test]
     fn flush_reasons() {
-        let mut cfg = EchoConfig::new("127.0.0.1:0".parse().unwrap());
-        cfg.cpus = vec![cfg.cpus[0]];
+        let online = rsskit_linux::cpulist::online();
+        let mut cfg = config_on("127.0.0.1:0", &online[..1]);
         cfg.flush_packets = 4;
         cfg.flush_bytes = 1_000_000;
         let srv = EchoServer::start(cfg).unwrap();
@@ -1302,9 +1308,8 @@ mod tests {
     fn default_flush_at_most_once_per_batch() {
         let online = rsskit_linux::cpulist::online();
         for steer in [Steer::Toeplitz, Steer::Cpu] {
-            let mut cfg = EchoConfig::new("127.0.0.1:0".parse().unwrap());
+            let mut cfg = config_on("127.0.0.1:0", &online[..1]);
             cfg.steer = steer;
-            cfg.cpus = vec![online[0]];
             let srv = EchoServer::start(cfg).unwrap();
             let at = srv.local_addr();
             let senders: Vec<_> = online
@@ -1345,30 +1350,30 @@ mod tests {
 
     #[test]
     fn bad_configs() {
-        let base = EchoConfig::new("127.0.0.1:0".parse().unwrap());
+        let base = config("127.0.0.1:0");
         let mut c = base.clone();
         c.batch = 0;
         assert!(EchoServer::start(c).err().unwrap().to_string().contains("--batch"));
+        // No CPUs and too many bucket bits: no policy to start with.
+        assert!(matches!(policy(&[], HashConfig::default(), None), Err(RssError::NoCpus)));
+        assert!(policy(&[0], HashConfig::default(), Some(9)).is_err());
         let mut c = base.clone();
-        c.cpus = vec![];
-        assert!(EchoServer::start(c).is_err());
+        c.policy = policy(&[0, 0], HashConfig::default(), None).unwrap();
+        assert!(matches!(EchoServer::start(c), Err(EchoError::DuplicateCpu)));
+        // No such CPU to pin to.
         let mut c = base.clone();
-        c.cpus = vec![0, 0];
-        assert!(EchoServer::start(c).is_err());
-        let mut c = base.clone();
-        c.cpus = vec![4000];
+        c.policy = policy(&[4000], HashConfig::default(), None).unwrap();
         assert!(EchoServer::start(c).is_err());
         let mut c = base;
-        c.bits = Some(9);
-        assert!(EchoServer::start(c).is_err());
+        c.policy = policy(&[70_000], HashConfig::default(), None).unwrap();
+        assert!(matches!(EchoServer::start(c), Err(EchoError::CpuTooLarge)));
     }
 
     #[test]
     fn socket_drops_are_read_while_the_sockets_are_open() {
         // The stop flag is set (as a signal does) and the workers have
         // closed their descriptors before stop() reads /proc/net/udp.
-        let mut c = EchoConfig::new("127.0.0.1:0".parse().unwrap());
-        c.cpus = vec![0];
+        let mut c = config_on("127.0.0.1:0", &[0]);
         c.steer = Steer::Kernel;
         c.rcvbuf = Some(4096);
         let stop = Arc::new(AtomicBool::new(false));
@@ -1392,7 +1397,7 @@ mod tests {
 
     #[test]
     fn stop_is_prompt() {
-        let srv = EchoServer::start(EchoConfig::new("127.0.0.1:0".parse().unwrap())).unwrap();
+        let srv = EchoServer::start(config("127.0.0.1:0")).unwrap();
         std::thread::sleep(Duration::from_millis(50));
         let t = Instant::now();
         srv.stop().unwrap();

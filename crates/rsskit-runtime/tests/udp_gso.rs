@@ -2,14 +2,18 @@
 //! datagram echoed once, by the worker owning its bucket, with exact counts
 //! on both sides, whatever the offload in force.
 
+use rsskit_core::{CpuId, HashConfig, RssKey, RssPolicy};
 use rsskit_runtime::stats::Counters;
 use rsskit_runtime::udp_echo::{EchoConfig, EchoServer};
 use rsskit_runtime::udp_load::{self, LoadConfig, LoadReport, ServerTable};
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Duration;
 
 fn round(server_offload: bool, gso: u32, client_gro: bool) -> (LoadReport, Counters) {
-    let mut ec = EchoConfig::new("127.0.0.1:0".parse().unwrap());
+    let cpus: Vec<CpuId> = rsskit_linux::cpulist::online().into_iter().map(|c| CpuId(c as u32)).collect();
+    let policy = RssPolicy::new(RssKey::microsoft(), HashConfig::default(), &cpus, None).unwrap();
+    let mut ec = EchoConfig::new("127.0.0.1:0".parse().unwrap(), Arc::new(policy));
     ec.offload = server_offload;
     let srv = EchoServer::start(ec).unwrap();
     assert_eq!(srv.offload().gro, server_offload, "{:?}", srv.offload());

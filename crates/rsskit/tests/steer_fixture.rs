@@ -234,18 +234,12 @@ fn tcp_toeplitz_reverse_join_order() {
     let ht = policy.hash_type(false, L4Proto::Tcp, false);
     let mut checked = 0;
     for bucket in 0..policy.buckets() {
-        let found = rsskit_core::finder::find_src_ports(
-            policy.key(),
-            ht,
-            ip,
-            ip,
-            fx.addr.port(),
-            20000..=60999,
-            policy.mask(),
-            bucket,
-            3,
-        )
-        .unwrap();
+        let found = rsskit_core::finder::TupleQuery::new(policy.key(), ht, ip, 0, ip, fx.addr.port())
+            .vary(rsskit_core::finder::Vary::SrcPort(20000..=60999))
+            .bucket(policy.mask(), bucket)
+            .max(3)
+            .find()
+            .unwrap();
         for f in found {
             let t = FlowTuple::new(ip, f.src_port, ip, fx.addr.port(), L4Proto::Tcp);
             let want = fx.worker_on(policy.cpu_of(policy.worker_of(&t)).unwrap().as_usize());

@@ -14,7 +14,7 @@ mod common;
 
 use common::netns::rsskit;
 use common::steer::steer;
-use rsskit_core::finder::find_src_ports;
+use rsskit_core::finder::{TupleQuery, Vary};
 use rsskit_core::{CpuId, FlowTuple, HashConfig, L4Proto, RssKey, RssPolicy, WorkerId};
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -282,18 +282,12 @@ fn toeplitz_steering_with_finder_ports() {
         let ht = policy.hash_type(v6, L4Proto::Tcp, false);
         let mut checked = 0;
         for bucket in 0..policy.buckets() {
-            let ports = find_src_ports(
-                policy.key(),
-                ht,
-                src,
-                dst.ip(),
-                dst.port(),
-                20000..=60999,
-                policy.mask(),
-                bucket,
-                4,
-            )
-            .unwrap();
+            let ports = TupleQuery::new(policy.key(), ht, src, 0, dst.ip(), dst.port())
+                .vary(Vary::SrcPort(20000..=60999))
+                .bucket(policy.mask(), bucket)
+                .max(4)
+                .find()
+                .unwrap();
             for f in ports {
                 let sport = f.src_port;
                 let t = FlowTuple::new(src, sport, dst.ip(), dst.port(), L4Proto::Tcp);

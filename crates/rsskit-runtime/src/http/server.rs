@@ -105,7 +105,7 @@ pub struct ServeConfig {
     pub bind: SocketAddr,
     /// The RSS policy, built once by the caller: worker `i` pinned to its
     /// CPU, the key of the `toeplitz` program, bucket -> worker (e.g. from
-    /// a NIC's table, see [`steer::policy_from_table`]).
+    /// a NIC's table, see [`RssPolicy::from_table`]).
     pub policy: Arc<RssPolicy>,
     /// How connections reach the workers' listeners.
     pub steer: Steer,

@@ -526,13 +526,15 @@ impl Sender<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rsskit_core::{HashConfig, RssKey};
+    use rsskit_core::{CpuId, HashConfig, RssKey, RssPolicy};
     use std::collections::BTreeSet;
     use std::net::IpAddr;
 
     pub(super) fn table(udp4: bool) -> ServerTable {
-        ServerTable::new(RssKey::microsoft(), HashConfig::default().with_udp_4tuple(udp4), vec![0, 1], None)
-            .unwrap()
+        let hash = HashConfig::default().with_udp_4tuple(udp4);
+        ServerTable::from_policy(
+            RssPolicy::new(RssKey::microsoft(), hash, &[CpuId(0), CpuId(1)], None).unwrap(),
+        )
     }
 
     pub(super) fn cfg(streams: usize, udp4: bool) -> LoadConfig {

@@ -4,7 +4,7 @@
 //! choice itself is tested without sockets.
 
 use super::{LoadConfig, UdpLoadError};
-use rsskit_core::{finder, CpuId, FlowTuple, HashConfig, HashType, L4Proto, RssKey, RssPolicy, WorkerId};
+use rsskit_core::{finder, CpuId, FlowTuple, HashType, L4Proto, RssPolicy, WorkerId};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::collections::{BTreeMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -20,15 +20,9 @@ pub struct ServerTable {
 }
 
 impl ServerTable {
-    /// Table over `cpus` with `bits` bucket bits (default FreeBSD's).
-    pub fn new(key: RssKey, hash_config: HashConfig, cpus: Vec<usize>, bits: Option<u32>) -> Result<Self> {
-        let cpus: Vec<CpuId> = cpus.iter().map(|&c| CpuId(c as u32)).collect();
-        let policy =
-            RssPolicy::new(key, hash_config, &cpus, bits).map_err(|e| UdpLoadError::Table(e.to_string()))?;
-        Ok(ServerTable { policy })
-    }
-
-    /// The table of a server whose policy is known (the demo's own server).
+    /// The table of the server's policy, built once by the caller (the
+    /// CLI from `--server-cpus`, `--key`, `--bits`; the demo from its own
+    /// server).
     pub fn from_policy(policy: RssPolicy) -> Self {
         ServerTable { policy }
     }
@@ -237,18 +231,12 @@ pub fn plan_with<H: Host>(cfg: &LoadConfig, host: &mut H) -> Result<Vec<Stream<H
         let src = host.route_source(target)?;
         for i in 0..cfg.streams {
             let bucket = bucket_of(i);
-            let found = finder::find_src_ports(
-                t.policy().key(),
-                ht,
-                src,
-                target.ip(),
-                target.port(),
-                1024..=65535,
-                mask,
-                bucket,
-                256,
-            )
-            .map_err(|e| UdpLoadError::Finder { bucket, msg: e.to_string() })?;
+            let found = finder::TupleQuery::new(t.policy().key(), ht, src, 0, target.ip(), target.port())
+                .vary(finder::Vary::SrcPort(1024..=65535))
+                .bucket(mask, bucket)
+                .max(256)
+                .find()
+                .map_err(|e| UdpLoadError::Finder { bucket, msg: e.to_string() })?;
             let mut ok = None;
             for f in found {
                 if let Some(s) = host.bind(SocketAddr::new(f.src, f.src_port), target)? {
@@ -276,19 +264,13 @@ pub fn plan_with<H: Host>(cfg: &LoadConfig, host: &mut H) -> Result<Vec<Stream<H
             let locals: HashSet<IpAddr> = host.local_addrs(ipv6).into_iter().collect();
             for i in 0..cfg.streams {
                 let bucket = bucket_of(i);
-                let found = finder::find_src_addrs(
-                    t.policy().key(),
-                    ht,
-                    net.addr,
-                    net.prefix_len,
-                    0,
-                    target.ip(),
-                    target.port(),
-                    mask,
-                    bucket,
-                    4096,
-                )
-                .map_err(|e| UdpLoadError::Finder { bucket, msg: format!("in {net}: {e}") })?;
+                let found =
+                    finder::TupleQuery::new(t.policy().key(), ht, net.addr, 0, target.ip(), target.port())
+                        .vary(finder::Vary::SrcAddr { prefix_len: net.prefix_len })
+                        .bucket(mask, bucket)
+                        .max(4096)
+                        .find()
+                        .map_err(|e| UdpLoadError::Finder { bucket, msg: format!("in {net}: {e}") })?;
                 // Addresses assigned here first, then any other (127/8 and
                 // AnyIP routes make a whole prefix bindable).
                 let (mine, others): (Vec<IpAddr>, Vec<IpAddr>) = found

@@ -4,7 +4,7 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::keycheck::KeyUse;
-use rsskit_core::{HashConfig, RssKey, RssPolicy};
+use rsskit_core::{CpuId, HashConfig, RssKey, RssPolicy};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -63,7 +63,7 @@ pub fn steering_root() -> rsskit_linux::sysroot::Sysroot {
 
 /// Table entry -> CPU (one value, so clap does not take it for a list).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BucketCpus(pub Vec<usize>);
+pub struct BucketCpus(pub Vec<CpuId>);
 
 impl BucketCpus {
     /// Entry -> worker index, worker `i` pinned to `cpus[i]`.
@@ -75,8 +75,8 @@ impl BucketCpus {
             .iter()
             .enumerate()
             .map(|(b, &c)| {
-                cpus.iter().position(|&x| x == c).ok_or_else(|| {
-                    anyhow!("table entry {b} goes to CPU {c}, where no worker runs (add it to --cpus)")
+                cpus.iter().position(|&x| x == c.as_usize()).ok_or_else(|| {
+                    anyhow!("table entry {b} goes to CPU {}, where no worker runs (add it to --cpus)", c.0)
                 })
             })
             .collect()
@@ -87,7 +87,10 @@ impl BucketCpus {
 /// table and its queues' IRQ CPUs.
 pub fn table_arg(s: &str) -> Result<BucketCpus, String> {
     match nic_spec(s).map_err(|e| format!("{e:#}"))? {
-        Some(i) => nic(i).map_err(|e| format!("{e:#}"))?.bucket_cpus().map(BucketCpus),
+        Some(i) => nic(i)
+            .map_err(|e| format!("{e:#}"))?
+            .bucket_cpus()
+            .map(|t| BucketCpus(t.into_iter().map(|c| CpuId(c as u32)).collect())),
         None => Err(format!("'{s}' is not nic:IF (the table of interface IF)")),
     }
 }
@@ -248,6 +251,11 @@ pub fn worker_cpus(list: Option<&str>) -> Result<Vec<usize>> {
         Some(s) => rsskit_linux::cpulist::parse_online(s).map_err(|e| anyhow!("--cpus: {e}")),
         None => Ok(rsskit_linux::cpulist::online()),
     }
+}
+
+/// [`worker_cpus`] as the policy's CPU ids.
+pub fn worker_cpu_ids(list: Option<&str>) -> Result<Vec<CpuId>> {
+    Ok(worker_cpus(list)?.into_iter().map(|c| CpuId(c as u32)).collect())
 }
 
 /// A stop flag set by SIGINT or SIGTERM (the long-running commands stop

@@ -6,9 +6,10 @@ use super::common::{
 };
 use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::keycheck::KeyUse;
-use rsskit_core::{HashConfig, L4Proto, RssKey};
-use rsskit_runtime::http::load::{self, LoadConfig, LoadReport, SrcPorts};
+use rsskit_core::{CpuId, HashConfig, L4Proto, RssKey, RssPolicy};
+use rsskit_runtime::http::load::{self, LoadConfig, LoadError, LoadReport, SrcPorts};
 use rsskit_runtime::udp_load::IpNet;
+use std::sync::Arc;
 
 #[derive(clap::Args, Debug)]
 #[command(
@@ -81,7 +82,9 @@ pub struct Args {
     plot: Option<std::path::PathBuf>,
 }
 
-fn config(a: &Args) -> Result<LoadConfig> {
+/// The configuration, and the worker CPUs as asked (printed as given, even
+/// when fewer connections than threads leave some of them out).
+fn config(a: &Args) -> Result<(LoadConfig, Vec<usize>)> {
     let url = load::parse_url(&a.url)?;
     let base = worker_cpus(a.cpus.as_deref())?;
     if base.is_empty() {
@@ -101,39 +104,53 @@ fn config(a: &Args) -> Result<LoadConfig> {
     if a.connections > 10_000_000 {
         bail!("--connections {} is too many", a.connections);
     }
+    let duration = seconds("--duration", a.duration)?;
+    let timeout = seconds("--timeout", a.timeout)?;
+    if a.connections == 0 {
+        return Err(LoadError::NoConnections.into());
+    }
+    // The two policies, TCP hashed on the 4-tuple, one key: the client's
+    // (worker i on CPU i, at most one worker per connection) and the
+    // server's, whose buckets --src-ports server aims at.
+    let over = |cpus: &[usize]| {
+        let cpus: Vec<CpuId> = cpus.iter().map(|&c| CpuId(c as u32)).collect();
+        RssPolicy::new(a.key.clone(), HashConfig::default(), &cpus, None).map(Arc::new)
+    };
+    let policy = over(&cpus[..threads.min(a.connections)])
+        .map_err(|source| LoadError::Table { which: "client", source })?;
+    let server_policy = over(&server_cpus).map_err(|source| LoadError::Table { which: "server", source })?;
     let cfg = LoadConfig {
         url,
         connections: a.connections,
-        duration: seconds("--duration", a.duration)?,
+        duration,
         rate: a.rate,
         close: a.close,
-        cpus,
+        policy,
         pin: !a.no_pin,
         sources: a.sources,
-        timeout: seconds("--timeout", a.timeout)?,
+        timeout,
         src_ports: a.src_ports,
-        key: a.key.clone(),
-        server_cpus,
+        server_policy,
         sched_batch: !a.no_sched_batch,
     };
     cfg.validate()?;
     // Judged for TCP to the target's family over the server's buckets.
-    let bits = rsskit_core::rss::default_bits(cfg.server_cpus.len());
+    let bits = cfg.server_policy.bits();
     let key_use = KeyUse::of_proto(HashConfig::default(), L4Proto::Tcp, cfg.url.addr.is_ipv6(), bits);
-    super::common::vet_key(&cfg.key, key_use)?;
-    Ok(cfg)
+    super::common::vet_key(cfg.policy.key(), key_use)?;
+    Ok((cfg, cpus))
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let cfg = config(&a)?;
+    let (cfg, cpus) = config(&a)?;
     let stop = stop_on_signals()?;
     eprintln!(
         "http-load: {} ({}) {} connections, {} threads on CPUs {}, {}{}, {}s",
         a.url,
         cfg.url.addr,
         cfg.connections,
-        cfg.cpus.len().min(cfg.connections),
-        rsskit_linux::cpulist::format(&cfg.cpus),
+        cfg.policy.workers(),
+        rsskit_linux::cpulist::format(&cpus),
         if cfg.close { "one request per connection" } else { "keep-alive" },
         cfg.rate.map_or(String::new(), |r| format!(", {r} req/s scheduled")),
         a.duration

@@ -2,14 +2,14 @@
 //! CPU, per-worker listener steered inside a SO_REUSEPORT group, accept cap).
 
 use super::common::{
-    cpu_list_arg, int_in, key_arg, print_json, seconds, seconds_arg, stop_on_signals, worker_cpus,
+    cpu_list_arg, int_in, key_arg, print_json, seconds, seconds_arg, stop_on_signals, worker_cpu_ids,
 };
 use anyhow::{bail, Result};
 use rsskit_core::keycheck::KeyUse;
-use rsskit_core::{CpuId, HashConfig, L4Proto, RssKey, RssPolicy};
+use rsskit_core::{HashConfig, L4Proto, RssKey, RssPolicy};
 use rsskit_runtime::http::server::{ServeConfig, ServeCounters, ServeError, Server, MAX_GENERATED};
 use rsskit_runtime::rebalance::{round_line, worth_printing, DEFAULT_TARGET, MIN_SAMPLE};
-use rsskit_runtime::steer::{policy_from_table, Steer};
+use rsskit_runtime::steer::Steer;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -91,12 +91,12 @@ pub struct Args {
 fn config(a: &Args) -> Result<ServeConfig> {
     // The one RSS policy: worker i on CPU i of --cpus, buckets round-robin
     // or following the NIC's table, TCP hashed on the 4-tuple.
-    let cpus: Vec<CpuId> = worker_cpus(a.cpus.as_deref())?.into_iter().map(|c| CpuId(c as u32)).collect();
+    let cpus = worker_cpu_ids(a.cpus.as_deref())?;
     if cpus.is_empty() {
         return Err(ServeError::NoCpus.into());
     }
     let policy = match &a.table {
-        Some(t) => policy_from_table(a.key.clone(), HashConfig::default(), &cpus, &t.0),
+        Some(t) => RssPolicy::from_table(a.key.clone(), HashConfig::default(), &cpus, &t.0),
         None => RssPolicy::new(a.key.clone(), HashConfig::default(), &cpus, None),
     }
     .map_err(ServeError::Policy)?;

@@ -1,11 +1,11 @@
 //! `rsskit udp-echo`: the per-CPU UDP echo (or sink) server.
 
 use super::common::{
-    cpu_list_arg, int_in, print_json, seconds, seconds_arg, stop_on_signals, worker_cpus, UdpHashArgs,
+    cpu_list_arg, int_in, print_json, seconds, seconds_arg, stop_on_signals, worker_cpu_ids, UdpHashArgs,
 };
 use anyhow::{anyhow, bail, Result};
 use rsskit_core::keycheck::KeyUse;
-use rsskit_core::{CpuId, L4Proto, RssPolicy};
+use rsskit_core::{L4Proto, RssPolicy};
 use rsskit_runtime::rebalance::{round_line, worth_printing, DEFAULT_TARGET, MIN_SAMPLE};
 use rsskit_runtime::stats::Counters;
 use rsskit_runtime::steer::Steer;
@@ -16,6 +16,7 @@ use rsskit_runtime::udp_echo::{
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args, Debug)]
@@ -95,38 +96,36 @@ fn parse_bind(s: &str) -> Result<SocketAddr> {
 
 pub fn run(a: Args) -> Result<()> {
     let bind = parse_bind(&a.bind)?;
-    let mut cfg = EchoConfig::new(bind);
-    cfg.cpus = worker_cpus(a.cpus.as_deref())?;
+    let cpus = worker_cpu_ids(a.cpus.as_deref())?;
     if a.batch == 0 {
         bail!("--batch must be at least 1");
     }
     let duration = a.duration.map(|d| seconds("--duration", d)).transpose()?;
-    cfg.steer = a.steer;
-    cfg.sink = a.sink;
-    cfg.batch = a.batch;
-    cfg.flush_packets = a.flush_packets;
-    cfg.flush_bytes = a.flush_bytes;
-    cfg.hash = a.hash.hash_config();
-    cfg.key = a.hash.key.clone();
-    cfg.bits = a.hash.bits;
-    cfg.bucket_cpus = a.table.clone().map(|t| t.0);
-    cfg.rcvbuf = (a.rcvbuf > 0).then_some(a.rcvbuf);
-    cfg.offload = !a.no_offload;
     if a.rebalance && a.steer != Steer::Ebpf {
         bail!("--rebalance needs --steer ebpf (bucket maps that change live), not --steer {}", a.steer);
     }
     let rebalance_every = seconds("--rebalance-every", a.rebalance_every)?;
 
-    // Judged for the UDP hash types of the bound family and the server's
-    // buckets, before anything is bound.
-    let cpus: Vec<CpuId> = cfg.cpus.iter().map(|&c| CpuId(c as u32)).collect();
-    let policy = match &cfg.bucket_cpus {
-        None => RssPolicy::new(cfg.key.clone(), cfg.hash, &cpus, cfg.bits),
-        Some(t) => rsskit_runtime::steer::policy_from_table(cfg.key.clone(), cfg.hash, &cpus, t),
+    // The one RSS policy: worker i on CPU i of --cpus, buckets round-robin
+    // (--bits) or following the NIC's table.
+    let hash = a.hash.hash_config();
+    let policy = match &a.table {
+        None => RssPolicy::new(a.hash.key.clone(), hash, &cpus, a.hash.bits),
+        Some(t) => RssPolicy::from_table(a.hash.key.clone(), hash, &cpus, &t.0),
     }
     .map_err(|e| anyhow!("{e}"))?;
-    let key_use = KeyUse::of_proto(cfg.hash, L4Proto::Udp, bind.is_ipv6(), policy.bits());
-    super::common::vet_key(&cfg.key, key_use)?;
+    // Judged for the UDP hash types of the bound family and the server's
+    // buckets, before anything is bound.
+    let key_use = KeyUse::of_proto(hash, L4Proto::Udp, bind.is_ipv6(), policy.bits());
+    super::common::vet_key(policy.key(), key_use)?;
+    let mut cfg = EchoConfig::new(bind, Arc::new(policy));
+    cfg.steer = a.steer;
+    cfg.sink = a.sink;
+    cfg.batch = a.batch;
+    cfg.flush_packets = a.flush_packets;
+    cfg.flush_bytes = a.flush_bytes;
+    cfg.rcvbuf = (a.rcvbuf > 0).then_some(a.rcvbuf);
+    cfg.offload = !a.no_offload;
     let stop = stop_on_signals()?;
     let mut srv = EchoServer::start_with_stop(cfg, stop.clone())?;
     if let Some(why) = srv.fallback() {

@@ -7,8 +7,10 @@ use super::common::{
 };
 use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::keycheck::KeyUse;
-use rsskit_core::L4Proto;
-use rsskit_runtime::udp_load::{self, IpNet, LoadConfig, LoadReport, ServerTable, MAX_SIZE, MIN_SIZE};
+use rsskit_core::{CpuId, L4Proto, RssPolicy};
+use rsskit_runtime::udp_load::{
+    self, IpNet, LoadConfig, LoadReport, ServerTable, UdpLoadError, MAX_SIZE, MIN_SIZE,
+};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::AtomicBool;
 
@@ -147,7 +149,11 @@ fn config(a: &Args) -> Result<LoadConfig> {
         Some(s) => parse_server_cpus(s)?,
         None => rsskit_linux::cpulist::online(),
     };
-    let table = ServerTable::new(a.hash.key.clone(), a.hash.hash_config(), cpus, a.hash.bits)?;
+    // The server's policy as the client must assume it.
+    let cpus: Vec<CpuId> = cpus.into_iter().map(|c| CpuId(c as u32)).collect();
+    let policy = RssPolicy::new(a.hash.key.clone(), a.hash.hash_config(), &cpus, a.hash.bits)
+        .map_err(|e| UdpLoadError::Table(e.to_string()))?;
+    let table = ServerTable::from_policy(policy);
     let p = table.policy();
     let key_use = KeyUse::of_proto(p.hash_config(), L4Proto::Udp, target.is_ipv6(), p.bits());
     super::common::vet_key(p.key(), key_use)?;

@@ -39,6 +39,7 @@ use crate::worker::Workers;
 use conn::{Conn, Done, Next, Params, State, Step};
 use rsskit_core::finder::FindError;
 use rsskit_core::rss::RssError;
+use rsskit_core::RssPolicy;
 use rsskit_linux::socket::setsockopt_int;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::cmp::Reverse;
@@ -67,6 +68,14 @@ pub enum LoadError {
     /// No CPU to run a worker on.
     #[error("no worker threads")]
     NoThreads,
+    /// More workers than connections (the caller cuts the list).
+    #[error("{workers} worker threads for {connections} connections: at most one per connection")]
+    IdleWorkers {
+        /// Workers of the policy.
+        workers: usize,
+        /// Connections asked for.
+        connections: usize,
+    },
     /// `--rate` not a positive finite number.
     #[error("--rate must be a positive number of requests per second")]
     BadRate,
@@ -78,9 +87,6 @@ pub enum LoadError {
         /// The target.
         target: SocketAddr,
     },
-    /// `--src-ports server` with an empty `--server-cpus`.
-    #[error("--server-cpus is empty")]
-    NoServerCpus,
     /// More connections than the file descriptor limit allows.
     #[error(
         "{connections} connections need more file descriptors than RLIMIT_NOFILE allows ({limit}); raise the hard limit (ulimit -Hn)"
@@ -147,9 +153,12 @@ pub struct LoadConfig {
     pub rate: Option<f64>,
     /// One request per connection.
     pub close: bool,
-    /// Worker `i` runs on `cpus[i]` (pinned if `pin`).
-    pub cpus: Vec<usize>,
-    /// Pin worker `i` to `cpus[i]` (`false`: `--no-pin`).
+    /// The client's RSS policy, built once by the caller: worker `i` runs
+    /// on its CPU (pinned if `pin`; at most one worker per connection), the
+    /// key of the tuple finder, and the buckets each worker owns
+    /// (`SrcPorts::Reply`).
+    pub policy: Arc<RssPolicy>,
+    /// Pin each worker to its CPU (`false`: `--no-pin`).
     pub pin: bool,
     /// Source addresses to spread connections over; `None`: the kernel's choice.
     pub sources: Option<IpNet>,
@@ -157,11 +166,9 @@ pub struct LoadConfig {
     pub timeout: Duration,
     /// How source ports are chosen.
     pub src_ports: SrcPorts,
-    /// Key of the tuple finder.
-    pub key: rsskit_core::RssKey,
-    /// The server's worker CPUs (`SrcPorts::Server`): client worker `i`
-    /// aims at server worker `i % len`.
-    pub server_cpus: Vec<usize>,
+    /// The server's RSS policy (same key; `SrcPorts::Server`): client
+    /// worker `i` aims at server worker `i % workers`.
+    pub server_policy: Arc<RssPolicy>,
     /// Run the workers under `SCHED_BATCH` (no wakeup preemption): when
     /// the client shares CPUs with the server, a worker woken by each
     /// answer no longer preempts the server after every response, so
@@ -175,8 +182,16 @@ impl LoadConfig {
         if self.connections == 0 {
             return Err(LoadError::NoConnections);
         }
-        if self.cpus.is_empty() {
+        if self.policy.workers() == 0 {
             return Err(LoadError::NoThreads);
+        }
+        // The caller cuts its worker list to the connections: a worker
+        // without a connection would only idle.
+        if self.policy.workers() > self.connections {
+            return Err(LoadError::IdleWorkers {
+                workers: self.policy.workers(),
+                connections: self.connections,
+            });
         }
         if let Some(r) = self.rate {
             if !(r.is_finite() && r > 0.0) {
@@ -187,9 +202,6 @@ impl LoadConfig {
             if n.addr.is_ipv4() != self.url.addr.is_ipv4() {
                 return Err(LoadError::FamilyMismatch { sources: *n, target: self.url.addr });
             }
-        }
-        if self.src_ports == SrcPorts::Server && self.server_cpus.is_empty() {
-            return Err(LoadError::NoServerCpus);
         }
         Ok(())
     }
@@ -558,15 +570,13 @@ pub fn run(
     mut progress: impl FnMut(u64, u64, u64, Duration),
 ) -> Result<LoadReport, LoadError> {
     cfg.validate()?;
-    let threads = cfg.cpus.len().min(cfg.connections);
-    let cpus: Vec<usize> = cfg.cpus[..threads].to_vec();
+    let cpus: Vec<usize> = cfg.policy.worker_cpus().iter().map(|c| c.as_usize()).collect();
+    let threads = cpus.len();
     let nofile = super::raise_nofile((cfg.connections as u64 + 1024).max(4096)).unwrap_or(0);
     if nofile < cfg.connections as u64 + 64 {
         return Err(LoadError::Nofile { connections: cfg.connections, limit: nofile });
     }
-    let mut cfg2 = cfg.clone();
-    cfg2.cpus = cpus.clone();
-    let plans = plan_sources(&cfg2)?;
+    let plans = plan_sources(cfg)?;
     let source_addresses = {
         let mut a: Vec<IpAddr> = plans.iter().flat_map(|p| p.locals.iter().map(|l| l.ip())).collect();
         a.sort();
@@ -675,6 +685,15 @@ pub fn run(
 pub(crate) mod tests {
     use super::*;
 
+    /// Microsoft key, one worker per CPU of `cpus`, TCP hashed on the 4-tuple.
+    pub(crate) fn policy(cpus: &[u32]) -> Arc<RssPolicy> {
+        let cpus: Vec<rsskit_core::CpuId> = cpus.iter().map(|&c| rsskit_core::CpuId(c)).collect();
+        Arc::new(
+            RssPolicy::new(rsskit_core::RssKey::microsoft(), rsskit_core::HashConfig::default(), &cpus, None)
+                .unwrap(),
+        )
+    }
+
     /// A valid configuration for the unit tests (nothing is run).
     pub(crate) fn config() -> LoadConfig {
         LoadConfig {
@@ -683,13 +702,12 @@ pub(crate) mod tests {
             duration: Duration::from_secs(1),
             rate: None,
             close: false,
-            cpus: vec![0],
+            policy: policy(&[0]),
             pin: false,
             sources: None,
             timeout: Duration::from_secs(5),
             src_ports: SrcPorts::Kernel,
-            key: rsskit_core::RssKey::microsoft(),
-            server_cpus: vec![0],
+            server_policy: policy(&[0]),
             sched_batch: false,
         }
     }
@@ -703,7 +721,8 @@ pub(crate) mod tests {
             c.validate().unwrap_err()
         };
         assert!(matches!(bad(|c| c.connections = 0), LoadError::NoConnections));
-        assert!(matches!(bad(|c| c.cpus.clear()), LoadError::NoThreads));
+        let e = bad(|c| c.policy = policy(&[0, 1, 2, 3, 4]));
+        assert!(matches!(e, LoadError::IdleWorkers { workers: 5, connections: 4 }));
         assert!(matches!(bad(|c| c.rate = Some(0.0)), LoadError::BadRate));
         assert!(matches!(bad(|c| c.rate = Some(f64::NAN)), LoadError::BadRate));
         let e = bad(|c| c.sources = Some("::1/128".parse().unwrap()));
@@ -712,11 +731,6 @@ pub(crate) mod tests {
             e.to_string(),
             "--sources ::1/128 and the target 127.0.0.1:8080 are of different address families"
         );
-        let e = bad(|c| {
-            c.src_ports = SrcPorts::Server;
-            c.server_cpus.clear()
-        });
-        assert!(matches!(e, LoadError::NoServerCpus));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use super::{LoadConfig, LoadError};
 use crate::udp_load::IpNet;
 use rsskit_core::finder::{TupleQuery, Vary};
-use rsskit_core::{CpuId, HashConfig, HashType, RssKey, RssPolicy, WorkerId};
+use rsskit_core::{HashType, RssKey, WorkerId};
 use serde::Serialize;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::str::FromStr;
@@ -118,19 +118,19 @@ pub fn plan_sources(cfg: &LoadConfig) -> Result<Vec<SourcePlan>, LoadError> {
 /// [`plan_sources`] over the given source addresses (no I/O).
 pub fn plan_sources_from(cfg: &LoadConfig, addrs: &[IpAddr]) -> Result<Vec<SourcePlan>, LoadError> {
     let dst = cfg.url.addr;
-    let mut plans = vec![SourcePlan::default(); cfg.cpus.len()];
+    let key = cfg.policy.key();
+    let mut plans = vec![SourcePlan::default(); cfg.policy.workers()];
     for (w, plan) in plans.iter_mut().enumerate() {
         match cfg.src_ports {
             SrcPorts::Kernel => plan.locals = addrs.iter().map(|&a| SocketAddr::new(a, 0)).collect(),
             SrcPorts::Server => {
-                let server = policy_over(&cfg.key, &cfg.server_cpus)
-                    .map_err(|source| LoadError::Table { which: "server", source })?;
+                let server = &cfg.server_policy;
                 // Client worker w aims at server worker w (mod their count).
                 let buckets = server.buckets_of(WorkerId((w % server.workers()) as u32));
                 let ht = if dst.is_ipv6() { HashType::TcpIpv6 } else { HashType::TcpIpv4 };
                 let mut per_addr = Vec::new();
                 for &a in addrs {
-                    let found = TupleQuery::new(&cfg.key, ht, a, 0, dst.ip(), dst.port())
+                    let found = TupleQuery::new(key, ht, a, 0, dst.ip(), dst.port())
                         .vary(Vary::SrcPort(1024..=65535))
                         .buckets(server.mask(), &buckets)
                         .find()
@@ -141,13 +141,12 @@ pub fn plan_sources_from(cfg: &LoadConfig, addrs: &[IpAddr]) -> Result<Vec<Sourc
                 plan.locals = interleave(per_addr);
             }
             SrcPorts::Reply => {
-                let client = policy_over(&cfg.key, &cfg.cpus)
-                    .map_err(|source| LoadError::Table { which: "client", source })?;
+                let client = &cfg.policy;
                 let buckets = client.buckets_of(WorkerId(w as u32));
                 let per_addr = addrs
                     .iter()
                     .map(|&a| {
-                        reply_ports(&cfg.key, dst, a, client.mask(), &buckets, 1024..=65535)
+                        reply_ports(key, dst, a, client.mask(), &buckets, 1024..=65535)
                             .into_iter()
                             .map(|p| SocketAddr::new(a, p))
                             .collect::<Vec<_>>()
@@ -161,12 +160,6 @@ pub fn plan_sources_from(cfg: &LoadConfig, addrs: &[IpAddr]) -> Result<Vec<Sourc
         }
     }
     Ok(plans)
-}
-
-/// The RSS policy of a set of workers on `cpus` (worker i on `cpus[i]`).
-fn policy_over(key: &RssKey, cpus: &[usize]) -> Result<RssPolicy, rsskit_core::rss::RssError> {
-    let cpus: Vec<CpuId> = cpus.iter().map(|&c| CpuId(c as u32)).collect();
-    RssPolicy::new(key.clone(), HashConfig::default(), &cpus, None)
 }
 
 /// Round-robin over the lists: consecutive connections use different
@@ -186,7 +179,7 @@ fn interleave(lists: Vec<Vec<SocketAddr>>) -> Vec<SocketAddr> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::config;
+    use super::super::tests::{config, policy};
     use super::*;
     use rsskit_core::{FlowTuple, L4Proto, Toeplitz};
 
@@ -228,7 +221,7 @@ mod tests {
     #[test]
     fn kernel_ports_bind_every_address_with_port_zero() {
         let mut cfg = config();
-        cfg.cpus = vec![0, 1];
+        cfg.policy = policy(&[0, 1]);
         let addrs: Vec<IpAddr> = vec!["10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap()];
         let plans = plan_sources_from(&cfg, &addrs).unwrap();
         assert_eq!(plans.len(), 2);
@@ -243,13 +236,13 @@ mod tests {
     #[test]
     fn server_ports_hash_to_the_paired_server_worker_and_alternate_addresses() {
         let mut cfg = config();
-        cfg.cpus = vec![0, 1];
-        cfg.server_cpus = vec![0, 1, 2];
+        cfg.policy = policy(&[0, 1]);
+        cfg.server_policy = policy(&[0, 1, 2]);
         cfg.src_ports = SrcPorts::Server;
         let addrs: Vec<IpAddr> = vec!["10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap()];
         let plans = plan_sources_from(&cfg, &addrs).unwrap();
-        let server = policy_over(&cfg.key, &cfg.server_cpus).unwrap();
-        let t = Toeplitz::new(&cfg.key);
+        let server = &cfg.server_policy;
+        let t = Toeplitz::new(cfg.policy.key());
         let dst = cfg.url.addr;
         for (w, p) in plans.iter().enumerate() {
             assert!(p.locals.len() > 1000, "worker {w}: {}", p.locals.len());
