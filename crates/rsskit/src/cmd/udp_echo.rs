@@ -106,8 +106,8 @@ pub fn run(a: Args) -> Result<()> {
     cfg.batch = a.batch;
     cfg.flush_packets = a.flush_packets;
     cfg.flush_bytes = a.flush_bytes;
-    cfg.hash = a.hash.hash_config();
-    cfg.key = a.hash.key.clone();
+    cfg.hash = a.hash.hash_config(a.table.as_ref().map(|t| &t.1), bind.is_ipv6())?;
+    cfg.key = a.hash.key.key.clone();
     cfg.bits = a.hash.bits;
     cfg.bucket_cpus = a.table.clone().map(|t| t.0);
     cfg.rcvbuf = (a.rcvbuf > 0).then_some(a.rcvbuf);
@@ -212,11 +212,11 @@ fn banner(srv: &EchoServer, a: &Args) {
         srv.local_addr(),
         srv.steer(),
         srv.hash_type(),
-        if a.hash.udp_4tuple { "4-tuple: addresses and ports" } else { "2-tuple: addresses only" },
-        if a.hash.key == rsskit_core::RssKey::microsoft() {
+        if srv.hash_type().has_ports() { "4-tuple: addresses and ports" } else { "2-tuple: addresses only" },
+        if a.hash.key.key == rsskit_core::RssKey::microsoft() {
             "microsoft".to_string()
         } else {
-            a.hash.key.to_hex()
+            a.hash.key.key.to_hex()
         },
         srv.policy().buckets(),
         srv.workers().len(),

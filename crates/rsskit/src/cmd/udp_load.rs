@@ -147,7 +147,12 @@ fn config(a: &Args) -> Result<LoadConfig> {
         Some(s) => parse_server_cpus(s)?,
         None => rsskit_linux::cpulist::online(),
     };
-    let table = ServerTable::new(a.hash.key.clone(), a.hash.hash_config(), cpus, a.hash.bits)?;
+    let table = ServerTable::new(
+        a.hash.key.key.clone(),
+        a.hash.hash_config(None, target.is_ipv6())?,
+        cpus,
+        a.hash.bits,
+    )?;
     let p = table.policy();
     let key_use = KeyUse::of_proto(p.hash_config(), L4Proto::Udp, target.is_ipv6(), p.bits());
     super::common::vet_key(p.key(), key_use)?;
