@@ -545,13 +545,21 @@ pub fn push_hash_fields(root: &Sysroot, changes: Vec<Setting>) -> Result<Vec<Set
         if rss_after {
             continue;
         }
-        let Some(rss) = root.rss(&dev)?.ok().cloned() else { continue };
-        let (target, value, what) = if !rss.key.is_empty() {
-            (Target::RssKey { device: dev.clone() }, hex(&rss.key), "RSS key")
-        } else if !rss.indir.is_empty() {
-            (Target::RssTable { device: dev.clone() }, table_text(&rss.indir), "RSS indirection table")
-        } else {
-            continue;
+        // The value the device has by then: one written earlier in this
+        // batch (a save file may list the key before the fields), else its
+        // current one.
+        let earlier = |kind: Kind| {
+            out[..at].iter().rev().find(|s| on_dev(s) && s.kind() == kind).map(|s| s.new.clone())
+        };
+        let rss = root.rss(&dev)?.ok().cloned();
+        let key =
+            earlier(Kind::RssKey).or_else(|| rss.as_ref().filter(|r| !r.key.is_empty()).map(|r| hex(&r.key)));
+        let table = earlier(Kind::RssTable)
+            .or_else(|| rss.as_ref().filter(|r| !r.indir.is_empty()).map(|r| table_text(&r.indir)));
+        let (target, value, what) = match (key, table) {
+            (Some(k), _) => (Target::RssKey { device: dev.clone() }, k, "RSS key"),
+            (None, Some(t)) => (Target::RssTable { device: dev.clone() }, t, "RSS indirection table"),
+            (None, None) => continue,
         };
         let again = Setting {
             target,
