@@ -410,22 +410,25 @@ impl RxRing {
     }
 }
 
-/// Members of a `PACKET_FANOUT_QM` group over `queues` RX queues: the
-/// smallest `m > queues` whose socket `0xffff % m` is not a queue's. The
-/// kernel sends a frame to socket `skb_get_rx_queue() % m`, and a frame
-/// whose driver recorded no queue has `skb_get_rx_queue() == 0xffff`: with
-/// this size such frames land on a socket of their own, not on a queue's.
+/// Members of a `PACKET_FANOUT_QM` group over `queues` RX queues. The
+/// kernel sends a frame to socket `skb_get_queue_mapping() % m`: the raw
+/// `queue_mapping`, which a driver that records RX queue `q` sets to `q + 1`
+/// (`skb_record_rx_queue`), and which stays 0 when it records none. With
+/// `queues + 1` members, socket 0 gets the frames without a queue and
+/// socket `q + 1` those of queue `q` (measured in the QEMU lab: with one
+/// member per queue every virtio-net frame showed up one queue too far, and
+/// queue 3's on a socket of its own).
 pub fn qm_members(queues: usize) -> usize {
-    (queues + 1..).find(|&m| 0xffff % m >= queues).unwrap_or(queues + 1)
+    queues + 1
 }
 
 /// Most RX queues [`QueueCapture`] opens rings for.
 pub const MAX_CAPTURE_QUEUES: usize = 1024;
 
 /// One TPACKET_V3 ring per RX queue of an interface, all in one
-/// `PACKET_FANOUT_QM` group (ring `i` gets the frames of queue `i`), plus
-/// the rings that complete the group (see [`qm_members`]): frames there
-/// had no queue recorded. Every ring asks for `tp_rxhash`. Receiving is a
+/// `PACKET_FANOUT_QM` group (ring `q + 1` gets the frames of queue `q`),
+/// plus ring 0 for frames whose driver recorded no queue (see
+/// [`qm_members`]). Every ring asks for `tp_rxhash`. Receiving is a
 /// copy: the stack still gets every frame. The group is complete before
 /// any ring accepts a frame, so no frame is spread over a partial group.
 pub struct QueueCapture {
@@ -446,13 +449,8 @@ impl QueueCapture {
             ));
         }
         let members = qm_members(queues);
-        let unrecorded = 0xffff % members;
-        // Rings that no frame can reach (between the queues and the
-        // unrecorded one) only fill the group: one small block.
-        let filler =
-            RingConfig { block_size: 1 << 16, block_count: 1, frame_size: 2048, block_timeout_ms: 10 };
         let mut rings: Vec<RxRing> = Vec::with_capacity(members);
-        for i in 0..members {
+        for _ in 0..members {
             let group = match rings.first() {
                 None => Fanout::NewUnique,
                 Some(r) => Fanout::Join(r.fanout_group().ok_or_else(|| {
@@ -464,8 +462,7 @@ impl QueueCapture {
             };
             let opts =
                 RxOptions { fanout: Some((group, FanoutMode::QueueMapping)), rxhash: true, paused: true };
-            let c = if i < queues || i == unrecorded { cfg } else { filler };
-            rings.push(RxRing::open_with(ifname, c, &opts)?);
+            rings.push(RxRing::open_with(ifname, cfg, &opts)?);
         }
         for r in &rings {
             r.resume()?;
@@ -488,9 +485,10 @@ impl QueueCapture {
         self.rings.iter().map(|r| r.fd.as_raw_fd()).collect()
     }
 
-    /// The RX queue of ring `i`'s frames; `None`: no queue was recorded.
+    /// The RX queue of ring `i`'s frames; `None`: no queue was recorded
+    /// (ring 0, see [`qm_members`]).
     pub fn queue_of(&self, ring: usize) -> Option<u16> {
-        (ring < self.queues).then_some(ring as u16)
+        ring.checked_sub(1).filter(|&q| q < self.queues).and_then(|q| u16::try_from(q).ok())
     }
 
     /// Frames the kernel dropped on every ring since the last call (ring full).
@@ -583,12 +581,12 @@ mod tests {
 
     #[test]
     fn unrecorded_frames_get_a_socket_of_their_own() {
+        // queue_mapping 0 (none recorded) -> socket 0; queue q (mapping q + 1) -> socket q + 1.
         for q in 1..=MAX_CAPTURE_QUEUES {
             let m = qm_members(q);
-            assert!(m > q && 0xffff % m >= q, "{q} queues: {m} members");
+            assert_eq!(0 % m, 0);
+            assert!((0..q).all(|x| (x + 1) % m == x + 1), "{q} queues: {m} members");
         }
-        assert_eq!(qm_members(1), 2);
-        // 5, 6 and 7 members would put 0xffff on queue 0, 3 or 1.
-        assert_eq!(qm_members(4), 8);
+        assert_eq!(qm_members(4), 5);
     }
 }

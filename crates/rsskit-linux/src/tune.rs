@@ -517,6 +517,61 @@ pub fn settings(root: &Sysroot, plan: &Plan) -> Result<Vec<Setting>, TuneError> 
     Ok(out)
 }
 
+/// `changes` (settings that differ, in write order) with, for each device
+/// whose hashed fields change while neither its key nor its table is
+/// written after them, its current key (else its table) written again right
+/// after the last hashed-fields setting. virtio_net (6.1) passes hashed
+/// fields to the device only inside the RSS command that `ETHTOOL_SRSSH`
+/// sends: an `ETHTOOL_SRXFH` alone reads back through ethtool while the
+/// device goes on hashing the old fields (measured in the QEMU lab,
+/// tests/lab.rs). The key is preferred: writing it again needs no ring
+/// check and does not mark the table as the user's (which would pin the
+/// channel count). The added setting has `old == new` (nothing to save);
+/// a device that reports neither key nor table gets none.
+pub fn push_hash_fields(root: &Sysroot, changes: Vec<Setting>) -> Result<Vec<Setting>, TuneError> {
+    let mut out = changes;
+    let mut devices: Vec<String> = Vec::new();
+    for s in &out {
+        if s.kind() == Kind::HashFields && !devices.iter().any(|d| d == s.device()) {
+            devices.push(s.device().to_string());
+        }
+    }
+    for dev in devices {
+        let on_dev = |s: &Setting| s.device() == dev;
+        let last_fields = out.iter().rposition(|s| on_dev(s) && s.kind() == Kind::HashFields);
+        let Some(at) = last_fields else { continue };
+        let rss_after =
+            out[at + 1..].iter().any(|s| on_dev(s) && matches!(s.kind(), Kind::RssKey | Kind::RssTable));
+        if rss_after {
+            continue;
+        }
+        // The value the device has by then: one written earlier in this
+        // batch (a save file may list the key before the fields), else its
+        // current one.
+        let earlier = |kind: Kind| {
+            out[..at].iter().rev().find(|s| on_dev(s) && s.kind() == kind).map(|s| s.new.clone())
+        };
+        let rss = root.rss(&dev)?.ok().cloned();
+        let key =
+            earlier(Kind::RssKey).or_else(|| rss.as_ref().filter(|r| !r.key.is_empty()).map(|r| hex(&r.key)));
+        let table = earlier(Kind::RssTable)
+            .or_else(|| rss.as_ref().filter(|r| !r.indir.is_empty()).map(|r| table_text(&r.indir)));
+        let (target, value, what) = match (key, table) {
+            (Some(k), _) => (Target::RssKey { device: dev.clone() }, k, "RSS key"),
+            (None, Some(t)) => (Target::RssTable { device: dev.clone() }, t, "RSS indirection table"),
+            (None, None) => continue,
+        };
+        let again = Setting {
+            target,
+            what: format!("{what} written again (the device takes hashed fields with it)"),
+            old: Some(value.clone()),
+            new: value,
+        };
+        out.insert(at + 1, again);
+    }
+    Ok(out)
+}
+
 /// The save file format written and read by this build. Version 1 named
 /// a file path per setting, which a restore running as root cannot trust;
 /// it is refused (see [`parse_save`]).
@@ -758,10 +813,12 @@ pub fn save_text(save: &SaveFile) -> String {
 
 /// What to save before applying `changes`: each with its old value as the
 /// value to restore. Settings whose old value is unreadable (or not valid)
-/// cannot be restored and are left out (the caller reports them).
+/// cannot be restored and are left out (the caller reports them), and so
+/// are values written again unchanged ([`push_hash_fields`]).
 pub fn save_of(changes: &[Setting], now: u64) -> SaveFile {
     let settings = changes
         .iter()
+        .filter(|s| !s.unchanged())
         .filter_map(|s| Some(SavedValue { target: s.target.clone(), value: s.old.clone()? }))
         .collect();
     SaveFile { saved_at: now, settings }

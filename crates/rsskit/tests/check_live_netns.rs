@@ -2,10 +2,13 @@
 //! creates (needs root and `ip`; fails loudly without).
 //!
 //! What veth offers (measured, and in drivers/net/veth.c): no RSS (`ethtool
-//! -x` is not supported), but the receiving end records, as its RX queue,
-//! the TX queue the sender's stack picked, and XPS on the sender picks that
-//! queue. So the test sets XPS so that every CPU sends on TX queue q, sends a
-//! burst, and knows the RX queue of every frame the server's veth receives.
+//! -x` is not supported), but the receiving end keeps the sender's
+//! `queue_mapping`, the TX queue `t` its stack picked (XPS on the sender
+//! picks it), which the kernel reads as RX queue `t - 1` (`skb_get_rx_queue`;
+//! `t = 0`: no queue recorded). So the client's veth has one TX queue more
+//! than the server's RX queues, the test sets XPS so that every CPU sends
+//! on TX queue q + 1, sends a burst, and knows the RX queue q of every frame
+//! the server's veth receives.
 //! IPv6 is off and the neighbours are static: the bursts are the only frames.
 //!
 //! - without an RSS setup: `check --live` counts every frame of the bursts
@@ -19,7 +22,7 @@
 
 mod common;
 
-use common::netns::{require_root_and_ip, rsskit, unique, veth, wait_until, Netns, Proc};
+use common::netns::{require_root_and_ip, rsskit, unique, wait_until, Netns, Proc};
 use rsskit_core::{FlowTuple, HashType, L4Proto, RssKey, Toeplitz};
 use serde_json::Value;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
@@ -46,7 +49,15 @@ impl Lab {
         let server = Netns::new("rsklv");
         let client = Netns::new("rsklc");
         let (vs, vc) = (unique("lvs"), unique("lvc"));
-        veth((&vs, &server), (&vc, &client), Some(QUEUES));
+        // The client's end with QUEUES + 1 TX queues (see the module's comment).
+        let (n, n1) = (QUEUES.to_string(), (QUEUES + 1).to_string());
+        let st = std::process::Command::new("ip")
+            .args(["link", "add", &vs, "numtxqueues", &n, "numrxqueues", &n, "netns", &server.name])
+            .args(["type", "veth", "peer", "name", &vc, "numtxqueues", &n1, "numrxqueues", &n1])
+            .args(["netns", &client.name])
+            .status()
+            .expect("running ip");
+        assert!(st.success(), "ip link add (veth) failed");
         for (ns, dev, addr) in [(&server, &vs, SERVER), (&client, &vc, CLIENT)] {
             // No router solicitations, MLD or neighbour discovery on the wire.
             ns.sysctl("net.ipv6.conf.all.disable_ipv6", "1");
@@ -62,13 +73,13 @@ impl Lab {
         Lab { server, client, vs, vc }
     }
 
-    /// Every CPU of the client sends on TX queue `q` (XPS), so the server's
-    /// veth receives those frames on its RX queue `q`.
+    /// Every CPU of the client sends on TX queue `q + 1` (XPS), so the
+    /// server's veth receives those frames on its RX queue `q`.
     fn send_on_queue(&self, q: usize) {
         let online = rsskit_linux::cpulist::online();
         let all = rsskit_linux::netdev::format_hex_mask(&online);
-        for t in 0..QUEUES {
-            let mask = if t == q { all.as_str() } else { "0" };
+        for t in 0..=QUEUES {
+            let mask = if t == q + 1 { all.as_str() } else { "0" };
             self.client.write(&format!("/sys/class/net/{}/queues/tx-{t}/xps_cpus", self.vc), mask);
         }
     }
@@ -124,9 +135,9 @@ impl Lab {
         }
         let p = Proc::spawn(c);
         // Its packet sockets appear in the namespace's /proc/net/packet
-        // (8 for 4 queues, see `qm_members`).
+        // (5 for 4 queues, see `qm_members`).
         let ready =
-            wait_until(Duration::from_secs(20), || self.server.read("/proc/net/packet").lines().count() > 8);
+            wait_until(Duration::from_secs(20), || self.server.read("/proc/net/packet").lines().count() > 5);
         assert!(ready, "check --live did not open its capture within 20 s");
         // The rings are resumed right after the last socket joins.
         std::thread::sleep(Duration::from_millis(300));

@@ -323,3 +323,64 @@ fn pipeline_buckets_follow_the_nic_table() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("needs --cpus"), "{err}");
 }
+
+/// `udp-echo --table nic:eth0` / `--key nic:eth0` hash UDP on the fields
+/// the NIC hashes, per family (the fixture's udp4 edited to 4-tuple, its
+/// udp6 left on 2-tuple), without `--udp-4tuple`; a `--udp-4tuple` that
+/// contradicts the NIC, and fields the policy cannot express, are refused
+/// by name.
+#[test]
+#[cfg_attr(rsskit_one_cpu, ignore = "needs 2 CPUs for 2 workers")]
+fn udp_echo_takes_the_nics_udp_hashed_fields() {
+    let t = Tree::new("echofields");
+    t.rps_cpus_rx1("00000000");
+    t.irq_cpus(&[(40, 0), (41, 1), (42, 0), (43, 1)]);
+    let run = |bind: &str, extra: &[&str]| {
+        Command::new(assert_cmd::cargo::cargo_bin("rsskit"))
+            .env("RSSKIT_SYSROOT", &t.0)
+            .args(["udp-echo", "--bind", bind, "--cpus", "0-1", "--duration", "0.3", "--json"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let hash_type = |out: &std::process::Output| -> String {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
+        v["hash_type"].as_str().unwrap().to_string()
+    };
+    let nic = ["--table", "nic:eth0", "--key", "nic:eth0"];
+    // The fixture hashes udp4 and udp6 on addresses (0x30).
+    assert_eq!(hash_type(&run("127.0.0.1:0", &nic)), "ipv4");
+    let out = run("127.0.0.1:0", &[&nic[..], &["--udp-4tuple"]].concat());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains("--udp-4tuple, but eth0 hashes udp4 on addresses only (2-tuple)")
+            && !err.contains("panicked"),
+        "{err}"
+    );
+    // udp4 on 4-tuple (0xf0), udp6 still 2-tuple: per family.
+    t.edit_driver(|j| j["hash"]["udp4"] = 0xf0.into());
+    let out = run("127.0.0.1:0", &nic);
+    assert_eq!(hash_type(&out), "udp-ipv4", "the NIC's udp4 4-tuple, no --udp-4tuple");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("UDP 4-tuple"));
+    assert_eq!(hash_type(&run("127.0.0.1:0", &["--key", "nic:eth0"])), "udp-ipv4", "--key nic:IF alone");
+    assert_eq!(hash_type(&run("127.0.0.1:0", &["--table", "nic:eth0"])), "udp-ipv4", "--table nic:IF alone");
+    assert_eq!(hash_type(&run("127.0.0.1:0", &[&nic[..], &["--udp-4tuple"]].concat())), "udp-ipv4");
+    if std::net::UdpSocket::bind("[::1]:0").is_ok() {
+        assert_eq!(hash_type(&run("[::1]:0", &nic)), "ipv6", "udp6 stays on the NIC's 2-tuple");
+    }
+    // Source port only: not a field set the policy has.
+    t.edit_driver(|j| j["hash"]["udp4"] = 0x70.into());
+    let out = run("127.0.0.1:0", &nic);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains(
+                "eth0 hashes udp4 on ip_src,ip_dst,l4_src_port, which rsskit's policy cannot express"
+            )
+            && !err.contains("panicked"),
+        "{err}"
+    );
+}

@@ -496,7 +496,8 @@ fn restore_writes_nothing_when_any_entry_is_bad() {
     fs::write(t.0.join("good.json"), save_v2(&good)).unwrap();
     let out = t.rsskit(&["apply", "--restore", "good.json"]);
     assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
-    assert!(text(&out.stdout).contains("All 7 settings applied"), "{}", text(&out.stdout));
+    // 7, and the key written again after the udp4 fields (the save lists the key first).
+    assert!(text(&out.stdout).contains("All 8 settings applied"), "{}", text(&out.stdout));
     assert_eq!(t.get("sys/class/net/eth0/queues/rx-0/rps_cpus"), "0000000f");
     assert_eq!(t.get("proc/irq/41/smp_affinity_list"), "1");
     assert_eq!(t.get("proc/sys/net/core/rps_sock_flow_entries"), "4096");
@@ -703,4 +704,38 @@ fn apply_refuses_a_plan_naming_what_the_host_does_not_have() {
         assert_eq!(t.snapshot(), before, "{name}");
         assert!(!t.0.join("s.json").exists(), "{name}: no save either");
     }
+}
+
+/// A plan that changes only hashed fields: apply writes them, then the
+/// device's current key again (virtio_net passes fields to the device only
+/// with ETHTOOL_SRSSH; see tune::push_hash_fields), which is not saved
+/// (nothing to restore); --restore of those fields does the same.
+#[test]
+fn a_fields_only_apply_writes_the_key_again_after_them() {
+    let t = Tree::new();
+    let plan = t.rsskit(&["plan", "--iface", "eth0", "--json"]);
+    assert!(plan.status.success(), "{}", text(&plan.stderr));
+    fs::write(t.0.join("plan.json"), &plan.stdout).unwrap();
+    let out = t.rsskit(&["apply", "plan.json", "--save", "first.json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let key = t.driver()["rss"]["key"].clone();
+    let mut p: Value = serde_json::from_slice(&plan.stdout).unwrap();
+    p["devices"][0]["hash_fields"] =
+        serde_json::json!([{"flow": "udp4", "fields": ["ip_src", "ip_dst", "l4_src_port", "l4_dst_port"]}]);
+    fs::write(t.0.join("fields.json"), p.to_string()).unwrap();
+    let out = t.rsskit(&["apply", "fields.json", "--save", "fields-saved.json"]);
+    let s = text(&out.stdout);
+    assert!(out.status.success(), "{s}\n{}", text(&out.stderr));
+    let ok: Vec<&str> = s.lines().filter(|l| l.trim_start().starts_with("ok ")).collect();
+    assert_eq!(ok.len(), 2, "{s}");
+    assert!(ok[0].contains("udp4 hashed fields"), "{s}");
+    assert!(ok[1].contains("RSS key written again (the device takes hashed fields with it)"), "{s}");
+    assert_eq!(t.driver()["hash"]["udp4"], 0xf0);
+    assert_eq!(t.driver()["rss"]["key"], key, "the same key");
+    let saved = fs::read_to_string(t.0.join("fields-saved.json")).unwrap();
+    assert!(saved.contains("hash_fields") && !saved.contains("rss_key"), "only the fields saved: {saved}");
+    let out = t.rsskit(&["apply", "--restore", "fields-saved.json"]);
+    let s = text(&out.stdout);
+    assert!(out.status.success() && s.contains("RSS key written again"), "{s}");
+    assert_eq!(t.driver()["hash"]["udp4"], 0x30);
 }

@@ -185,6 +185,8 @@ pub fn run(mut a: Args) -> Result<()> {
     };
     let all = tune::settings(&root, &plan)?;
     let changes: Vec<Setting> = all.iter().filter(|s| !s.unchanged()).cloned().collect();
+    // Hashed fields alone would not reach a virtio_net device: see push_hash_fields.
+    let changes = tune::push_hash_fields(&root, changes)?;
     let unplanned = if a.plan.is_none() { asked_not_planned(&a.p, &plan) } else { Vec::new() };
     println!("Changes ({} of {} settings; the others are already as planned):", changes.len(), all.len());
     for s in &changes {
@@ -322,6 +324,7 @@ fn restore(root: &Sysroot, file: &Path, dry_run: bool) -> Result<()> {
     let save = tune::read_save(file)?;
     let changes: Vec<Setting> =
         tune::restore_settings(root, file, &save)?.into_iter().filter(|s| !s.unchanged()).collect();
+    let changes = tune::push_hash_fields(root, changes)?;
     println!("Restoring from {} ({} settings differ from the saved values):", file.display(), changes.len());
     for s in &changes {
         println!("{}", diff_line(s));

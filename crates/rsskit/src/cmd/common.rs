@@ -61,9 +61,56 @@ pub fn steering_root() -> rsskit_linux::sysroot::Sysroot {
     }
 }
 
-/// Table entry -> CPU (one value, so clap does not take it for a list).
+/// Table entry -> CPU (one value, so clap does not take it for a list),
+/// and the UDP hashed fields of the NIC it was read from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BucketCpus(pub Vec<CpuId>);
+pub struct BucketCpus(pub Vec<CpuId>, pub NicUdp);
+
+/// What a NIC named by `nic:IF` hashes for UDP, per family: `4-tuple`,
+/// `2-tuple`, `none`, `other` ([`rsskit_linux::ethtool::FlowHash::tuple`]),
+/// `None` when the driver does not report it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NicUdp {
+    pub iface: String,
+    pub udp4: Option<&'static str>,
+    pub udp6: Option<&'static str>,
+    /// The fields as ethtool names them, per family (for messages).
+    pub fields4: String,
+    pub fields6: String,
+}
+
+impl NicUdp {
+    fn of(n: &rsskit_linux::nicsteer::NicSteering) -> NicUdp {
+        let fields = |flow: &str| {
+            n.hash_fields
+                .as_ref()
+                .and_then(|h| h.iter().find(|f| f.flow == flow))
+                .map(|f| if f.fields.is_empty() { "nothing".to_string() } else { f.fields.join(",") })
+                .unwrap_or_default()
+        };
+        NicUdp {
+            iface: n.iface.clone(),
+            udp4: n.tuple("udp4"),
+            udp6: n.tuple("udp6"),
+            fields4: fields("udp4"),
+            fields6: fields("udp6"),
+        }
+    }
+}
+
+/// `--key` as given: the key, and the NIC's UDP fields when it was `nic:IF`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyArg {
+    pub key: RssKey,
+    pub nic: Option<NicUdp>,
+}
+
+/// Clap value parser for `--key` where the NIC's hashed fields matter too.
+pub fn key_nic_arg(s: &str) -> Result<KeyArg, String> {
+    let nic_of = |i: &str| nic(i).map(|n| NicUdp::of(&n)).map_err(|e| format!("--key: {e:#}"));
+    let nic = nic_spec(s).map_err(|e| format!("{e:#}"))?.map(nic_of).transpose()?;
+    Ok(KeyArg { key: key_arg(s)?, nic })
+}
 
 impl BucketCpus {
     /// Entry -> worker index, worker `i` pinned to `cpus[i]`.
@@ -87,10 +134,10 @@ impl BucketCpus {
 /// table and its queues' IRQ CPUs.
 pub fn table_arg(s: &str) -> Result<BucketCpus, String> {
     match nic_spec(s).map_err(|e| format!("{e:#}"))? {
-        Some(i) => nic(i)
-            .map_err(|e| format!("{e:#}"))?
-            .bucket_cpus()
-            .map(|t| BucketCpus(t.into_iter().map(|c| CpuId(c as u32)).collect())),
+        Some(i) => {
+            let n = nic(i).map_err(|e| format!("{e:#}"))?;
+            Ok(BucketCpus(n.bucket_cpus()?.into_iter().map(|c| CpuId(c as u32)).collect(), NicUdp::of(&n)))
+        }
         None => Err(format!("'{s}' is not nic:IF (the table of interface IF)")),
     }
 }
@@ -298,9 +345,10 @@ pub struct UdpHashArgs {
     /// port); default: addresses only, as FreeBSD (spread by source address).
     #[arg(long)]
     pub udp_4tuple: bool,
-    /// RSS key: default (Microsoft), symmetric, random, or 40+ bytes of hex.
-    #[arg(long, default_value = "default", value_parser = key_arg)]
-    pub key: RssKey,
+    /// RSS key: default (Microsoft), symmetric, random, nic:IF (the NIC's
+    /// key, and its UDP hashed fields), or 40+ bytes of hex.
+    #[arg(long, default_value = "default", value_parser = key_nic_arg)]
+    pub key: KeyArg,
     /// Bucket bits of the server's table (1-7); default FreeBSD's
     /// fls(workers-1)+1.
     #[arg(long, value_parser = int_in(1u32, 7))]
@@ -308,9 +356,82 @@ pub struct UdpHashArgs {
 }
 
 impl UdpHashArgs {
-    /// The hash types in force.
-    pub fn hash_config(&self) -> HashConfig {
-        HashConfig::default().with_udp_4tuple(self.udp_4tuple)
+    /// The hash types in force for UDP over IPv6 (`v6`) or IPv4: from
+    /// `--udp-4tuple`, or, when the key or `table` comes from a NIC
+    /// (`nic:IF`), from what that NIC hashes for UDP, per family (the
+    /// policy's hash types are per family, so udp4 on 4-tuple with udp6 on
+    /// 2-tuple is followed as is). Refused by name when the NIC hashes the
+    /// family on fields the policy cannot express, when two NICs named
+    /// disagree, or when `--udp-4tuple` contradicts the NIC: any of those
+    /// would steer datagrams to workers the NIC does not send them to.
+    pub fn hash_config(&self, table: Option<&NicUdp>, v6: bool) -> Result<HashConfig> {
+        let fam = if v6 { "udp6" } else { "udp4" };
+        let mut nics: Vec<&NicUdp> = table.into_iter().chain(self.key.nic.as_ref()).collect();
+        nics.dedup_by(|a, b| a.iface == b.iface);
+        let mut four = None::<(bool, &str)>;
+        for n in &nics {
+            let (tuple, fields) = if v6 { (n.udp6, &n.fields6) } else { (n.udp4, &n.fields4) };
+            let this = match tuple {
+                Some("4-tuple") => true,
+                Some("2-tuple") => false,
+                None => {
+                    eprintln!(
+                        "rsskit: warning: {} does not report the fields it hashes for {fam}: assuming {}",
+                        n.iface,
+                        if self.udp_4tuple { "4-tuple (--udp-4tuple)" } else { "2-tuple" }
+                    );
+                    continue;
+                }
+                Some(_) => bail!(
+                    "{} hashes {fam} on {fields}, which rsskit's policy cannot express (addresses, or \
+                     addresses and ports): set it with `rsskit apply --iface {} --hash-fields {fam}=4-tuple` \
+                     (or 2-tuple)",
+                    n.iface,
+                    n.iface
+                ),
+            };
+            match four {
+                Some((other, name)) if other != this => bail!(
+                    "{name} hashes {fam} on {} but {} on {}: name one NIC in --key nic:IF and --table nic:IF",
+                    tuple_name(other),
+                    n.iface,
+                    tuple_name(this)
+                ),
+                _ => four = Some((this, &n.iface)),
+            }
+        }
+        let udp = match four {
+            None => self.udp_4tuple,
+            Some((false, name)) if self.udp_4tuple => bail!(
+                "--udp-4tuple, but {name} hashes {fam} on addresses only (2-tuple): drop --udp-4tuple, or \
+                 make the NIC hash ports with `rsskit apply --iface {name} --hash-fields {fam}=4-tuple`"
+            ),
+            Some((four, _)) => four,
+        };
+        let t = if v6 { rsskit_core::HashType::UdpIpv6 } else { rsskit_core::HashType::UdpIpv4 };
+        // The other family as the flag says (or the NIC, when it is plain).
+        let mut c = HashConfig::default().with_udp_4tuple(self.udp_4tuple);
+        if let [n] = nics.as_slice() {
+            let (other, ot) = if v6 {
+                (n.udp4, rsskit_core::HashType::UdpIpv4)
+            } else {
+                (n.udp6, rsskit_core::HashType::UdpIpv6)
+            };
+            match other {
+                Some("4-tuple") => c = c.with(ot),
+                Some("2-tuple") => c = c.without(ot),
+                _ => {}
+            }
+        }
+        Ok(if udp { c.with(t) } else { c.without(t) })
+    }
+}
+
+fn tuple_name(four: bool) -> &'static str {
+    if four {
+        "4-tuple"
+    } else {
+        "2-tuple"
     }
 }
 

@@ -296,9 +296,10 @@ fn apply_one(host: &HostArgs, sys: &Sysroot, iface: &str) -> Result<()> {
     if !c.offline.is_empty() {
         eprintln!("rsskit: warning: {iface}: planned CPUs {:?} are offline", c.offline);
     }
-    let changes: Vec<&Setting> = c.settings.iter().filter(|s| !s.unchanged()).collect();
+    let changes: Vec<Setting> = c.settings.iter().filter(|s| !s.unchanged()).cloned().collect();
+    let changes = tune::push_hash_fields(sys, changes)?;
     println!("{iface} ({id}): {} of {} settings to put back", changes.len(), c.settings.len());
-    for s in changes {
+    for s in &changes {
         match tune::write_one(sys, s)? {
             Outcome::Applied => println!("  ok       {iface:<8} {} = {}", s.what, s.new),
             Outcome::Refused { reason } => {

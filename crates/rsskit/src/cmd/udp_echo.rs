@@ -108,10 +108,10 @@ pub fn run(a: Args) -> Result<()> {
 
     // The one RSS policy: worker i on CPU i of --cpus, buckets round-robin
     // (--bits) or following the NIC's table.
-    let hash = a.hash.hash_config();
+    let hash = a.hash.hash_config(a.table.as_ref().map(|t| &t.1), bind.is_ipv6())?;
     let policy = match &a.table {
-        None => RssPolicy::new(a.hash.key.clone(), hash, &cpus, a.hash.bits),
-        Some(t) => RssPolicy::from_table(a.hash.key.clone(), hash, &cpus, &t.0),
+        None => RssPolicy::new(a.hash.key.key.clone(), hash, &cpus, a.hash.bits),
+        Some(t) => RssPolicy::from_table(a.hash.key.key.clone(), hash, &cpus, &t.0),
     }
     .map_err(|e| anyhow!("{e}"))?;
     // Judged for the UDP hash types of the bound family and the server's
@@ -211,11 +211,11 @@ fn banner(srv: &EchoServer, a: &Args) {
         srv.local_addr(),
         srv.steer(),
         srv.hash_type(),
-        if a.hash.udp_4tuple { "4-tuple: addresses and ports" } else { "2-tuple: addresses only" },
-        if a.hash.key == rsskit_core::RssKey::microsoft() {
+        if srv.hash_type().has_ports() { "4-tuple: addresses and ports" } else { "2-tuple: addresses only" },
+        if a.hash.key.key == rsskit_core::RssKey::microsoft() {
             "microsoft".to_string()
         } else {
-            a.hash.key.to_hex()
+            a.hash.key.key.to_hex()
         },
         srv.policy().buckets(),
         srv.workers().len(),
