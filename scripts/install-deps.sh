@@ -27,6 +27,9 @@ command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
 command -v cpio >/dev/null 2>&1 || need+=(cpio)
 command -v ethtool >/dev/null 2>&1 || [ -x /usr/sbin/ethtool ] || need+=(ethtool)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+# The lab's systemd guest (scripts/lab boot --system): a Debian image built
+# with mmdebstrap under target/lab/system.
+command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "== installing: ${need[*]}"
