@@ -346,7 +346,7 @@ SYSTEM_MASK = [
 # What `rsskit apply --persist` writes into the image; boot --system removes
 # it so that each boot starts from the image as built (`persist remove`
 # takes it away inside the guest; a failed run must not leak into the next).
-SYSTEM_RSSKIT_STATE = ["etc/rsskit", "etc/udev/rules.d/90-rsskit.rules", "etc/systemd/system/rsskit-apply@.service",
+SYSTEM_RSSKIT_STATE = ["etc/rsskit", "var/lib/rsskit", "etc/udev/rules.d/90-rsskit.rules", "etc/systemd/system/rsskit-apply@.service",
                        "etc/systemd/system/rsskit-agent.service",
                        "etc/systemd/system/multi-user.target.wants/rsskit-agent.service"]
 
@@ -743,12 +743,17 @@ def cmd_reboot(args):
     if not before:
         die("reboot: the guest does not answer")
     t0 = time.monotonic()
-    run_cmd("systemctl reboot --no-block", 30)
+    # A transient timer outside the agent's unit: the answer gets out before
+    # the agent is stopped.
+    run_cmd("systemd-run --quiet --on-active=1 --timer-property=AccuracySec=100ms systemctl reboot", 30)
     deadline = t0 + args.timeout
     while time.monotonic() < deadline:
         time.sleep(2)
         try:
-            now = boot_id(10)
+            # A short PING first: requests sent while the guest's port is
+            # closed get no answer, and a long wait each would add up.
+            agent_request("PING", None, 3)
+            now = boot_id(20)
         except (OSError, TimeoutError):
             continue
         if now and now != before:
