@@ -151,8 +151,13 @@ fn config(a: &Args) -> Result<LoadConfig> {
     };
     // The server's policy as the client must assume it.
     let cpus: Vec<CpuId> = cpus.into_iter().map(|c| CpuId(c as u32)).collect();
-    let policy = RssPolicy::new(a.hash.key.key.clone(), a.hash.hash_config(None, target.is_ipv6())?, &cpus, a.hash.bits)
-        .map_err(|e| UdpLoadError::Table(e.to_string()))?;
+    let policy = RssPolicy::new(
+        a.hash.key.key.clone(),
+        a.hash.hash_config(None, target.is_ipv6())?,
+        &cpus,
+        a.hash.bits,
+    )
+    .map_err(|e| UdpLoadError::Table(e.to_string()))?;
     let table = ServerTable::from_policy(policy);
     let p = table.policy();
     let key_use = KeyUse::of_proto(p.hash_config(), L4Proto::Udp, target.is_ipv6(), p.bits());
