@@ -175,7 +175,7 @@ complete -c rsskit -n "__fish_rsskit_using_subcommand udp-echo" -l steer -d 'How
 complete -c rsskit -n "__fish_rsskit_using_subcommand udp-echo" -l batch -d 'Datagrams per recvmmsg call (1-1024)' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand udp-echo" -l flush-packets -d 'Flush queued replies once this many are pending (1-1024); they are flushed anyway when the receive queue drains' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand udp-echo" -l flush-bytes -d 'Flush queued replies once this many bytes are pending (1-16777216)' -r
-complete -c rsskit -n "__fish_rsskit_using_subcommand udp-echo" -l key -d 'RSS key: default (Microsoft), symmetric, random, or 40+ bytes of hex' -r
+complete -c rsskit -n "__fish_rsskit_using_subcommand udp-echo" -l key -d 'RSS key: default (Microsoft), symmetric, random, nic:IF (the NIC\'s key, and its UDP hashed fields), or 40+ bytes of hex' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand udp-echo" -l bits -d 'Bucket bits of the server\'s table (1-7); default FreeBSD\'s fls(workers-1)+1' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand udp-echo" -l rcvbuf -d 'SO_RCVBUF per socket, bytes (0: the kernel default, net.core.rmem_default); the kernel caps it at net.core.rmem_max. The size granted is printed at start and in the summary. At most 1073741823' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand udp-echo" -l duration -d 'Stop after this many seconds, above 0 and below 10^7 (default: run until SIGINT/SIGTERM)' -r
@@ -198,7 +198,7 @@ complete -c rsskit -n "__fish_rsskit_using_subcommand udp-load" -l count -d 'Dat
 complete -c rsskit -n "__fish_rsskit_using_subcommand udp-load" -l window -d 'Most datagrams outstanding per stream, 1-1048576 (closed loop)' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand udp-load" -l burst -d 'With --rate: send in bursts of N datagrams (round-robin over the streams) instead of evenly paced, like a NIC coalescing interrupts. 1-4096' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand udp-load" -l gso -d 'Datagrams of one stream per send (1-64): above 1, one UDP_SEGMENT (GSO) send carries up to N consecutive datagrams of a stream (within --count and --window); N x --size must stay within 65507 bytes' -r
-complete -c rsskit -n "__fish_rsskit_using_subcommand udp-load" -l key -d 'RSS key: default (Microsoft), symmetric, random, or 40+ bytes of hex' -r
+complete -c rsskit -n "__fish_rsskit_using_subcommand udp-load" -l key -d 'RSS key: default (Microsoft), symmetric, random, nic:IF (the NIC\'s key, and its UDP hashed fields), or 40+ bytes of hex' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand udp-load" -l bits -d 'Bucket bits of the server\'s table (1-7); default FreeBSD\'s fls(workers-1)+1' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand udp-load" -l server-cpus -d 'The server\'s worker CPUs: a count N (CPUs 0..N-1) or a LIST like 0-3,6 (N 1-8192, ids 0-8191; default: this machine\'s online CPUs)' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand udp-load" -l src-net -d 'Network to pick source addresses from (address-only hashing); default 127.0.0.0/8 for an IPv4 loopback target, else this host\'s addresses. Addresses assigned here are preferred; for IPv4 a whole network can be made bindable with `ip route add local NET dev lo`. Needs --spread-buckets (without it the kernel picks the source)' -r
