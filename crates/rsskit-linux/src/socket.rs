@@ -435,27 +435,23 @@ impl Batch {
         sockaddr_to_std(&self.addrs[i], self.hdrs[i].msg_hdr.msg_namelen)
     }
 
-    /// Local (destination) address of received message `i`, from its
-    /// `IP_PKTINFO`/`IPV6_PKTINFO` control message, if any.
-    pub fn local_ip(&self, i: usize) -> Option<IpAddr> {
+    /// The first control message of received message `i` that `pick`
+    /// (given its level, type and data) turns into a value.
+    #[inline]
+    fn find_cmsg<T>(&self, i: usize, mut pick: impl FnMut(i32, i32, *const u8) -> Option<T>) -> Option<T> {
         assert!(i < self.len);
         if !self.with_ctrl {
             return None;
         }
         let h = &self.hdrs[i].msg_hdr;
         // SAFETY: msg_control/msg_controllen describe this message's own
-        // control buffer as filled by the kernel; CMSG_* walk within it.
+        // control buffer as filled by the kernel; CMSG_* walk within it, and
+        // each header read is one CMSG_* returned.
         unsafe {
             let mut c = libc::CMSG_FIRSTHDR(h);
             while !c.is_null() {
-                let data = libc::CMSG_DATA(c);
-                if (*c).cmsg_level == libc::IPPROTO_IP && (*c).cmsg_type == libc::IP_PKTINFO {
-                    let pi = std::ptr::read_unaligned(data.cast::<libc::in_pktinfo>());
-                    return Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(pi.ipi_addr.s_addr))));
-                }
-                if (*c).cmsg_level == libc::IPPROTO_IPV6 && (*c).cmsg_type == libc::IPV6_PKTINFO {
-                    let pi = std::ptr::read_unaligned(data.cast::<libc::in6_pktinfo>());
-                    return Some(IpAddr::V6(Ipv6Addr::from(pi.ipi6_addr.s6_addr)));
+                if let Some(v) = pick((*c).cmsg_level, (*c).cmsg_type, libc::CMSG_DATA(c)) {
+                    return Some(v);
                 }
                 c = libc::CMSG_NXTHDR(h, c);
             }
@@ -463,29 +459,38 @@ impl Batch {
         None
     }
 
+    /// Local (destination) address of received message `i`, from its
+    /// `IP_PKTINFO`/`IPV6_PKTINFO` control message, if any.
+    pub fn local_ip(&self, i: usize) -> Option<IpAddr> {
+        self.find_cmsg(i, |level, ty, data| match (level, ty) {
+            (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
+                // SAFETY: the kernel's IP_PKTINFO data is one in_pktinfo; read unaligned.
+                let pi = unsafe { std::ptr::read_unaligned(data.cast::<libc::in_pktinfo>()) };
+                Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(pi.ipi_addr.s_addr))))
+            }
+            (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) => {
+                // SAFETY: the kernel's IPV6_PKTINFO data is one in6_pktinfo; read unaligned.
+                let pi = unsafe { std::ptr::read_unaligned(data.cast::<libc::in6_pktinfo>()) };
+                Some(IpAddr::V6(Ipv6Addr::from(pi.ipi6_addr.s6_addr)))
+            }
+            _ => None,
+        })
+    }
+
     /// Segment size of received message `i` when the kernel coalesced
     /// several datagrams of one flow into it (`UDP_GRO` on the socket, see
     /// [`set_gro`]): its `UDP_GRO` control message. `None`: one datagram.
     /// [`segments`] splits the payload into its datagrams.
     pub fn segment_size(&self, i: usize) -> Option<usize> {
-        assert!(i < self.len);
-        if !self.with_ctrl {
-            return None;
-        }
-        let h = &self.hdrs[i].msg_hdr;
-        // SAFETY: as in `local_ip`: the kernel-filled control buffer of this
-        // message, walked with CMSG_*; the int is read unaligned.
-        unsafe {
-            let mut c = libc::CMSG_FIRSTHDR(h);
-            while !c.is_null() {
-                if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == libc::UDP_GRO {
-                    let g = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
-                    return usize::try_from(g).ok().filter(|&g| g > 0);
-                }
-                c = libc::CMSG_NXTHDR(h, c);
+        self.find_cmsg(i, |level, ty, data| {
+            if (level, ty) != (libc::SOL_UDP, libc::UDP_GRO) {
+                return None;
             }
-        }
-        None
+            // SAFETY: the kernel's UDP_GRO data is one int; read unaligned.
+            let g = unsafe { std::ptr::read_unaligned(data.cast::<libc::c_int>()) };
+            Some(usize::try_from(g).ok().filter(|&g| g > 0))
+        })
+        .flatten()
     }
 
     /// Queues `data` for `to`. Returns `false` (queuing nothing) when the
