@@ -380,18 +380,10 @@ fn srv_policy_after(policy: &RssPolicy, n: u32) -> RssPolicy {
     p
 }
 
-/// `--rebalance` end to end: three streams whose buckets all belong to
-/// worker 0 (two workers); the server moves buckets to worker 1 and
-/// reports each move in its JSON.
-#[test]
-fn rebalance_moves_buckets_off_the_busy_worker() {
-    netns::require_root_and_ip();
-    let cpus = rsskit_linux::cpulist::online();
-    if cpus.len() < 2 {
-        panic!("needs 2 CPUs for two workers");
-    }
-    let p = port();
-    let bind = format!("127.0.0.1:{p}");
+/// `udp-echo --steer ebpf --rebalance` on 127.0.0.1 with two workers on
+/// CPUs 0-1, 8 buckets, UDP 4-tuple: its address, process and stderr.
+fn rebalancing_echo_server() -> (String, Proc, std::thread::JoinHandle<String>) {
+    let bind = format!("127.0.0.1:{}", port());
     let mut cmd = std::process::Command::new(netns::rsskit());
     cmd.args([
         "udp-echo",
@@ -407,14 +399,33 @@ fn rebalance_moves_buckets_off_the_busy_worker() {
     ]);
     cmd.args(["--rebalance", "--rebalance-every", "0.5", "--duration", "30", "--json"]);
     let (server, stderr) = spawn_ready(cmd);
-    // Sources whose buckets worker 0 owns (even buckets, round robin).
-    let policy = RssPolicy::new(
+    (bind, server, stderr)
+}
+
+/// The policy that server starts with (buckets round robin over workers 0, 1).
+fn rebalancing_policy() -> RssPolicy {
+    RssPolicy::new(
         RssKey::microsoft(),
         HashConfig::default().with_udp_4tuple(true),
         &[CpuId(0), CpuId(1)],
         Some(3),
     )
-    .unwrap();
+    .unwrap()
+}
+
+/// `--rebalance` end to end: three streams whose buckets all belong to
+/// worker 0 (two workers); the server moves buckets to worker 1 and
+/// reports each move in its JSON.
+#[test]
+fn rebalance_moves_buckets_off_the_busy_worker() {
+    netns::require_root_and_ip();
+    let cpus = rsskit_linux::cpulist::online();
+    if cpus.len() < 2 {
+        panic!("needs 2 CPUs for two workers");
+    }
+    let (bind, server, stderr) = rebalancing_echo_server();
+    // Sources whose buckets worker 0 owns (even buckets, round robin).
+    let policy = rebalancing_policy();
     let to: SocketAddr = bind.parse().unwrap();
     let mut srcs = Vec::new();
     let mut buckets = std::collections::BTreeSet::new();
@@ -567,30 +578,8 @@ fn rebalance_needs_ebpf_steering() {
 fn udp_load_follows_the_servers_moves_and_a_hot_bucket_says_why() {
     netns::require_root_and_ip();
     assert!(rsskit_linux::cpulist::online().len() >= 2, "needs 2 CPUs for two workers");
-    let p = port();
-    let bind = format!("127.0.0.1:{p}");
-    let mut cmd = std::process::Command::new(netns::rsskit());
-    cmd.args([
-        "udp-echo",
-        "--bind",
-        &bind,
-        "--cpus",
-        "0-1",
-        "--steer",
-        "ebpf",
-        "--bits",
-        "3",
-        "--udp-4tuple",
-    ]);
-    cmd.args(["--rebalance", "--rebalance-every", "0.5", "--duration", "30", "--json"]);
-    let (server, stderr) = spawn_ready(cmd);
-    let policy = RssPolicy::new(
-        RssKey::microsoft(),
-        HashConfig::default().with_udp_4tuple(true),
-        &[CpuId(0), CpuId(1)],
-        Some(3),
-    )
-    .unwrap();
+    let (bind, server, stderr) = rebalancing_echo_server();
+    let policy = rebalancing_policy();
     let to: SocketAddr = bind.parse().unwrap();
     let extra = loop {
         let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
