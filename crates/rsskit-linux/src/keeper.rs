@@ -411,6 +411,38 @@ mod tests {
     }
 
     #[test]
+    fn drifted_hash_fields_are_corrected_with_their_cause() {
+        // ethtool -N eth0 rx-flow-hash udp4 sd behind the agent's back.
+        let fields = |old: &str| Setting {
+            target: Target::HashFields { device: "eth0".into(), flow: "udp4" },
+            what: "udp4 hashed fields".into(),
+            old: Some(old.into()),
+            new: "ip_src,ip_dst,l4_src_port,l4_dst_port".into(),
+        };
+        let mut k = Keeper::new(policy());
+        assert_eq!(
+            k.decide(0, &fields("l4_dst_port,l4_src_port,ip_dst,ip_src")),
+            Verdict::InPlace,
+            "same set"
+        );
+        let s = fields("ip_src,ip_dst");
+        assert_eq!(k.decide(0, &s), Verdict::Correct);
+        let ev = k.outcome(0, &s, Cause::Periodic, &Outcome::Applied, None);
+        assert_eq!(
+            ev[0].to_string(),
+            "eth0: corrected udp4 hashed fields: ip_src,ip_dst -> ip_src,ip_dst,l4_src_port,l4_dst_port \
+             (cause: found by the periodic re-check)"
+        );
+        assert!(matches!(&ev[0], Event::Corrected { class: "hash_fields", .. }));
+        // A driver that takes no fields for udp4: reported once.
+        let no = Outcome::Refused { reason: "ETHTOOL_SRXFH: Operation not supported".into() };
+        let t = fields("ip_src,ip_dst");
+        let mut k = Keeper::new(policy());
+        assert_eq!(k.outcome(1, &t, Cause::Start, &no, None).len(), 1);
+        assert_eq!(k.decide(2, &t), Verdict::Refused);
+    }
+
+    #[test]
     fn classes_are_few() {
         let s = rps("0");
         assert_eq!(class(&s), "rps_cpus");

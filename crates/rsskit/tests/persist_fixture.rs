@@ -364,6 +364,44 @@ fn agent_puts_back_drift_reports_refused_once_and_contested_and_serves_metrics()
     assert!(st.success(), "{st:?}");
 }
 
+/// `ethtool -N eth0 rx-flow-hash udp4 sd` behind the agent's back: it
+/// puts the planned 4-tuple back and then writes the device's key again
+/// (virtio_net takes hashed fields only with ETHTOOL_SRSSH; see
+/// tune::push_hash_fields), the key unchanged.
+#[test]
+fn agent_puts_back_hashed_fields_and_writes_the_key_again() {
+    let h = Host::new("fields");
+    h.plan(&[]);
+    let mut plan: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(h.sys("plan.json")).unwrap()).unwrap();
+    plan["devices"][0]["hash_fields"] =
+        serde_json::json!([{"flow": "udp4", "fields": ["ip_src", "ip_dst", "l4_src_port", "l4_dst_port"]}]);
+    fs::write(h.sys("plan.json"), plan.to_string()).unwrap();
+    let o = h.run(&["apply", "plan.json", "--persist"]);
+    assert!(o.status.success(), "{}", out(&o));
+    let drv = h.sys("ethtool/eth0.json");
+    let driver =
+        || -> serde_json::Value { serde_json::from_str(&fs::read_to_string(&drv).unwrap()).unwrap() };
+    assert_eq!(driver()["hash"]["udp4"], 0xf0, "apply set the 4-tuple");
+    let key = driver()["rss"]["key"].clone();
+    let o = h.run(&["agent", "--once"]);
+    assert!(o.status.success(), "nothing drifted yet: {}", out(&o));
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("written again"), "{}", out(&o));
+
+    let mut v = driver();
+    v["hash"]["udp4"] = serde_json::json!(0x30);
+    put(&drv, &serde_json::to_string(&v).unwrap());
+    let o = h.run(&["agent", "--once"]);
+    let log = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(o.status.success(), "put back, so aligned: {}", out(&o));
+    let fixed = log.find("eth0: corrected udp4 hashed fields: ip_src,ip_dst -> ip_src,ip_dst,l4_src_port,l4_dst_port (cause: found at start)");
+    let again = log
+        .find("eth0: RSS key written again (the device takes hashed fields with it) after the hashed fields");
+    assert!(fixed.is_some() && again.is_some() && fixed < again, "fields put back, then the key: {log}");
+    assert_eq!(driver()["hash"]["udp4"], 0xf0);
+    assert_eq!(driver()["rss"]["key"], key, "the same key written");
+}
+
 #[test]
 fn units_pass_systemd_analyze_verify() {
     // systemd-analyze checks that ExecStart exists: verify copies whose

@@ -27,7 +27,8 @@ keeps them applied on the devices present: on a new link or a link coming up
 (rtnetlink), when the queue count changed, and every --interval seconds it
 reads every planned setting (channels, table, key, hashed fields, IRQ
 affinity, XPS, RPS) and puts back what drifted, logging the setting, the old
-and new value and the cause. A setting put back 3 times within 5 minutes is
+and new value and the cause; hashed fields put back are followed by the
+device's key written again (virtio_net takes fields only with it). A setting put back 3 times within 5 minutes is
 reported as contested (with irqbalance named when it runs) and left alone
 for a back-off that doubles up to an hour; a setting the kernel or driver
 refuses is reported once and retried only when the device appears again or
@@ -229,6 +230,8 @@ impl Agent {
         if !check.offline.is_empty() {
             m.problems.insert("cpus_offline", check.offline.len() as u64);
         }
+        // What this pass put back, in write order (for the hashed fields' follow-up).
+        let mut written: Vec<tune::Setting> = Vec::new();
         for s in &check.settings {
             let now = self.now_ms();
             match self.keeper.decide(now, s) {
@@ -239,6 +242,9 @@ impl Agent {
                     let suspect = self.suspect(rsskit_linux::keeper::class(s));
                     let ev = self.keeper.outcome(now, s, cause, &o, suspect.as_deref());
                     self.record(ev);
+                    if o == Outcome::Applied {
+                        written.push(s.clone());
+                    }
                     if o == Outcome::Applied && !self.keeper.contested(now, s) {
                         continue;
                     }
@@ -254,6 +260,7 @@ impl Agent {
             };
             *m.problems.entry(kind).or_default() += 1;
         }
+        self.push_hash_fields(name, written, &mut m);
         m.aligned = m.problems.is_empty();
         let irqs: Vec<u32> = check.plan.devices[0].irqs.iter().map(|x| x.irq).collect();
         if !irqs.is_empty() {
@@ -273,6 +280,37 @@ impl Agent {
         }
         self.queue_stats(name, &mut m);
         m
+    }
+
+    /// Hashed fields put back alone do not reach a virtio_net device (it
+    /// takes them only with ETHTOOL_SRSSH): as `apply` does, the device's
+    /// key (or table) is written again after them (`tune::push_hash_fields`,
+    /// the one rule), unless this pass wrote one after them anyway.
+    fn push_hash_fields(&mut self, name: &str, written: Vec<tune::Setting>, m: &mut DeviceMetrics) {
+        if !written.iter().any(|s| s.kind() == tune::Kind::HashFields) {
+            return;
+        }
+        let again = match tune::push_hash_fields(&self.sys, written) {
+            Ok(all) => all.into_iter().filter(|s| s.unchanged()),
+            Err(e) => {
+                log(&format!("{name}: cannot read the RSS key to follow the hashed fields: {e}"));
+                *m.problems.entry("drifted").or_default() += 1;
+                return;
+            }
+        };
+        for s in again {
+            match tune::write_one(&self.sys, &s) {
+                Ok(Outcome::Applied) => log(&format!("{name}: {} after the hashed fields", s.what)),
+                Ok(o) => {
+                    log(&format!("{name}: {} failed ({o:?}): the device may hash the old fields", s.what));
+                    *m.problems.entry("drifted").or_default() += 1;
+                }
+                Err(e) => {
+                    log(&format!("{name}: {} failed ({e}): the device may hash the old fields", s.what));
+                    *m.problems.entry("drifted").or_default() += 1;
+                }
+            }
+        }
     }
 
     /// Per RX queue packets (where the driver names them) and the imbalance
