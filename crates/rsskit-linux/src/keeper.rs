@@ -250,6 +250,15 @@ impl Keeper {
         }
     }
 
+    /// Whether putting `s` back at `now_ms` would make it contested, so the
+    /// shell looks for a suspect (a scan of every process) only then.
+    pub fn would_contest(&self, now_ms: u64, s: &Setting) -> bool {
+        let recent = self.entries.get(&Self::key(s)).map_or(0, |e| {
+            e.fixes.iter().filter(|&&t| now_ms.saturating_sub(t) <= self.policy.window_ms).count()
+        });
+        recent + 1 >= self.policy.flips
+    }
+
     /// Whether `s` is contested now (for the device's problems).
     pub fn contested(&self, now_ms: u64, s: &Setting) -> bool {
         self.entries.get(&Self::key(s)).is_some_and(|e| e.until_ms > now_ms)
@@ -364,6 +373,27 @@ mod tests {
             }
         }
         assert_eq!(k.decide(t, &s), Verdict::BackingOff { until_ms: t + 12_000 }, "capped");
+    }
+
+    #[test]
+    fn would_contest_foretells_the_contested_event() {
+        let mut k = Keeper::new(policy());
+        let s = rps("0");
+        // Bursts and pauses: inside and outside the window, through back-offs.
+        let gaps = [0, 100, 100, 7000, 100, 11_000, 2000, 100, 100, 30_000, 5, 5, 5, 5];
+        let (mut t, mut contested) = (0, 0);
+        for g in gaps {
+            t += g;
+            if k.decide(t, &s) != Verdict::Correct {
+                continue;
+            }
+            let foretold = k.would_contest(t, &s);
+            let ev = k.outcome(t, &s, Cause::Periodic, &Outcome::Applied, None);
+            let is = ev.iter().any(|e| matches!(e, Event::Contested { .. }));
+            assert_eq!(foretold, is, "at {t}: {ev:?}");
+            contested += usize::from(is);
+        }
+        assert!(contested >= 2, "the sequence reaches contested more than once: {contested}");
     }
 
     #[test]

@@ -239,7 +239,12 @@ impl Agent {
                 Verdict::Correct => {
                     let o = tune::write_one(&self.sys, s)
                         .unwrap_or_else(|e| Outcome::Refused { reason: e.to_string() });
-                    let suspect = self.suspect(rsskit_linux::keeper::class(s));
+                    // Who else writes it: looked for only when it becomes contested.
+                    let suspect = if self.keeper.would_contest(now, s) {
+                        self.suspect(rsskit_linux::keeper::class(s))
+                    } else {
+                        None
+                    };
                     let ev = self.keeper.outcome(now, s, cause, &o, suspect.as_deref());
                     self.record(ev);
                     if o == Outcome::Applied {
