@@ -480,3 +480,19 @@ fn a_real_prometheus_scrapes_the_agent_and_answers_a_query() {
     assert_eq!(v["data"]["result"][0]["metric"]["device"], "eth0");
     assert!(a.stop().success());
 }
+
+#[test]
+fn apply_persist_with_irqbalance_running_bans_instead_of_advising_a_ban() {
+    let h = Host::new("persist-irqb-running");
+    fs::create_dir_all(h.sys("proc/4242")).unwrap();
+    fs::write(h.sys("proc/4242/comm"), "irqbalance\n").unwrap();
+    fs::write(h.sys("proc/4242/cmdline"), "/usr/sbin/irqbalance\0--foreground\0").unwrap();
+    h.plan(&[]);
+    let o = h.run(&["apply", "plan.json", "--save", "saved.json", "--persist"]);
+    assert!(o.status.success(), "{}", out(&o));
+    let (text, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    // The old text told the operator to add the bans by hand, right before rsskit added them itself.
+    assert!(!err.contains("Exclude the IRQs"), "{}", out(&o));
+    assert!(text.contains("irqbalance is running (pid 4242): --persist bans the IRQs pinned here"), "{text}");
+    assert!(text.contains("irqbalance: added --banirq for IRQs 40,41,42,43"), "{text}");
+}

@@ -216,7 +216,14 @@ pub fn run(mut a: Args) -> Result<()> {
                 .filter(|i| !ib.banned_irqs.contains(i))
                 .map(|i| format!("--banirq={i}"))
                 .collect();
-            if !missing.is_empty() {
+            if !missing.is_empty() && a.persist && !a.dry_run {
+                // after_apply bans them below and says so: no advice to do it by hand.
+                println!(
+                    "irqbalance is running (pid {}): --persist bans the IRQs pinned here ({}) in its options file",
+                    ib.pid,
+                    missing.join(" ")
+                );
+            } else if !missing.is_empty() {
                 eprintln!(
                     "rsskit: warning: irqbalance is running (pid {}): it will move the IRQ affinities set here. \
                      Exclude the IRQs by adding `{}` to IRQBALANCE_ARGS (/etc/default/irqbalance or \
