@@ -8,8 +8,8 @@
 //! taken as spread evenly over its table entries; a moved entry carries its
 //! share.
 
-use crate::netdev::{self, IrqLine, Roots};
-use crate::netstat::{self, NetstatError, Softnet};
+use rsskit_linux::netdev::{self, IrqLine, Roots};
+use crate::softnet::{self, NetstatError, Softnet};
 use crate::sysroot::DeviceState;
 use rsskit_core::rebalance::{imbalance, plan_moves, MoveRule};
 use serde::Serialize;
@@ -31,7 +31,7 @@ impl Snapshot {
         let path: PathBuf = roots.proc.join("net/softnet_stat");
         let text = std::fs::read_to_string(&path)
             .map_err(|source| NetstatError::Read { path: path.clone(), source })?;
-        let softnet = netstat::parse_softnet(&text).map_err(|msg| NetstatError::Parse { path, msg })?;
+        let softnet = softnet::parse_softnet(&text).map_err(|msg| NetstatError::Parse { path, msg })?;
         Ok(Snapshot { at, irqs: netdev::interrupts(roots), softnet })
     }
 }

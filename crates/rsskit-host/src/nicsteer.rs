@@ -4,8 +4,8 @@
 //! the queue's RPS CPUs. Used by `rsskit hash --iface IF` and by
 //! `--key nic:IF` / `--table nic:IF`.
 
-use crate::ethtool::FlowHash;
-use crate::netdev;
+use rsskit_linux::ethtool::FlowHash;
+use rsskit_linux::netdev;
 use crate::sysroot::{Sysroot, SysrootError};
 use serde::Serialize;
 

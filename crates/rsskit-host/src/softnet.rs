@@ -8,7 +8,7 @@
 //! two samples divided by the time between them. Parsers are pure functions
 //! over the file text; readers take a [`Roots`] so tests can use a tree.
 
-use crate::netdev::{self, IfaceIrq, Roots};
+use rsskit_linux::netdev::{self, IfaceIrq, Roots};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fs;

@@ -9,9 +9,9 @@
 //! `ETHTOOL_SRSSH` writes are built as the ioctl's bytes and parsed back as
 //! the kernel would before they update that file.
 
-use crate::ethtool::{self, Channels, Ethtool, EthtoolError, FlowHash, Reported, Rss};
-use crate::netdev::{self, IfaceFacts, IfaceIrq, Roots, RxQueue, TxQueue};
-use crate::topology::Topology;
+use rsskit_linux::ethtool::{self, Channels, Ethtool, EthtoolError, FlowHash, Reported, Rss};
+use rsskit_linux::netdev::{self, IfaceFacts, IfaceIrq, Roots, RxQueue, TxQueue};
+use rsskit_linux::topology::Topology;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs;
