@@ -9,7 +9,7 @@
 //! share.
 
 use rsskit_linux::netdev::{self, IrqLine, Roots};
-use crate::softnet::{self, NetstatError, Softnet};
+use crate::softnet::{self, SoftnetError, Softnet};
 use crate::sysroot::DeviceState;
 use rsskit_core::rebalance::{imbalance, plan_moves, MoveRule};
 use serde::Serialize;
@@ -26,12 +26,12 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// Reads softnet stats and interrupt counts under `roots`, timestamped now.
-    pub fn take(roots: &Roots) -> Result<Snapshot, NetstatError> {
+    pub fn take(roots: &Roots) -> Result<Snapshot, SoftnetError> {
         let at = Instant::now();
         let path: PathBuf = roots.proc.join("net/softnet_stat");
         let text = std::fs::read_to_string(&path)
-            .map_err(|source| NetstatError::Read { path: path.clone(), source })?;
-        let softnet = softnet::parse_softnet(&text).map_err(|msg| NetstatError::Parse { path, msg })?;
+            .map_err(|source| SoftnetError::Read { path: path.clone(), source })?;
+        let softnet = softnet::parse_softnet(&text).map_err(|msg| SoftnetError::Parse { path, msg })?;
         Ok(Snapshot { at, irqs: netdev::interrupts(roots), softnet })
     }
 }

@@ -840,8 +840,7 @@ pub fn prepare_save_dir(dir: &Path) -> Result<(), TuneError> {
         Err(e) => return Err(err(e.to_string())),
     }
     let m = fs::symlink_metadata(dir).map_err(|e| err(e.to_string()))?;
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
+    let me = rsskit_linux::process::effective_uid();
     if !m.file_type().is_dir() {
         return Err(err("not a directory (or a symlink): refusing to save there".into()));
     }

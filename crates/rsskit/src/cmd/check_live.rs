@@ -32,7 +32,7 @@ pub struct LiveArgs<'a> {
 }
 
 pub fn run(a: LiveArgs<'_>) -> Result<()> {
-    let root = steering_root();
+    let root = steering_root()?;
     let iface = match a.ifaces {
         [one] => one.clone(),
         [] => {
