@@ -78,7 +78,9 @@ pub(crate) fn device(dir: &Path, name: &str) -> Result<DriverParts, SysrootError
         Reported::Unsupported { reason: format!("{what}: operation not supported by the driver") }
     }
     let channels = match f.combined {
-        Some(c) => Reported::Supported(Channels { combined_count: c, max_combined: c, ..Channels::default() }),
+        Some(c) => {
+            Reported::Supported(Channels { combined_count: c, max_combined: c, ..Channels::default() })
+        }
         None => not("ETHTOOL_GCHANNELS"),
     };
     let rss = match &f.rss {
@@ -156,15 +158,18 @@ pub(crate) fn set_rss(
 }
 
 /// `ETHTOOL_SRXFH` on the fake driver.
-pub(crate) fn set_flow_hash(dir: &Path, name: &str, flow: &str, raw: u64) -> Result<Reported<()>, SysrootError> {
+pub(crate) fn set_flow_hash(
+    dir: &Path,
+    name: &str,
+    flow: &str,
+    raw: u64,
+) -> Result<Reported<()>, SysrootError> {
     let mut f = read(dir, name)?;
     if let Some(r) = &f.refuse_set {
         return Ok(Reported::Unsupported { reason: format!("ETHTOOL_SRXFH: {r}") });
     }
     let Some(code) = ethtool::FLOW_TYPES.iter().find(|t| t.name == flow).map(|t| t.code) else {
-        return Ok(Reported::Unsupported {
-            reason: format!("ETHTOOL_SRXFH: unknown flow type '{flow}'"),
-        });
+        return Ok(Reported::Unsupported { reason: format!("ETHTOOL_SRXFH: unknown flow type '{flow}'") });
     };
     let Some(map) = f.hash.as_mut() else {
         return Ok(Reported::Unsupported {

@@ -2,13 +2,13 @@
 //! the problems that break it (each makes the verdict "not aligned") and
 //! notes that do not. No I/O: it judges what [`crate::sysroot`] read.
 
-use rsskit_linux::cpulist;
-use rsskit_linux::netdev::{self, IrqKind};
 use crate::sysroot::{DeviceState, IrqBalance};
-use rsskit_linux::topology::Topology;
 use rsskit_core::keycheck;
 use rsskit_core::ringmap::{is_mismatch, HOST_TABLE_LEN};
 use rsskit_core::RssKey;
+use rsskit_linux::cpulist;
+use rsskit_linux::netdev::{self, IrqKind};
+use rsskit_linux::topology::Topology;
 use serde::Serialize;
 
 /// The verdict on one device.

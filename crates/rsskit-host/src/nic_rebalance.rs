@@ -8,10 +8,10 @@
 //! taken as spread evenly over its table entries; a moved entry carries its
 //! share.
 
-use rsskit_linux::netdev::{self, IrqLine, Roots};
-use crate::softnet::{self, SoftnetError, Softnet};
+use crate::softnet::{self, Softnet, SoftnetError};
 use crate::sysroot::DeviceState;
 use rsskit_core::rebalance::{imbalance, plan_moves, MoveRule};
+use rsskit_linux::netdev::{self, IrqLine, Roots};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Instant;

@@ -10,9 +10,9 @@
 //! program is ever taken from one (a plan with `xdp_steer` is refused: it
 //! names a command).
 
-use rsskit_linux::netdev::{self, classify_irq, IrqKind};
 use crate::plan::{DevicePlan, IrqPlan, Plan, PLAN_VERSION};
 use crate::sysroot::{DeviceState, Sysroot};
+use rsskit_linux::netdev::{self, classify_irq, IrqKind};
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::io::{self, Read as _, Write as _};

@@ -25,11 +25,11 @@
 //!   (aligned per-queue IRQs, or RPS), `toeplitz` with the NIC's key
 //!   otherwise.
 
+use crate::sysroot::DeviceState;
+use rsskit_core::ringmap::{Ringmap, HOST_TABLE_LEN, MAX_CPUS};
 use rsskit_linux::cpulist;
 use rsskit_linux::netdev::IrqKind;
-use crate::sysroot::DeviceState;
 use rsskit_linux::topology::Topology;
-use rsskit_core::ringmap::{Ringmap, HOST_TABLE_LEN, MAX_CPUS};
 use serde::{Deserialize, Serialize};
 
 /// Why no plan was made.
@@ -695,11 +695,11 @@ fn sorted(v: &[usize]) -> Vec<usize> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use rsskit_core::key::MICROSOFT_KEY;
+    use rsskit_core::ringmap::{PlanSpec, RingmapPlan};
     use rsskit_linux::ethtool::{Channels, Reported, Rss};
     use rsskit_linux::netdev::{IfaceFacts, IfaceIrq, RxQueue, TxQueue};
     use rsskit_linux::topology::{CpuPlace, NumaNode};
-    use rsskit_core::key::MICROSOFT_KEY;
-    use rsskit_core::ringmap::{PlanSpec, RingmapPlan};
 
     /// `ncpus` CPUs in two equal NUMA nodes.
     pub(crate) fn topo(ncpus: usize) -> Topology {

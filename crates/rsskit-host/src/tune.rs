@@ -13,11 +13,11 @@
 //! counts) or, for the ethtool settings, as hex (key) and a comma list
 //! (table); comparisons parse them, so `0000000f` equals `f`.
 
+use crate::plan::Plan;
+use crate::sysroot::{DeviceState, Sysroot, SysrootError};
 use rsskit_linux::cpulist;
 use rsskit_linux::ethtool::FLOW_TYPES;
 use rsskit_linux::netdev::{parse_hex_mask, valid_name};
-use crate::plan::Plan;
-use crate::sysroot::{DeviceState, Sysroot, SysrootError};
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::io::{self, Read as _, Write as _};
@@ -358,7 +358,10 @@ fn fields_mask(s: &str) -> Result<u64, String> {
     rsskit_linux::ethtool::rxh_from_names(&names)
 }
 
-fn hash_text(d: &rsskit_linux::ethtool::Reported<Vec<rsskit_linux::ethtool::FlowHash>>, flow: &str) -> Option<String> {
+fn hash_text(
+    d: &rsskit_linux::ethtool::Reported<Vec<rsskit_linux::ethtool::FlowHash>>,
+    flow: &str,
+) -> Option<String> {
     d.ok()?.iter().find(|f| f.flow == flow).map(|f| f.fields.join(","))
 }
 

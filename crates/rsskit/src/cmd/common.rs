@@ -57,8 +57,9 @@ pub fn nic(iface: &str) -> Result<rsskit_host::nicsteer::NicSteering> {
 /// binary built without rsskit-host's `fixtures` feature refuses it).
 pub fn steering_root() -> Result<rsskit_host::sysroot::Sysroot> {
     Ok(match std::env::var_os("RSSKIT_SYSROOT") {
-        Some(d) => rsskit_host::sysroot::Sysroot::fixture_tree(std::path::Path::new(&d))
-            .context("RSSKIT_SYSROOT")?,
+        Some(d) => {
+            rsskit_host::sysroot::Sysroot::fixture_tree(std::path::Path::new(&d)).context("RSSKIT_SYSROOT")?
+        }
         None => rsskit_host::sysroot::Sysroot::live(),
     })
 }

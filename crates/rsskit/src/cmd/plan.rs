@@ -8,9 +8,9 @@ use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::key::MICROSOFT_KEY;
 use rsskit_core::ringmap::is_mismatch;
 use rsskit_core::{keycheck, RssKey};
-use rsskit_linux::cpulist;
 use rsskit_host::plan::{self, DevicePlan, KeyChoice, Plan, PlanOptions};
 use rsskit_host::sysroot::{DeviceState, Sysroot};
+use rsskit_linux::cpulist;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 

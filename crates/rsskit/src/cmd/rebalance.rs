@@ -5,8 +5,8 @@
 //! after goes into the device's notes.
 
 use anyhow::{bail, Context, Result};
-use rsskit_host::plan::Plan;
 use rsskit_host::nic_rebalance::{self, Snapshot};
+use rsskit_host::plan::Plan;
 use rsskit_host::sysroot::{DeviceState, Sysroot};
 
 /// Rebalance when the busiest queue carries more than this over the mean.

@@ -5,8 +5,8 @@
 
 use crate::plot::{self, Series};
 use anyhow::{anyhow, bail, Context, Result};
-use rsskit_linux::netdev;
 use rsskit_host::softnet::{self, Rates};
+use rsskit_linux::netdev;
 use serde_json::json;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
