@@ -363,7 +363,10 @@ pub fn check_owners(g: &Group, o: &Spec) -> Result<()> {
     }
     if let Some(w) = o.workers {
         if w != g.members.len() {
-            return Err(group_err(g, format!("{} sockets in the group, --workers says {w}", g.members.len())));
+            return Err(group_err(
+                g,
+                format!("{} sockets in the group, --workers says {w}", g.members.len()),
+            ));
         }
     }
     if o.mode == Mode::Cpu {
@@ -392,8 +395,8 @@ pub fn resolve_owners(tree: &[i32], g: &mut Group, o: &Spec) -> Result<()> {
     for m in &mut g.members {
         let pollers = watched.get(&m.inode).cloned().unwrap_or_default();
         let holders: BTreeSet<i32> = m.holders.iter().map(|h| h.0).collect();
-        let owner =
-            owner_of(m.inode, &pollers, &holders).map_err(|why| TakeoverError::Group { group: name.clone(), why })?;
+        let owner = owner_of(m.inode, &pollers, &holders)
+            .map_err(|why| TakeoverError::Group { group: name.clone(), why })?;
         let cpu = pinned_cpu(&procnet::process_affinity(owner)?).map_err(|list| TakeoverError::Group {
             group: name.clone(),
             why: format!(
@@ -461,7 +464,11 @@ fn measure_order(g: &Group, c: &[OwnedFd], probed: &mut bool) -> Result<Vec<usiz
                 ),
                 SockProto::Udp => {
                     let bind = SocketAddr::new(
-                        if target.is_ipv4() { Ipv4Addr::LOCALHOST.into() } else { Ipv6Addr::LOCALHOST.into() },
+                        if target.is_ipv4() {
+                            Ipv4Addr::LOCALHOST.into()
+                        } else {
+                            Ipv6Addr::LOCALHOST.into()
+                        },
                         0,
                     );
                     let s = UdpSocket::bind(bind).map_err(io_err("probe socket"))?;
@@ -523,8 +530,9 @@ pub fn in_join_order(members: Vec<Member>, order: &[usize]) -> Vec<Member> {
 pub fn policy(g: &Group, o: &Spec) -> Result<RssPolicy> {
     let perr = |e: rsskit_core::rss::RssError| TakeoverError::Policy { group: g.name(), why: e.to_string() };
     let cpus: Vec<CpuId> = g.members.iter().map(|m| CpuId(m.owner.expect("resolved").1 as u32)).collect();
-    let mut p = RssPolicy::new(o.key.clone(), HashConfig::default().with_udp_4tuple(o.udp_4tuple), &cpus, o.bits)
-        .map_err(perr)?;
+    let mut p =
+        RssPolicy::new(o.key.clone(), HashConfig::default().with_udp_4tuple(o.udp_4tuple), &cpus, o.bits)
+            .map_err(perr)?;
     let mut by_cpu: Vec<WorkerId> = (0..cpus.len() as u32).map(WorkerId).collect();
     by_cpu.sort_by_key(|w| (cpus[w.index()], *w));
     for b in 0..p.buckets() {
@@ -552,32 +560,23 @@ struct Ready {
     stop: Vec<i32>,
 }
 
-fn unchanged(e: TakeoverError) -> TakeoverError {
-    TakeoverError::After { state: "nothing was changed", source: Box::new(e) }
-}
-
 /// Checks everything that can be checked without changing anything: the
 /// group's copies, owners and CPUs, the permission to stop its holders and
 /// to enter the server's network namespace. A failure here leaves every
 /// group as it was (its previous program, if any, in force).
 fn prepare(pid: i32, o: &Spec) -> Result<(bool, Vec<Ready>)> {
     let (tree, groups) = find_groups(pid, o)?;
-    let netns = procnet::other_netns(pid).map_err(|e| TakeoverError::After {
-        state: "nothing was changed",
-        source: Box::new(TakeoverError::Io {
-            what: format!("process {pid}: cannot tell its network namespace"),
-            source: io::Error::other(e),
-        }),
+    let netns = procnet::other_netns(pid).map_err(|e| TakeoverError::Io {
+        what: format!("process {pid}: cannot tell its network namespace (nothing was changed)"),
+        source: io::Error::other(e),
     })?;
     if netns {
         // The probes are sent from a thread inside it: try entering now.
         std::thread::scope(|s| s.spawn(|| procnet::enter_netns_of(pid)).join())
             .map_err(|_| io_err("the namespace thread")(io::Error::other("panicked")))?
-            .map_err(|e| {
-                unchanged(TakeoverError::Io {
-                    what: format!("entering the network namespace of process {pid}"),
-                    source: io::Error::other(e),
-                })
+            .map_err(|e| TakeoverError::Io {
+                what: format!("entering the network namespace of process {pid} (nothing was changed)"),
+                source: io::Error::other(e),
             })?;
     }
     let mut ready = Vec::new();
@@ -595,7 +594,12 @@ fn prepare(pid: i32, o: &Spec) -> Result<(bool, Vec<Ready>)> {
         stop.dedup();
         for &p in &stop {
             procnet::may_signal(p).map_err(|e| {
-                group_err(&g, format!("no permission to stop worker {p} for the order probe: {e} (nothing was changed)"))
+                group_err(
+                    &g,
+                    format!(
+                        "no permission to stop worker {p} for the order probe: {e} (nothing was changed)"
+                    ),
+                )
             })?;
         }
         ready.push(Ready { group: g, copies: c, stop });
@@ -612,17 +616,19 @@ fn prepare(pid: i32, o: &Spec) -> Result<(bool, Vec<Ready>)> {
 /// probe program and continues them.
 fn steer_group(pid: i32, netns: bool, r: Ready, o: &Spec) -> Result<Steered> {
     let Ready { group: mut g, copies: c, stop } = r;
-    let watchdog = rsskit_linux::watchdog::Watchdog::start(&stop, &c[0])
-        .map_err(|e| unchanged(io_err(format!("{}: starting the watchdog", g.name()))(io::Error::other(e))))?;
+    let watchdog = rsskit_linux::watchdog::Watchdog::start(&stop, &c[0]).map_err(|e| TakeoverError::Io {
+        what: format!("{}: starting the watchdog (nothing was changed)", g.name()),
+        source: io::Error::other(e),
+    })?;
     let stopped = match Stopped::new(&stop, Duration::from_secs(5)) {
         Ok(s) => s,
         Err(e) => {
             // Those stopped so far were continued: nothing for the watchdog to do.
             watchdog.finish();
-            return Err(unchanged(TakeoverError::Io {
-                what: format!("{}: stopping the workers for the order probe", g.name()),
+            return Err(TakeoverError::Io {
+                what: format!("{}: stopping the workers for the order probe (nothing was changed)", g.name()),
                 source: io::Error::other(e),
-            }));
+            });
         }
     };
     let mut probed = false;
@@ -652,7 +658,10 @@ fn steer_group(pid: i32, netns: bool, r: Ready, o: &Spec) -> Result<Steered> {
                 (p.toeplitz_program(ht), Some(ht.name()))
             }
         };
-        let prog = prog.map_err(|e| TakeoverError::Policy { group: g.name(), why: format!("building the program: {e}") })?;
+        let prog = prog.map_err(|e| TakeoverError::Policy {
+            group: g.name(),
+            why: format!("building the program: {e}"),
+        })?;
         if o.mode == Mode::Toeplitz && g.local.is_ipv6() && !reuseport::v6only(c[0]).unwrap_or(true) {
             // The IPv6 program reads an IPv6 header; IPv4 packets get the fallback.
             eprintln!(
@@ -750,7 +759,13 @@ mod tests {
     }
 
     fn entry(proto: SockProto, local: &str, state: u8, inode: u64) -> SocketEntry {
-        SocketEntry { proto, local: local.parse().unwrap(), remote: "0.0.0.0:0".parse().unwrap(), state, inode }
+        SocketEntry {
+            proto,
+            local: local.parse().unwrap(),
+            remote: "0.0.0.0:0".parse().unwrap(),
+            state,
+            inode,
+        }
     }
 
     fn member(inode: u64, owner: Option<(i32, usize)>) -> Member {
