@@ -126,7 +126,9 @@ pub struct Args {
 pub fn sysroot(dir: Option<&PathBuf>) -> Result<Sysroot> {
     match dir {
         None => Ok(Sysroot::live()),
-        Some(d) if d.join("sys").is_dir() && d.join("proc").is_dir() => Ok(Sysroot::fixture_tree(d)?),
+        Some(d) if d.join("sys").is_dir() && d.join("proc").is_dir() => {
+            Ok(Sysroot::fixture_tree(d).context("--sysroot")?)
+        }
         Some(d) => bail!("--sysroot {}: needs sys/ and proc/ directories in it", d.display()),
     }
 }
