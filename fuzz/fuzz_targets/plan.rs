@@ -7,7 +7,7 @@
 use libfuzzer_sys::fuzz_target;
 use rsskit_linux::cpulist::{self, MAX_CPUS};
 use rsskit_linux::netdev::{format_hex_mask, valid_name};
-use rsskit_linux::plan::Plan;
+use rsskit_host::plan::Plan;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(s) = std::str::from_utf8(data) else { return };

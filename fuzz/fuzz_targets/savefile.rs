@@ -7,8 +7,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rsskit_linux::sysroot::Sysroot;
-use rsskit_linux::tune;
+use rsskit_host::sysroot::Sysroot;
+use rsskit_host::tune;
 use std::path::{Component, Path};
 
 fuzz_target!(|data: &[u8]| {

@@ -704,7 +704,7 @@ pub type SetRequest = (Option<Vec<u32>>, Option<Vec<u8>>);
 
 /// An `ETHTOOL_SRSSH` request as the kernel parses it: (table, key), each
 /// `None` when the request leaves it unchanged. Used by the fake driver of
-/// test trees ([`crate::sysroot`]) and to check [`rssh_set_request`].
+/// test trees (`rsskit_host::sysroot`) and to check [`rssh_set_request`].
 pub fn parse_set_request(buf: &[u32]) -> Result<SetRequest, String> {
     if buf.len() < RXFH_HDR_WORDS {
         return Err(format!("ETHTOOL_SRSSH request of {} bytes is shorter than its header", buf.len() * 4));

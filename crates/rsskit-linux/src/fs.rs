@@ -81,6 +81,23 @@ pub fn sendfile(out: impl AsFd, file: impl AsFd, offset: &mut i64, len: usize) -
     Ok(n as usize)
 }
 
+/// Takes an exclusive `flock(2)` on `f` without waiting: `Ok(false)` when
+/// another descriptor holds it. (std's `File::try_lock` is newer than the
+/// workspace's minimum Rust.)
+pub fn try_lock_exclusive(f: &File) -> io::Result<bool> {
+    // SAFETY: flock on a descriptor the caller owns; no memory is passed.
+    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if r == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(false)
+    } else {
+        Err(e)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

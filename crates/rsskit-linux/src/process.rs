@@ -91,6 +91,12 @@ pub fn try_wait_child(pid: i32) -> io::Result<Option<i32>> {
     Ok(Some(if libc::WIFEXITED(st) { libc::WEXITSTATUS(st) } else { 128 + libc::WTERMSIG(st) }))
 }
 
+/// This process's effective user id (`geteuid(2)`).
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -154,6 +154,16 @@ pub fn exists(pid: i32) -> bool {
     pid > 0 && std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
+/// Whether this process may signal `pid` (`kill(pid, 0)`): the check
+/// before stopping it, so a refusal comes before anything changed.
+pub fn may_signal(pid: i32) -> io::Result<()> {
+    // SAFETY: kill(2) with signal 0 only checks existence and permission.
+    if unsafe { libc::kill(pid, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// `(fd, inode)` of every socket descriptor of `pid` (`socket:[INODE]` links).
 pub fn socket_fds(pid: i32) -> Result<Vec<(RawFd, u64)>, ProcNetError> {
     Ok(fd_links(pid)?

@@ -9,6 +9,7 @@ pub mod proto;
 pub mod rebalance;
 pub mod stats;
 pub mod steer;
+pub mod takeover;
 pub mod udp_echo;
 pub mod udp_load;
 pub mod worker;

@@ -180,7 +180,7 @@ fn a_held_lock_makes_a_writer_wait_then_refuse_naming_the_holder() {
     let h = Host::new("lock");
     h.plan(&[]);
     let before = read(&h.sys("proc/irq/41/smp_affinity_list"));
-    let held = rsskit_linux::lock::acquire(&h.root, Duration::ZERO, "the test holding the lock").unwrap();
+    let held = rsskit_host::lock::acquire(&h.root, Duration::ZERO, "the test holding the lock").unwrap();
     let o = h.run(&["apply", "plan.json", "--save", "saved.json", "--lock-wait", "0.3"]);
     assert_eq!(o.status.code(), Some(1), "{}", out(&o));
     let e = String::from_utf8_lossy(&o.stderr).to_string();

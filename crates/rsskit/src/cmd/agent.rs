@@ -1,18 +1,18 @@
 //! `rsskit agent`: keeps every persisted plan true. The decisions (what
-//! drifted, back-off, refused-once) are `rsskit_linux::keeper`'s, with the
+//! drifted, back-off, refused-once) are `rsskit_host::keeper`'s, with the
 //! time passed in; this is the shell: rtnetlink link events, the periodic
 //! re-check, signals (SIGHUP reloads the plans, SIGTERM/SIGINT stop),
 //! sd_notify for `Type=notify`, one log line per event, and `/metrics`.
 
 use super::persist::{self as p, HostArgs, HostRestarter};
 use anyhow::{bail, Context, Result};
-use rsskit_linux::keeper::{Cause, Event, Keeper, Policy, Verdict};
-use rsskit_linux::metrics::{self, DeviceMetrics, Snapshot};
-use rsskit_linux::persist::{self, Persisted};
+use rsskit_host::keeper::{Cause, Event, Keeper, Policy, Verdict};
+use rsskit_host::metrics::{self, DeviceMetrics, Snapshot};
+use rsskit_host::persist::{self, Persisted};
+use rsskit_host::sysroot::Sysroot;
+use rsskit_host::tune::{self, Outcome};
+use rsskit_host::{irqbalance, softnet as netstat};
 use rsskit_linux::rtnl::{LinkEvent, LinkWatch};
-use rsskit_linux::sysroot::Sysroot;
-use rsskit_linux::tune::{self, Outcome};
-use rsskit_linux::{irqbalance, netstat};
 use std::collections::BTreeMap;
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -241,7 +241,7 @@ impl Agent {
                         .unwrap_or_else(|e| Outcome::Refused { reason: e.to_string() });
                     // Who else writes it: looked for only when it becomes contested.
                     let suspect = if self.keeper.would_contest(now, s) {
-                        self.suspect(rsskit_linux::keeper::class(s))
+                        self.suspect(rsskit_host::keeper::class(s))
                     } else {
                         None
                     };

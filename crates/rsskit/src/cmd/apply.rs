@@ -5,9 +5,9 @@
 
 use super::plan::{make_plan, sysroot, PlanArgs};
 use anyhow::{bail, Context, Result};
-use rsskit_linux::plan::Plan;
-use rsskit_linux::sysroot::Sysroot;
-use rsskit_linux::tune::{self, Kind, Outcome, Setting};
+use rsskit_host::plan::Plan;
+use rsskit_host::sysroot::Sysroot;
+use rsskit_host::tune::{self, Kind, Outcome, Setting};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -4,8 +4,8 @@
 use super::common::{int_in, positive, print_json, seconds_arg};
 use super::plan::{devices, sysroot};
 use anyhow::{bail, Context, Result};
+use rsskit_host::hostcheck::{check_device, DeviceVerdict};
 use rsskit_linux::cpulist;
-use rsskit_linux::hostcheck::{check_device, DeviceVerdict};
 use rsskit_runtime::proto::{self, Probe, CPU_UNKNOWN};
 use serde::Serialize;
 use serde_json::json;

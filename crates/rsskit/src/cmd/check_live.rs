@@ -12,8 +12,8 @@ use rsskit_core::RssKey;
 use rsskit_dataplane::livecheck::{
     Fields, FlowFields, LiveCheck, LiveReport, LiveSpec, Observation, VerdictStatus,
 };
+use rsskit_host::nicsteer::{NicError, NicSteering};
 use rsskit_linux::netdev::{self, Roots};
-use rsskit_linux::nicsteer::{NicError, NicSteering};
 use rsskit_linux::packet::{PacketError, QueueCapture, RingConfig};
 use rsskit_linux::poll::PollSet;
 use std::io::Write as _;
@@ -32,7 +32,7 @@ pub struct LiveArgs<'a> {
 }
 
 pub fn run(a: LiveArgs<'_>) -> Result<()> {
-    let root = steering_root();
+    let root = steering_root()?;
     let iface = match a.ifaces {
         [one] => one.clone(),
         [] => {
@@ -151,7 +151,7 @@ fn drain(cap: &mut QueueCapture, check: &mut LiveCheck, limit: u64) {
 /// The spec from what the driver reports (no table: every frame is
 /// counted but none checked), and the steering read (to compare at the end).
 fn spec(
-    root: &rsskit_linux::sysroot::Sysroot,
+    root: &rsskit_host::sysroot::Sysroot,
     iface: &str,
     notes: &mut Vec<String>,
 ) -> Result<(LiveSpec, Option<NicSteering>)> {

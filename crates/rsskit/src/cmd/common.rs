@@ -49,16 +49,19 @@ pub fn nic_spec(s: &str) -> Result<Option<&str>> {
 
 /// The device's steering (key, table, queue CPUs), read as `info` reads it.
 /// `RSSKIT_SYSROOT=DIR` reads a tree shaped like /sys and /proc instead (tests).
-pub fn nic(iface: &str) -> Result<rsskit_linux::nicsteer::NicSteering> {
-    Ok(rsskit_linux::nicsteer::NicSteering::read(&steering_root(), iface)?)
+pub fn nic(iface: &str) -> Result<rsskit_host::nicsteer::NicSteering> {
+    Ok(rsskit_host::nicsteer::NicSteering::read(&steering_root()?, iface)?)
 }
 
-/// Where [`nic`] reads: the live host, or `RSSKIT_SYSROOT=DIR` (tests).
-pub fn steering_root() -> rsskit_linux::sysroot::Sysroot {
-    match std::env::var_os("RSSKIT_SYSROOT") {
-        Some(d) => rsskit_linux::sysroot::Sysroot::tree(std::path::Path::new(&d)),
-        None => rsskit_linux::sysroot::Sysroot::live(),
-    }
+/// Where [`nic`] reads: the live host, or `RSSKIT_SYSROOT=DIR` (tests; a
+/// binary built without rsskit-host's `fixtures` feature refuses it).
+pub fn steering_root() -> Result<rsskit_host::sysroot::Sysroot> {
+    Ok(match std::env::var_os("RSSKIT_SYSROOT") {
+        Some(d) => {
+            rsskit_host::sysroot::Sysroot::fixture_tree(std::path::Path::new(&d)).context("RSSKIT_SYSROOT")?
+        }
+        None => rsskit_host::sysroot::Sysroot::live(),
+    })
 }
 
 /// Table entry -> CPU (one value, so clap does not take it for a list),
@@ -80,7 +83,7 @@ pub struct NicUdp {
 }
 
 impl NicUdp {
-    fn of(n: &rsskit_linux::nicsteer::NicSteering) -> NicUdp {
+    fn of(n: &rsskit_host::nicsteer::NicSteering) -> NicUdp {
         let fields = |flow: &str| {
             n.hash_fields
                 .as_ref()

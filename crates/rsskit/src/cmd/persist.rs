@@ -6,12 +6,12 @@
 
 use super::plan::sysroot;
 use anyhow::{anyhow, bail, Context, Result};
-use rsskit_linux::irqbalance::{self, Restarter};
-use rsskit_linux::lock::{self, HostLock};
-use rsskit_linux::persist::{self, Identity, Persisted};
-use rsskit_linux::plan::Plan;
-use rsskit_linux::sysroot::{DeviceState, Sysroot};
-use rsskit_linux::tune::{self, Outcome, Setting, Target};
+use rsskit_host::irqbalance::{self, Restarter};
+use rsskit_host::lock::{self, HostLock};
+use rsskit_host::persist::{self, Identity, Persisted};
+use rsskit_host::plan::Plan;
+use rsskit_host::sysroot::{DeviceState, Sysroot};
+use rsskit_host::tune::{self, Outcome, Setting, Target};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -8,9 +8,9 @@ use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::key::MICROSOFT_KEY;
 use rsskit_core::ringmap::is_mismatch;
 use rsskit_core::{keycheck, RssKey};
+use rsskit_host::plan::{self, DevicePlan, KeyChoice, Plan, PlanOptions};
+use rsskit_host::sysroot::{DeviceState, Sysroot};
 use rsskit_linux::cpulist;
-use rsskit_linux::plan::{self, DevicePlan, KeyChoice, Plan, PlanOptions};
-use rsskit_linux::sysroot::{DeviceState, Sysroot};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -126,7 +126,9 @@ pub struct Args {
 pub fn sysroot(dir: Option<&PathBuf>) -> Result<Sysroot> {
     match dir {
         None => Ok(Sysroot::live()),
-        Some(d) if d.join("sys").is_dir() && d.join("proc").is_dir() => Ok(Sysroot::tree(d)),
+        Some(d) if d.join("sys").is_dir() && d.join("proc").is_dir() => {
+            Ok(Sysroot::fixture_tree(d).context("--sysroot")?)
+        }
         Some(d) => bail!("--sysroot {}: needs sys/ and proc/ directories in it", d.display()),
     }
 }

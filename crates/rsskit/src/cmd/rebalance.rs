@@ -5,9 +5,9 @@
 //! after goes into the device's notes.
 
 use anyhow::{bail, Context, Result};
-use rsskit_linux::plan::Plan;
-use rsskit_linux::rebalance::{self, Snapshot};
-use rsskit_linux::sysroot::{DeviceState, Sysroot};
+use rsskit_host::nic_rebalance::{self, Snapshot};
+use rsskit_host::plan::Plan;
+use rsskit_host::sysroot::{DeviceState, Sysroot};
 
 /// Rebalance when the busiest queue carries more than this over the mean.
 const TARGET: f64 = 1.10;
@@ -29,8 +29,8 @@ pub fn rebalance_plan(root: &Sysroot, devs: &[DeviceState], plan: &mut Plan, sec
                 .push("rebalance: no hardware RSS table to rebalance (RPS spreads by its own hash)".into());
             continue;
         };
-        let loads = rebalance::queue_loads(state, &a, &b);
-        let r = rebalance::rebalance(&current, &loads.load, TARGET);
+        let loads = nic_rebalance::queue_loads(state, &a, &b);
+        let r = nic_rebalance::rebalance(&current, &loads.load, TARGET);
         let shown: Vec<String> = loads.load.iter().map(|l| format!("{l:.0}")).collect();
         let note = if loads.load.iter().all(|&l| l == 0.0) {
             format!("rebalance: no traffic in {secs} s: the current table is kept")

@@ -5,8 +5,8 @@
 
 use crate::plot::{self, Series};
 use anyhow::{anyhow, bail, Context, Result};
+use rsskit_host::softnet::{self, Rates};
 use rsskit_linux::netdev;
-use rsskit_linux::netstat::{self, Rates};
 use serde_json::json;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -85,10 +85,10 @@ pub fn run(a: Args) -> Result<()> {
         .as_deref()
         .filter(|_| root.is_live())
         .and_then(|i| rsskit_linux::ethtool::Ethtool::open(i).ok());
-    let take = || -> Result<netstat::Sample> {
-        let mut s = netstat::sample(&roots, iface).context("reading the counters")?;
+    let take = || -> Result<softnet::Sample> {
+        let mut s = softnet::sample(&roots, iface).context("reading the counters")?;
         if let Some(Ok(rsskit_linux::ethtool::Reported::Supported(st))) = eth.as_ref().map(|e| e.stats()) {
-            s.queues = netstat::rx_queue_stats(&st);
+            s.queues = softnet::rx_queue_stats(&st);
         }
         Ok(s)
     };
@@ -112,7 +112,7 @@ pub fn run(a: Args) -> Result<()> {
             std::thread::sleep((until - now).min(Duration::from_millis(50)));
         }
         let cur = take()?;
-        let r = netstat::rates(&prev, &cur, &cpus);
+        let r = softnet::rates(&prev, &cur, &cpus);
         let t = cur.at.duration_since(start).as_secs_f64();
         n += 1;
         for c in &r.cpus {

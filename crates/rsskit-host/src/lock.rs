@@ -10,7 +10,6 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read as _, Seek as _, Write as _};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -78,20 +77,6 @@ fn sanitise(raw: &[u8]) -> String {
     }
 }
 
-fn try_flock(f: &File) -> io::Result<bool> {
-    // SAFETY: flock on a descriptor we own; no memory is passed.
-    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if r == 0 {
-        return Ok(true);
-    }
-    let e = io::Error::last_os_error();
-    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-        Ok(false)
-    } else {
-        Err(e)
-    }
-}
-
 /// Takes the lock at `root/run/rsskit.lock`, waiting at most `wait`;
 /// `command` is what the holder says it is doing (shown to a waiter).
 pub fn acquire(root: &Path, wait: Duration, command: &str) -> Result<HostLock, LockError> {
@@ -112,7 +97,7 @@ pub fn acquire(root: &Path, wait: Duration, command: &str) -> Result<HostLock, L
         .map_err(io_err)?;
     let start = Instant::now();
     loop {
-        if try_flock(&file).map_err(io_err)? {
+        if rsskit_linux::fs::try_lock_exclusive(&file).map_err(io_err)? {
             break;
         }
         if start.elapsed() >= wait {

@@ -2,7 +2,7 @@
 //! snapshot with no I/O. Labels are few and bounded: device (persisted
 //! devices only), setting class, cause, problem kind, RX queue, CPU.
 
-use crate::netstat::Softnet;
+use crate::softnet::Softnet;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 

@@ -8,7 +8,7 @@
 //! two samples divided by the time between them. Parsers are pure functions
 //! over the file text; readers take a [`Roots`] so tests can use a tree.
 
-use crate::netdev::{self, IfaceIrq, Roots};
+use rsskit_linux::netdev::{self, IfaceIrq, Roots};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fs;
@@ -18,7 +18,7 @@ use std::time::Instant;
 
 /// Errors reading the counters.
 #[derive(Debug, thiserror::Error)]
-pub enum NetstatError {
+pub enum SoftnetError {
     /// A counters file could not be read.
     #[error("reading {path}")]
     Read {
@@ -186,13 +186,13 @@ pub fn rx_queue_stats(stats: &[(String, u64)]) -> BTreeMap<usize, (u64, u64)> {
     out
 }
 
-fn read(path: PathBuf) -> Result<String, NetstatError> {
-    fs::read_to_string(&path).map_err(|source| NetstatError::Read { path, source })
+fn read(path: PathBuf) -> Result<String, SoftnetError> {
+    fs::read_to_string(&path).map_err(|source| SoftnetError::Read { path, source })
 }
 
-fn read_u64(path: PathBuf) -> Result<u64, NetstatError> {
+fn read_u64(path: PathBuf) -> Result<u64, SoftnetError> {
     let t = read(path.clone())?;
-    t.trim().parse().map_err(|_| NetstatError::Parse { path, msg: format!("'{}' is not a number", t.trim()) })
+    t.trim().parse().map_err(|_| SoftnetError::Parse { path, msg: format!("'{}' is not a number", t.trim()) })
 }
 
 fn dense<T: Copy + Default>(pairs: impl IntoIterator<Item = (usize, T)>) -> Vec<T> {
@@ -207,7 +207,7 @@ fn dense<T: Copy + Default>(pairs: impl IntoIterator<Item = (usize, T)>) -> Vec<
 }
 
 /// Reads the interface's statistics.
-pub fn iface_counters(roots: &Roots, iface: &str) -> Result<IfaceCounters, NetstatError> {
+pub fn iface_counters(roots: &Roots, iface: &str) -> Result<IfaceCounters, SoftnetError> {
     let p = |f: &str| roots.sys.join(format!("class/net/{iface}/statistics/{f}"));
     Ok(IfaceCounters {
         rx_packets: read_u64(p("rx_packets"))?,
@@ -220,14 +220,14 @@ pub fn iface_counters(roots: &Roots, iface: &str) -> Result<IfaceCounters, Netst
 
 /// Reads every counter once; `iface` adds the interface's statistics and
 /// the counts of its IRQs (`irqs` as [`netdev::iface_irqs`] found them).
-pub fn sample(roots: &Roots, iface: Option<(&str, &[IfaceIrq])>) -> Result<Sample, NetstatError> {
+pub fn sample(roots: &Roots, iface: Option<(&str, &[IfaceIrq])>) -> Result<Sample, SoftnetError> {
     let at = Instant::now();
     let sn_path = roots.proc.join("net/softnet_stat");
     let softnet =
-        parse_softnet(&read(sn_path.clone())?).map_err(|msg| NetstatError::Parse { path: sn_path, msg })?;
+        parse_softnet(&read(sn_path.clone())?).map_err(|msg| SoftnetError::Parse { path: sn_path, msg })?;
     let si_path = roots.proc.join("softirqs");
     let net_rx = parse_softirqs_net_rx(&read(si_path.clone())?)
-        .map_err(|msg| NetstatError::Parse { path: si_path, msg })?;
+        .map_err(|msg| SoftnetError::Parse { path: si_path, msg })?;
     let (counters, irqs) = match iface {
         None => (None, Vec::new()),
         Some((name, want)) => {

@@ -9,11 +9,10 @@
 //! `ETHTOOL_SRSSH` writes are built as the ioctl's bytes and parsed back as
 //! the kernel would before they update that file.
 
-use crate::ethtool::{self, Channels, Ethtool, EthtoolError, FlowHash, Reported, Rss};
-use crate::netdev::{self, IfaceFacts, IfaceIrq, Roots, RxQueue, TxQueue};
-use crate::topology::Topology;
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use rsskit_linux::ethtool::{Channels, Ethtool, EthtoolError, FlowHash, Reported, Rss};
+use rsskit_linux::netdev::{self, IfaceFacts, IfaceIrq, Roots, RxQueue, TxQueue};
+use rsskit_linux::topology::Topology;
+use serde::Serialize;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -35,6 +34,9 @@ pub enum SysrootError {
     /// An ethtool ioctl failed for a reason other than "not supported" (the message names it).
     #[error("{0}")]
     Ethtool(String),
+    /// A fixture tree was asked of a build without the fixture driver.
+    #[error("{}: this rsskit was built without fixture trees (the `fixtures` feature of rsskit-host, for tests)", .0.display())]
+    NoFixtures(PathBuf),
     /// A fake driver file of a test tree is unreadable or malformed.
     #[error("fake driver file {path}: {msg}")]
     Fake {
@@ -85,41 +87,13 @@ pub struct IrqBalance {
     pub banned_irqs: Vec<u32>,
 }
 
-/// The fake driver of a test tree: `DIR/ethtool/IF.json`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct FakeDriver {
-    /// The driver name sysfs would show.
-    #[serde(default)]
-    pub driver: Option<String>,
-    /// `combined` channel count, if the driver reports channels.
-    #[serde(default)]
-    pub combined: Option<u32>,
-    /// Key (hex) and table; absent = no RSS.
-    #[serde(default)]
-    pub rss: Option<FakeRss>,
-    /// `RXH_*` mask per flow type (`udp4`...); absent = no `ETHTOOL_GRXFH`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hash: Option<BTreeMap<String, u64>>,
-    /// Refuse `ETHTOOL_SRSSH` and `ETHTOOL_SRXFH` with this reason (a driver without `set_rxfh`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub refuse_set: Option<String>,
-}
-
-/// The fake RSS state of a test tree's driver.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct FakeRss {
-    /// The key, hex.
-    pub key: String,
-    /// The indirection table: bucket -> RX queue.
-    pub table: Vec<u32>,
-}
-
 /// Where the host is read and written.
 #[derive(Debug, Clone)]
 pub struct Sysroot {
     /// Where sysfs and procfs are read (and written by `apply`).
     pub roots: Roots,
     /// `Some(DIR/ethtool)` for a test tree: the fake driver files.
+    #[cfg(any(test, feature = "fixtures"))]
     fake_ethtool: Option<PathBuf>,
     /// Where `apply` keeps its save files by default.
     state_dir: PathBuf,
@@ -129,32 +103,36 @@ pub struct Sysroot {
 /// (root's, mode 0700: not the current directory, which may be shared).
 pub const STATE_DIR: &str = "/var/lib/rsskit";
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    let s = s.trim();
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
-}
-
 impl Sysroot {
     /// The running system.
     pub fn live() -> Sysroot {
-        Sysroot { roots: Roots::default(), fake_ethtool: None, state_dir: PathBuf::from(STATE_DIR) }
+        Sysroot {
+            roots: Roots::default(),
+            #[cfg(any(test, feature = "fixtures"))]
+            fake_ethtool: None,
+            state_dir: PathBuf::from(STATE_DIR),
+        }
     }
 
     /// A test tree: `dir/sys`, `dir/proc`, `dir/ethtool/IF.json`; save
     /// files go to `dir/var/lib/rsskit`, as the tree stands for the host.
+    #[cfg(any(test, feature = "fixtures"))]
     pub fn tree(dir: &Path) -> Sysroot {
         Sysroot {
             roots: Roots { sys: dir.join("sys"), proc: dir.join("proc") },
             fake_ethtool: Some(dir.join("ethtool")),
             state_dir: dir.join(&STATE_DIR[1..]),
         }
+    }
+
+    /// [`Sysroot::tree`] when this build has the fixture driver (feature
+    /// `fixtures`: the CLI's tests), else an error naming the feature, so a
+    /// shipped binary refuses `--sysroot` instead of ignoring it.
+    pub fn fixture_tree(dir: &Path) -> Result<Sysroot, SysrootError> {
+        #[cfg(any(test, feature = "fixtures"))]
+        return Ok(Sysroot::tree(dir));
+        #[cfg(not(any(test, feature = "fixtures")))]
+        Err(SysrootError::NoFixtures(dir.to_path_buf()))
     }
 
     /// Where `apply` keeps its save files when not told (`--save`).
@@ -164,7 +142,19 @@ impl Sysroot {
 
     /// Whether this is the running system (not a test tree).
     pub fn is_live(&self) -> bool {
-        self.fake_ethtool.is_none()
+        self.fixture().is_none()
+    }
+
+    /// The fake driver's directory of a test tree.
+    #[cfg(any(test, feature = "fixtures"))]
+    fn fixture(&self) -> Option<&Path> {
+        self.fake_ethtool.as_deref()
+    }
+
+    /// Without the fixture driver every `Sysroot` is the live host.
+    #[cfg(not(any(test, feature = "fixtures")))]
+    fn fixture(&self) -> Option<&Path> {
+        None
     }
 
     /// The CPU/NUMA topology under these roots.
@@ -183,27 +173,19 @@ impl Sysroot {
         netdev::exists(&self.roots, name)
     }
 
-    fn fake_path(&self, name: &str) -> Option<PathBuf> {
-        self.fake_ethtool.as_ref().map(|d| d.join(format!("{name}.json")))
-    }
-
-    fn read_fake(&self, name: &str) -> Result<FakeDriver, SysrootError> {
-        let path = self.fake_path(name).expect("a test tree");
-        match fs::read_to_string(&path) {
-            Ok(t) => serde_json::from_str(&t).map_err(|e| SysrootError::Fake { path, msg: e.to_string() }),
-            // No file: a driver that implements nothing (as veth).
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(FakeDriver::default()),
-            Err(e) => Err(SysrootError::Fake { path, msg: e.to_string() }),
-        }
-    }
-
     /// Reads one interface.
     pub fn device(&self, name: &str) -> Result<DeviceState, SysrootError> {
         if !self.exists(name) {
             return Err(SysrootError::NoSuchInterface(name.to_string()));
         }
         let interrupts = netdev::interrupts(&self.roots);
-        let (driver, channels, rss, hash) = if self.is_live() {
+        #[cfg(any(test, feature = "fixtures"))]
+        let fixture = self.fixture().map(|dir| crate::fixture::device(dir, name)).transpose()?;
+        #[cfg(not(any(test, feature = "fixtures")))]
+        let fixture = None;
+        let (driver, channels, rss, hash) = if let Some(parts) = fixture {
+            parts
+        } else {
             let map = |e: EthtoolError| match e {
                 EthtoolError::NoSuchInterface(n) => SysrootError::NoSuchInterface(n),
                 e => SysrootError::Ethtool(e.to_string()),
@@ -214,42 +196,6 @@ impl Sysroot {
                 _ => netdev::sysfs_driver(&self.roots, name),
             };
             (driver, eth.channels().map_err(map)?, eth.rss().map_err(map)?, eth.flow_hashes().map_err(map)?)
-        } else {
-            let f = self.read_fake(name)?;
-            fn not<T>(what: &str) -> Reported<T> {
-                Reported::Unsupported { reason: format!("{what}: operation not supported by the driver") }
-            }
-            let channels = match f.combined {
-                Some(c) => Reported::Supported(Channels {
-                    combined_count: c,
-                    max_combined: c,
-                    ..Channels::default()
-                }),
-                None => not("ETHTOOL_GCHANNELS"),
-            };
-            let rss = match &f.rss {
-                Some(r) => Reported::Supported(Rss {
-                    key: unhex(&r.key).unwrap_or_default(),
-                    indir: r.table.clone(),
-                    hfunc: vec!["toeplitz".into()],
-                    input_xfrm: vec![],
-                    source: "ETHTOOL_GRSSH",
-                }),
-                None => not("ETHTOOL_GRSSH"),
-            };
-            let hash = match &f.hash {
-                Some(m) => Reported::Supported(
-                    ethtool::FLOW_TYPES
-                        .iter()
-                        .filter_map(|ft| {
-                            let raw = *m.get(ft.name)?;
-                            Some(FlowHash { flow: ft.name, raw, fields: ethtool::rxh_fields(raw) })
-                        })
-                        .collect(),
-                ),
-                None => not("ETHTOOL_GRXFH"),
-            };
-            (f.driver.clone(), channels, rss, hash)
         };
         Ok(DeviceState {
             name: name.to_string(),
@@ -277,50 +223,12 @@ impl Sysroot {
         indir: Option<&[u32]>,
         key: Option<&[u8]>,
     ) -> Result<Reported<()>, SysrootError> {
-        if self.is_live() {
-            let eth = Ethtool::open(name).map_err(|e| SysrootError::Ethtool(e.to_string()))?;
-            return eth.set_rss(indir, key).map_err(|e| SysrootError::Ethtool(e.to_string()));
+        #[cfg(any(test, feature = "fixtures"))]
+        if let Some(dir) = self.fixture() {
+            return crate::fixture::set_rss(dir, name, indir, key);
         }
-        let mut f = self.read_fake(name)?;
-        if let Some(r) = &f.refuse_set {
-            return Ok(Reported::Unsupported { reason: format!("ETHTOOL_SRSSH: {r}") });
-        }
-        let Some(cur) = f.rss.as_mut() else {
-            return Ok(Reported::Unsupported {
-                reason: "ETHTOOL_SRSSH: operation not supported by the driver".into(),
-            });
-        };
-        // The request as bytes, parsed as the kernel does.
-        let req = ethtool::rssh_set_request(indir, key);
-        let (t, k) = match ethtool::parse_set_request(&req) {
-            Ok(x) => x,
-            Err(e) => return Ok(Reported::Unsupported { reason: e }),
-        };
-        let rings = f.combined.unwrap_or(u32::MAX);
-        if let Some(t) = t {
-            if t.len() != cur.table.len() || t.iter().any(|&r| r >= rings) {
-                return Ok(Reported::Unsupported {
-                    reason: "ETHTOOL_SRSSH: Invalid argument (os error 22) (the driver refused the \
-                             table: a ring it does not have, or a size other than the device's)"
-                        .into(),
-                });
-            }
-            cur.table = t;
-        }
-        if let Some(k) = k {
-            if k.len() != unhex(&cur.key).map_or(0, |b| b.len()) {
-                return Ok(Reported::Unsupported {
-                    reason: "ETHTOOL_SRSSH: Invalid argument (os error 22) (key size other than the \
-                             device's)"
-                        .into(),
-                });
-            }
-            cur.key = hex(&k);
-        }
-        let path = self.fake_path(name).expect("a test tree");
-        let text = serde_json::to_string_pretty(&f).expect("plain data");
-        fs::write(&path, text).map_err(|e| SysrootError::Fake { path, msg: e.to_string() })?;
-        Ok(Reported::Supported(()))
+        let eth = Ethtool::open(name).map_err(|e| SysrootError::Ethtool(e.to_string()))?;
+        eth.set_rss(indir, key).map_err(|e| SysrootError::Ethtool(e.to_string()))
     }
 
     /// Sets the combined channel count (`ETHTOOL_SCHANNELS`), other counts
@@ -342,34 +250,12 @@ impl Sysroot {
 
     /// Sets the fields hashed for one flow type (`ETHTOOL_SRXFH`).
     pub fn set_flow_hash(&self, name: &str, flow: &str, raw: u64) -> Result<Reported<()>, SysrootError> {
-        if self.is_live() {
-            let eth = Ethtool::open(name).map_err(|e| SysrootError::Ethtool(e.to_string()))?;
-            return eth.set_flow_hash(flow, raw).map_err(|e| SysrootError::Ethtool(e.to_string()));
+        #[cfg(any(test, feature = "fixtures"))]
+        if let Some(dir) = self.fixture() {
+            return crate::fixture::set_flow_hash(dir, name, flow, raw);
         }
-        let mut f = self.read_fake(name)?;
-        if let Some(r) = &f.refuse_set {
-            return Ok(Reported::Unsupported { reason: format!("ETHTOOL_SRXFH: {r}") });
-        }
-        let Some(code) = ethtool::FLOW_TYPES.iter().find(|t| t.name == flow).map(|t| t.code) else {
-            return Ok(Reported::Unsupported {
-                reason: format!("ETHTOOL_SRXFH: unknown flow type '{flow}'"),
-            });
-        };
-        let Some(map) = f.hash.as_mut() else {
-            return Ok(Reported::Unsupported {
-                reason: "ETHTOOL_SRXFH: operation not supported by the driver".into(),
-            });
-        };
-        // The request as bytes, parsed as the kernel does.
-        let (flow, raw) = match ethtool::parse_srxfh_request(&ethtool::srxfh_request(code, raw)) {
-            Ok(x) => x,
-            Err(e) => return Ok(Reported::Unsupported { reason: e }),
-        };
-        map.insert(flow.to_string(), raw);
-        let path = self.fake_path(name).expect("a test tree");
-        let text = serde_json::to_string_pretty(&f).expect("plain data");
-        fs::write(&path, text).map_err(|e| SysrootError::Fake { path, msg: e.to_string() })?;
-        Ok(Reported::Supported(()))
+        let eth = Ethtool::open(name).map_err(|e| SysrootError::Ethtool(e.to_string()))?;
+        eth.set_flow_hash(flow, raw).map_err(|e| SysrootError::Ethtool(e.to_string()))
     }
 
     /// Path of `/proc/sys/net/core/rps_sock_flow_entries` (global, not per
@@ -443,12 +329,5 @@ mod tests {
                 .collect();
         assert_eq!(banned_irqs(&a), vec![41, 42, 43, 44]);
         assert!(banned_irqs(&a[..2]).is_empty());
-    }
-
-    #[test]
-    fn hex_round_trip() {
-        assert_eq!(unhex(&hex(&[0, 0x6d, 0xff])).unwrap(), vec![0, 0x6d, 0xff]);
-        assert!(unhex("abc").is_none());
-        assert!(unhex("zz").is_none());
     }
 }

@@ -13,11 +13,11 @@
 //! counts) or, for the ethtool settings, as hex (key) and a comma list
 //! (table); comparisons parse them, so `0000000f` equals `f`.
 
-use crate::cpulist;
-use crate::ethtool::FLOW_TYPES;
-use crate::netdev::{parse_hex_mask, valid_name};
 use crate::plan::Plan;
 use crate::sysroot::{DeviceState, Sysroot, SysrootError};
+use rsskit_linux::cpulist;
+use rsskit_linux::ethtool::FLOW_TYPES;
+use rsskit_linux::netdev::{parse_hex_mask, valid_name};
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::io::{self, Read as _, Write as _};
@@ -305,7 +305,7 @@ pub fn valid_value(kind: Kind, v: &str) -> Result<(), String> {
         }
         Kind::HashFields => {
             let names: Vec<&str> = v.split(',').collect();
-            if v.is_empty() || names.len() > 16 || crate::ethtool::rxh_from_names(&names).is_err() {
+            if v.is_empty() || names.len() > 16 || rsskit_linux::ethtool::rxh_from_names(&names).is_err() {
                 return Err("not a list of hashed fields (ip_src,ip_dst,l4_src_port,...)".into());
             }
             Ok(())
@@ -355,10 +355,13 @@ pub enum TuneError {
 
 fn fields_mask(s: &str) -> Result<u64, String> {
     let names: Vec<&str> = s.split(',').map(str::trim).filter(|x| !x.is_empty()).collect();
-    crate::ethtool::rxh_from_names(&names)
+    rsskit_linux::ethtool::rxh_from_names(&names)
 }
 
-fn hash_text(d: &crate::ethtool::Reported<Vec<crate::ethtool::FlowHash>>, flow: &str) -> Option<String> {
+fn hash_text(
+    d: &rsskit_linux::ethtool::Reported<Vec<rsskit_linux::ethtool::FlowHash>>,
+    flow: &str,
+) -> Option<String> {
     d.ok()?.iter().find(|f| f.flow == flow).map(|f| f.fields.join(","))
 }
 
@@ -494,7 +497,7 @@ pub fn settings(root: &Sysroot, plan: &Plan) -> Result<Vec<Setting>, TuneError> 
         for q in &d.rx {
             add(
                 Target::RpsCpus { device: device(), queue: queue(q.queue)? },
-                crate::netdev::format_hex_mask(&q.rps_cpus),
+                rsskit_linux::netdev::format_hex_mask(&q.rps_cpus),
             )?;
             if let Some(n) = q.rps_flow_cnt {
                 add(Target::RpsFlowCnt { device: device(), queue: queue(q.queue)? }, n.to_string())?;
@@ -504,7 +507,7 @@ pub fn settings(root: &Sysroot, plan: &Plan) -> Result<Vec<Setting>, TuneError> 
             if let Some(x) = &q.xps_cpus {
                 add(
                     Target::XpsCpus { device: device(), queue: queue(q.queue)? },
-                    crate::netdev::format_hex_mask(x),
+                    rsskit_linux::netdev::format_hex_mask(x),
                 )?;
             }
         }
@@ -840,8 +843,7 @@ pub fn prepare_save_dir(dir: &Path) -> Result<(), TuneError> {
         Err(e) => return Err(err(e.to_string())),
     }
     let m = fs::symlink_metadata(dir).map_err(|e| err(e.to_string()))?;
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
+    let me = rsskit_linux::process::effective_uid();
     if !m.file_type().is_dir() {
         return Err(err("not a directory (or a symlink): refusing to save there".into()));
     }
@@ -1031,7 +1033,7 @@ pub fn write_one(root: &Sysroot, s: &Setting) -> Result<Outcome, TuneError> {
             if let Err(e) = write_value(&path, &s.new) {
                 return Ok(Outcome::Refused { reason: write_reason(s, &e) });
             }
-            crate::ethtool::Reported::Supported(())
+            rsskit_linux::ethtool::Reported::Supported(())
         }
     };
     if let Some(reason) = r.reason() {
@@ -1057,7 +1059,7 @@ pub fn write_one(root: &Sysroot, s: &Setting) -> Result<Outcome, TuneError> {
 
 /// Seconds since the epoch as `YYYYmmddTHHMMSSZ` (UTC), for save file names.
 pub fn utc_stamp(secs: u64) -> String {
-    let t = crate::clock::utc(secs);
+    let t = rsskit_linux::clock::utc(secs);
     format!("{:04}{:02}{:02}T{:02}{:02}{:02}Z", t.year, t.month, t.day, t.hour, t.minute, t.second)
 }
 

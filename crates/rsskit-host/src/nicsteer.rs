@@ -4,9 +4,9 @@
 //! the queue's RPS CPUs. Used by `rsskit hash --iface IF` and by
 //! `--key nic:IF` / `--table nic:IF`.
 
-use crate::ethtool::FlowHash;
-use crate::netdev;
 use crate::sysroot::{Sysroot, SysrootError};
+use rsskit_linux::ethtool::FlowHash;
+use rsskit_linux::netdev;
 use serde::Serialize;
 
 /// Errors reading the device's steering.

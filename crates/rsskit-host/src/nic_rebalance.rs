@@ -8,10 +8,10 @@
 //! taken as spread evenly over its table entries; a moved entry carries its
 //! share.
 
-use crate::netdev::{self, IrqLine, Roots};
-use crate::netstat::{self, NetstatError, Softnet};
+use crate::softnet::{self, Softnet, SoftnetError};
 use crate::sysroot::DeviceState;
 use rsskit_core::rebalance::{imbalance, plan_moves, MoveRule};
+use rsskit_linux::netdev::{self, IrqLine, Roots};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -26,12 +26,12 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// Reads softnet stats and interrupt counts under `roots`, timestamped now.
-    pub fn take(roots: &Roots) -> Result<Snapshot, NetstatError> {
+    pub fn take(roots: &Roots) -> Result<Snapshot, SoftnetError> {
         let at = Instant::now();
         let path: PathBuf = roots.proc.join("net/softnet_stat");
         let text = std::fs::read_to_string(&path)
-            .map_err(|source| NetstatError::Read { path: path.clone(), source })?;
-        let softnet = netstat::parse_softnet(&text).map_err(|msg| NetstatError::Parse { path, msg })?;
+            .map_err(|source| SoftnetError::Read { path: path.clone(), source })?;
+        let softnet = softnet::parse_softnet(&text).map_err(|msg| SoftnetError::Parse { path, msg })?;
         Ok(Snapshot { at, irqs: netdev::interrupts(roots), softnet })
     }
 }

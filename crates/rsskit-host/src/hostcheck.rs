@@ -2,13 +2,13 @@
 //! the problems that break it (each makes the verdict "not aligned") and
 //! notes that do not. No I/O: it judges what [`crate::sysroot`] read.
 
-use crate::cpulist;
-use crate::netdev::{self, IrqKind};
 use crate::sysroot::{DeviceState, IrqBalance};
-use crate::topology::Topology;
 use rsskit_core::keycheck;
 use rsskit_core::ringmap::{is_mismatch, HOST_TABLE_LEN};
 use rsskit_core::RssKey;
+use rsskit_linux::cpulist;
+use rsskit_linux::netdev::{self, IrqKind};
+use rsskit_linux::topology::Topology;
 use serde::Serialize;
 
 /// The verdict on one device.
@@ -335,13 +335,13 @@ mod tests {
         let t = topo(4);
         let mut d = nic("eth0", 2, None, 128);
         pin(&mut d, &[0, 1]);
-        if let crate::ethtool::Reported::Supported(r) = &mut d.rss {
+        if let rsskit_linux::ethtool::Reported::Supported(r) = &mut d.rss {
             r.key = vec![0; 40];
         }
         let v = check_device(&t, &d, None);
         assert!(v.problems.iter().any(|p| p.contains("fails the key check")), "{v:?}");
         let ib = IrqBalance { pid: 9, banned_irqs: vec![100, 101] };
-        if let crate::ethtool::Reported::Supported(r) = &mut d.rss {
+        if let rsskit_linux::ethtool::Reported::Supported(r) = &mut d.rss {
             r.key = rsskit_core::key::MICROSOFT_KEY.to_vec();
         }
         assert!(check_device(&t, &d, Some(&ib)).aligned, "banned IRQs are not irqbalance's");

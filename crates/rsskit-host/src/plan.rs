@@ -25,11 +25,11 @@
 //!   (aligned per-queue IRQs, or RPS), `toeplitz` with the NIC's key
 //!   otherwise.
 
-use crate::cpulist;
-use crate::netdev::IrqKind;
 use crate::sysroot::DeviceState;
-use crate::topology::Topology;
 use rsskit_core::ringmap::{Ringmap, HOST_TABLE_LEN, MAX_CPUS};
+use rsskit_linux::cpulist;
+use rsskit_linux::netdev::IrqKind;
+use rsskit_linux::topology::Topology;
 use serde::{Deserialize, Serialize};
 
 /// Why no plan was made.
@@ -206,7 +206,7 @@ impl Plan {
         };
         cpus_ok("online_cpus", "plan", &self.online_cpus)?;
         for (i, d) in self.devices.iter().enumerate() {
-            if !crate::netdev::valid_name(&d.name) {
+            if !rsskit_linux::netdev::valid_name(&d.name) {
                 return Err(format!(
                     "device {}: {} is not an interface name",
                     i + 1,
@@ -243,7 +243,7 @@ impl Plan {
                 }
             }
             for h in &d.hash_fields {
-                if !crate::ethtool::FLOW_TYPES.iter().any(|f| f.name == h.flow) {
+                if !rsskit_linux::ethtool::FLOW_TYPES.iter().any(|f| f.name == h.flow) {
                     return Err(format!("{n}: {} is not a flow type", crate::tune::quoted(&h.flow)));
                 }
                 crate::tune::valid_value(crate::tune::Kind::HashFields, &h.fields.join(","))
@@ -541,7 +541,7 @@ pub fn plan_device(
     let rx: Vec<RxPlan> =
         d.rx.iter()
             .map(|q| {
-                let irq = crate::netdev::rx_irq(&d.irqs, q.queue).map(|x| x.irq);
+                let irq = rsskit_linux::netdev::rx_irq(&d.irqs, q.queue).map(|x| x.irq);
                 RxPlan {
                     queue: q.queue,
                     // Without hardware RSS or an IRQ nothing binds the queue to a CPU.
@@ -572,7 +572,7 @@ pub fn plan_device(
             .map(|q| TxPlan {
                 queue: q.queue,
                 cpu: tx_cpu(q.queue),
-                irq: crate::netdev::tx_irq(&d.irqs, q.queue).map(|x| x.irq),
+                irq: rsskit_linux::netdev::tx_irq(&d.irqs, q.queue).map(|x| x.irq),
                 xps_cpus: (ntx > 1).then(|| sorted(xps.get(q.queue).map_or(&[][..], |v| v))),
             })
             .collect();
@@ -647,7 +647,7 @@ pub fn plan_device(
             .iter()
             .map(|(flow, raw)| HashFieldPlan {
                 flow: flow.clone(),
-                fields: crate::ethtool::rxh_fields(*raw).iter().map(|s| s.to_string()).collect(),
+                fields: rsskit_linux::ethtool::rxh_fields(*raw).iter().map(|s| s.to_string()).collect(),
             })
             .collect()
     } else {
@@ -695,11 +695,11 @@ fn sorted(v: &[usize]) -> Vec<usize> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::ethtool::{Channels, Reported, Rss};
-    use crate::netdev::{IfaceFacts, IfaceIrq, RxQueue, TxQueue};
-    use crate::topology::{CpuPlace, NumaNode};
     use rsskit_core::key::MICROSOFT_KEY;
     use rsskit_core::ringmap::{PlanSpec, RingmapPlan};
+    use rsskit_linux::ethtool::{Channels, Reported, Rss};
+    use rsskit_linux::netdev::{IfaceFacts, IfaceIrq, RxQueue, TxQueue};
+    use rsskit_linux::topology::{CpuPlace, NumaNode};
 
     /// `ncpus` CPUs in two equal NUMA nodes.
     pub(crate) fn topo(ncpus: usize) -> Topology {

@@ -10,9 +10,9 @@
 //! program is ever taken from one (a plan with `xdp_steer` is refused: it
 //! names a command).
 
-use crate::netdev::{self, classify_irq, IrqKind};
 use crate::plan::{DevicePlan, IrqPlan, Plan, PLAN_VERSION};
 use crate::sysroot::{DeviceState, Sysroot};
+use rsskit_linux::netdev::{self, classify_irq, IrqKind};
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::io::{self, Read as _, Write as _};
@@ -255,11 +255,11 @@ pub fn validate(p: &Persisted) -> Result<(), String> {
         }
     }
     for h in &d.hash_fields {
-        if !crate::ethtool::FLOW_TYPES.iter().any(|f| f.name == h.flow) {
+        if !rsskit_linux::ethtool::FLOW_TYPES.iter().any(|f| f.name == h.flow) {
             return Err(format!("unknown flow type '{}'", h.flow.escape_debug()));
         }
         let names: Vec<&str> = h.fields.iter().map(String::as_str).collect();
-        crate::ethtool::rxh_from_names(&names).map_err(|e| format!("{}: {e}", h.flow))?;
+        rsskit_linux::ethtool::rxh_from_names(&names).map_err(|e| format!("{}: {e}", h.flow))?;
     }
     Ok(())
 }

@@ -1,0 +1,201 @@
+//! The fixture driver (feature `fixtures`, and this crate's own tests): a
+//! [`Sysroot::tree`](crate::sysroot::Sysroot::tree)'s ethtool answers come
+//! from `DIR/ethtool/IF.json`, a fake driver, and `ETHTOOL_SRSSH` /
+//! `ETHTOOL_SRXFH` writes are built as the ioctl's bytes and parsed back as
+//! the kernel would before they update that file. Kept out of the shipped
+//! binary: nothing there can point rsskit's reads and writes at a tree.
+
+use crate::sysroot::SysrootError;
+use rsskit_linux::ethtool::{self, Channels, FlowHash, Reported, Rss};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// The fake driver of a test tree: `DIR/ethtool/IF.json`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct FakeDriver {
+    /// The driver name sysfs would show.
+    #[serde(default)]
+    pub driver: Option<String>,
+    /// `combined` channel count, if the driver reports channels.
+    #[serde(default)]
+    pub combined: Option<u32>,
+    /// Key (hex) and table; absent = no RSS.
+    #[serde(default)]
+    pub rss: Option<FakeRss>,
+    /// `RXH_*` mask per flow type (`udp4`...); absent = no `ETHTOOL_GRXFH`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<BTreeMap<String, u64>>,
+    /// Refuse `ETHTOOL_SRSSH` and `ETHTOOL_SRXFH` with this reason (a driver without `set_rxfh`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refuse_set: Option<String>,
+}
+
+/// The fake RSS state of a test tree's driver.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct FakeRss {
+    /// The key, hex.
+    pub key: String,
+    /// The indirection table: bucket -> RX queue.
+    pub table: Vec<u32>,
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    let s = s.trim();
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
+}
+
+fn path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}.json"))
+}
+
+fn read(dir: &Path, name: &str) -> Result<FakeDriver, SysrootError> {
+    let path = path(dir, name);
+    match fs::read_to_string(&path) {
+        Ok(t) => serde_json::from_str(&t).map_err(|e| SysrootError::Fake { path, msg: e.to_string() }),
+        // No file: a driver that implements nothing (as veth).
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(FakeDriver::default()),
+        Err(e) => Err(SysrootError::Fake { path, msg: e.to_string() }),
+    }
+}
+
+/// What the fake driver of `name` reports: driver name, channels, RSS, hashed fields.
+pub(crate) type DriverParts = (Option<String>, Reported<Channels>, Reported<Rss>, Reported<Vec<FlowHash>>);
+
+/// Reads the fake driver of `name` as the ethtool ioctls would answer.
+pub(crate) fn device(dir: &Path, name: &str) -> Result<DriverParts, SysrootError> {
+    let f = read(dir, name)?;
+    fn not<T>(what: &str) -> Reported<T> {
+        Reported::Unsupported { reason: format!("{what}: operation not supported by the driver") }
+    }
+    let channels = match f.combined {
+        Some(c) => {
+            Reported::Supported(Channels { combined_count: c, max_combined: c, ..Channels::default() })
+        }
+        None => not("ETHTOOL_GCHANNELS"),
+    };
+    let rss = match &f.rss {
+        Some(r) => Reported::Supported(Rss {
+            key: unhex(&r.key).unwrap_or_default(),
+            indir: r.table.clone(),
+            hfunc: vec!["toeplitz".into()],
+            input_xfrm: vec![],
+            source: "ETHTOOL_GRSSH",
+        }),
+        None => not("ETHTOOL_GRSSH"),
+    };
+    let hash = match &f.hash {
+        Some(m) => Reported::Supported(
+            ethtool::FLOW_TYPES
+                .iter()
+                .filter_map(|ft| {
+                    let raw = *m.get(ft.name)?;
+                    Some(FlowHash { flow: ft.name, raw, fields: ethtool::rxh_fields(raw) })
+                })
+                .collect(),
+        ),
+        None => not("ETHTOOL_GRXFH"),
+    };
+    Ok((f.driver.clone(), channels, rss, hash))
+}
+
+/// `ETHTOOL_SRSSH` on the fake driver.
+pub(crate) fn set_rss(
+    dir: &Path,
+    name: &str,
+    indir: Option<&[u32]>,
+    key: Option<&[u8]>,
+) -> Result<Reported<()>, SysrootError> {
+    let mut f = read(dir, name)?;
+    if let Some(r) = &f.refuse_set {
+        return Ok(Reported::Unsupported { reason: format!("ETHTOOL_SRSSH: {r}") });
+    }
+    let Some(cur) = f.rss.as_mut() else {
+        return Ok(Reported::Unsupported {
+            reason: "ETHTOOL_SRSSH: operation not supported by the driver".into(),
+        });
+    };
+    // The request as bytes, parsed as the kernel does.
+    let req = ethtool::rssh_set_request(indir, key);
+    let (t, k) = match ethtool::parse_set_request(&req) {
+        Ok(x) => x,
+        Err(e) => return Ok(Reported::Unsupported { reason: e }),
+    };
+    let rings = f.combined.unwrap_or(u32::MAX);
+    if let Some(t) = t {
+        if t.len() != cur.table.len() || t.iter().any(|&r| r >= rings) {
+            return Ok(Reported::Unsupported {
+                reason: "ETHTOOL_SRSSH: Invalid argument (os error 22) (the driver refused the \
+                         table: a ring it does not have, or a size other than the device's)"
+                    .into(),
+            });
+        }
+        cur.table = t;
+    }
+    if let Some(k) = k {
+        if k.len() != unhex(&cur.key).map_or(0, |b| b.len()) {
+            return Ok(Reported::Unsupported {
+                reason: "ETHTOOL_SRSSH: Invalid argument (os error 22) (key size other than the \
+                         device's)"
+                    .into(),
+            });
+        }
+        cur.key = hex(&k);
+    }
+    let path = path(dir, name);
+    let text = serde_json::to_string_pretty(&f).expect("plain data");
+    fs::write(&path, text).map_err(|e| SysrootError::Fake { path, msg: e.to_string() })?;
+    Ok(Reported::Supported(()))
+}
+
+/// `ETHTOOL_SRXFH` on the fake driver.
+pub(crate) fn set_flow_hash(
+    dir: &Path,
+    name: &str,
+    flow: &str,
+    raw: u64,
+) -> Result<Reported<()>, SysrootError> {
+    let mut f = read(dir, name)?;
+    if let Some(r) = &f.refuse_set {
+        return Ok(Reported::Unsupported { reason: format!("ETHTOOL_SRXFH: {r}") });
+    }
+    let Some(code) = ethtool::FLOW_TYPES.iter().find(|t| t.name == flow).map(|t| t.code) else {
+        return Ok(Reported::Unsupported { reason: format!("ETHTOOL_SRXFH: unknown flow type '{flow}'") });
+    };
+    let Some(map) = f.hash.as_mut() else {
+        return Ok(Reported::Unsupported {
+            reason: "ETHTOOL_SRXFH: operation not supported by the driver".into(),
+        });
+    };
+    // The request as bytes, parsed as the kernel does.
+    let (flow, raw) = match ethtool::parse_srxfh_request(&ethtool::srxfh_request(code, raw)) {
+        Ok(x) => x,
+        Err(e) => return Ok(Reported::Unsupported { reason: e }),
+    };
+    map.insert(flow.to_string(), raw);
+    let path = path(dir, name);
+    let text = serde_json::to_string_pretty(&f).expect("plain data");
+    fs::write(&path, text).map_err(|e| SysrootError::Fake { path, msg: e.to_string() })?;
+    Ok(Reported::Supported(()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_round_trip() {
+        assert_eq!(unhex(&hex(&[0, 0x6d, 0xff])).unwrap(), vec![0, 0x6d, 0xff]);
+        assert!(unhex("abc").is_none());
+        assert!(unhex("zz").is_none());
+    }
+}

@@ -1,0 +1,45 @@
+//! rsskit's host application: plan a host's NIC steering (queues,
+//! indirection table, key, IRQ affinity, RPS/XPS), apply it with read-back
+//! and restore, check it, rebalance it, and keep it true (persistence and
+//! the agent's decisions). Every system call is `rsskit_linux`'s (the
+//! platform layer); this crate has no `unsafe`.
+//!
+//! Why each module is here and not in `rsskit_linux`:
+//! - [`sysroot`]: the host as tuning sees it (one device's whole RSS state,
+//!   single-setting writes, irqbalance); composed from `ethtool` and
+//!   `netdev` reads, and the seam where tests substitute a fixture tree.
+//! - `fixture` (feature `fixtures`): the fake ethtool driver of a fixture
+//!   tree, for tests only, so the shipped binary cannot be pointed at one.
+//! - [`nicsteer`]: where a flow lands on this host, read through a
+//!   [`sysroot::Sysroot`] so `hash --iface` and `nic:IF` work on fixtures.
+//! - [`plan`]: the tuning decision itself, no I/O (state in, plan out).
+//! - [`tune`]: applies a plan (write, read back, save and restore files).
+//! - [`hostcheck`]: judges a device's state against the policy (a verdict,
+//!   not a read).
+//! - [`nic_rebalance`]: moves NIC indirection-table entries by measured RX
+//!   queue load (core's `rebalance` is the move rule; the runtime's
+//!   rebalances live socket buckets).
+//! - [`softnet`]: softirq, softnet_stat, IRQ and interface counters and their
+//!   rates, read for `top`, rebalancing and the agent's metrics (`netstat
+//!   -s`'s SNMP counters stay in `rsskit_linux::snmp`, which the runtime reads).
+//! - [`persist`], [`irqbalance`], [`lock`]: keeping a plan across reboots
+//!   (plan files, identity, units), irqbalance bans with exact undo, and the
+//!   one-writer host lock: policy about files rsskit owns.
+//! - [`keeper`], [`metrics`]: the agent's decisions and its `/metrics` text,
+//!   no I/O (the CLI's `agent` is the event loop around them).
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+#[cfg(any(test, feature = "fixtures"))]
+mod fixture;
+pub mod hostcheck;
+pub mod irqbalance;
+pub mod keeper;
+pub mod lock;
+pub mod metrics;
+pub mod nic_rebalance;
+pub mod nicsteer;
+pub mod persist;
+pub mod plan;
+pub mod softnet;
+pub mod sysroot;
+pub mod tune;
