@@ -642,6 +642,11 @@ impl<H: Handler> WorkerLoop<H> {
     #[inline]
     fn take_outbox(&mut self) {
         self.handler.outbox(&mut self.msg_out);
+        // Most handlers send no messages: skip making and dropping a
+        // `Drain` for every packet (~40 instructions and ~14 stores a frame).
+        if self.msg_out.is_empty() {
+            return;
+        }
         for (to, msg) in self.msg_out.drain(..) {
             if let Some(q) = self.msg_staged.get_mut(to) {
                 q.push(msg);
