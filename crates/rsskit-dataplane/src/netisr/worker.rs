@@ -253,6 +253,10 @@ impl<H: Handler> WorkerLoop<H> {
                 continue;
             }
             self.flush(FlushReason::Idle);
+            if idle_loops == 0 && busy_loops > 0 {
+                // First idle loop after work: the end of this worker's run so far.
+                *ws.busy_until.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+            }
             if self.c.handled + self.c.input != self.last_publish || idle_loops.is_multiple_of(1024) {
                 self.publish();
             }
