@@ -456,3 +456,24 @@ fn a_cpu_that_cannot_be_used_fails_start_and_stops_the_started_workers() {
     }
     assert!(t.elapsed() < std::time::Duration::from_secs(60), "the running worker was not stopped");
 }
+
+/// The run time ends when the last worker finished its work, not when the
+/// controlling thread looked: a controller that only calls `join` 2 s after
+/// a run of 2,000 frames still reports the run's own length (before, the
+/// 2 s were in it and in every rate derived from it).
+#[test]
+fn run_time_ends_with_the_last_workers_work() {
+    let cfg = NetisrConfig { workers: 2, ..Default::default() };
+    let srcs: Vec<(usize, Box<dyn Source>)> = (0..2)
+        .map(|w| (w, Box::new(MemSource::new(Arc::new(traffic(10, 100)), 1000)) as Box<dyn Source>))
+        .collect();
+    let sinks: Vec<Box<dyn Sink>> = (0..2).map(|_| Box::new(NullSink::default()) as Box<dyn Sink>).collect();
+    let handlers = (0..2).map(|_| Recorder::default()).collect();
+    let netisr = Netisr::start(cfg, srcs, sinks, handlers).unwrap();
+    let looked_after = std::time::Duration::from_secs(2);
+    std::thread::sleep(looked_after);
+    let report = netisr.join().unwrap();
+    assert_eq!(report.total().counters.handled, 2000);
+    assert!(report.accounting().balanced(), "{}", report.accounting().line());
+    assert!(report.elapsed < looked_after, "run time {:?} includes the controller's delay", report.elapsed);
+}

@@ -253,6 +253,10 @@ impl<H: Handler> WorkerLoop<H> {
                 continue;
             }
             self.flush(FlushReason::Idle);
+            if idle_loops == 0 && busy_loops > 0 {
+                // First idle loop after work: the end of this worker's run so far.
+                *ws.busy_until.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+            }
             if self.c.handled + self.c.input != self.last_publish || idle_loops.is_multiple_of(1024) {
                 self.publish();
             }
@@ -642,6 +646,11 @@ impl<H: Handler> WorkerLoop<H> {
     #[inline]
     fn take_outbox(&mut self) {
         self.handler.outbox(&mut self.msg_out);
+        // Most handlers send no messages: skip making and dropping a
+        // `Drain` for every packet (~40 instructions and ~14 stores a frame).
+        if self.msg_out.is_empty() {
+            return;
+        }
         for (to, msg) in self.msg_out.drain(..) {
             if let Some(q) = self.msg_staged.get_mut(to) {
                 q.push(msg);
