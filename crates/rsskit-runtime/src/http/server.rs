@@ -19,9 +19,9 @@
 //! ask for (read, write, `sendfile`, shutdown, close).
 #![forbid(unsafe_code)]
 
-use super::conn::{Action, ConnConfig, Expiry, Http, Interest, ReadMode};
+use super::conn::{Action, ConnConfig, Expiry, Http, Interest, ReadMode, INLINE_BODY};
 use super::event::{self, Epoll};
-use super::files::Root;
+use super::files::{Body, CachedRoot, Root};
 use super::{now_ns, unix_secs};
 use crate::steer::{self, Steer, SteerSpec, SteeredGroup, Transport};
 use crate::worker::Workers;
@@ -126,8 +126,16 @@ pub struct ServeConfig {
     /// Requests per keep-alive connection; the last is answered with
     /// `Connection: close` (0: no limit).
     pub max_requests: u64,
-    /// `TCP_DEFER_ACCEPT`: wake the listener only once the request arrived.
+    /// `TCP_DEFER_ACCEPT`: wake the listener only once the request arrived
+    /// (a connection that sends nothing is accepted after about a second,
+    /// the kernel's first SYN-ACK retransmission, and then meets the header
+    /// timeout). On by default: a short-lived connection then costs no
+    /// `EAGAIN` read, no epoll registration and no extra wake-up.
     pub defer_accept: bool,
+    /// Files under `root` of up to [`super::conn::INLINE_BODY`] bytes are
+    /// served from a per-worker copy for this long ([`CachedRoot`]; zero:
+    /// opened and read per request).
+    pub file_cache: Duration,
 }
 
 impl ServeConfig {
@@ -145,7 +153,8 @@ impl ServeConfig {
             header_timeout: Duration::from_secs(10),
             backlog: 4096,
             max_requests: 0,
-            defer_accept: false,
+            defer_accept: true,
+            file_cache: Duration::from_secs(1),
         }
     }
 
@@ -405,13 +414,18 @@ impl Server {
         let live = ls.ebpf.map(crate::rebalance::LiveBuckets::new).transpose().map_err(ServeError::Ebpf)?;
         let shared: Vec<Arc<SharedCounters>> = cpus.iter().map(|_| Arc::default()).collect();
         let states: Vec<_> = ls.sockets.into_iter().zip(shared.iter().cloned()).collect();
+        let file_cache_ns = cfg.file_cache.as_nanos().min(u128::from(u64::MAX)) as u64;
         let cfg = Arc::new(cfg);
         let pin: Vec<usize> = cpus.iter().map(|c| c.0 as usize).collect();
         let workers = Workers::spawn_with_setup(
             &pin,
             states,
             stop,
-            move |_, (listener, counters)| Worker::new(&cfg, root.clone(), listener, counters),
+            move |_, (listener, counters)| {
+                // Each worker its own cache (touched on its own CPU).
+                let files = root.clone().map(|r| Arc::new(CachedRoot::new(r, file_cache_ns, INLINE_BODY)));
+                Worker::new(&cfg, files, listener, counters)
+            },
             |ctx, mut w: Worker| w.run(&ctx.stop),
         )
         .map_err(ServeError::Workers)?;
@@ -458,7 +472,7 @@ impl Server {
 /// A connection as the shell keeps it: the socket and its protocol state.
 struct Live {
     sock: TcpStream,
-    conn: super::conn::Conn<std::fs::File>,
+    conn: super::conn::Conn<Body>,
     /// epoll interest (0: not registered yet).
     interest: u32,
     /// Something was written already (a further write may meet Nagle).
@@ -478,7 +492,9 @@ enum Flow {
 }
 
 struct Worker {
-    http: Http<Root>,
+    http: Http<CachedRoot>,
+    /// The same files as `http`'s, to pass it the clock.
+    files: Option<Arc<CachedRoot>>,
     accept_batch: usize,
     ep: Epoll,
     listener: Socket,
@@ -499,13 +515,14 @@ fn would_block(e: &io::Error) -> bool {
 impl Worker {
     fn new(
         cfg: &Arc<ServeConfig>,
-        root: Option<Arc<Root>>,
+        files: Option<Arc<CachedRoot>>,
         listener: Socket,
         shared: Arc<SharedCounters>,
     ) -> Result<Worker> {
         let ep = Epoll::new(512).map_err(ServeError::Epoll)?;
         let mut w = Worker {
-            http: Http::new(cfg.conn_config(), root, unix_secs()),
+            http: Http::new(cfg.conn_config(), files.clone(), unix_secs()),
+            files,
             accept_batch: cfg.accept_batch,
             ep,
             listener,
@@ -549,6 +566,9 @@ impl Worker {
             };
             self.now = now_ns();
             self.http.set_wall_clock(unix_secs());
+            if let Some(f) = &self.files {
+                f.set_now(self.now);
+            }
             let mut evs = std::mem::take(&mut self.events);
             evs.clear();
             evs.extend((0..n).map(|i| self.ep.event(i)));
@@ -727,7 +747,16 @@ impl Worker {
                 },
                 Action::SendFile { body, offset, len } => {
                     let mut off = offset as i64;
-                    match rsskit_linux::fs::sendfile(&live.sock, body, &mut off, len) {
+                    let sent = match body {
+                        Body::File(f) => rsskit_linux::fs::sendfile(&live.sock, f, &mut off, len),
+                        // Cached bytes are small enough to go inline; this
+                        // only serves a range of them if one is ever asked.
+                        Body::Mem(b) => {
+                            let from = (offset as usize).min(b.len());
+                            (&live.sock).write(&b[from..(from + len).min(b.len())])
+                        }
+                    };
+                    match sent {
                         Ok(n) => {
                             live.wrote = true;
                             self.http.sent(&mut live.conn, n, now)
