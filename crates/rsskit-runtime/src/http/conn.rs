@@ -28,7 +28,7 @@
 use super::files::{FileError, Files};
 use super::http_date;
 use super::request::{self, Method, Parsed, Request};
-use super::server::ServeCounters;
+use super::counters::ServeCounters;
 use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::Arc;
