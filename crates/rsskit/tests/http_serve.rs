@@ -239,7 +239,11 @@ fn file_cache_serves_a_copy_until_it_expires_and_can_be_turned_off() {
     assert_eq!(get(&fresh), b"second version", "--file-cache-ms 0 reads the file per request");
     let (st, v) = cached.stop();
     assert!(st.success());
-    assert_eq!((v["file_cache_ms"].as_u64(), v["defer_accept"].as_bool()), (Some(3_600_000), Some(true)), "{v}");
+    assert_eq!(
+        (v["file_cache_ms"].as_u64(), v["defer_accept"].as_bool()),
+        (Some(3_600_000), Some(true)),
+        "{v}"
+    );
     assert_eq!(v["total"]["status"]["200"], 40);
     let (st, v) = fresh.stop();
     assert!(st.success());
