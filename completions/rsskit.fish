@@ -234,9 +234,11 @@ complete -c rsskit -n "__fish_rsskit_using_subcommand http-serve" -l header-time
 complete -c rsskit -n "__fish_rsskit_using_subcommand http-serve" -l duration -d 'Stop after this many seconds, above 0 and below 10^7 (default: until SIGINT/SIGTERM)' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand http-serve" -l backlog -d 'listen(2) backlog, 1-1048576 (capped by net.core.somaxconn)' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand http-serve" -l key -d 'RSS key of the toeplitz program: default (Microsoft), symmetric, or hex' -r
+complete -c rsskit -n "__fish_rsskit_using_subcommand http-serve" -l file-cache-ms -d 'Milliseconds a --root file of up to 16 KiB is served from a per-worker copy before it is looked up again (0-3600000; 0: open and read it per request). A changed file is served as it was for at most this long' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand http-serve" -l rebalance-every -d 'Seconds between rebalancing rounds, above 0 and below 10^7' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand http-serve" -l table -d 'Buckets follow a NIC\'s table: nic:IF (each entry owned by the worker on its queue\'s IRQ CPU); use with --key nic:IF' -r
-complete -c rsskit -n "__fish_rsskit_using_subcommand http-serve" -l defer-accept -d 'TCP_DEFER_ACCEPT: wake a listener only when the request has arrived'
+complete -c rsskit -n "__fish_rsskit_using_subcommand http-serve" -l defer-accept -d 'TCP_DEFER_ACCEPT: wake a listener only when the request has arrived (the default; a silent connection is accepted about a second later)'
+complete -c rsskit -n "__fish_rsskit_using_subcommand http-serve" -l no-defer-accept -d 'Accept connections at the handshake, before their request (nginx\'s default; costs a short-lived connection an epoll registration and a wake-up more)'
 complete -c rsskit -n "__fish_rsskit_using_subcommand http-serve" -l quiet -d 'No per-second lines'
 complete -c rsskit -n "__fish_rsskit_using_subcommand http-serve" -l json -d 'Print the final summary as one JSON object on stdout'
 complete -c rsskit -n "__fish_rsskit_using_subcommand http-serve" -l rebalance -d 'Move buckets live from the busiest worker to the least busy one (each worker\'s new connections over --rebalance-every); needs --steer ebpf. Every move is printed (and listed under "rebalance" in --json)'

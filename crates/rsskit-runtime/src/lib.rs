@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 pub mod demo;
+pub mod hist;
 pub mod http;
 pub mod proto;
 pub mod rebalance;

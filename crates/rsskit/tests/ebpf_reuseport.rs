@@ -517,6 +517,10 @@ fn http_serve_rebalances_connections() {
         "--rebalance-every",
         "0.5",
         "--quiet",
+        // These connections never send a request: accept them at the
+        // handshake (with the default TCP_DEFER_ACCEPT they would reach
+        // the server about a second later, racing the count below).
+        "--no-defer-accept",
     ]);
     let to = srv.addr;
     // The server's policy: http-serve's default (TCP 4-tuple, default bits).

@@ -204,6 +204,66 @@ fn path_traversal_is_refused() {
 }
 
 #[test]
+fn file_cache_serves_a_copy_until_it_expires_and_can_be_turned_off() {
+    let base = std::env::temp_dir().join(format!("rsskit-http-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&base).unwrap();
+    struct Cleanup(std::path::PathBuf);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _cleanup = Cleanup(base.clone());
+    let obj = base.join("obj");
+    let get = |srv: &Server| {
+        let resp = exchange(srv.addr, b"GET /obj HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        assert_eq!(status_of(&resp), 200);
+        let end = resp.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        resp[end..].to_vec()
+    };
+    // `--steer kernel`: this one thread's connections may land on either
+    // worker; each has its own copy, so both must hold the first version.
+    let root = base.to_str().unwrap();
+    let cached = Server::start(&["--root", root, "--steer", "kernel", "--file-cache-ms", "3600000"]);
+    let fresh = Server::start(&["--root", root, "--file-cache-ms", "0"]);
+    std::fs::write(&obj, b"first").unwrap();
+    for _ in 0..20 {
+        assert_eq!(get(&cached), b"first");
+    }
+    assert_eq!(get(&fresh), b"first");
+    std::fs::write(&obj, b"second version").unwrap();
+    for _ in 0..20 {
+        assert_eq!(get(&cached), b"first", "served from the worker's copy for an hour");
+    }
+    assert_eq!(get(&fresh), b"second version", "--file-cache-ms 0 reads the file per request");
+    let (st, v) = cached.stop();
+    assert!(st.success());
+    assert_eq!(
+        (v["file_cache_ms"].as_u64(), v["defer_accept"].as_bool()),
+        (Some(3_600_000), Some(true)),
+        "{v}"
+    );
+    assert_eq!(v["total"]["status"]["200"], 40);
+    let (st, v) = fresh.stop();
+    assert!(st.success());
+    assert_eq!(v["file_cache_ms"], 0, "{v}");
+}
+
+#[test]
+fn no_defer_accept_accepts_a_connection_before_its_request() {
+    // Without TCP_DEFER_ACCEPT the handshake alone reaches the server: the
+    // progress line counts a connection that has sent nothing.
+    let mut srv = Server::start(&["--no-defer-accept", "--header-timeout", "60"]);
+    let _silent = connect(srv.addr);
+    srv.proc.wait_for(" accepted 1 (+", Duration::from_secs(10));
+    let (st, v) = srv.stop();
+    assert!(st.success());
+    assert_eq!((v["total"]["accepted"].as_u64(), v["defer_accept"].as_bool()), (Some(1), Some(false)), "{v}");
+    assert_eq!(v["total"]["requests"], 0, "{v}");
+}
+
+#[test]
 fn idle_and_slow_header_connections_time_out() {
     let srv = Server::start(&["--idle-timeout", "1", "--header-timeout", "1"]);
     let t = Instant::now();

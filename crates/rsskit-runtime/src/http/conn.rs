@@ -25,10 +25,10 @@
 //! sent from the file.
 #![forbid(unsafe_code)]
 
+use super::counters::ServeCounters;
 use super::files::{FileError, Files};
 use super::http_date;
 use super::request::{self, Method, Parsed, Request};
-use super::server::ServeCounters;
 use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::Arc;

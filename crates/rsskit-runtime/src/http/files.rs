@@ -14,13 +14,15 @@
 //! I/O itself.
 #![forbid(unsafe_code)]
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Why a file is not served: the HTTP status to answer with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,6 +204,115 @@ impl Files for Root {
     }
 }
 
+/// A file's bytes as a connection sends them: an open file (read or
+/// `sendfile`d per request), or the bytes of a small file from a worker's
+/// [`CachedRoot`].
+#[derive(Debug)]
+pub enum Body {
+    /// An open regular file.
+    File(File),
+    /// A cached small file's bytes.
+    Mem(Arc<[u8]>),
+}
+
+/// Most entries a worker's cache holds; when full it starts over (a client
+/// cycling through many names costs the lookups it would without a cache).
+const CACHE_ENTRIES: usize = 128;
+
+struct CacheEntry {
+    bytes: Arc<[u8]>,
+    content_type: &'static str,
+    /// Monotonic ns when the bytes were read.
+    read_at: u64,
+}
+
+/// One worker's view of a [`Root`] with a small cache: a regular file of at
+/// most `max_size` bytes is read once and its bytes served from memory for
+/// `valid_ns` (nginx's `open_file_cache_valid`, here with the content):
+/// a short-lived request then costs no `openat2`, `statx`, `read` and
+/// `close` (4 of its 8 system calls, `docs/BENCHMARKS-LOG.md`). A file that
+/// changes is served as it was for at most `valid_ns`; `valid_ns` 0 turns
+/// the cache off. Only what [`Root::lookup`] returned (beneath the root,
+/// regular) is cached, keyed by the request path as sent; errors are not.
+///
+/// Per worker: the lock is never contended (it keeps the type `Sync`, as
+/// the connection core holds its files in an `Arc`).
+pub struct CachedRoot {
+    root: Arc<Root>,
+    valid_ns: u64,
+    max_size: usize,
+    /// The shell's clock, set once per wake-up.
+    now: AtomicU64,
+    entries: Mutex<HashMap<String, CacheEntry>>,
+}
+
+impl CachedRoot {
+    /// A cache of files up to `max_size` bytes, each valid `valid_ns`.
+    pub fn new(root: Arc<Root>, valid_ns: u64, max_size: usize) -> CachedRoot {
+        CachedRoot { root, valid_ns, max_size, now: AtomicU64::new(0), entries: Mutex::default() }
+    }
+
+    /// The shell's monotonic clock (ns), once per wake-up.
+    pub fn set_now(&self, now: u64) {
+        self.now.store(now, Ordering::Relaxed);
+    }
+
+    /// Entries held now.
+    pub fn cached(&self) -> usize {
+        self.entries.lock().map_or(0, |m| m.len())
+    }
+}
+
+impl Files for CachedRoot {
+    type Body = Body;
+
+    fn open_file(&self, path: &str) -> Result<Opened<Body>, FileError> {
+        let now = self.now.load(Ordering::Relaxed);
+        if self.valid_ns == 0 {
+            let o = self.root.lookup(path)?;
+            return Ok(Opened { file: Body::File(o.file), size: o.size, content_type: o.content_type });
+        }
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = entries.get(path) {
+            if now.saturating_sub(e.read_at) < self.valid_ns {
+                let size = e.bytes.len() as u64;
+                return Ok(Opened { file: Body::Mem(e.bytes.clone()), size, content_type: e.content_type });
+            }
+            entries.remove(path);
+        }
+        let mut o = self.root.lookup(path)?;
+        if o.size > self.max_size as u64 {
+            return Ok(Opened { file: Body::File(o.file), size: o.size, content_type: o.content_type });
+        }
+        let mut buf = Vec::with_capacity(o.size as usize);
+        if !self.root.read_body(&mut o.file, o.size as usize, &mut buf) {
+            // Shorter than its fstat said (changing under us): not cached;
+            // the connection core reads it and answers 500 if still short.
+            return Ok(Opened { file: Body::File(o.file), size: o.size, content_type: o.content_type });
+        }
+        let bytes: Arc<[u8]> = buf.into();
+        if entries.len() >= CACHE_ENTRIES {
+            entries.clear();
+        }
+        entries.insert(
+            path.to_string(),
+            CacheEntry { bytes: bytes.clone(), content_type: o.content_type, read_at: now },
+        );
+        Ok(Opened { file: Body::Mem(bytes), size: o.size, content_type: o.content_type })
+    }
+
+    fn read_body(&self, body: &mut Body, len: usize, out: &mut Vec<u8>) -> bool {
+        match body {
+            Body::File(f) => self.root.read_body(f, len, out),
+            Body::Mem(b) if b.len() >= len => {
+                out.extend_from_slice(&b[..len]);
+                true
+            }
+            Body::Mem(_) => false,
+        }
+    }
+}
+
 fn errno_to_file_error(e: i32) -> FileError {
     match e {
         libc::ENOENT | libc::ENOTDIR => FileError::NotFound,
@@ -286,6 +397,57 @@ mod tests {
         assert_eq!(r.lookup("/out").unwrap_err(), FileError::Forbidden);
         assert_eq!(r.lookup("/in").unwrap().size, 5);
         HAVE_OPENAT2.store(true, Ordering::Relaxed);
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    fn body_bytes(c: &CachedRoot, path: &str) -> (Vec<u8>, bool) {
+        let mut o = c.open_file(path).unwrap();
+        let mut out = Vec::new();
+        assert!(c.read_body(&mut o.file, o.size as usize, &mut out));
+        (out, matches!(o.file, Body::Mem(_)))
+    }
+
+    #[test]
+    fn cache_serves_small_files_for_their_validity_only() {
+        let base = std::env::temp_dir().join(format!("rsskit-files-cache-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(&base).unwrap();
+        std::fs::write(base.join("a.txt"), b"one").unwrap();
+        std::fs::write(base.join("big"), vec![b'x'; 100]).unwrap();
+        let root = Arc::new(Root::open(&base).unwrap());
+        let c = CachedRoot::new(root.clone(), 1_000, 50);
+        c.set_now(10_000);
+        assert_eq!(body_bytes(&c, "/a.txt"), (b"one".to_vec(), true));
+        assert_eq!(c.open_file("/a.txt").unwrap().content_type, "text/plain");
+        // Changed on disk: the cached bytes until the entry is 1,000 ns old.
+        std::fs::write(base.join("a.txt"), b"two!").unwrap();
+        c.set_now(10_999);
+        assert_eq!(body_bytes(&c, "/a.txt").0, b"one");
+        c.set_now(11_000);
+        assert_eq!(body_bytes(&c, "/a.txt"), (b"two!".to_vec(), true));
+        // Larger than max_size: an open file every time, never cached.
+        assert_eq!(body_bytes(&c, "/big"), (vec![b'x'; 100], false));
+        assert_eq!(c.cached(), 1);
+        // Errors are not cached; a removed file is gone once its entry expires.
+        assert_eq!(c.open_file("/nope").unwrap_err(), FileError::NotFound);
+        std::fs::remove_file(base.join("a.txt")).unwrap();
+        c.set_now(12_000);
+        assert_eq!(c.open_file("/a.txt").unwrap_err(), FileError::NotFound);
+        assert_eq!(c.cached(), 0);
+        // Bounded: a client cycling through names never holds more than CACHE_ENTRIES.
+        std::fs::write(base.join("s"), b"s").unwrap();
+        let mut most = 0;
+        for i in 0..3 * CACHE_ENTRIES {
+            // "/s", "//s", "///s"...: one file, a new key each time.
+            assert_eq!(body_bytes(&c, &format!("{}s", "/".repeat(i + 1))), (b"s".to_vec(), true));
+            most = most.max(c.cached());
+        }
+        assert_eq!(most, CACHE_ENTRIES);
+        // valid_ns 0: no cache at all.
+        let off = CachedRoot::new(root, 0, 50);
+        std::fs::write(base.join("a.txt"), b"three").unwrap();
+        assert_eq!(body_bytes(&off, "/a.txt"), (b"three".to_vec(), false));
+        assert_eq!(off.cached(), 0);
         std::fs::remove_dir_all(&base).unwrap();
     }
 }

@@ -14,8 +14,10 @@
 //! are annotated.
 
 pub mod conn;
+pub mod counters;
 pub mod files;
-pub mod hist;
+/// The latency histograms moved to [`crate::hist`] (UDP reports use them too).
+pub use crate::hist;
 pub mod load;
 pub mod request;
 pub mod server;

@@ -19,9 +19,9 @@
 //! ask for (read, write, `sendfile`, shutdown, close).
 #![forbid(unsafe_code)]
 
-use super::conn::{Action, ConnConfig, Expiry, Http, Interest, ReadMode};
+use super::conn::{Action, ConnConfig, Expiry, Http, Interest, ReadMode, INLINE_BODY};
 use super::event::{self, Epoll};
-use super::files::Root;
+use super::files::{Body, CachedRoot, Root};
 use super::{now_ns, unix_secs};
 use crate::steer::{self, Steer, SteerSpec, SteeredGroup, Transport};
 use crate::worker::Workers;
@@ -33,11 +33,12 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 pub use super::conn::pattern_byte;
+pub use super::counters::{ServeCounters, SharedCounters, STATUS_CODES};
 
 /// Largest `/bytes/N`.
 pub const MAX_GENERATED: usize = 1 << 30;
@@ -126,8 +127,16 @@ pub struct ServeConfig {
     /// Requests per keep-alive connection; the last is answered with
     /// `Connection: close` (0: no limit).
     pub max_requests: u64,
-    /// `TCP_DEFER_ACCEPT`: wake the listener only once the request arrived.
+    /// `TCP_DEFER_ACCEPT`: wake the listener only once the request arrived
+    /// (a connection that sends nothing is accepted after about a second,
+    /// the kernel's first SYN-ACK retransmission, and then meets the header
+    /// timeout). On by default: a short-lived connection then costs no
+    /// `EAGAIN` read, no epoll registration and no extra wake-up.
     pub defer_accept: bool,
+    /// Files under `root` of up to [`super::conn::INLINE_BODY`] bytes are
+    /// served from a per-worker copy for this long ([`CachedRoot`]; zero:
+    /// opened and read per request).
+    pub file_cache: Duration,
 }
 
 impl ServeConfig {
@@ -145,7 +154,8 @@ impl ServeConfig {
             header_timeout: Duration::from_secs(10),
             backlog: 4096,
             max_requests: 0,
-            defer_accept: false,
+            defer_accept: true,
+            file_cache: Duration::from_secs(1),
         }
     }
 
@@ -177,174 +187,6 @@ impl ServeConfig {
             linger_ns: ns(LINGER),
             max_requests: self.max_requests,
         }
-    }
-}
-
-/// Statuses counted separately; anything else is counted as "other".
-pub const STATUS_CODES: [u16; 11] = [200, 400, 403, 404, 405, 408, 413, 431, 500, 501, 505];
-const NSTATUS: usize = STATUS_CODES.len() + 1;
-const NFIELDS: usize = 8 + NSTATUS;
-
-/// One worker's counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ServeCounters {
-    /// Connections accepted.
-    pub accepted: u64,
-    /// Connections closed.
-    pub closed: u64,
-    /// Requests parsed (answered or refused).
-    pub requests: u64,
-    /// Request bytes read.
-    pub bytes_in: u64,
-    /// Response bytes written (headers and bodies).
-    pub bytes_out: u64,
-    /// Connections closed for being idle.
-    pub timeouts_idle: u64,
-    /// Request heads not complete within the header timeout (answered 408).
-    pub timeouts_header: u64,
-    /// Connections reset or failed by the peer.
-    pub resets: u64,
-    /// Responses by status: [`STATUS_CODES`], then "other".
-    pub status: [u64; NSTATUS],
-}
-
-impl ServeCounters {
-    fn to_array(self) -> [u64; NFIELDS] {
-        let mut a = [0; NFIELDS];
-        a[..8].copy_from_slice(&[
-            self.accepted,
-            self.closed,
-            self.requests,
-            self.bytes_in,
-            self.bytes_out,
-            self.timeouts_idle,
-            self.timeouts_header,
-            self.resets,
-        ]);
-        a[8..].copy_from_slice(&self.status);
-        a
-    }
-
-    fn from_array(a: &[u64; NFIELDS]) -> ServeCounters {
-        let mut status = [0; NSTATUS];
-        status.copy_from_slice(&a[8..]);
-        ServeCounters {
-            accepted: a[0],
-            closed: a[1],
-            requests: a[2],
-            bytes_in: a[3],
-            bytes_out: a[4],
-            timeouts_idle: a[5],
-            timeouts_header: a[6],
-            resets: a[7],
-            status,
-        }
-    }
-
-    /// All responses sent.
-    pub fn responses(&self) -> u64 {
-        self.status.iter().sum()
-    }
-
-    /// Responses with `code` (0 for "other").
-    pub fn with_status(&self, code: u16) -> u64 {
-        STATUS_CODES.iter().position(|&c| c == code).map_or(self.status[NSTATUS - 1], |i| self.status[i])
-    }
-
-    pub(crate) fn count_status(&mut self, code: u16) {
-        let i = STATUS_CODES.iter().position(|&c| c == code).unwrap_or(NSTATUS - 1);
-        self.status[i] += 1;
-    }
-
-    /// Takes back a [`ServeCounters::count_status`] (an answer replaced).
-    pub(crate) fn uncount_status(&mut self, code: u16) {
-        let i = STATUS_CODES.iter().position(|&c| c == code).unwrap_or(NSTATUS - 1);
-        self.status[i] -= 1;
-    }
-
-    /// Adds another worker's counts.
-    pub fn add(&mut self, o: &ServeCounters) {
-        let (mut a, b) = (self.to_array(), o.to_array());
-        for (x, y) in a.iter_mut().zip(b) {
-            *x += y;
-        }
-        *self = ServeCounters::from_array(&a);
-    }
-
-    /// The sum of some workers' counts.
-    pub fn total<'a>(it: impl IntoIterator<Item = &'a ServeCounters>) -> ServeCounters {
-        let mut t = ServeCounters::default();
-        for c in it {
-            t.add(c);
-        }
-        t
-    }
-
-    /// `{"200": n, ...}` for the statuses seen.
-    pub fn status_json(&self) -> serde_json::Value {
-        let mut m = serde_json::Map::new();
-        for (i, &n) in self.status.iter().enumerate() {
-            if n > 0 {
-                let k = STATUS_CODES.get(i).map_or("other".to_string(), |c| c.to_string());
-                m.insert(k, n.into());
-            }
-        }
-        m.into()
-    }
-
-    /// The `--json` form (statuses by code).
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "accepted": self.accepted,
-            "closed": self.closed,
-            "requests": self.requests,
-            "responses": self.responses(),
-            "status": self.status_json(),
-            "bytes_in": self.bytes_in,
-            "bytes_out": self.bytes_out,
-            "timeouts_idle": self.timeouts_idle,
-            "timeouts_header": self.timeouts_header,
-            "resets": self.resets,
-        })
-    }
-
-    /// `200:n 404:n ...` for the statuses seen.
-    pub fn status_line(&self) -> String {
-        let mut v = Vec::new();
-        for (i, &n) in self.status.iter().enumerate() {
-            if n > 0 {
-                v.push(format!("{}:{n}", STATUS_CODES.get(i).map_or("other".to_string(), |c| c.to_string())));
-            }
-        }
-        if v.is_empty() {
-            "-".into()
-        } else {
-            v.join(" ")
-        }
-    }
-}
-
-/// A worker's counters as the reporting thread sees them: written by the
-/// worker alone (relaxed stores), read by anyone.
-#[derive(Debug, Default)]
-pub struct SharedCounters {
-    v: [AtomicU64; NFIELDS],
-}
-
-impl SharedCounters {
-    fn publish(&self, c: &ServeCounters) {
-        for (slot, x) in self.v.iter().zip(c.to_array()) {
-            slot.store(x, Ordering::Relaxed);
-        }
-    }
-
-    /// The worker's counts as last published.
-    pub fn snapshot(&self) -> ServeCounters {
-        let mut a = [0; NFIELDS];
-        for (x, slot) in a.iter_mut().zip(&self.v) {
-            *x = slot.load(Ordering::Relaxed);
-        }
-        ServeCounters::from_array(&a)
     }
 }
 
@@ -405,13 +247,18 @@ impl Server {
         let live = ls.ebpf.map(crate::rebalance::LiveBuckets::new).transpose().map_err(ServeError::Ebpf)?;
         let shared: Vec<Arc<SharedCounters>> = cpus.iter().map(|_| Arc::default()).collect();
         let states: Vec<_> = ls.sockets.into_iter().zip(shared.iter().cloned()).collect();
+        let file_cache_ns = cfg.file_cache.as_nanos().min(u128::from(u64::MAX)) as u64;
         let cfg = Arc::new(cfg);
         let pin: Vec<usize> = cpus.iter().map(|c| c.0 as usize).collect();
         let workers = Workers::spawn_with_setup(
             &pin,
             states,
             stop,
-            move |_, (listener, counters)| Worker::new(&cfg, root.clone(), listener, counters),
+            move |_, (listener, counters)| {
+                // Each worker its own cache (touched on its own CPU).
+                let files = root.clone().map(|r| Arc::new(CachedRoot::new(r, file_cache_ns, INLINE_BODY)));
+                Worker::new(&cfg, files, listener, counters)
+            },
             |ctx, mut w: Worker| w.run(&ctx.stop),
         )
         .map_err(ServeError::Workers)?;
@@ -458,7 +305,7 @@ impl Server {
 /// A connection as the shell keeps it: the socket and its protocol state.
 struct Live {
     sock: TcpStream,
-    conn: super::conn::Conn<std::fs::File>,
+    conn: super::conn::Conn<Body>,
     /// epoll interest (0: not registered yet).
     interest: u32,
     /// Something was written already (a further write may meet Nagle).
@@ -478,7 +325,9 @@ enum Flow {
 }
 
 struct Worker {
-    http: Http<Root>,
+    http: Http<CachedRoot>,
+    /// The same files as `http`'s, to pass it the clock.
+    files: Option<Arc<CachedRoot>>,
     accept_batch: usize,
     ep: Epoll,
     listener: Socket,
@@ -499,13 +348,14 @@ fn would_block(e: &io::Error) -> bool {
 impl Worker {
     fn new(
         cfg: &Arc<ServeConfig>,
-        root: Option<Arc<Root>>,
+        files: Option<Arc<CachedRoot>>,
         listener: Socket,
         shared: Arc<SharedCounters>,
     ) -> Result<Worker> {
         let ep = Epoll::new(512).map_err(ServeError::Epoll)?;
         let mut w = Worker {
-            http: Http::new(cfg.conn_config(), root, unix_secs()),
+            http: Http::new(cfg.conn_config(), files.clone(), unix_secs()),
+            files,
             accept_batch: cfg.accept_batch,
             ep,
             listener,
@@ -549,6 +399,9 @@ impl Worker {
             };
             self.now = now_ns();
             self.http.set_wall_clock(unix_secs());
+            if let Some(f) = &self.files {
+                f.set_now(self.now);
+            }
             let mut evs = std::mem::take(&mut self.events);
             evs.clear();
             evs.extend((0..n).map(|i| self.ep.event(i)));
@@ -727,7 +580,16 @@ impl Worker {
                 },
                 Action::SendFile { body, offset, len } => {
                     let mut off = offset as i64;
-                    match rsskit_linux::fs::sendfile(&live.sock, body, &mut off, len) {
+                    let sent = match body {
+                        Body::File(f) => rsskit_linux::fs::sendfile(&live.sock, f, &mut off, len),
+                        // Cached bytes are small enough to go inline; this
+                        // only serves a range of them if one is ever asked.
+                        Body::Mem(b) => {
+                            let from = (offset as usize).min(b.len());
+                            (&live.sock).write(&b[from..(from + len).min(b.len())])
+                        }
+                    };
+                    match sent {
                         Ok(n) => {
                             live.wrote = true;
                             self.http.sent(&mut live.conn, n, now)

@@ -73,7 +73,7 @@ pub struct LoadReport {
     pub invalid: u64,
     /// Round-trip time quantiles, microseconds.
     pub rtt_us: RttSummary,
-    /// The RTT distribution (for `--plot`): see [`crate::http::hist::log2_buckets`].
+    /// The RTT distribution (for `--plot`): see [`crate::hist::log2_buckets`].
     #[serde(skip)]
     pub rtt_log2_us: Vec<(f64, u64)>,
     /// Once a second: (seconds since the start, sent so far, echoed so far), for `--plot`.
@@ -199,7 +199,7 @@ impl LoadReport {
             duplicates: sum(|s| s.duplicates),
             invalid,
             rtt_us: RttSummary::of(rtt),
-            rtt_log2_us: crate::http::hist::log2_buckets(rtt),
+            rtt_log2_us: crate::hist::log2_buckets(rtt),
             per_second: Vec::new(),
             elapsed_s,
             refused: sum(|s| s.refused),

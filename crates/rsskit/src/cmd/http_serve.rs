@@ -65,9 +65,20 @@ pub struct Args {
     /// RSS key of the toeplitz program: default (Microsoft), symmetric, or hex.
     #[arg(long, default_value = "default", value_parser = key_arg)]
     key: RssKey,
-    /// TCP_DEFER_ACCEPT: wake a listener only when the request has arrived.
-    #[arg(long)]
+    /// TCP_DEFER_ACCEPT: wake a listener only when the request has arrived
+    /// (the default; a silent connection is accepted about a second later).
+    #[arg(long, overrides_with = "no_defer_accept")]
     defer_accept: bool,
+    /// Accept connections at the handshake, before their request (nginx's
+    /// default; costs a short-lived connection an epoll registration and a
+    /// wake-up more).
+    #[arg(long, overrides_with = "defer_accept")]
+    no_defer_accept: bool,
+    /// Milliseconds a --root file of up to 16 KiB is served from a
+    /// per-worker copy before it is looked up again (0-3600000; 0: open and
+    /// read it per request). A changed file is served as it was for at most this long.
+    #[arg(long, default_value_t = 1000, value_parser = int_in(0u64, 3_600_000))]
+    file_cache_ms: u64,
     /// No per-second lines.
     #[arg(long)]
     quiet: bool,
@@ -111,7 +122,8 @@ fn config(a: &Args) -> Result<ServeConfig> {
         bail!("--backlog must be positive");
     }
     cfg.backlog = a.backlog;
-    cfg.defer_accept = a.defer_accept;
+    cfg.defer_accept = !a.no_defer_accept;
+    cfg.file_cache = Duration::from_millis(a.file_cache_ms);
     if a.rebalance && a.steer != Steer::Ebpf {
         bail!("--rebalance needs --steer ebpf (bucket maps that change live), not --steer {}", a.steer);
     }
@@ -128,7 +140,8 @@ pub fn run(a: Args) -> Result<()> {
     let duration = a.duration.map(|d| seconds("--duration", d)).transpose()?;
     let stop = stop_on_signals()?;
     let rebalance_every = seconds("--rebalance-every", a.rebalance_every)?;
-    let (batch, size) = (cfg.accept_batch, cfg.object_size);
+    let (batch, size, defer, cache_ms) =
+        (cfg.accept_batch, cfg.object_size, cfg.defer_accept, cfg.file_cache.as_millis() as u64);
     let mut srv = Server::start(cfg, stop.clone())?;
     let steer = srv.mode;
     if let Some(why) = &srv.fallback {
@@ -143,10 +156,11 @@ pub fn run(a: Args) -> Result<()> {
     let mut last_reason = None;
     let program = srv.program_len.map_or(String::new(), |n| format!(" (BPF program of {n} instructions)"));
     eprintln!(
-        "http-serve: ready on {} ({} workers on CPUs {}, steer {steer}{program}, accept batch {batch}, object {size} B, nofile {})",
+        "http-serve: ready on {} ({} workers on CPUs {}, steer {steer}{program}, accept batch {batch}, object {size} B, defer accept {}, file cache {cache_ms} ms, nofile {})",
         srv.local,
         srv.cpus.len(),
         rsskit_linux::cpulist::format(&srv.cpus.iter().map(|c| c.0 as usize).collect::<Vec<_>>()),
+        if defer { "on" } else { "off" },
         srv.nofile
     );
     let t0 = Instant::now();
@@ -219,6 +233,8 @@ pub fn run(a: Args) -> Result<()> {
             "steer": steer.name(),
             "accept_batch": batch,
             "object_size": size,
+            "defer_accept": defer,
+            "file_cache_ms": cache_ms,
             "elapsed_s": elapsed,
             "stopped_by": why,
             "workers": workers,

@@ -4,7 +4,7 @@
 use super::conn::{Fail, Outcome};
 use super::plan::SrcPorts;
 use super::LoadConfig;
-use crate::http::hist::{Latency, LatencySummary};
+use crate::hist::{Latency, LatencySummary};
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 
