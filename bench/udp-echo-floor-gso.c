@@ -10,7 +10,7 @@
  *   cc -O2 -Wall -o udp-echo-floor-gso bench/udp-echo-floor-gso.c
  *   ./udp-echo-floor-gso ADDR PORT [BATCH=32] [CPU=-1]
  *
- * Runs until SIGINT/SIGTERM, then prints "received N sent N buffers N" on
+ * Runs until SIGINT/SIGTERM, then prints "received N sent N buffers N calls N" on
  * stderr. Exits 1 at start if the kernel refuses UDP_GRO.
  */
 #define _GNU_SOURCE
@@ -104,7 +104,7 @@ int main(int argc, char **argv) {
     static struct mmsghdr msgs[MAXB];
     static uint64_t ctrl[MAXB][CTRLSZ / 8]; /* 8-aligned for cmsghdr */
     static unsigned segs[MAXB];
-    unsigned long long rx = 0, tx = 0, buffers = 0;
+    unsigned long long rx = 0, tx = 0, buffers = 0, calls = 0;
     while (!stop) {
         for (int i = 0; i < batch; i++) {
             iov[i].iov_base = bufs[i];
@@ -124,6 +124,7 @@ int main(int argc, char **argv) {
             return 1;
         }
         buffers += n;
+        calls++;
         for (int i = 0; i < n; i++) {
             struct msghdr *h = &msgs[i].msg_hdr;
             unsigned len = msgs[i].msg_len;
@@ -161,6 +162,6 @@ int main(int argc, char **argv) {
             off += m;
         }
     }
-    fprintf(stderr, "received %llu sent %llu buffers %llu\n", rx, tx, buffers);
+    fprintf(stderr, "received %llu sent %llu buffers %llu calls %llu\n", rx, tx, buffers, calls);
     return 0;
 }

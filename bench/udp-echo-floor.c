@@ -6,7 +6,8 @@
  *   cc -O2 -o udp-echo-floor bench/udp-echo-floor.c
  *   ./udp-echo-floor ADDR PORT [BATCH=32] [CPU=-1]
  *
- * Runs until SIGINT/SIGTERM, then prints "received N sent N" on stderr.
+ * Runs until SIGINT/SIGTERM, then prints "received N sent N calls N" on stderr
+ * (calls: recvmmsg calls that returned datagrams).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -82,7 +83,7 @@ int main(int argc, char **argv) {
     static struct sockaddr_storage peers[MAXB];
     static struct iovec iov[MAXB];
     static struct mmsghdr msgs[MAXB];
-    unsigned long long rx = 0, tx = 0;
+    unsigned long long rx = 0, tx = 0, calls = 0;
     while (!stop) {
         for (int i = 0; i < batch; i++) {
             iov[i].iov_base = bufs[i];
@@ -100,6 +101,7 @@ int main(int argc, char **argv) {
             return 1;
         }
         rx += n;
+        calls++;
         for (int i = 0; i < n; i++) iov[i].iov_len = msgs[i].msg_len;
         int off = 0;
         while (off < n) {
@@ -112,6 +114,6 @@ int main(int argc, char **argv) {
             tx += m;
         }
     }
-    fprintf(stderr, "received %llu sent %llu\n", rx, tx);
+    fprintf(stderr, "received %llu sent %llu calls %llu\n", rx, tx, calls);
     return 0;
 }

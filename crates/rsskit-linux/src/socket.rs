@@ -876,9 +876,8 @@ pub struct SendResult {
 /// Waits up to `timeout` for `s` to become readable (`poll`). `Ok(false)` on timeout.
 pub fn wait_readable(s: &impl AsRawFd, timeout: Duration) -> io::Result<bool> {
     let mut p = libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
     // SAFETY: one valid pollfd.
-    let rc = unsafe { libc::poll(&mut p, 1, ms) };
+    let rc = unsafe { libc::poll(&mut p, 1, poll_timeout_ms(timeout)) };
     if rc < 0 {
         let e = io::Error::last_os_error();
         if e.kind() == io::ErrorKind::Interrupted {
@@ -887,6 +886,13 @@ pub fn wait_readable(s: &impl AsRawFd, timeout: Duration) -> io::Result<bool> {
         return Err(e);
     }
     Ok(rc > 0)
+}
+
+/// `poll`'s timeout for `timeout`, rounded up to a whole millisecond: rounded
+/// down, a caller waiting for a moment less than 1 ms away would spin
+/// through zero-timeout polls until it came.
+fn poll_timeout_ms(timeout: Duration) -> libc::c_int {
+    timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as libc::c_int
 }
 
 /// `accept4(listener, SOCK_NONBLOCK | SOCK_CLOEXEC)`: the next pending
@@ -1234,6 +1240,16 @@ mod tests {
             let (ss, len) = std_to_sockaddr(&a);
             assert_eq!(sockaddr_to_std(&ss, len), Some(a));
         }
+    }
+
+    #[test]
+    fn poll_timeouts_round_up_to_a_millisecond() {
+        assert_eq!(poll_timeout_ms(Duration::ZERO), 0);
+        assert_eq!(poll_timeout_ms(Duration::from_nanos(1)), 1);
+        assert_eq!(poll_timeout_ms(Duration::from_micros(900)), 1);
+        assert_eq!(poll_timeout_ms(Duration::from_millis(5)), 5);
+        assert_eq!(poll_timeout_ms(Duration::from_micros(5001)), 6);
+        assert_eq!(poll_timeout_ms(Duration::from_secs(1 << 40)), i32::MAX);
     }
 
     #[test]

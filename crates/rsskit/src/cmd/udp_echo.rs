@@ -3,7 +3,7 @@
 use super::common::{
     cpu_list_arg, int_in, print_json, seconds, seconds_arg, stop_on_signals, worker_cpu_ids, UdpHashArgs,
 };
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::keycheck::KeyUse;
 use rsskit_core::{L4Proto, RssPolicy};
 use rsskit_runtime::rebalance::{round_line, worth_printing, DEFAULT_TARGET, MIN_SAMPLE};
@@ -13,8 +13,9 @@ use rsskit_runtime::udp_echo::{
     EchoConfig, EchoReport, EchoServer, RcvBuf, DEFAULT_FLUSH_BYTES, DEFAULT_FLUSH_PACKETS, DEFAULT_RCVBUF,
     MAX_BATCH, MAX_RCVBUF,
 };
-use std::io::Write;
+use std::io::{Read, Write};
 use std::net::SocketAddr;
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -127,6 +128,8 @@ pub fn run(a: Args) -> Result<()> {
     cfg.rcvbuf = (a.rcvbuf > 0).then_some(a.rcvbuf);
     cfg.offload = !a.no_offload;
     let stop = stop_on_signals()?;
+    // After the flag: a signal sets the flag first, then wakes the loop.
+    let mut waker = stop_waker()?;
     let mut srv = EchoServer::start_with_stop(cfg, stop.clone())?;
     if let Some(why) = srv.fallback() {
         eprintln!("udp-echo: {why}");
@@ -179,11 +182,19 @@ pub fn run(a: Args) -> Result<()> {
                 }
             }
         }
-        let mut nap = Duration::from_millis(50);
-        if let Some(d) = deadline {
-            nap = nap.min(d.saturating_duration_since(now));
+        // Asleep until the next line, rebalancing round or the deadline; a
+        // signal wakes it at once.
+        let mut wake = next_tick;
+        if rebalance {
+            wake = wake.min(next_rebalance);
         }
-        std::thread::sleep(nap);
+        if let Some(d) = deadline {
+            wake = wake.min(d);
+        }
+        if rsskit_linux::socket::wait_readable(&waker, wake.saturating_duration_since(Instant::now()))? {
+            let mut drain = [0u8; 16];
+            while matches!(waker.read(&mut drain), Ok(n) if n > 0) {}
+        }
     }
     if let Some(p) = &a.plot {
         crate::plot::lines(
@@ -235,6 +246,21 @@ fn banner(srv: &EchoServer, a: &Args) {
     }
     eprintln!("  {}", rcvbuf_line(&srv.rcvbuf()));
     eprintln!("ready");
+}
+
+/// The read end of a socket pair that SIGINT and SIGTERM write to, so that
+/// the main loop sleeps until its next event instead of waking every 50 ms
+/// to look at the stop flag: those wake-ups were ~90 ns of server CPU per
+/// echoed datagram at 20,000 datagrams/s (schedstat of the main thread,
+/// issue 24), a tenth of the whole cost of a GSO/GRO echo.
+fn stop_waker() -> Result<UnixStream> {
+    let (rx, tx) = UnixStream::pair().context("creating the signal wake-up socket pair")?;
+    rx.set_nonblocking(true).context("signal wake-up socket")?;
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        let tx = tx.try_clone().context("signal wake-up socket")?;
+        signal_hook::low_level::pipe::register(sig, tx).context("installing a signal handler")?;
+    }
+    Ok(rx)
 }
 
 fn rate_line(srv: &EchoServer, last: &[Counters], cur: &[Counters], dt: Duration) -> String {
