@@ -114,6 +114,10 @@ impl<H: Handler> Netisr<H> {
         let msg_monitors = parts.msg_monitors;
         let mut threads = Vec::with_capacity(n);
         let mut cpus = Vec::with_capacity(n);
+        // Before the first worker runs: a worker that finishes before the
+        // last one is spawned must not end its work before the run began
+        // (elapsed 0, rates infinite).
+        let started = Instant::now();
         for w in parts.workers {
             let cpu = cfg.cpus.as_ref().map(|c| c[w.id()]);
             cpus.push(cpu);
@@ -129,7 +133,7 @@ impl<H: Handler> Netisr<H> {
                 }
             }
         }
-        Ok(Netisr { ctl, monitors, msg_monitors, threads, cpus, started: Instant::now() })
+        Ok(Netisr { ctl, monitors, msg_monitors, threads, cpus, started })
     }
 
     /// Live snapshot of every worker.
