@@ -842,7 +842,10 @@ pub struct UdpOffload {
 
 /// Probes `UDP_GRO` and `UDP_SEGMENT` once per process: a loopback socket
 /// sends itself one GSO message of two 8-byte datagrams (never off the
-/// host; the socket is closed right after).
+/// host) and reads them back before it is closed. Read back, because
+/// loopback delivers in a softirq: a socket closed at once would let the
+/// datagrams land later on a closed port, and a caller's UDP counters
+/// (`NoPorts`, taken around its own traffic) would count them as its drops.
 pub fn udp_offload() -> &'static UdpOffload {
     static PROBE: std::sync::OnceLock<UdpOffload> = std::sync::OnceLock::new();
     PROBE.get_or_init(|| {
@@ -851,6 +854,9 @@ pub fn udp_offload() -> &'static UdpOffload {
             let gro = set_gro(&s, true);
             s.connect(&s.local_addr()?)?;
             let gso = send_segments(&s, &[0u8; 16], 8);
+            if gso.is_ok() {
+                drain_own_probe(&s, 16);
+            }
             let why_not = match (&gro, &gso) {
                 (Err(e), _) => Some(e.to_string()),
                 (_, Err(e)) => Some(format!("UDP_SEGMENT: {e}")),
@@ -860,6 +866,24 @@ pub fn udp_offload() -> &'static UdpOffload {
         };
         probe().unwrap_or_else(|e| UdpOffload { gro: false, gso: false, why_not: Some(e.to_string()) })
     })
+}
+
+/// Reads up to `bytes` back from `s` (waiting at most 200 ms in all), so
+/// nothing it sent itself is still in flight when it is closed.
+fn drain_own_probe(s: &Socket, bytes: usize) {
+    let deadline = std::time::Instant::now() + Duration::from_millis(200);
+    let mut got = 0;
+    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 64];
+    while got < bytes {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() || !matches!(wait_readable(s, left), Ok(true)) {
+            return;
+        }
+        match s.recv(&mut buf) {
+            Ok(n) => got += n.max(1),
+            Err(_) => return,
+        }
+    }
 }
 
 /// Outcome of [`Batch::send`].

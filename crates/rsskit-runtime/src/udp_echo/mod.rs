@@ -136,6 +136,9 @@ impl EchoServer {
         let hash_type = cfg.hash_type();
         let ipv6 = cfg.bind.is_ipv6();
         let pktinfo = cfg.bind.ip().is_unspecified();
+        // Probes the kernel's offload (a loopback round trip of its own)
+        // before the UDP counters are taken: they cover only our traffic.
+        let mut offload = Offload::resolve(cfg.offload, cfg.max_datagram);
         let kernel_before = snmp::udp(ipv6).ok();
         // Blocking sockets with timeouts: workers sleep in recvmmsg and
         // still see the stop flag every POLL_INTERVAL; a full send buffer
@@ -172,7 +175,6 @@ impl EchoServer {
                 extra_cpus: Vec::new(),
             })
             .collect();
-        let mut offload = Offload::resolve(cfg.offload, cfg.max_datagram);
         if offload.gro {
             if let Err(e) = st
                 .sockets
