@@ -5,20 +5,20 @@
 //! server's echo stamps, that each stream was served by the worker owning its
 //! bucket.
 //!
-//! The protocol parts do no I/O and take the time passed in: [`plan`] (which
+//! The protocol parts do no I/O and take the time passed in: [`sources`] (which
 //! source lands in which bucket), [`stream`] (sequence, echo, loss, reorder,
 //! duplicate, RTT, refusal state of one stream), [`pacing`] (rate schedule
 //! and run phases) and [`report`]. This file is the socket loop around them.
 
 pub mod pacing;
-pub mod plan;
 pub mod report;
+pub mod sources;
 pub mod stream;
 
-pub use plan::{plan_streams, IpNet, ServerTable, Stream};
 pub use report::{LoadReport, RttSummary, StreamReport};
 /// CLOCK_MONOTONIC in nanoseconds (the probe's timestamp clock).
 pub use rsskit_linux::clock::monotonic_ns;
+pub use sources::{plan_streams, IpNet, ServerTable, Stream};
 
 use crate::proto;
 use hdrhistogram::Histogram;
