@@ -16,7 +16,7 @@
 
 mod common;
 
-use common::lab::{Lab, Out};
+use common::lab::{self, Lab, Out};
 use rsskit_runtime::proto::{self, Probe};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -474,20 +474,7 @@ fn ground_truth(lab: &Lab, rx_irqs: &[u64]) {
         "plan --iface eth0 --key random --hash-fields udp4=4-tuple --hash-fields udp6=2-tuple --json",
     );
     let weights = [1usize, 2, 3, 6];
-    let total: usize = weights.iter().sum();
-    let table: Vec<usize> = (0..128)
-        .map(|i| {
-            let mut acc = 0;
-            let slot = i * total / 128;
-            weights
-                .iter()
-                .position(|w| {
-                    acc += w;
-                    slot < acc
-                })
-                .unwrap()
-        })
-        .collect();
+    let table = lab::uneven_table(&weights, 128);
     plan["devices"][0]["table"] = json!(table);
     lab.ok(&format!("echo '{}' > /tmp/plan-uneven.json", plan));
     let o = lab.rsskit("apply /tmp/plan-uneven.json --save /tmp/saved-uneven.json");

@@ -225,20 +225,7 @@ fn lab_system_keeps_the_plan() {
     // An uneven table (1:2:3:6) and the queue CPUs reversed: neither is a
     // driver default, so a table or IRQ that was never set cannot pass.
     let weights = [1usize, 2, 3, 6];
-    let total: usize = weights.iter().sum();
-    let table: Vec<usize> = (0..128)
-        .map(|i| {
-            let slot = i * total / 128;
-            let mut acc = 0;
-            weights
-                .iter()
-                .position(|w| {
-                    acc += w;
-                    slot < acc
-                })
-                .unwrap()
-        })
-        .collect();
+    let table = lab::uneven_table(&weights, 128);
     plan["devices"][0]["table"] = json!(table);
     for list in ["rx", "tx"] {
         for q in plan["devices"][0][list].as_array_mut().unwrap() {

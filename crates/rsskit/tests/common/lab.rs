@@ -168,6 +168,26 @@ impl Drop for Lab {
     }
 }
 
+/// An indirection table of `entries` whose queues get entries in the
+/// ratio of `weights` (queue `q` the `q`-th share, in order): no driver's
+/// default, so a table that was never written cannot pass for it.
+pub fn uneven_table(weights: &[usize], entries: usize) -> Vec<usize> {
+    let total: usize = weights.iter().sum();
+    (0..entries)
+        .map(|i| {
+            let slot = i * total / entries;
+            let mut acc = 0;
+            weights
+                .iter()
+                .position(|w| {
+                    acc += w;
+                    slot < acc
+                })
+                .expect("slot < total")
+        })
+        .collect()
+}
+
 fn assert_root() {
     // SAFETY: geteuid has no preconditions.
     let euid = unsafe { libc::geteuid() };
