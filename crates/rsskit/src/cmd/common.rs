@@ -49,8 +49,8 @@ pub fn nic_spec(s: &str) -> Result<Option<&str>> {
 
 /// The device's steering (key, table, queue CPUs), read as `info` reads it.
 /// `RSSKIT_SYSROOT=DIR` reads a tree shaped like /sys and /proc instead (tests).
-pub fn nic(iface: &str) -> Result<rsskit_host::nicsteer::NicSteering> {
-    Ok(rsskit_host::nicsteer::NicSteering::read(&steering_root()?, iface)?)
+pub fn nic(iface: &str) -> Result<rsskit_host::landing::NicSteering> {
+    Ok(rsskit_host::landing::NicSteering::read(&steering_root()?, iface)?)
 }
 
 /// Where [`nic`] reads: the live host, or `RSSKIT_SYSROOT=DIR` (tests; a
@@ -83,7 +83,7 @@ pub struct NicUdp {
 }
 
 impl NicUdp {
-    fn of(n: &rsskit_host::nicsteer::NicSteering) -> NicUdp {
+    fn of(n: &rsskit_host::landing::NicSteering) -> NicUdp {
         let fields = |flow: &str| {
             n.hash_fields
                 .as_ref()
