@@ -56,6 +56,16 @@ fn load_bad_input() {
     }
 }
 
+/// `udp-echo --bind 127.0.0.1:0 --cpus 0 ARGS` running, and the address
+/// its banner names.
+fn echo_on_loopback(args: &[&str]) -> (common::proc::Running, String) {
+    let mut echo =
+        common::proc::Running::spawn(&[&["udp-echo", "--bind", "127.0.0.1:0", "--cpus", "0"], args].concat());
+    let line = echo.wait_for("udp-echo: echo on ", std::time::Duration::from_secs(20));
+    let addr = line.split("echo on ").nth(1).unwrap().split(',').next().unwrap().to_string();
+    (echo, addr)
+}
+
 #[test]
 fn load_refused_target() {
     // A port with nothing on it: the kernel answers ICMP port unreachable.
@@ -89,17 +99,7 @@ fn load_refused_target() {
 fn load_server_going_away_is_an_error() {
     // The echo server stops after 1 s of a 4 s run: udp-load reports the
     // refusals and exits non-zero instead of ending early with status 0.
-    let mut echo = common::proc::Running::spawn(&[
-        "udp-echo",
-        "--bind",
-        "127.0.0.1:0",
-        "--cpus",
-        "0",
-        "--duration",
-        "1",
-    ]);
-    let line = echo.wait_for("udp-echo: echo on ", std::time::Duration::from_secs(20));
-    let addr = line.split("echo on ").nth(1).unwrap().split(',').next().unwrap().to_string();
+    let (_echo, addr) = echo_on_loopback(&["--duration", "1"]);
     let t = std::time::Instant::now();
     let out = rsskit()
         .args(["udp-load", "--target", &addr, "--duration", "4", "--rate", "200", "--json"])
@@ -242,11 +242,8 @@ fn out_of_range_numbers_are_refused_at_parse_time() {
 #[test]
 fn echo_sigint_prints_progress_and_exact_final_counters() {
     use std::time::Duration;
-    let mut srv =
-        common::proc::Running::spawn(&["udp-echo", "--bind", "127.0.0.1:0", "--cpus", "0", "--json"]);
-    let banner = srv.wait_for("udp-echo: echo on ", Duration::from_secs(20));
-    let at: std::net::SocketAddr =
-        banner.split("echo on ").nth(1).unwrap().split(',').next().unwrap().parse().unwrap();
+    let (mut srv, at) = echo_on_loopback(&["--json"]);
+    let at: std::net::SocketAddr = at.parse().unwrap();
     srv.wait_for("ready", Duration::from_secs(20));
     let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -269,18 +266,7 @@ fn echo_sigint_prints_progress_and_exact_final_counters() {
 #[test]
 fn load_sigint_stops_early_with_a_summary() {
     use std::time::{Duration, Instant};
-    let mut srv = common::proc::Running::spawn(&[
-        "udp-echo",
-        "--bind",
-        "127.0.0.1:0",
-        "--cpus",
-        "0",
-        "--duration",
-        "30",
-        "--json",
-    ]);
-    let banner = srv.wait_for("udp-echo: echo on ", Duration::from_secs(20));
-    let at = banner.split("echo on ").nth(1).unwrap().split(',').next().unwrap().to_string();
+    let (mut srv, at) = echo_on_loopback(&["--duration", "30", "--json"]);
     srv.wait_for("ready", Duration::from_secs(20));
     let mut load = common::proc::Running::spawn(&[
         "udp-load",
