@@ -50,6 +50,29 @@ GUEST_V6, TAP_V6 = "fd77:77::2", "fd77:77::1"
 # .modinfo `depends=`: the package ships no modules.dep).
 WANTED = ["virtio_pci", "virtio_net", "virtio_console", "e1000e", "9pnet_virtio", "9p"]
 
+# The guest's end of the command channel (`agent_request`), the same loop in
+# both guests: each sets `port` (the virtio-serial port), `d` (where a
+# command's files go) and `run_cmd ID` (runs $d/cmd.ID, in the busybox
+# guest chrooted into the host's root) before it. `base64 | tr`, not
+# `base64 -w0`: busybox's base64 has no -w.
+AGENT_LOOP = r"""exec 3<>$port
+# A read while no host is connected returns end-of-file: poll again.
+while true; do
+while read -r verb id tmo b64 <&3; do
+  case "$verb" in
+    PING) echo "PONG $id" >&3 ;;
+    RUN)
+      echo "$b64" | base64 -d > $d/cmd.$id
+      run_cmd $id </dev/null >$d/out.$id 2>$d/err.$id
+      rc=$?
+      printf 'DONE %s %s %s %s\n' "$id" "$rc" "$(base64 $d/out.$id | tr -d '\n')" "$(base64 $d/err.$id | tr -d '\n')" >&3
+      rm -f $d/cmd.$id $d/out.$id $d/err.$id ;;
+  esac
+done
+sleep 0.2
+done
+"""
+
 INIT = r"""#!/bin/busybox sh
 /bin/busybox --install -s /bin
 mount -t proc proc /proc
@@ -100,24 +123,10 @@ $H ip -6 neigh replace @TAP_V6@ lladdr @TAP_MAC@ dev eth0 nud permanent
 $H ethtool -K eth0 gro off >/dev/null 2>&1
 port=$(ls /dev/vport*p1 | head -n 1)
 echo "lab: agent on $port"
-exec 3<>$port
-# A read while no host is connected returns end-of-file: poll again.
-while true; do
-while read -r verb id tmo b64 <&3; do
-  case "$verb" in
-    PING) echo "PONG $id" >&3 ;;
-    RUN)
-      d=/host/tmp/lab
-      echo "$b64" | base64 -d > $d/cmd.$id
-      timeout "$tmo" $H /bin/sh -c "cd /tmp && . /tmp/lab/cmd.$id" </dev/null >$d/out.$id 2>$d/err.$id
-      rc=$?
-      printf 'DONE %s %s %s %s\n' "$id" "$rc" "$(base64 $d/out.$id | tr -d '\n')" "$(base64 $d/err.$id | tr -d '\n')" >&3
-      rm -f $d/cmd.$id $d/out.$id $d/err.$id ;;
-  esac
-done
-sleep 0.2
-done
-"""
+d=/host/tmp/lab
+# The command, chrooted into the host's root (where $d is /tmp/lab).
+run_cmd() { timeout "$tmo" $H /bin/sh -c "cd /tmp && . /tmp/lab/cmd.$1"; }
+""" + AGENT_LOOP
 
 
 def log(msg):
@@ -284,22 +293,8 @@ d=/run/lab
 mkdir -p $d
 port=/dev/virtio-ports/lab.agent
 for i in $(seq 100); do [ -e $port ] && break; sleep 0.2; done
-exec 3<>$port
-while true; do
-while read -r verb id tmo b64 <&3; do
-  case "$verb" in
-    PING) echo "PONG $id" >&3 ;;
-    RUN)
-      echo "$b64" | base64 -d > $d/cmd.$id
-      (cd /tmp && timeout "$tmo" /bin/sh -c ". $d/cmd.$id") </dev/null >$d/out.$id 2>$d/err.$id
-      rc=$?
-      printf 'DONE %s %s %s %s\n' "$id" "$rc" "$(base64 -w0 $d/out.$id)" "$(base64 -w0 $d/err.$id)" >&3
-      rm -f $d/cmd.$id $d/out.$id $d/err.$id ;;
-  esac
-done
-sleep 0.2
-done
-"""
+run_cmd() { (cd /tmp && timeout "$tmo" /bin/sh -c ". $d/cmd.$1"); }
+""" + AGENT_LOOP
 
 # The addresses INIT gives eth0 (the host side sends to them).
 SYSTEM_NET = r"""#!/bin/sh

@@ -1,7 +1,9 @@
 //! The command line's network arguments, parsed here (sans I/O) so they can
 //! be fuzzed: `ADDR/LEN` networks (a bare address is one host) and `A-B`
-//! port ranges.
+//! port ranges; and whole numbers in a range ([`int_in`], the parser the
+//! CLI and the benchmark examples give clap).
 
+use alloc::format;
 use alloc::string::{String, ToString};
 use core::fmt;
 use core::net::IpAddr;
@@ -106,9 +108,35 @@ pub fn parse_port_range(s: &str) -> Result<(u16, u16), NetParseError> {
     Ok((a, b))
 }
 
+/// A value parser (for clap): a whole number in `lo..=hi`; the error names
+/// the range (also for `-1` and for numbers too large for the type).
+pub fn int_in<T>(lo: T, hi: T) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static
+where
+    T: core::str::FromStr + PartialOrd + Copy + fmt::Display + Send + Sync + 'static,
+{
+    move |s: &str| match s.trim().parse::<T>() {
+        Ok(n) if n < lo => Err(format!("must be at least {lo} (range {lo}-{hi})")),
+        Ok(n) if n > hi => Err(format!("must be at most {hi} (range {lo}-{hi})")),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("'{s}' is not a whole number in the range {lo}-{hi}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn whole_numbers_in_a_range() {
+        let p = int_in(1u16, 100);
+        assert_eq!(p(" 42 "), Ok(42));
+        assert_eq!(p("0"), Err("must be at least 1 (range 1-100)".to_string()));
+        assert_eq!(p("101"), Err("must be at most 100 (range 1-100)".to_string()));
+        // Outside the type (negative, too large) or no number: the range is still named.
+        for bad in ["-1", "70000", "4x", ""] {
+            assert_eq!(p(bad), Err(format!("'{bad}' is not a whole number in the range 1-100")));
+        }
+    }
 
     #[test]
     fn port_ranges() {

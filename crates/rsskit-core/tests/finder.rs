@@ -177,77 +177,58 @@ fn two_tuple_ports_all_or_nothing() {
 fn errors_are_named() {
     let key = RssKey::microsoft();
     let (s4, s6) = (v4("10.0.0.1"), v4("::1"));
-    let e = TupleQuery::new(&key, HashType::TcpIpv4, s4, 0, s6, 80)
-        .vary(Vary::SrcPort(1..=100))
-        .bucket(7, 1)
-        .max(1)
-        .find()
-        .unwrap_err();
-    assert_eq!(e, FindError::FamilyMismatch);
-    let e = TupleQuery::new(&key, HashType::TcpIpv6, s4, 0, s4, 80)
-        .vary(Vary::SrcPort(1..=100))
-        .bucket(7, 1)
-        .max(1)
-        .find()
-        .unwrap_err();
-    assert_eq!(e, FindError::FamilyMismatch);
+    // One match wanted, to port 80: only what varies between the cases is given.
+    let find = |ht, src, src_port, dst, vary, mask, value| {
+        TupleQuery::new(&key, ht, src, src_port, dst, 80).vary(vary).bucket(mask, value).max(1).find()
+    };
+    let (tcp4, tcp6) = (HashType::TcpIpv4, HashType::TcpIpv6);
     #[allow(clippy::reversed_empty_ranges)]
-    let e = TupleQuery::new(&key, HashType::TcpIpv4, s4, 0, s4, 80)
-        .vary(Vary::SrcPort(100..=1))
-        .bucket(7, 1)
-        .max(1)
-        .find()
-        .unwrap_err();
-    assert_eq!(e, FindError::EmptyRange);
-    let e = TupleQuery::new(&key, HashType::TcpIpv4, s4, 0, s4, 80)
-        .vary(Vary::SrcPort(1..=100))
-        .bucket(7, 9)
-        .max(1)
-        .find()
-        .unwrap_err();
-    assert_eq!(e, FindError::ValueOutsideMask { mask: 7, value: 9 });
-    let e = TupleQuery::new(&key, HashType::TcpIpv4, s4, 1, s4, 80)
-        .vary(Vary::SrcAddr { prefix_len: 33 })
-        .bucket(7, 1)
-        .max(1)
-        .find()
-        .unwrap_err();
-    assert_eq!(e, FindError::BadPrefix { prefix_len: 33, max: 32 });
-    let e = TupleQuery::new(&key, HashType::TcpIpv6, s6, 1, s6, 80)
-        .vary(Vary::SrcAddr { prefix_len: 129 })
-        .bucket(7, 1)
-        .max(1)
-        .find()
-        .unwrap_err();
-    assert_eq!(e, FindError::BadPrefix { prefix_len: 129, max: 128 });
+    let backwards = Vary::SrcPort(100..=1);
+    for (ht, src, src_port, dst, vary, mask, value, want) in [
+        (tcp4, s4, 0, s6, Vary::SrcPort(1..=100), 7, 1, FindError::FamilyMismatch),
+        (tcp6, s4, 0, s4, Vary::SrcPort(1..=100), 7, 1, FindError::FamilyMismatch),
+        (tcp4, s4, 0, s4, backwards, 7, 1, FindError::EmptyRange),
+        (tcp4, s4, 0, s4, Vary::SrcPort(1..=100), 7, 9, FindError::ValueOutsideMask { mask: 7, value: 9 }),
+        (
+            tcp4,
+            s4,
+            1,
+            s4,
+            Vary::SrcAddr { prefix_len: 33 },
+            7,
+            1,
+            FindError::BadPrefix { prefix_len: 33, max: 32 },
+        ),
+        (
+            tcp6,
+            s6,
+            1,
+            s6,
+            Vary::SrcAddr { prefix_len: 129 },
+            7,
+            1,
+            FindError::BadPrefix { prefix_len: 129, max: 128 },
+        ),
+    ] {
+        assert_eq!(
+            find(ht, src, src_port, dst, vary.clone(), mask, value),
+            Err(want),
+            "{ht:?} {src} {vary:?}"
+        );
+    }
     // A single port whose bucket is not the wanted one: no solution in the range.
     let t = Toeplitz::new(&key);
-    let b = hash(&t, HashType::TcpIpv4, s4, 5000, s4, 80) & 127;
-    let e = TupleQuery::new(&key, HashType::TcpIpv4, s4, 0, s4, 80)
-        .vary(Vary::SrcPort(5000..=5000))
-        .bucket(127, (b + 1) % 128)
-        .max(1)
-        .find()
-        .unwrap_err();
+    let b = hash(&t, tcp4, s4, 5000, s4, 80) & 127;
+    let e = find(tcp4, s4, 0, s4, Vary::SrcPort(5000..=5000), 127, (b + 1) % 128).unwrap_err();
     assert_eq!(e, FindError::NoSolution { what: "source port", reachable: true });
     assert!(e.to_string().contains("no source port in the given range"));
     // A /32 has one candidate.
-    let e = TupleQuery::new(&key, HashType::TcpIpv4, s4, 5000, s4, 80)
-        .vary(Vary::SrcAddr { prefix_len: 32 })
-        .bucket(127, (b + 1) % 128)
-        .max(1)
-        .find()
-        .unwrap_err();
-    assert_eq!(e, FindError::NoSolution { what: "source address", reachable: false });
-    let ok = TupleQuery::new(&key, HashType::TcpIpv4, s4, 5000, s4, 80)
-        .vary(Vary::SrcAddr { prefix_len: 32 })
-        .bucket(127, b)
-        .max(1)
-        .find()
-        .unwrap();
+    let e = find(tcp4, s4, 5000, s4, Vary::SrcAddr { prefix_len: 32 }, 127, (b + 1) % 128);
+    assert_eq!(e, Err(FindError::NoSolution { what: "source address", reachable: false }));
+    let ok = find(tcp4, s4, 5000, s4, Vary::SrcAddr { prefix_len: 32 }, 127, b).unwrap();
     assert_eq!(ok.len(), 1);
     // max 0: nothing asked, nothing found, no error.
-    assert!(TupleQuery::new(&key, HashType::TcpIpv4, s4, 0, s4, 80)
+    assert!(TupleQuery::new(&key, tcp4, s4, 0, s4, 80)
         .vary(Vary::SrcPort(1..=100))
         .bucket(7, 1)
         .max(0)
@@ -471,34 +452,24 @@ fn bench_solver_vs_brute_force() {
         "ports, all {n} in 0-65535: solver {ms:?}, brute force {mb:?}, ratio {:.1}x",
         mb.as_secs_f64() / ms.as_secs_f64()
     );
-    // Addresses: 8 in 10.0.0.0/8 per bucket.
-    let mut solve = Vec::new();
-    for bucket in 0..128u32 {
-        let s = Instant::now();
-        let got = TupleQuery::new(&key, ht, v4("10.0.0.0"), 4000, dst, 9000)
-            .vary(Vary::SrcAddr { prefix_len: 8 })
-            .bucket(127, bucket)
-            .max(8)
-            .find()
-            .unwrap();
-        solve.push(s.elapsed());
-        assert_eq!(got.len(), 8);
-    }
-    println!("addresses, 8 per bucket in a /8, 128 buckets: solver median {:?}", median(solve));
-    let mut solve = Vec::new();
-    for bucket in 0..128u32 {
-        let s = Instant::now();
-        let got = TupleQuery::new(&key, HashType::UdpIpv6, v4("2001:db8::"), 4000, v4("::1"), 9000)
-            .vary(Vary::SrcAddr { prefix_len: 32 })
-            .bucket(127, bucket)
-            .max(8)
-            .find()
-            .unwrap();
-        solve.push(s.elapsed());
-        assert_eq!(got.len(), 8);
-    }
-    println!(
-        "addresses, 8 per bucket in an IPv6 /32 (96 free bits), 128 buckets: solver median {:?}",
+    // Addresses: 8 per bucket, the solver's median over the 128 buckets.
+    let addresses = |ht, src: &str, prefix_len, dst| {
+        let mut solve = Vec::new();
+        for bucket in 0..128u32 {
+            let s = Instant::now();
+            let got = TupleQuery::new(&key, ht, v4(src), 4000, dst, 9000)
+                .vary(Vary::SrcAddr { prefix_len })
+                .bucket(127, bucket)
+                .max(8)
+                .find()
+                .unwrap();
+            solve.push(s.elapsed());
+            assert_eq!(got.len(), 8);
+        }
         median(solve)
-    );
+    };
+    let m = addresses(ht, "10.0.0.0", 8, dst);
+    println!("addresses, 8 per bucket in a /8, 128 buckets: solver median {m:?}");
+    let m = addresses(HashType::UdpIpv6, "2001:db8::", 32, v4("::1"));
+    println!("addresses, 8 per bucket in an IPv6 /32 (96 free bits), 128 buckets: solver median {m:?}");
 }

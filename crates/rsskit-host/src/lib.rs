@@ -10,7 +10,7 @@
 //!   `netdev` reads, and the seam where tests substitute a fixture tree.
 //! - `fixture` (feature `fixtures`): the fake ethtool driver of a fixture
 //!   tree, for tests only, so the shipped binary cannot be pointed at one.
-//! - [`nicsteer`]: where a flow lands on this host, read through a
+//! - [`landing`]: where a flow lands on this host, read through a
 //!   [`sysroot::Sysroot`] so `hash --iface` and `nic:IF` work on fixtures.
 //! - [`plan`]: the tuning decision itself, no I/O (state in, plan out).
 //! - [`tune`]: applies a plan (write, read back, save and restore files).
@@ -34,10 +34,10 @@ mod fixture;
 pub mod hostcheck;
 pub mod irqbalance;
 pub mod keeper;
+pub mod landing;
 pub mod lock;
 pub mod metrics;
 pub mod nic_rebalance;
-pub mod nicsteer;
 pub mod persist;
 pub mod plan;
 pub mod softnet;

@@ -140,23 +140,13 @@ pub fn run(cfg: &DemoConfig, stop: &AtomicBool, mut on_second: impl FnMut(&Secon
     let table = ServerTable::from_policy(server.policy().clone());
     let online = rsskit_linux::cpulist::online();
     let lc = LoadConfig {
-        target: server.local_addr(),
         streams: cfg.streams,
         size: cfg.size,
-        rate: None,
         duration: Some(cfg.duration),
-        count: None,
         window: Some(cfg.window),
-        burst: 1,
         spread: true,
-        src_net: None,
-        threads: 1,
         pin: online.last().map(|&c| vec![c]).unwrap_or_default(),
-        pin_owner: false,
-        drain: Duration::from_millis(500),
-        table: table.clone(),
-        gso: 1,
-        gro: true,
+        ..LoadConfig::new(server.local_addr(), table.clone())
     };
     let result = (|| {
         let streams = udp_load::plan_streams(&lc)?;

@@ -19,25 +19,17 @@ fn round(server_offload: bool, gso: u32, client_gro: bool) -> (LoadReport, Count
     assert_eq!(srv.offload().gro, server_offload, "{:?}", srv.offload());
     let online = rsskit_linux::cpulist::online();
     let lc = LoadConfig {
-        target: srv.local_addr(),
         streams: 4,
         size: 510,
-        rate: None,
-        duration: None,
         count: Some(160),
         // Room for 2 bursts per stream: open enough to keep bursts whole,
         // closed enough that the 4 MiB receive buffers never overflow.
         window: Some(32),
-        burst: 1,
         spread: true,
-        src_net: None,
-        threads: 1,
         pin: online.last().map(|&c| vec![c]).unwrap_or_default(),
-        pin_owner: false,
-        drain: Duration::from_millis(500),
-        table: ServerTable::from_policy(srv.policy().clone()),
         gso,
         gro: client_gro,
+        ..LoadConfig::new(srv.local_addr(), ServerTable::from_policy(srv.policy().clone()))
     };
     let streams = udp_load::plan_streams(&lc).unwrap();
     let r = udp_load::run(&lc, streams, &AtomicBool::new(false), |_, _, _| {}).unwrap();
@@ -90,23 +82,11 @@ fn offload_off_on_either_side_gives_the_same_per_datagram_counts() {
 #[test]
 fn gso_limits_are_checked() {
     let mut lc = LoadConfig {
-        target: "127.0.0.1:9".parse().unwrap(),
-        streams: 1,
         size: 5000,
-        rate: None,
-        duration: None,
         count: Some(1),
-        window: None,
-        burst: 1,
-        spread: false,
-        src_net: None,
-        threads: 1,
-        pin: vec![],
-        pin_owner: false,
         drain: Duration::from_millis(10),
-        table: ServerTable::from_policy(one_cpu_policy()),
         gso: 16,
-        gro: true,
+        ..LoadConfig::new("127.0.0.1:9".parse().unwrap(), ServerTable::from_policy(one_cpu_policy()))
     };
     let e = lc.validate().unwrap_err().to_string();
     assert!(e.contains("--gso 16 with --size 5000") && e.contains("80000"), "{e}");

@@ -10,6 +10,8 @@
 
 mod common;
 
+use common::proc::output_text as out;
+
 use common::agent::{get_in_netns, promtool_check, sample, Agent};
 use common::netns::{require_root_and_ip, rsskit, unique, Netns};
 use std::path::PathBuf;
@@ -25,15 +27,6 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
-}
-
-fn out(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// The veth pair inside `ns`, `a` with the fixed MAC, both up.

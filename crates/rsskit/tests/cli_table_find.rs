@@ -10,6 +10,11 @@ fn rsskit(args: &[&str]) -> std::process::Output {
     Command::cargo_bin("rsskit").unwrap().args(args).output().unwrap()
 }
 
+/// [`json`] of a command line without quoting (words split at white space).
+fn json_of(command_line: &str) -> Value {
+    json(&command_line.split_whitespace().collect::<Vec<_>>())
+}
+
 fn json(args: &[&str]) -> Value {
     let out = rsskit(args);
     assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
@@ -109,22 +114,9 @@ fn hash(ht: HashType, src: SocketAddr, dst: SocketAddr) -> u32 {
 
 #[test]
 fn find_ports_bucket() {
-    let v = json(&[
-        "find",
-        "--dst",
-        "127.0.0.1:9000",
-        "--src-ports",
-        "1024-65535",
-        "--bucket",
-        "3",
-        "--proto",
-        "udp",
-        "--cpus",
-        "4",
-        "--count",
-        "20",
-        "--json",
-    ]);
+    let v = json_of(
+        "find --dst 127.0.0.1:9000 --src-ports 1024-65535 --bucket 3 --proto udp --cpus 4 --count 20 --json",
+    );
     assert_eq!(v["hash_type"], "udp-ipv4");
     assert_eq!(v["buckets"], 8);
     let tuples = v["tuples"].as_array().unwrap();
@@ -151,22 +143,7 @@ fn find_ports_bucket() {
 
 #[test]
 fn find_net_cpu_ipv6() {
-    let v = json(&[
-        "find",
-        "--dst",
-        "[2001:db8::1]:443",
-        "--src-net",
-        "2001:db8:1::/64",
-        "--src-port",
-        "4000",
-        "--cpu",
-        "1",
-        "--proto",
-        "tcp",
-        "--cpus",
-        "3",
-        "--json",
-    ]);
+    let v = json_of("find --dst [2001:db8::1]:443 --src-net 2001:db8:1::/64 --src-port 4000 --cpu 1 --proto tcp --cpus 3 --json");
     assert_eq!(v["hash_type"], "tcp-ipv6");
     assert_eq!(v["cpu"], 1);
     let buckets = usizes(&v["target_buckets"]);
@@ -184,18 +161,7 @@ fn find_net_cpu_ipv6() {
         assert_eq!(t["cpu"], 1);
     }
     // Without --proto: the 2-tuple, the source port plays no part.
-    let v = json(&[
-        "find",
-        "--dst",
-        "10.0.0.1:80",
-        "--src-net",
-        "10.0.1.0/24",
-        "--bucket",
-        "0",
-        "--cpus",
-        "2",
-        "--json",
-    ]);
+    let v = json_of("find --dst 10.0.0.1:80 --src-net 10.0.1.0/24 --bucket 0 --cpus 2 --json");
     assert_eq!(v["hash_type"], "ipv4");
     assert!(!v["tuples"].as_array().unwrap().is_empty());
 }
@@ -205,24 +171,7 @@ fn find_net_cpu_ipv6() {
 fn find_ring() {
     let table = json(&["table", "--cpus", "24", "--rings", "16", "--json"]);
     let entries = usizes(&table["table"]);
-    let v = json(&[
-        "find",
-        "--dst",
-        "127.0.0.1:80",
-        "--src-ports",
-        "1024-65535",
-        "--ring",
-        "13",
-        "--rings",
-        "16",
-        "--cpus",
-        "24",
-        "--proto",
-        "tcp",
-        "--count",
-        "30",
-        "--json",
-    ]);
+    let v = json_of("find --dst 127.0.0.1:80 --src-ports 1024-65535 --ring 13 --rings 16 --cpus 24 --proto tcp --count 30 --json");
     assert_eq!(v["ring"], 13);
     let want: Vec<usize> = (0..128).filter(|&i| entries[i] == 13).collect();
     assert_eq!(usizes(&v["target_buckets"]), want);
@@ -318,41 +267,11 @@ fn find_bad_input() {
     let dst: SocketAddr = "127.0.0.1:80".parse().unwrap();
     let b = hash(HashType::TcpIpv4, "127.0.0.1:5000".parse().unwrap(), dst) & 127;
     let other = ((b + 1) % 128).to_string();
-    fails(
-        &[
-            "find",
-            "--dst",
-            "127.0.0.1:80",
-            "--src-ports",
-            "5000",
-            "--bucket",
-            &other,
-            "--proto",
-            "tcp",
-            "--bits",
-            "7",
-        ],
-        1,
-        "no source port in the given range lands there",
-    );
+    let bucket_elsewhere = |sources: &str, needle: &str| {
+        let line = format!("find --dst 127.0.0.1:80 {sources} --bucket {other} --proto tcp --bits 7");
+        fails(&line.split_whitespace().collect::<Vec<_>>(), 1, needle);
+    };
+    bucket_elsewhere("--src-ports 5000", "no source port in the given range lands there");
     // A /32 whose only address lands elsewhere.
-    fails(
-        &[
-            "find",
-            "--dst",
-            "127.0.0.1:80",
-            "--src-net",
-            "127.0.0.1/32",
-            "--src-port",
-            "5000",
-            "--bucket",
-            &other,
-            "--proto",
-            "tcp",
-            "--bits",
-            "7",
-        ],
-        1,
-        "no source address lands there",
-    );
+    bucket_elsewhere("--src-net 127.0.0.1/32 --src-port 5000", "no source address lands there");
 }

@@ -8,6 +8,8 @@
 
 mod common;
 
+use common::proc::output_text as out_text;
+
 use common::netns::{require_root_and_ip, rsskit, unique, veth, Netns};
 use serde_json::{json, Value};
 use std::process::Output;
@@ -61,15 +63,6 @@ impl Drop for Veth {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-fn out_text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn cpus() -> Vec<usize> {

@@ -14,11 +14,12 @@
 //! `RSSKIT_LAB_REUSE=1` uses (and leaves running) a lab already booted by
 //! hand (`scripts/lab boot`): for working on these tests.
 
+mod common;
+
+use common::lab::{self, Lab, Out};
 use rsskit_runtime::proto::{self, Probe};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const RSSKIT: &str = env!("CARGO_BIN_EXE_rsskit");
@@ -26,74 +27,20 @@ const QUEUES: usize = 4;
 const GUEST_V4: &str = "10.77.0.2";
 const GUEST_V6: &str = "fd77:77::2";
 
-fn lab_script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/lab")
-}
-
-/// A command's result in the guest.
-struct Out {
-    rc: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Out {
-    fn text(&self) -> String {
-        format!("exit {}\nstdout:\n{}\nstderr:\n{}", self.rc, self.stdout, self.stderr)
+/// The lab: one already booted by hand with `RSSKIT_LAB_REUSE`, else a new boot.
+fn boot() -> Lab {
+    if std::env::var_os("RSSKIT_LAB_REUSE").is_some() {
+        if let Some(lab) = Lab::running() {
+            eprintln!("lab: reusing the running lab (RSSKIT_LAB_REUSE)");
+            return lab;
+        }
     }
+    Lab::boot(&[], 1500)
 }
 
-/// The booted lab; stopped on drop (also when a step panics).
-struct Lab {
-    reused: bool,
-}
-
+/// What this file asks of the busybox guest (commands run chrooted into
+/// the host's root, so `RSSKIT` is this build).
 impl Lab {
-    fn boot() -> Lab {
-        // SAFETY: geteuid has no preconditions.
-        let euid = unsafe { libc::geteuid() };
-        assert_eq!(euid, 0, "the lab needs root (namespace, tap devices); CI runs as root");
-        if std::env::var_os("RSSKIT_LAB_REUSE").is_some() {
-            let st = Command::new(lab_script()).arg("status").output().expect("running scripts/lab");
-            if st.status.success() {
-                eprintln!("lab: reusing the running lab (RSSKIT_LAB_REUSE)");
-                return Lab { reused: true };
-            }
-        }
-        let t = Instant::now();
-        let st = Command::new(lab_script())
-            .args(["boot", "--owner-pid", &std::process::id().to_string(), "--max-seconds", "1500"])
-            .stdin(Stdio::null())
-            .status()
-            .expect("running scripts/lab boot");
-        // From here on the guard exists: a failed boot still stops QEMU.
-        let lab = Lab { reused: false };
-        assert!(st.success(), "scripts/lab boot failed ({st}): the guest did not come up (console above)");
-        eprintln!("lab: booted in {:.0} s", t.elapsed().as_secs_f64());
-        lab
-    }
-
-    /// `sh -c CMD` in the guest (chrooted into the host's root, cwd /tmp).
-    fn run(&self, cmd: &str, timeout_s: u32) -> Out {
-        let out = Command::new(lab_script())
-            .args(["run", "--timeout", &timeout_s.to_string(), "--", cmd])
-            .stdin(Stdio::null())
-            .output()
-            .expect("running scripts/lab run");
-        Out {
-            rc: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-
-    /// CMD must succeed; its stdout.
-    fn ok(&self, cmd: &str) -> String {
-        let o = self.run(cmd, 120);
-        assert_eq!(o.rc, 0, "`{cmd}` in the guest failed: {}", o.text());
-        o.stdout
-    }
-
     /// `rsskit ARGS` in the guest.
     fn rsskit(&self, args: &str) -> Out {
         self.run(&format!("{RSSKIT} {args}"), 180)
@@ -119,32 +66,7 @@ impl Lab {
             input.push_str(&v.to_string());
             input.push('\n');
         }
-        let mut child = Command::new(lab_script())
-            .args(["send", "--capture", &capture_s.to_string()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("running scripts/lab send");
-        {
-            use std::io::Write;
-            child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-        }
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "scripts/lab send failed");
-        let mut lines = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).expect("send prints JSON lines"))
-            .collect::<Vec<_>>();
-        let sent = lines.remove(0)["sent"].as_u64().expect("send's first line: {\"sent\": N}");
-        (sent, lines)
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        if !self.reused {
-            let _ = Command::new(lab_script()).arg("stop").stdin(Stdio::null()).status();
-        }
+        self.send_json(&input, capture_s)
     }
 }
 
@@ -368,7 +290,7 @@ fn step(n: u32, what: &str) {
     ignore = "QEMU cannot start here: no qemu-system-x86_64 or no /dev/net/tun (scripts/install-deps.sh installs QEMU)"
 )]
 fn lab_real_nic_drivers() {
-    let lab = Lab::boot();
+    let lab = boot();
 
     step(1, "info reads the real key, table, hashed fields and queue IRQs");
     let info = lab.rsskit_json("info --json");
@@ -499,59 +421,15 @@ fn mixed_flows(seed: u64, n: usize) -> Vec<Flow> {
 /// two (a guest command costs ~1 s under TCG).
 const LIVE_SECONDS: u32 = 5;
 
-/// `rsskit check --live --iface eth0 --json` in the guest, in the
-/// background, while `flows` are sent from the host (`per_flow` frames
-/// each): its exit status and JSON. Checks what holds whatever the verdict:
-/// the accounting identity, every frame sent seen (other guest traffic, as
-/// the JSON counts it, comes on top), every flow sent checked.
+/// `rsskit check --live` in the guest while `flows` are sent from the
+/// host (`per_flow` frames each): its exit status and JSON, checked as
+/// `Lab::check_live` says.
 fn check_live(lab: &Lab, flows: &[Flow], per_flow: u32) -> (i32, Value) {
-    let o = lab.run(
-        &format!(
-            "rm -f /tmp/live.*; ({RSSKIT} check --live --iface eth0 --seconds {LIVE_SECONDS} --json \
-             > /tmp/live.json 2> /tmp/live.err; echo $? > /tmp/live.rc) </dev/null >/dev/null 2>&1 & \
-             for i in $(seq 1 300); do grep -q watching /tmp/live.err 2>/dev/null && exit 0; \
-             test -e /tmp/live.rc && break; sleep 0.1; done; cat /tmp/live.err; exit 1"
-        ),
-        60,
-    );
-    assert_eq!(o.rc, 0, "check --live did not start watching: {}", o.text());
-    let (sent, _) = lab.send(&flows.iter().map(|f| (f.clone(), per_flow, None)).collect::<Vec<_>>(), 0.0);
-    assert_eq!(sent, flows.len() as u64 * u64::from(per_flow));
-    let o = lab.run(
-        "for i in $(seq 1 300); do test -s /tmp/live.rc && break; sleep 0.1; done; \
-         cat /tmp/live.rc; echo ==; cat /tmp/live.json; echo ==; cat /tmp/live.err",
-        60,
-    );
-    let parts: Vec<&str> = o.stdout.split("==\n").collect();
-    assert_eq!(parts.len(), 3, "check --live did not finish: {}", o.text());
-    let rc: i32 =
-        parts[0].trim().parse().unwrap_or_else(|_| panic!("check --live's exit status: {}", o.text()));
-    let v: Value = serde_json::from_str(parts[1])
-        .unwrap_or_else(|e| panic!("check --live --json ({e}), exit {rc}: {}", o.stdout));
-    let p = &v["packets"];
-    let n = |k: &str| p[k].as_u64().unwrap_or_else(|| panic!("packets.{k} in {v:#}"));
-    let reasons: u64 =
-        p["unchecked_by_reason"].as_object().unwrap().values().map(|x| x.as_u64().unwrap()).sum();
-    eprintln!(
-        "check --live: exit {rc}; sent {sent}; seen {} = agreed {} + disagreed {} + unchecked {} {}; \
-         ring drops {}; flows {}; {}",
-        n("seen"),
-        n("agreed"),
-        n("disagreed"),
-        n("unchecked"),
-        p["unchecked_by_reason"],
-        n("ring_drops"),
-        v["flows"],
-        v["verdict"]["text"]
-    );
-    assert_eq!(n("seen"), n("agreed") + n("disagreed") + n("unchecked"), "the identity: {v:#}");
-    assert_eq!(n("unchecked"), reasons, "unchecked = the sum of its reasons: {v:#}");
-    assert_eq!(n("ring_drops"), 0, "no frame lost on the capture rings: {v:#}");
-    assert!(n("seen") >= sent, "every frame sent was seen ({sent} sent): {v:#}");
-    // Our frames are all TCP/UDP without options: checked, not set aside.
-    assert!(n("agreed") + n("disagreed") >= sent, "every frame sent was checked: {v:#}");
-    assert!(v["flows"]["checked"].as_u64().unwrap() >= flows.len() as u64, "every flow sent checked: {v:#}");
-    (rc, v)
+    lab.check_live(RSSKIT, LIVE_SECONDS, || {
+        let (sent, _) = lab.send(&flows.iter().map(|f| (f.clone(), per_flow, None)).collect::<Vec<_>>(), 0.0);
+        assert_eq!(sent, flows.len() as u64 * u64::from(per_flow));
+        (sent, flows.len() as u64)
+    })
 }
 
 /// A plan that differs from what is in place only in the udp6 hashed
@@ -596,20 +474,7 @@ fn ground_truth(lab: &Lab, rx_irqs: &[u64]) {
         "plan --iface eth0 --key random --hash-fields udp4=4-tuple --hash-fields udp6=2-tuple --json",
     );
     let weights = [1usize, 2, 3, 6];
-    let total: usize = weights.iter().sum();
-    let table: Vec<usize> = (0..128)
-        .map(|i| {
-            let mut acc = 0;
-            let slot = i * total / 128;
-            weights
-                .iter()
-                .position(|w| {
-                    acc += w;
-                    slot < acc
-                })
-                .unwrap()
-        })
-        .collect();
+    let table = lab::uneven_table(&weights, 128);
     plan["devices"][0]["table"] = json!(table);
     lab.ok(&format!("echo '{}' > /tmp/plan-uneven.json", plan));
     let o = lab.rsskit("apply /tmp/plan-uneven.json --save /tmp/saved-uneven.json");

@@ -20,9 +20,11 @@
 //! and by the lab's watcher if this process dies. Everything rsskit changes
 //! is the guest's own NIC, IRQs, irqbalance and systemd.
 
+mod common;
+
+use common::lab::{self, Lab};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
@@ -35,47 +37,15 @@ fn lines(j: &[(f64, String)]) -> String {
     j.iter().map(|(_, l)| l.as_str()).collect::<Vec<_>>().join("\n")
 }
 
-fn lab_script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/lab")
+/// The system guest, settled.
+fn boot() -> Lab {
+    let lab = Lab::boot(&["--system", "--rsskit", RSSKIT, "--timeout", "400"], 1200);
+    lab.settle();
+    lab
 }
 
-struct Out {
-    rc: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Out {
-    fn text(&self) -> String {
-        format!("exit {}\nstdout:\n{}\nstderr:\n{}", self.rc, self.stdout, self.stderr)
-    }
-}
-
-/// The booted system guest; stopped on drop (also when a step panics).
-struct Lab;
-
+/// What this file asks of the system guest (systemd is its init).
 impl Lab {
-    fn boot() -> Lab {
-        // SAFETY: geteuid has no preconditions.
-        let euid = unsafe { libc::geteuid() };
-        assert_eq!(euid, 0, "the lab needs root (namespace, tap devices); CI runs as root");
-        let t = Instant::now();
-        let st = Command::new(lab_script())
-            .args(["boot", "--system", "--rsskit", RSSKIT, "--timeout", "400"])
-            .args(["--owner-pid", &std::process::id().to_string(), "--max-seconds", "1200"])
-            .stdin(Stdio::null())
-            .status()
-            .expect("running scripts/lab boot --system");
-        let lab = Lab;
-        assert!(
-            st.success(),
-            "scripts/lab boot --system failed ({st}): the guest did not come up (console above)"
-        );
-        eprintln!("lab: system guest booted in {:.0} s", t.elapsed().as_secs_f64());
-        lab.settle();
-        lab
-    }
-
     /// Until systemd has finished starting up (rsskit-apply@ included).
     fn settle(&self) {
         let o = self.run("systemctl is-system-running --wait; systemctl --failed --no-legend", 180);
@@ -84,7 +54,7 @@ impl Lab {
 
     fn reboot(&self) {
         let t = Instant::now();
-        let st = Command::new(lab_script())
+        let st = Command::new(lab::script())
             .args(["reboot", "--timeout", "400"])
             .stdin(Stdio::null())
             .status()
@@ -92,31 +62,6 @@ impl Lab {
         assert!(st.success(), "scripts/lab reboot failed ({st}): console above");
         self.settle();
         eprintln!("lab: rebooted and settled in {:.0} s", t.elapsed().as_secs_f64());
-    }
-
-    fn run(&self, cmd: &str, timeout_s: u32) -> Out {
-        let out = Command::new(lab_script())
-            .args(["run", "--timeout", &timeout_s.to_string(), "--", cmd])
-            .stdin(Stdio::null())
-            .output()
-            .expect("running scripts/lab run");
-        Out {
-            rc: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-
-    fn ok(&self, cmd: &str) -> String {
-        let o = self.run(cmd, 120);
-        assert_eq!(o.rc, 0, "`{cmd}` in the guest failed: {}", o.text());
-        o.stdout
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = Command::new(lab_script()).arg("stop").stdin(Stdio::null()).status();
     }
 }
 
@@ -175,65 +120,26 @@ fn planned(plan: &Value) -> State {
 }
 
 /// `rsskit check --live` in the guest while the host sends 32 flows
-/// (IPv4/IPv6, TCP/UDP, 2 frames each): its exit status and JSON, with the
-/// accounting identity and every frame sent checked asserted.
+/// (IPv4/IPv6, TCP/UDP, 2 frames each): its exit status and JSON, checked
+/// as `Lab::check_live` says.
 fn check_live(lab: &Lab) -> (i32, Value) {
-    let o = lab.run(
-        "rm -f /tmp/live.*; (rsskit check --live --iface eth0 --seconds 6 --json > /tmp/live.json 2> /tmp/live.err; \
-         echo $? > /tmp/live.rc) </dev/null >/dev/null 2>&1 & \
-         for i in $(seq 1 300); do grep -q watching /tmp/live.err 2>/dev/null && exit 0; \
-         test -e /tmp/live.rc && break; sleep 0.1; done; cat /tmp/live.err; exit 1",
-        60,
-    );
-    assert_eq!(o.rc, 0, "check --live did not start watching: {}", o.text());
-    let flows: String = (0..32u16)
-        .map(|i| {
-            let proto = if i % 4 < 2 { "udp" } else { "tcp" };
-            let (src, dst) = if i % 2 == 1 {
-                (format!("fd77:99::{:x}", i + 1), "fd77:77::2".to_string())
-            } else {
-                (format!("10.9.{i}.{}", i + 1), "10.77.0.2".to_string())
-            };
-            let f = json!({"src": src, "dst": dst, "sport": 1000 + i * 7, "dport": 2000 + i * 13, "proto": proto, "count": 2});
-            format!("{f}\n")
-        })
-        .collect();
-    let mut send = Command::new(lab_script())
-        .arg("send")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("running scripts/lab send");
-    std::io::Write::write_all(send.stdin.as_mut().unwrap(), flows.as_bytes()).unwrap();
-    drop(send.stdin.take());
-    let out = send.wait_with_output().unwrap();
-    assert!(out.status.success(), "scripts/lab send failed");
-    let sent = String::from_utf8_lossy(&out.stdout);
-    assert!(sent.contains("{\"sent\": 64}"), "64 frames sent: {sent}");
-    let o = lab.run(
-        "for i in $(seq 1 300); do test -s /tmp/live.rc && break; sleep 0.1; done; \
-         cat /tmp/live.rc; echo ==; cat /tmp/live.json; echo ==; cat /tmp/live.err",
-        60,
-    );
-    let parts: Vec<&str> = o.stdout.split("==\n").collect();
-    assert_eq!(parts.len(), 3, "check --live did not finish: {}", o.text());
-    let rc: i32 =
-        parts[0].trim().parse().unwrap_or_else(|_| panic!("check --live's exit status: {}", o.text()));
-    let v: Value = serde_json::from_str(parts[1])
-        .unwrap_or_else(|e| panic!("check --live --json ({e}), exit {rc}: {}", o.stdout));
-    let p = &v["packets"];
-    let n = |k: &str| p[k].as_u64().unwrap_or_else(|| panic!("packets.{k} in {v:#}"));
-    eprintln!(
-        "check --live: exit {rc}; seen {} = agreed {} + disagreed {} + unchecked {}; {}",
-        n("seen"),
-        n("agreed"),
-        n("disagreed"),
-        n("unchecked"),
-        v["verdict"]["text"]
-    );
-    assert_eq!(n("seen"), n("agreed") + n("disagreed") + n("unchecked"), "the identity: {v:#}");
-    assert!(n("agreed") + n("disagreed") >= 64, "every frame sent was checked: {v:#}");
-    (rc, v)
+    lab.check_live("rsskit", 6, || {
+        let flows: String = (0..32u16)
+            .map(|i| {
+                let proto = if i % 4 < 2 { "udp" } else { "tcp" };
+                let (src, dst) = if i % 2 == 1 {
+                    (format!("fd77:99::{:x}", i + 1), "fd77:77::2".to_string())
+                } else {
+                    (format!("10.9.{i}.{}", i + 1), "10.77.0.2".to_string())
+                };
+                let f = json!({"src": src, "dst": dst, "sport": 1000 + i * 7, "dport": 2000 + i * 13, "proto": proto, "count": 2});
+                format!("{f}\n")
+            })
+            .collect();
+        let (sent, _) = lab.send_json(&flows, 0.0);
+        assert_eq!(sent, 64, "64 frames sent");
+        (sent, 32)
+    })
 }
 
 /// The guest's monotonic clock (seconds since boot), as the journal's
@@ -307,7 +213,7 @@ fn step(n: u32, what: &str) {
     ignore = "QEMU cannot start here: no qemu-system-x86_64 or no /dev/net/tun (scripts/install-deps.sh installs QEMU)"
 )]
 fn lab_system_keeps_the_plan() {
-    let lab = Lab::boot();
+    let lab = boot();
     let started = Instant::now();
 
     step(1, "apply --persist (random key, uneven table, IRQs), reboot: check says aligned with the plan");
@@ -319,20 +225,7 @@ fn lab_system_keeps_the_plan() {
     // An uneven table (1:2:3:6) and the queue CPUs reversed: neither is a
     // driver default, so a table or IRQ that was never set cannot pass.
     let weights = [1usize, 2, 3, 6];
-    let total: usize = weights.iter().sum();
-    let table: Vec<usize> = (0..128)
-        .map(|i| {
-            let slot = i * total / 128;
-            let mut acc = 0;
-            weights
-                .iter()
-                .position(|w| {
-                    acc += w;
-                    slot < acc
-                })
-                .unwrap()
-        })
-        .collect();
+    let table = lab::uneven_table(&weights, 128);
     plan["devices"][0]["table"] = json!(table);
     for list in ["rx", "tx"] {
         for q in plan["devices"][0][list].as_array_mut().unwrap() {

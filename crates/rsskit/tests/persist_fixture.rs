@@ -9,6 +9,8 @@
 
 mod common;
 
+use common::proc::output_text as out;
+
 use common::agent::{get, promtool_check, sample, Agent};
 use common::fixture::HostTree;
 use std::fs;
@@ -71,15 +73,6 @@ impl Host {
 
 fn s(p: &Path) -> String {
     p.display().to_string()
-}
-
-fn out(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// Writes as the kernel's files change: at once (the agent never reads half a write).

@@ -26,33 +26,44 @@ fn fails(args: &[&str], code: i32, needle: &str) {
     );
 }
 
+/// Refused before anything is sent: numbers out of range, bad addresses,
+/// CPUs that do not exist (`--target` the discard port where it is not the
+/// point).
 #[test]
-fn load_size_out_of_range() {
-    fails(&["udp-load", "--target", "127.0.0.1:9", "--size", "65508"], 2, "at most 65507");
-    fails(&["udp-load", "--target", "127.0.0.1:9", "--size", "39"], 2, "at least 40");
+fn load_bad_input() {
+    let to_discard = |args: &[&'static str]| [&["udp-load", "--target", "127.0.0.1:9"], args].concat();
+    let cases: Vec<(Vec<&str>, i32, &str)> = vec![
+        (to_discard(&["--size", "65508"]), 2, "at most 65507"),
+        (to_discard(&["--size", "39"]), 2, "at least 40"),
+        (to_discard(&["--streams", "0"]), 2, "at least 1 (range 1-65536)"),
+        (vec!["udp-load", "--target", "300.1.1.1:9"], 1, "not an address"),
+        (vec!["udp-load", "--target", "127.0.0.1"], 1, "no port"),
+        (vec!["udp-load", "--target", "127.0.0.1:70000"], 1, "not an address"),
+        (vec!["udp-load", "--target", "0.0.0.0:9"], 1, "unspecified"),
+        (
+            vec!["udp-load", "--target", "[::1]:9", "--src-net", "10.0.0.0/8", "--spread-buckets"],
+            1,
+            "families",
+        ),
+        (to_discard(&["--src-net", "10.0.0.0/40"]), 2, "prefix length"),
+        // Only --spread-buckets picks sources: without it --src-net was silently ignored (issue 22 §6).
+        (to_discard(&["--src-net", "127.0.0.0/8"]), 2, "--spread-buckets"),
+        (to_discard(&["--client-cpus", "4000"]), 1, "does not exist"),
+        (to_discard(&["--server-cpus", "0-x"]), 2, "--server-cpus"),
+    ];
+    for (args, code, needle) in cases {
+        fails(&args, code, needle);
+    }
 }
 
-#[test]
-fn load_zero_streams() {
-    fails(&["udp-load", "--target", "127.0.0.1:9", "--streams", "0"], 2, "at least 1 (range 1-65536)");
-}
-
-#[test]
-fn load_bad_addresses() {
-    fails(&["udp-load", "--target", "300.1.1.1:9"], 1, "not an address");
-    fails(&["udp-load", "--target", "127.0.0.1"], 1, "no port");
-    fails(&["udp-load", "--target", "127.0.0.1:70000"], 1, "not an address");
-    fails(&["udp-load", "--target", "0.0.0.0:9"], 1, "unspecified");
-    fails(&["udp-load", "--target", "[::1]:9", "--src-net", "10.0.0.0/8", "--spread-buckets"], 1, "families");
-    fails(&["udp-load", "--target", "127.0.0.1:9", "--src-net", "10.0.0.0/40"], 2, "prefix length");
-    // Only --spread-buckets picks sources: without it --src-net was silently ignored (issue 22 §6).
-    fails(&["udp-load", "--target", "127.0.0.1:9", "--src-net", "127.0.0.0/8"], 2, "--spread-buckets");
-}
-
-#[test]
-fn load_nonexistent_cpus() {
-    fails(&["udp-load", "--target", "127.0.0.1:9", "--client-cpus", "4000"], 1, "does not exist");
-    fails(&["udp-load", "--target", "127.0.0.1:9", "--server-cpus", "0-x"], 2, "--server-cpus");
+/// `udp-echo --bind 127.0.0.1:0 --cpus 0 ARGS` running, and the address
+/// its banner names.
+fn echo_on_loopback(args: &[&str]) -> (common::proc::Running, String) {
+    let mut echo =
+        common::proc::Running::spawn(&[&["udp-echo", "--bind", "127.0.0.1:0", "--cpus", "0"], args].concat());
+    let line = echo.wait_for("udp-echo: echo on ", std::time::Duration::from_secs(20));
+    let addr = line.split("echo on ").nth(1).unwrap().split(',').next().unwrap().to_string();
+    (echo, addr)
 }
 
 #[test]
@@ -88,17 +99,7 @@ fn load_refused_target() {
 fn load_server_going_away_is_an_error() {
     // The echo server stops after 1 s of a 4 s run: udp-load reports the
     // refusals and exits non-zero instead of ending early with status 0.
-    let mut echo = common::proc::Running::spawn(&[
-        "udp-echo",
-        "--bind",
-        "127.0.0.1:0",
-        "--cpus",
-        "0",
-        "--duration",
-        "1",
-    ]);
-    let line = echo.wait_for("udp-echo: echo on ", std::time::Duration::from_secs(20));
-    let addr = line.split("echo on ").nth(1).unwrap().split(',').next().unwrap().to_string();
+    let (_echo, addr) = echo_on_loopback(&["--duration", "1"]);
     let t = std::time::Instant::now();
     let out = rsskit()
         .args(["udp-load", "--target", &addr, "--duration", "4", "--rate", "200", "--json"])
@@ -241,11 +242,8 @@ fn out_of_range_numbers_are_refused_at_parse_time() {
 #[test]
 fn echo_sigint_prints_progress_and_exact_final_counters() {
     use std::time::Duration;
-    let mut srv =
-        common::proc::Running::spawn(&["udp-echo", "--bind", "127.0.0.1:0", "--cpus", "0", "--json"]);
-    let banner = srv.wait_for("udp-echo: echo on ", Duration::from_secs(20));
-    let at: std::net::SocketAddr =
-        banner.split("echo on ").nth(1).unwrap().split(',').next().unwrap().parse().unwrap();
+    let (mut srv, at) = echo_on_loopback(&["--json"]);
+    let at: std::net::SocketAddr = at.parse().unwrap();
     srv.wait_for("ready", Duration::from_secs(20));
     let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -268,18 +266,7 @@ fn echo_sigint_prints_progress_and_exact_final_counters() {
 #[test]
 fn load_sigint_stops_early_with_a_summary() {
     use std::time::{Duration, Instant};
-    let mut srv = common::proc::Running::spawn(&[
-        "udp-echo",
-        "--bind",
-        "127.0.0.1:0",
-        "--cpus",
-        "0",
-        "--duration",
-        "30",
-        "--json",
-    ]);
-    let banner = srv.wait_for("udp-echo: echo on ", Duration::from_secs(20));
-    let at = banner.split("echo on ").nth(1).unwrap().split(',').next().unwrap().to_string();
+    let (mut srv, at) = echo_on_loopback(&["--duration", "30", "--json"]);
     srv.wait_for("ready", Duration::from_secs(20));
     let mut load = common::proc::Running::spawn(&[
         "udp-load",

@@ -1,5 +1,7 @@
 //! `rsskit udp-echo` and `rsskit udp-load` across two network namespaces
-//! joined by a 2-queue veth, RPS on the server's side. Needs root and `ip`
+//! joined by a 2-queue veth, RPS on the server's side; also GSO bursts
+//! (`udp-load --gso 16`) into udp-echo with GRO + GSO (its default) and
+//! with `--no-offload`. Needs root and `ip`
 //! (fails loudly without them). Every namespace and process is removed on
 //! drop, every run is bounded by --duration/--count and a wait limit.
 
@@ -117,12 +119,17 @@ fn check_accounting(c: &Value, s: &Value) {
 /// A fresh namespace pair, a server with `--steer steer` in it and a load
 /// run from the client side with `load_args`: (client summary, server summary).
 fn run_pair(v6: bool, steer: &str, load_args: &[&str]) -> (Value, Value) {
+    run_pair_with(v6, steer, &[], load_args)
+}
+
+/// [`run_pair`], the server also given `server_args`.
+fn run_pair_with(v6: bool, steer: &str, server_args: &[&str], load_args: &[&str]) -> (Value, Value) {
     let pair = Pair::new(24);
     let (srv, net) =
         if v6 { (netns::SERVER_V6, netns::EXTRA_V6_NET) } else { (netns::SERVER_V4, netns::EXTRA_V4_NET) };
     let p = port();
     let bind = bracket(srv, p);
-    let server = start_server(&pair, &bind, p, steer, &["--duration", "30"]);
+    let server = start_server(&pair, &bind, p, steer, &[&["--duration", "30"], server_args].concat());
     let c = load(&pair, &bind, net, load_args);
     (c, stop_server(server))
 }
@@ -281,4 +288,43 @@ fn shared_socket_is_caught_serving_from_the_wrong_worker() {
     let misdirected: u64 = s["workers"].as_array().unwrap().iter().map(|w| u(w, "misdirected")).sum();
     assert!(misdirected > 0, "the server counts the misdirected datagrams too: {s}");
     check_accounting(&c, &s);
+}
+
+/// `udp-load --gso 16` (4 streams of 320) into `udp-echo` with `server_args`:
+/// every datagram accounted for and served by its bucket's owner.
+fn gso_run(v6: bool, server_args: &[&str]) -> (Value, Value) {
+    let load_args = ["--streams", "4", "--count", "320", "--window", "32", "--gso", "16", "--drain", "1"];
+    let (c, s) = run_pair_with(v6, "toeplitz", server_args, &load_args);
+    assert_eq!(c["offload"]["gso"], 16, "{}", c["offload"]);
+    assert_eq!(u(&c, "sent"), 4 * 320, "every stream sends its --count");
+    check_accounting(&c, &s);
+    assert_eq!((u(&c, "invalid"), u(&c, "duplicates")), (0, 0));
+    for st in c["streams"].as_array().unwrap() {
+        assert_eq!(st["match"], Value::Bool(true), "served by the worker owning its bucket: {st}");
+        assert_eq!(u(st, "flagged_misdirected"), 0, "{st}");
+    }
+    let t = &s["totals"];
+    assert_eq!(u(t, "received"), u(t, "sent") + u(t, "dropped"), "server: in == out + dropped: {t}");
+    assert_eq!(u(t, "misdirected"), 0, "{t}");
+    (c, s)
+}
+
+fn gso_scenario(v6: bool) {
+    let (_, s) = gso_run(v6, &[]);
+    assert_eq!(s["offload"]["gro"], true, "GRO + GSO by default: {}", s["offload"]);
+    // The GSO bursts cross the veth whole and reach the GRO socket coalesced.
+    assert!(u(&s["totals"], "coalesced") > 0, "{}", s["totals"]);
+    let (_, s) = gso_run(v6, &["--no-offload"]);
+    assert_eq!(s["offload"]["gro"], false);
+    assert_eq!(u(&s["totals"], "coalesced"), 0, "{}", s["totals"]);
+}
+
+#[test]
+fn gso_bursts_across_a_veth_ipv4() {
+    gso_scenario(false);
+}
+
+#[test]
+fn gso_bursts_across_a_veth_ipv6() {
+    gso_scenario(true);
 }

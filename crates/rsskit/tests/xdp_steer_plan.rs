@@ -5,19 +5,11 @@
 
 mod common;
 
+use common::proc::output_text as text;
+
 use common::netns::{ip, require_root_and_ip, rsskit, unique, Netns, Proc};
 use serde_json::Value;
-use std::process::Output;
 use std::time::Duration;
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 #[test]
 fn plan_and_apply_choose_xdp_over_rps() {

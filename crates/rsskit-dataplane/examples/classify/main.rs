@@ -12,6 +12,7 @@ mod experiment;
 
 use clap::Parser;
 use experiment::{run_matrix, Cell, ClassifyParams, TableMode, BUCKET_KEYS};
+use rsskit_core::netparse::int_in;
 use rsskit_dataplane::netisr::Prefetch;
 use serde_json::json;
 
@@ -65,19 +66,6 @@ type Result<T> = std::result::Result<T, String>;
 
 macro_rules! bail {
     ($($t:tt)*) => { return Err(format!($($t)*)) };
-}
-
-/// Clap value parser: a whole number in `lo..=hi`.
-fn int_in<T>(lo: T, hi: T) -> impl Fn(&str) -> Result<T> + Clone + Send + Sync + 'static
-where
-    T: std::str::FromStr + PartialOrd + Copy + std::fmt::Display + Send + Sync + 'static,
-{
-    move |s: &str| match s.trim().parse::<T>() {
-        Ok(n) if n < lo => Err(format!("must be at least {lo} (range {lo}-{hi})")),
-        Ok(n) if n > hi => Err(format!("must be at most {hi} (range {lo}-{hi})")),
-        Ok(n) => Ok(n),
-        Err(_) => Err(format!("'{s}' is not a whole number in the range {lo}-{hi}")),
-    }
 }
 
 fn print_json(v: &serde_json::Value) -> Result<()> {

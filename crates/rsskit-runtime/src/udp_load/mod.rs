@@ -5,20 +5,20 @@
 //! server's echo stamps, that each stream was served by the worker owning its
 //! bucket.
 //!
-//! The protocol parts do no I/O and take the time passed in: [`plan`] (which
+//! The protocol parts do no I/O and take the time passed in: [`sources`] (which
 //! source lands in which bucket), [`stream`] (sequence, echo, loss, reorder,
 //! duplicate, RTT, refusal state of one stream), [`pacing`] (rate schedule
 //! and run phases) and [`report`]. This file is the socket loop around them.
 
 pub mod pacing;
-pub mod plan;
 pub mod report;
+pub mod sources;
 pub mod stream;
 
-pub use plan::{plan_streams, IpNet, ServerTable, Stream};
 pub use report::{LoadReport, RttSummary, StreamReport};
 /// CLOCK_MONOTONIC in nanoseconds (the probe's timestamp clock).
 pub use rsskit_linux::clock::monotonic_ns;
+pub use sources::{plan_streams, IpNet, ServerTable, Stream};
 
 use crate::proto;
 use hdrhistogram::Histogram;
@@ -179,6 +179,32 @@ pub struct LoadConfig {
 pub const MAX_GSO: u32 = 64;
 
 impl LoadConfig {
+    /// One stream of 64-byte datagrams to `target`, as fast as possible,
+    /// from one unpinned thread, one datagram per send, `UDP_GRO` on, 500 ms
+    /// of drain; bounded by the 5 s default unless `duration` or `count` is
+    /// set. Callers set what they need on top (`..LoadConfig::new(..)`).
+    pub fn new(target: SocketAddr, table: ServerTable) -> LoadConfig {
+        LoadConfig {
+            target,
+            streams: 1,
+            size: 64,
+            rate: None,
+            duration: None,
+            count: None,
+            window: None,
+            burst: 1,
+            spread: false,
+            src_net: None,
+            threads: 1,
+            pin: Vec::new(),
+            pin_owner: false,
+            drain: Duration::from_millis(500),
+            table,
+            gso: 1,
+            gro: true,
+        }
+    }
+
     /// Checks the numbers that need no socket.
     pub fn validate(&self) -> Result<()> {
         if self.streams == 0 {
@@ -539,23 +565,12 @@ mod tests {
 
     pub(super) fn cfg(streams: usize, udp4: bool) -> LoadConfig {
         LoadConfig {
-            target: "127.0.0.1:9".parse().unwrap(),
             streams,
-            size: 64,
             rate: Some(1000),
             duration: Some(Duration::from_millis(100)),
-            count: None,
-            window: None,
-            burst: 1,
             spread: true,
-            src_net: None,
-            threads: 1,
-            pin: vec![],
-            pin_owner: false,
             drain: Duration::from_millis(100),
-            table: table(udp4),
-            gso: 1,
-            gro: true,
+            ..LoadConfig::new("127.0.0.1:9".parse().unwrap(), table(udp4))
         }
     }
 

@@ -1,7 +1,7 @@
 //! Per-stream and whole-run reports (and their JSON), from the streams'
 //! trackers: no I/O.
 
-use super::plan::ServerTable;
+use super::sources::ServerTable;
 use super::stream::StreamTracker;
 use hdrhistogram::Histogram;
 use std::net::SocketAddr;

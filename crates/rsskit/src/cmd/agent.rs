@@ -11,7 +11,7 @@ use rsskit_host::metrics::{self, DeviceMetrics, Snapshot};
 use rsskit_host::persist::{self, Persisted};
 use rsskit_host::sysroot::Sysroot;
 use rsskit_host::tune::{self, Outcome};
-use rsskit_host::{irqbalance, softnet as netstat};
+use rsskit_host::{irqbalance, softnet};
 use rsskit_linux::rtnl::{LinkEvent, LinkWatch};
 use std::collections::BTreeMap;
 use std::io::{Read as _, Write as _};
@@ -327,12 +327,12 @@ impl Agent {
         let Ok(eth) = rsskit_linux::ethtool::Ethtool::open(name) else { return };
         let Ok(rsskit_linux::ethtool::Reported::Supported(stats)) = eth.stats() else { return };
         let q: BTreeMap<usize, u64> =
-            netstat::rx_queue_stats(&stats).into_iter().map(|(q, (p, _))| (q, p)).collect();
+            softnet::rx_queue_stats(&stats).into_iter().map(|(q, (p, _))| (q, p)).collect();
         if let Some(prev) = self.last_packets.get(name) {
             let loads: Vec<f64> =
                 q.iter().map(|(k, v)| v.saturating_sub(*prev.get(k).unwrap_or(&0)) as f64).collect();
             if loads.iter().any(|&x| x > 0.0) {
-                m.imbalance = Some(netstat::imbalance(&loads));
+                m.imbalance = Some(softnet::imbalance(&loads));
             }
         }
         self.last_packets.insert(name.to_string(), q.clone());
@@ -357,7 +357,7 @@ fn serve_metrics(
                 let mut snap = shared.lock().map(|s| s.clone()).unwrap_or_default();
                 snap.softnet = std::fs::read_to_string(proc_dir.join("net/softnet_stat"))
                     .ok()
-                    .and_then(|t| netstat::parse_softnet(&t).ok())
+                    .and_then(|t| softnet::parse_softnet(&t).ok())
                     .unwrap_or_default();
                 let _ = answer(conn, &metrics::render(&snap));
             }

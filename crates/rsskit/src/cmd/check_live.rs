@@ -12,7 +12,7 @@ use rsskit_core::RssKey;
 use rsskit_dataplane::livecheck::{
     Fields, FlowFields, LiveCheck, LiveReport, LiveSpec, Observation, VerdictStatus,
 };
-use rsskit_host::nicsteer::{NicError, NicSteering};
+use rsskit_host::landing::{NicError, NicSteering};
 use rsskit_linux::netdev::{self, Roots};
 use rsskit_linux::packet::{PacketError, QueueCapture, RingConfig};
 use rsskit_linux::poll::PollSet;

@@ -49,8 +49,8 @@ pub fn nic_spec(s: &str) -> Result<Option<&str>> {
 
 /// The device's steering (key, table, queue CPUs), read as `info` reads it.
 /// `RSSKIT_SYSROOT=DIR` reads a tree shaped like /sys and /proc instead (tests).
-pub fn nic(iface: &str) -> Result<rsskit_host::nicsteer::NicSteering> {
-    Ok(rsskit_host::nicsteer::NicSteering::read(&steering_root()?, iface)?)
+pub fn nic(iface: &str) -> Result<rsskit_host::landing::NicSteering> {
+    Ok(rsskit_host::landing::NicSteering::read(&steering_root()?, iface)?)
 }
 
 /// Where [`nic`] reads: the live host, or `RSSKIT_SYSROOT=DIR` (tests; a
@@ -83,7 +83,7 @@ pub struct NicUdp {
 }
 
 impl NicUdp {
-    fn of(n: &rsskit_host::nicsteer::NicSteering) -> NicUdp {
+    fn of(n: &rsskit_host::landing::NicSteering) -> NicUdp {
         let fields = |flow: &str| {
             n.hash_fields
                 .as_ref()
@@ -229,19 +229,9 @@ pub const MAX_CPUS: usize = rsskit_linux::cpulist::MAX_CPUS;
 /// Most seconds a duration or timeout flag takes (about 116 days).
 pub const MAX_SECONDS: f64 = 1e7;
 
-/// Clap value parser: a whole number in `lo..=hi`; the error names the
-/// range (also for `-1` and for numbers too large for the type).
-pub fn int_in<T>(lo: T, hi: T) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static
-where
-    T: std::str::FromStr + PartialOrd + Copy + std::fmt::Display + Send + Sync + 'static,
-{
-    move |s: &str| match s.trim().parse::<T>() {
-        Ok(n) if n < lo => Err(format!("must be at least {lo} (range {lo}-{hi})")),
-        Ok(n) if n > hi => Err(format!("must be at most {hi} (range {lo}-{hi})")),
-        Ok(n) => Ok(n),
-        Err(_) => Err(format!("'{s}' is not a whole number in the range {lo}-{hi}")),
-    }
-}
+/// Clap value parser: a whole number in `lo..=hi` (shared with the
+/// benchmark examples, which cannot depend on this crate).
+pub use rsskit_core::netparse::int_in;
 
 /// Clap value parser: a finite number above `lo` and at most `hi`, of
 /// `unit` (named in the error).

@@ -6,7 +6,7 @@ use super::common::{nic, print_json, same_family, Endpoint, Proto};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::ValueEnum;
 use rsskit_core::{FlowTuple, HashType, L4Proto, Toeplitz};
-use rsskit_host::nicsteer::NicSteering;
+use rsskit_host::landing::NicSteering;
 use serde_json::json;
 use std::io::BufRead;
 

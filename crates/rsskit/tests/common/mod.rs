@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod fixture;
 pub mod http;
+pub mod lab;
 pub mod netns;
 pub mod proc;
 pub mod steer;

@@ -3,7 +3,7 @@
 
 use super::netns::rsskit;
 use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -110,4 +110,14 @@ pub fn stop_group(child: &mut Child) {
     // SAFETY: as above, whatever is left of the group.
     unsafe { libc::kill(-pg, libc::SIGKILL) };
     let _ = child.wait();
+}
+
+/// A finished command's exit status, stdout and stderr, for a failed assertion.
+pub fn output_text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }

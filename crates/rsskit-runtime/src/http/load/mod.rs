@@ -18,18 +18,18 @@
 
 //!
 //! Layout (as quinn: protocol state without I/O, time passed in): [`url`]
-//! parses the target, [`plan`] picks source addresses and ports, [`conn`]
+//! parses the target, [`sources`] picks source addresses and ports, [`conn`]
 //! is the per-connection state machine and [`report`] the results; this
 //! module is the thin epoll worker that performs the machine's steps on
 //! real sockets, and [`run`].
 
 pub mod conn;
-pub mod plan;
 pub mod report;
+pub mod sources;
 pub mod url;
 
-pub use plan::{plan_sources, plan_sources_from, reply_ports, source_addresses, SourcePlan, SrcPorts};
 pub use report::{Errors, Live, LoadReport, RunInfo, WorkerReport};
+pub use sources::{plan_sources, plan_sources_from, reply_ports, source_addresses, SourcePlan, SrcPorts};
 pub use url::{parse_url, Url};
 
 use super::event::{self, Epoll};

@@ -2,7 +2,7 @@
 //! through serde), the live counters of the per-second line. No I/O.
 
 use super::conn::{Fail, Outcome};
-use super::plan::SrcPorts;
+use super::sources::SrcPorts;
 use super::LoadConfig;
 use crate::hist::{Latency, LatencySummary};
 use serde::Serialize;
