@@ -1339,7 +1339,7 @@ mod tests {
             // SAFETY: writes one cmsghdr and its data at `at` (8-aligned, within ctrl: checked).
             unsafe {
                 let space = libc::CMSG_SPACE(data.len() as u32) as usize;
-                assert!(at % 8 == 0 && at + space <= ctrl.len() * 8);
+                assert!(at.is_multiple_of(8) && at + space <= ctrl.len() * 8);
                 let c = ctrl.as_mut_ptr().cast::<u8>().add(at).cast::<libc::cmsghdr>();
                 (*c).cmsg_len = libc::CMSG_LEN(data.len() as u32) as usize;
                 (*c).cmsg_level = level;
@@ -1352,6 +1352,7 @@ mod tests {
             // SAFETY: the first cmsg's data is the u16 written by send_ctrl.
             unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(ctrl.as_ptr().cast()).cast::<u16>()) }
         };
+        // SAFETY: CMSG_LEN is arithmetic only.
         let segment = (libc::SOL_UDP, libc::UDP_SEGMENT, unsafe { libc::CMSG_LEN(2) } as usize);
         // A received UDP_GRO alone: replaced in place.
         let mut ctrl = [0u64; CTRL_WORDS];
