@@ -3,50 +3,136 @@
  * one socket, one thread, recvmmsg/sendmmsg in batches, nothing else. What
  * the kernel itself costs per echoed datagram; bench-only.
  *
- *   cc -O2 -o udp-echo-floor bench/udp-echo-floor.c
- *   ./udp-echo-floor ADDR PORT [BATCH=32] [CPU=-1]
+ *   cc -O2 -pthread -o udp-echo-floor bench/udp-echo-floor.c
+ *   ./udp-echo-floor ADDR PORT [BATCH=32] [CPU=-1] [THREADS=1]
+ *
+ * THREADS > 1: the shape of `rsskit udp-echo` with that many workers (the
+ * 2-thread reference of bench/udp-steer): one SO_REUSEPORT socket per
+ * thread, thread i pinned to CPU+i (CPU -1 counts as 0), and a classic BPF
+ * reuseport program that picks the socket of the CPU the kernel processes
+ * the datagram on (socket index = cpu - CPU, like `--steer cpu`). Each
+ * thread runs the same loop.
  *
  * Runs until SIGINT/SIGTERM, then prints "received N sent N calls N" on stderr
- * (calls: recvmmsg calls that returned datagrams).
+ * (calls: recvmmsg calls that returned datagrams; all threads), with THREADS > 1
+ * then one line per thread.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/filter.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#ifndef SO_ATTACH_REUSEPORT_CBPF
+#define SO_ATTACH_REUSEPORT_CBPF 51
+#endif
+
 #define MAXB 256
+#define MAXT 64
 #define BUFSZ 2048
 
 static volatile sig_atomic_t stop;
 static void on_sig(int s) { (void)s; stop = 1; }
 
+struct worker {
+    int fd, cpu, batch;
+    pthread_t tid;
+    unsigned long long rx, tx, calls;
+    int failed;
+};
+
+static int pin(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof set, &set) != 0) {
+        perror("sched_setaffinity");
+        return -1;
+    }
+    return 0;
+}
+
+static void *echo_loop(void *arg) {
+    struct worker *w = arg;
+    if (w->cpu >= 0 && pin(w->cpu) != 0) {
+        w->failed = 1;
+        return NULL;
+    }
+    /* Allocated after pinning: first touch on the thread's own CPU. */
+    char (*bufs)[BUFSZ] = malloc(sizeof *bufs * MAXB);
+    struct sockaddr_storage *peers = calloc(MAXB, sizeof *peers);
+    struct iovec *iov = calloc(MAXB, sizeof *iov);
+    struct mmsghdr *msgs = calloc(MAXB, sizeof *msgs);
+    if (!bufs || !peers || !iov || !msgs) {
+        perror("malloc");
+        w->failed = 1;
+        return NULL;
+    }
+    int fd = w->fd, batch = w->batch;
+    unsigned long long rx = 0, tx = 0, calls = 0;
+    while (!stop) {
+        for (int i = 0; i < batch; i++) {
+            iov[i].iov_base = bufs[i];
+            iov[i].iov_len = BUFSZ;
+            memset(&msgs[i].msg_hdr, 0, sizeof msgs[i].msg_hdr);
+            msgs[i].msg_hdr.msg_iov = &iov[i];
+            msgs[i].msg_hdr.msg_iovlen = 1;
+            msgs[i].msg_hdr.msg_name = &peers[i];
+            msgs[i].msg_hdr.msg_namelen = sizeof peers[i];
+        }
+        int n = recvmmsg(fd, msgs, batch, MSG_WAITFORONE, NULL);
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN) continue; /* EAGAIN: SO_RCVTIMEO, see the stop flag */
+            perror("recvmmsg");
+            w->failed = 1;
+            break;
+        }
+        rx += n;
+        calls++;
+        for (int i = 0; i < n; i++) iov[i].iov_len = msgs[i].msg_len;
+        int off = 0;
+        while (off < n) {
+            int m = sendmmsg(fd, msgs + off, n - off, 0);
+            if (m < 0) {
+                if (errno == EINTR) continue;
+                break; /* drop the rest, like a full socket buffer would */
+            }
+            off += m;
+            tx += m;
+        }
+    }
+    w->rx = rx;
+    w->tx = tx;
+    w->calls = calls;
+    return NULL;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s ADDR PORT [BATCH] [CPU]\n", argv[0]);
+        fprintf(stderr, "usage: %s ADDR PORT [BATCH] [CPU] [THREADS]\n", argv[0]);
         return 2;
     }
     int batch = argc > 3 ? atoi(argv[3]) : 32;
     int cpu = argc > 4 ? atoi(argv[4]) : -1;
+    int threads = argc > 5 ? atoi(argv[5]) : 1;
     if (batch < 1 || batch > MAXB) {
         fprintf(stderr, "batch must be 1..%d\n", MAXB);
         return 2;
     }
-    if (cpu >= 0) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(cpu, &set);
-        if (sched_setaffinity(0, sizeof set, &set) != 0) {
-            perror("sched_setaffinity");
-            return 1;
-        }
+    if (threads < 1 || threads > MAXT) {
+        fprintf(stderr, "threads must be 1..%d\n", MAXT);
+        return 2;
     }
+    if (threads > 1 && cpu < 0) cpu = 0;
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
     socklen_t sl;
@@ -67,11 +153,36 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bad address %s\n", argv[1]);
         return 2;
     }
-    int fd = socket(fam, SOCK_DGRAM, 0);
-    if (fd < 0) { perror("socket"); return 1; }
-    int rcv = 4 << 20;
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv);
-    if (bind(fd, (struct sockaddr *)&ss, sl) != 0) { perror("bind"); return 1; }
+    static struct worker ws[MAXT];
+    /* Bound in thread order: the reuseport group's socket i is thread i's. */
+    for (int t = 0; t < threads; t++) {
+        int fd = socket(fam, SOCK_DGRAM, 0);
+        if (fd < 0) { perror("socket"); return 1; }
+        int rcv = 4 << 20;
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv);
+        int one = 1;
+        if (threads > 1) {
+            if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) { perror("SO_REUSEPORT"); return 1; }
+            /* A signal reaches one thread: the others see the stop flag within this. */
+            struct timeval tv = { .tv_sec = 0, .tv_usec = 200000 };
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        }
+        if (bind(fd, (struct sockaddr *)&ss, sl) != 0) { perror("bind"); return 1; }
+        if (threads > 1 && t == 0) {
+            /* Socket index = processing CPU - CPU (out of range: the kernel's hash). */
+            struct sock_filter code[] = {
+                { BPF_LD | BPF_W | BPF_ABS, 0, 0, (uint32_t)(SKF_AD_OFF + SKF_AD_CPU) },
+                { BPF_ALU | BPF_SUB | BPF_K, 0, 0, (uint32_t)cpu },
+                { BPF_RET | BPF_A, 0, 0, 0 },
+            };
+            struct sock_fprog prog = { .len = sizeof code / sizeof code[0], .filter = code };
+            if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog) != 0) {
+                perror("SO_ATTACH_REUSEPORT_CBPF");
+                return 1;
+            }
+        }
+        ws[t] = (struct worker){ .fd = fd, .cpu = cpu < 0 ? -1 : cpu + t, .batch = batch };
+    }
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -79,41 +190,23 @@ int main(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
-    static char bufs[MAXB][BUFSZ];
-    static struct sockaddr_storage peers[MAXB];
-    static struct iovec iov[MAXB];
-    static struct mmsghdr msgs[MAXB];
+    int failed = 0;
+    if (threads == 1) {
+        echo_loop(&ws[0]); /* the main thread: the loop as it always ran */
+    } else {
+        for (int t = 0; t < threads; t++)
+            if (pthread_create(&ws[t].tid, NULL, echo_loop, &ws[t]) != 0) { perror("pthread_create"); return 1; }
+        for (int t = 0; t < threads; t++) pthread_join(ws[t].tid, NULL);
+    }
     unsigned long long rx = 0, tx = 0, calls = 0;
-    while (!stop) {
-        for (int i = 0; i < batch; i++) {
-            iov[i].iov_base = bufs[i];
-            iov[i].iov_len = BUFSZ;
-            memset(&msgs[i].msg_hdr, 0, sizeof msgs[i].msg_hdr);
-            msgs[i].msg_hdr.msg_iov = &iov[i];
-            msgs[i].msg_hdr.msg_iovlen = 1;
-            msgs[i].msg_hdr.msg_name = &peers[i];
-            msgs[i].msg_hdr.msg_namelen = sizeof peers[i];
-        }
-        int n = recvmmsg(fd, msgs, batch, MSG_WAITFORONE, NULL);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            perror("recvmmsg");
-            return 1;
-        }
-        rx += n;
-        calls++;
-        for (int i = 0; i < n; i++) iov[i].iov_len = msgs[i].msg_len;
-        int off = 0;
-        while (off < n) {
-            int m = sendmmsg(fd, msgs + off, n - off, 0);
-            if (m < 0) {
-                if (errno == EINTR) continue;
-                break; /* drop the rest, like a full socket buffer would */
-            }
-            off += m;
-            tx += m;
-        }
+    for (int t = 0; t < threads; t++) {
+        rx += ws[t].rx;
+        tx += ws[t].tx;
+        calls += ws[t].calls;
+        failed |= ws[t].failed;
     }
     fprintf(stderr, "received %llu sent %llu calls %llu\n", rx, tx, calls);
-    return 0;
+    for (int t = 0; threads > 1 && t < threads; t++)
+        fprintf(stderr, "thread %d cpu %d received %llu\n", t, ws[t].cpu, ws[t].rx);
+    return failed;
 }

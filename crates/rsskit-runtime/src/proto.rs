@@ -105,20 +105,36 @@ pub fn decode_probe(buf: &[u8]) -> Option<Probe> {
     is_probe(buf).then(|| Probe { stream: u32_at(buf, 4), seq: u64_at(buf, 8), sent_ns: u64_at(buf, 16) })
 }
 
+impl ServerStamp {
+    /// The stamp area as written into a probe (bytes `24..40`).
+    #[inline]
+    pub fn to_bytes(&self) -> [u8; STAMP_LEN] {
+        let mut a = [0u8; STAMP_LEN];
+        a[0..2].copy_from_slice(&self.worker.to_be_bytes());
+        a[2..4].copy_from_slice(&self.cpu.to_be_bytes());
+        a[4..6].copy_from_slice(&self.bucket.to_be_bytes());
+        a[6..8].copy_from_slice(&self.kernel_cpu.to_be_bytes());
+        a[8..12].copy_from_slice(&self.hash.to_be_bytes());
+        a[12..16].copy_from_slice(&self.flags.to_be_bytes());
+        a
+    }
+}
+
 /// Overwrites the server stamp area of a probe. Returns `false`, writing
 /// nothing, when `buf` is not a probe.
 #[inline]
 pub fn write_stamp(buf: &mut [u8], s: &ServerStamp) -> bool {
+    write_stamp_bytes(buf, &s.to_bytes())
+}
+
+/// [`write_stamp`] with the stamp already encoded ([`ServerStamp::to_bytes`]):
+/// the segments of one coalesced buffer share one stamp, encoded once.
+#[inline]
+pub fn write_stamp_bytes(buf: &mut [u8], stamp: &[u8; STAMP_LEN]) -> bool {
     if !is_probe(buf) {
         return false;
     }
-    let a = &mut buf[STAMP_OFFSET..HEADER_LEN];
-    a[0..2].copy_from_slice(&s.worker.to_be_bytes());
-    a[2..4].copy_from_slice(&s.cpu.to_be_bytes());
-    a[4..6].copy_from_slice(&s.bucket.to_be_bytes());
-    a[6..8].copy_from_slice(&s.kernel_cpu.to_be_bytes());
-    a[8..12].copy_from_slice(&s.hash.to_be_bytes());
-    a[12..16].copy_from_slice(&s.flags.to_be_bytes());
+    buf[STAMP_OFFSET..HEADER_LEN].copy_from_slice(stamp);
     true
 }
 
@@ -190,6 +206,8 @@ mod tests {
         other[..4].copy_from_slice(b"RSK2");
         let before = other;
         assert!(!write_stamp(&mut other, &ServerStamp { worker: 1, ..Default::default() }));
+        assert!(!write_stamp_bytes(&mut other, &[0xff; STAMP_LEN]));
+        assert!(!write_stamp_bytes(&mut short, &[0xff; STAMP_LEN]));
         assert_eq!(other, before, "foreign datagram unchanged");
         assert_eq!(decode_probe(&other), None);
     }

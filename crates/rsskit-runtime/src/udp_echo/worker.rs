@@ -7,7 +7,7 @@ use crate::stats::{Counters, FlushReason};
 use crate::steer::Steer;
 use crate::worker::WorkerCtx;
 use rsskit_core::{FlowTuple, HashType, L4Proto, RssPolicy, WorkerId};
-use rsskit_linux::socket::{segment_count, segments, Batch};
+use rsskit_linux::socket::{segment_count, Batch};
 use socket2::Socket;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -255,17 +255,17 @@ impl WorkerState {
                 hash,
                 flags: if unowned && !in_flight { FLAG_MISDIRECTED } else { 0 },
             };
+            // The segments share the stamp: encoded once per buffer.
+            let stamp = stamp.to_bytes();
+            let sink = self.plan.sink;
             let d = self.rx.data_mut(i);
-            for r in segments(len, seg) {
-                let d = &mut d[r];
-                if proto::is_probe(d) {
-                    if !self.plan.sink {
-                        proto::write_stamp(d, &stamp);
-                    }
-                } else {
-                    c.foreign += 1;
-                }
-            }
+            let mark = |d: &mut [u8]| -> u64 {
+                let probe = if sink { proto::is_probe(d) } else { proto::write_stamp_bytes(d, &stamp) };
+                u64::from(!probe)
+            };
+            // `dgrams > 1` means seg > 0 and len > seg: exactly `dgrams`
+            // chunks; one datagram (even an empty one) is the whole buffer.
+            c.foreign += if dgrams > 1 { d.chunks_mut(seg).map(mark).sum() } else { mark(d) };
             if !self.plan.sink && !in_place {
                 self.tx.push_from(&self.rx, i);
                 if self.tx.len() >= self.plan.flush_packets {
