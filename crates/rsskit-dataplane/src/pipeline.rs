@@ -62,7 +62,7 @@ impl PipelineSpec {
     /// Opens the input (first, so a bad name fails before anything else)
     /// and the output, and starts the workers.
     pub fn start(self) -> Result<Pipeline, SpecError> {
-        let n = self.netisr.workers;
+        let n = self.netisr.workers();
         let stride = self.netisr.stride;
         let mut inputs: Vec<(usize, Box<dyn Source>)> = Vec::new();
         let mut notes = Vec::new();
@@ -78,7 +78,7 @@ impl PipelineSpec {
                 notes.push(note);
             }
             InSpec::Gen(size) => {
-                let hasher = self.netisr.hasher()?;
+                let hasher = self.netisr.hasher();
                 inputs.extend((0..n).map(|w| (w, gen_source(&self.gen, *size, w, &hasher))));
             }
         }
@@ -180,6 +180,7 @@ fn owner(h: &PacketHasher, f: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::netisr::default_policy;
 
     #[test]
     fn generators() {
@@ -195,7 +196,11 @@ mod tests {
             input,
             output: OutSpec::Null,
             // Backpressure: a full queue holds the input, nothing is dropped.
-            netisr: NetisrConfig { workers, backpressure: true, ..Default::default() },
+            netisr: NetisrConfig {
+                policy: Arc::new(default_policy(workers)),
+                backpressure: true,
+                ..Default::default()
+            },
             loops: 1,
             timing: false,
             stop_at_bad_record: false,

@@ -139,7 +139,7 @@ impl FirewallSpec {
         status: Option<Status<'_>>,
         note: Note<'_>,
     ) -> Result<FirewallOutcome, SpecError> {
-        let n = fw.config.workers;
+        let n = fw.config.workers();
         let stride = NetisrConfig::default().stride;
         // Outputs first, so a bad name fails before the inputs open.
         let Outputs { sinks, capture, notes } =
@@ -162,10 +162,9 @@ impl FirewallSpec {
             })
             .collect();
         let ncfg = NetisrConfig {
-            workers: n,
+            // The firewall's own policy: dispatch and a redirect's owner agree.
+            policy: fw.config.policy.clone(),
             batch: self.batch.min(256),
-            key: fw.config.key.clone(),
-            hash_config: fw.config.hash,
             // The rules see the outer header (as with the own engine).
             decap: false,
             // A capture waits for the workers (nothing lost to a full queue;

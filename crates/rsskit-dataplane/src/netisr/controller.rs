@@ -83,14 +83,14 @@ impl<H: Handler> Netisr<H> {
         handlers: Vec<H>,
     ) -> Result<Self> {
         cfg.validate()?;
-        let n = cfg.workers;
+        let n = cfg.workers();
         if sinks.len() != n || handlers.len() != n {
             return Err(NetisrError::PerWorker { workers: n, sinks: sinks.len(), handlers: handlers.len() });
         }
         if let Some((w, _, _)) = inputs.iter().find(|(w, _, _)| *w >= n) {
             return Err(NetisrError::InputHome { worker: *w, workers: n });
         }
-        let hasher = cfg.hasher()?;
+        let hasher = cfg.hasher();
         let ctl = Arc::new(RunState {
             inputs_active: AtomicUsize::new(inputs.len()),
             stop_inputs: AtomicBool::new(false),
@@ -119,7 +119,7 @@ impl<H: Handler> Netisr<H> {
         // (elapsed 0, rates infinite).
         let started = Instant::now();
         for w in parts.workers {
-            let cpu = cfg.cpus.as_ref().map(|c| c[w.id()]);
+            let cpu = cfg.pinned_cpu(w.id()).map(|c| c.as_usize());
             cpus.push(cpu);
             let id = w.id();
             match rsskit_linux::affinity::spawn_pinned(format!("netisr{id}"), cpu, move || w.run()) {
