@@ -104,7 +104,7 @@ fn print(out: &demo::DemoOutcome) {
             / secs;
         println!(
             "  worker {} on CPU {}  buckets {:?}  {:>9.0} pps  received {}  sent {}  misdirected {}",
-            info.worker, info.cpu, info.buckets, avg, c.received, c.sent, c.misdirected
+            info.worker, info.cpu.0, info.buckets, avg, c.received, c.sent, c.misdirected
         );
     }
     println!();

@@ -218,8 +218,11 @@ pub fn run(a: Args) -> Result<()> {
             for w in ws {
                 let pps = (w.counters.handled - last[w.worker]) as f64 / dt;
                 last[w.worker] = w.counters.handled;
-                let name =
-                    format!("worker {}{}", w.worker, w.cpu.map_or(String::new(), |c| format!(" (CPU {c})")));
+                let name = format!(
+                    "worker {}{}",
+                    w.worker,
+                    w.cpu.map_or(String::new(), |c| format!(" (CPU {})", c.0))
+                );
                 crate::plot::Series::push(&mut series, &name, t.as_secs_f64(), pps);
                 total += pps;
                 line.push_str(&format!(
@@ -334,7 +337,7 @@ fn print_table(r: &RunReport<FlowCounter>) {
         println!(
             "{:>4} {:>4} {:>10} {:>10} {:>10} {:>8} {:>6} {:>10} {:>7} {:>7} {:>7} {:>10} {:>8} {:>8.3} {:>10.3}",
             name,
-            w.cpu.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
+            w.cpu.map(|c| c.0.to_string()).unwrap_or_else(|| "-".into()),
             c.input,
             c.dispatched,
             w.queued,
