@@ -114,7 +114,7 @@ fn print(out: &demo::DemoOutcome) {
     );
     for s in &out.load.streams {
         let owner = match (s.owner_worker, s.owner_cpu) {
-            (Some(w), Some(c)) => format!("w{w}/cpu{c}"),
+            (Some(w), Some(c)) => format!("w{}/cpu{}", w.0, c.0),
             _ => "-".into(),
         };
         let served: Vec<String> = s
