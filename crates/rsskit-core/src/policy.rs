@@ -18,10 +18,12 @@ use core::fmt;
 /// A worker's index in the worker list (socket `i` of a steered group,
 /// netisr worker `i`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize), serde(transparent))]
 pub struct WorkerId(pub u32);
 
 /// A CPU number as the kernel counts it (`/sys/devices/system/cpu/cpuN`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize), serde(transparent))]
 pub struct CpuId(pub u32);
 
 impl WorkerId {

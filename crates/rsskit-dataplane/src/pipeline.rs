@@ -5,9 +5,7 @@
 
 use crate::craft::{eth, fragment_v4, udp, udp4_frame, V4};
 use crate::hash::PacketHasher;
-use crate::io::spec::{
-    afpacket_inputs, open_capture, open_outputs, open_xdp_inputs, InSpec, OutSpec, Outputs, SpecError,
-};
+use crate::io::spec::{open_outputs, InSpec, Inputs, OpenIn, OutSpec, Outputs, SpecError};
 use crate::io::{MemSource, Source};
 use crate::netisr::{FlowCounter, Netisr, NetisrConfig, RunReport, WorkerReport};
 use crate::wire::{parse_ethernet, ParseConfig};
@@ -62,30 +60,23 @@ impl PipelineSpec {
     /// Opens the input (first, so a bad name fails before anything else)
     /// and the output, and starts the workers.
     pub fn start(self) -> Result<Pipeline, SpecError> {
-        let n = self.netisr.workers;
+        let n = self.netisr.workers();
         let stride = self.netisr.stride;
-        let mut inputs: Vec<(usize, Box<dyn Source>)> = Vec::new();
-        let mut notes = Vec::new();
-        match &self.input {
-            InSpec::Pcap(p) => {
-                let src = open_capture(p, self.loops, self.timing, self.stop_at_bad_record)?;
-                inputs.push((0, Box::new(src)));
-            }
-            InSpec::AfPacket(ifname) => inputs.extend(afpacket_inputs(ifname, n, 0)?.into_iter().enumerate()),
-            InSpec::Xdp(ifname, queues) => {
-                let (srcs, note) = open_xdp_inputs(ifname, queues.as_deref(), n, stride)?;
-                inputs.extend(srcs);
-                notes.push(note);
-            }
-            InSpec::Gen(size) => {
-                let hasher = self.netisr.hasher()?;
-                inputs.extend((0..n).map(|w| (w, gen_source(&self.gen, *size, w, &hasher))));
-            }
-        }
+        let hasher = self.netisr.hasher();
+        let gen = |size, w| gen_source(&self.gen, size, w, &hasher);
+        let Inputs { sources, mut notes } = self.input.open(&OpenIn {
+            workers: n,
+            stride,
+            loops: self.loops,
+            timing: self.timing,
+            lenient: self.stop_at_bad_record,
+            port_b: None,
+            gen: Some(&gen),
+        })?;
         let out = open_outputs(&self.output, n, None, stride)?;
         notes.extend(out.notes);
         let handlers = (0..n).map(|_| FlowCounter::new(FLOW_SLOTS)).collect();
-        let netisr = Netisr::start(self.netisr, inputs, out.sinks, handlers)?;
+        let netisr = Netisr::start_ports(self.netisr, sources, out.sinks, handlers)?;
         Ok(Pipeline { netisr, capture: out.capture, notes })
     }
 }
@@ -180,6 +171,7 @@ fn owner(h: &PacketHasher, f: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::netisr::default_policy;
 
     #[test]
     fn generators() {
@@ -195,7 +187,11 @@ mod tests {
             input,
             output: OutSpec::Null,
             // Backpressure: a full queue holds the input, nothing is dropped.
-            netisr: NetisrConfig { workers, backpressure: true, ..Default::default() },
+            netisr: NetisrConfig {
+                policy: Arc::new(default_policy(workers)),
+                backpressure: true,
+                ..Default::default()
+            },
             loops: 1,
             timing: false,
             stop_at_bad_record: false,

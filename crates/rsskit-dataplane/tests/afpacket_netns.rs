@@ -12,7 +12,7 @@ use rsskit_dataplane::craft::{eth, fragment_v4, ipv4, udp, V4};
 use rsskit_dataplane::io::afpacket::{AfPacketSink, AfPacketSource, RingConfig};
 use rsskit_dataplane::io::pcap::{read_all, PcapSink};
 use rsskit_dataplane::io::Source;
-use rsskit_dataplane::netisr::{FlowCounter, Mbuf, Netisr, NetisrConfig};
+use rsskit_dataplane::netisr::{default_policy, FlowCounter, Mbuf, Netisr, NetisrConfig};
 use rsskit_dataplane::output::Sink;
 use rsskit_dataplane::wire::ip::proto;
 use rsskit_dataplane::wire::{ethertype, parse_ethernet, ParseConfig, Transport};
@@ -114,7 +114,7 @@ fn veth_afpacket_to_pcap() {
         let pcap = PcapSink::create(&out2).unwrap();
         let sinks: Vec<Box<dyn Sink>> =
             (0..workers).map(|_| Box::new(pcap.clone()) as Box<dyn Sink>).collect();
-        let cfg = NetisrConfig { workers, batch: 8, ..Default::default() };
+        let cfg = NetisrConfig { policy: default_policy(workers).into(), batch: 8, ..Default::default() };
         let netisr =
             Netisr::start(cfg, inputs, sinks, (0..workers).map(|_| FlowCounter::new(1024)).collect())
                 .unwrap();

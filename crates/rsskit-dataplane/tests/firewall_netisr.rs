@@ -9,7 +9,7 @@
 
 use rsskit_dataplane::craft::udp4_frame;
 use rsskit_dataplane::firewall::netisr_handler::FwHandler;
-use rsskit_dataplane::firewall::{parse, Config, Firewall, FlowOwners};
+use rsskit_dataplane::firewall::{parse, symmetric_policy, Config, Firewall, FlowOwners};
 use rsskit_dataplane::io::pcap::read_all;
 use rsskit_dataplane::io::{Recv, Source};
 use rsskit_dataplane::netisr::{Mbuf, Netisr, NetisrConfig};
@@ -68,7 +68,7 @@ fn replay(name: &str, workers: usize) {
     let t0 = frames.first().map(|f| f.0).unwrap_or(0);
     frames.insert(0, (t0, arp.clone()));
     let cfg = Config {
-        workers,
+        policy: symmetric_policy(workers),
         states_max: json["states_max"].as_u64().unwrap(),
         me: json["me"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().parse().unwrap()).collect(),
         ..Config::default()
@@ -78,7 +78,7 @@ fn replay(name: &str, workers: usize) {
     // every scenario's rules): each worker's clock advances, every state
     // expires, the masters' slave deletions travel over the message rings.
     let last = frames.last().map(|f| f.0).unwrap_or(0) + 400_000_000_000;
-    let steer = FlowOwners::new(&fw.config.key, fw.config.hash, workers);
+    let steer = FlowOwners::new(&fw.config.policy);
     let pcap_frames = frames.len();
     for w in 0..workers {
         // (UDP may hash on addresses only: vary the source address.)
@@ -91,12 +91,7 @@ fn replay(name: &str, workers: usize) {
     }
     let released = Arc::new(AtomicUsize::new(0));
     let cap = Capture::default();
-    let ncfg = NetisrConfig {
-        workers,
-        key: fw.config.key.clone(),
-        hash_config: fw.config.hash,
-        ..Default::default()
-    };
+    let ncfg = NetisrConfig { policy: fw.config.policy.clone(), ..Default::default() };
     let handlers = (0..workers).map(|i| FwHandler::new(&fw, i)).collect();
     let sinks = (0..workers).map(|_| Box::new(cap.clone()) as Box<dyn Sink>).collect();
     let src = Gated { frames: frames.clone(), pos: 0, released: released.clone() };

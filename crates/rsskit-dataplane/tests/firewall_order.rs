@@ -14,7 +14,7 @@ use rsskit_dataplane::craft;
 use rsskit_dataplane::firewall::netisr_handler::FwHandler;
 use rsskit_dataplane::firewall::order::{Classifier, Gate, OrderStats, OrderedSource};
 use rsskit_dataplane::firewall::run::{self, direction, Input, Order};
-use rsskit_dataplane::firewall::{parse, Config, Dir, Firewall};
+use rsskit_dataplane::firewall::{parse, symmetric_policy, Config, Dir, Firewall};
 use rsskit_dataplane::io::pcap::read_all;
 use rsskit_dataplane::io::{Recv, Source};
 use rsskit_dataplane::netisr::{Mbuf, Netisr, NetisrConfig};
@@ -44,7 +44,7 @@ fn load(name: &str) -> Fixture {
 
 fn firewall(f: &Fixture, workers: usize) -> Arc<Firewall> {
     let cfg = Config {
-        workers,
+        policy: symmetric_policy(workers),
         states_max: f.json["states_max"].as_u64().unwrap(),
         me: f.json["me"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().parse().unwrap()).collect(),
         ..Config::default()
@@ -144,9 +144,7 @@ impl Sink for Count {
 fn netisr_replay(fw: &Arc<Firewall>, frames: &[(u64, Vec<u8>)], workers: usize) -> (OrderStats, u64) {
     let gate = Gate::new(workers);
     let ncfg = NetisrConfig {
-        workers,
-        key: fw.config.key.clone(),
-        hash_config: fw.config.hash,
+        policy: fw.config.policy.clone(),
         decap: false,
         backpressure: true,
         ..Default::default()
@@ -220,7 +218,7 @@ fn unordered_limit_admits_exactly_n_whatever_the_interleaving() {
         })
         .collect();
     for run in 0..20 {
-        let cfg = Config { workers: 4, me: vec![me.into()], ..Config::default() };
+        let cfg = Config { policy: symmetric_policy(4), me: vec![me.into()], ..Config::default() };
         let fw = Firewall::new(
             cfg,
             parse("check-state\nallow tcp from any to me 80 setup limit src-addr 10\n").unwrap(),
@@ -316,7 +314,12 @@ fn causal_replays_of_random_mixed_captures_equal_the_simulation() {
     for seed in 1..=4u64 {
         let frames = mixed_capture(seed, 400);
         for workers in [2, 3, 4] {
-            let cfg = Config { workers, me: me.clone(), states_max: 0, ..Config::default() };
+            let cfg = Config {
+                policy: symmetric_policy(workers),
+                me: me.clone(),
+                states_max: 0,
+                ..Config::default()
+            };
             // The reference: one thread, each frame to completion, every
             // worker's clock at the frame's time.
             let mut sim = Cluster::new(cfg.clone(), parse(MIXED_RULES).unwrap());

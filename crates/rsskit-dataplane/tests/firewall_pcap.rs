@@ -5,7 +5,7 @@
 
 use rsskit_dataplane::firewall::run::{self, direction, Input};
 use rsskit_dataplane::firewall::sim::Cluster;
-use rsskit_dataplane::firewall::{parse, Config, Firewall};
+use rsskit_dataplane::firewall::{parse, symmetric_policy, Config, Firewall};
 use rsskit_dataplane::io::pcap::read_all;
 use rsskit_dataplane::wire::{internet_checksum, parse_ethernet, ParseConfig};
 use serde_json::Value;
@@ -31,7 +31,7 @@ fn load(name: &str) -> Scenario {
 
 fn config(s: &Scenario, locked: bool) -> Config {
     Config {
-        workers: s.json["workers"].as_u64().unwrap() as usize,
+        policy: symmetric_policy(s.json["workers"].as_u64().unwrap() as usize),
         states_max: s.json["states_max"].as_u64().unwrap(),
         me: s.json["me"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().parse().unwrap()).collect(),
         locked,

@@ -3,11 +3,12 @@
 //! and no state leaks after many flows.
 
 use proptest::prelude::*;
-use rsskit_core::{HashConfig, RssKey};
+use rsskit_core::{HashConfig, RssKey, RssPolicy};
 use rsskit_dataplane::craft;
 use rsskit_dataplane::firewall::sim::Cluster;
 use rsskit_dataplane::firewall::{parse, Config, Dir, FlowOwners};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
 
 const SYN: u8 = 0x02;
 const ACK: u8 = 0x10;
@@ -34,7 +35,7 @@ proptest! {
         a in any::<[u8; 4]>(), b in any::<[u8; 4]>(), a6 in any::<[u8; 16]>(), b6 in any::<[u8; 16]>(),
         sp in any::<u16>(), dp in any::<u16>(), udp in any::<bool>(), workers in 2usize..8,
     ) {
-        let s = FlowOwners::new(&RssKey::symmetric(), HashConfig::all(), workers);
+        let s = FlowOwners::new(&policy(RssKey::symmetric(), HashConfig::all(), workers));
         let proto = if udp { 17 } else { 6 };
         prop_assert_eq!(s.worker_of(v4(a), sp, v4(b), dp, proto), s.worker_of(v4(b), dp, v4(a), sp, proto));
         let (x, y) = (IpAddr::V6(Ipv6Addr::from(a6)), IpAddr::V6(Ipv6Addr::from(b6)));
@@ -44,14 +45,23 @@ proptest! {
 
 const RULES: &str = "check-state\nallow tcp from any to me 80 setup keep-state\n";
 
+/// `workers` workers steered with `key` and `hash`.
+fn policy(key: RssKey, hash: HashConfig, workers: usize) -> RssPolicy {
+    RssPolicy::with_workers(key, hash, workers, None).unwrap()
+}
+
 fn cfg(workers: usize, key: RssKey) -> Config {
-    Config { workers, key, me: vec![v4([10, 0, 0, 1])], ..Config::default() }
+    Config {
+        policy: Arc::new(policy(key, HashConfig::default(), workers)),
+        me: vec![v4([10, 0, 0, 1])],
+        ..Config::default()
+    }
 }
 
 #[test]
 fn microsoft_key_loses_replies_symmetric_key_does_not() {
     let me = v4([10, 0, 0, 1]);
-    let ms = FlowOwners::new(&RssKey::microsoft(), HashConfig::default(), 2);
+    let ms = FlowOwners::new(&policy(RssKey::microsoft(), HashConfig::default(), 2));
     // A client port whose reply hashes to the other worker under the Microsoft key.
     let c = v4([192, 168, 1, 10]);
     let port =
@@ -71,7 +81,7 @@ fn redirect_across_workers_and_master_led_deletion() {
     let orig = v4([10, 0, 0, 1]);
     let new = v4([10, 0, 0, 2]);
     let c = v4([192, 168, 1, 10]);
-    let s = FlowOwners::new(&RssKey::symmetric(), HashConfig::default(), 2);
+    let s = FlowOwners::new(&policy(RssKey::symmetric(), HashConfig::default(), 2));
     let port = (1024..u16::MAX)
         .find(|&p| s.worker_of(c, p, orig, 8080, 6) != s.worker_of(c, p, new, 80, 6))
         .unwrap();
@@ -214,7 +224,7 @@ fn ports_on(s: &FlowOwners, c: IpAddr, me: IpAddr, w: usize, n: usize) -> Vec<u1
 fn limit_hit_resyncs_collects_own_then_asks_the_others_once_per_second() {
     let me = v4([10, 0, 0, 1]);
     let c = v4([192, 168, 7, 7]);
-    let s = FlowOwners::new(&RssKey::symmetric(), HashConfig::default(), 2);
+    let s = FlowOwners::new(&policy(RssKey::symmetric(), HashConfig::default(), 2));
     // No expiry per batch: states go only when a collection is asked for.
     let config = Config { states_max: 100, expire_budget: 0, ..cfg(2, RssKey::symmetric()) };
     let mut cl = Cluster::new(config, parse(RULES).unwrap());

@@ -3,7 +3,9 @@
 //! accounted for, and an input the firewall cannot read is refused.
 
 use rsskit_dataplane::firewall::order::Order;
-use rsskit_dataplane::firewall::{parse, Config, Engine, Firewall, FirewallOutcome, FirewallSpec};
+use rsskit_dataplane::firewall::{
+    parse, symmetric_policy, Config, Engine, Firewall, FirewallOutcome, FirewallSpec,
+};
 use rsskit_dataplane::io::spec::{InSpec, OutSpec, SpecError};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -17,7 +19,7 @@ fn run(name: &str, engine: Engine) -> FirewallOutcome {
     let j: Value =
         serde_json::from_str(&std::fs::read_to_string(dir().join(format!("{name}.json"))).unwrap()).unwrap();
     let cfg = Config {
-        workers: j["workers"].as_u64().unwrap() as usize,
+        policy: symmetric_policy(j["workers"].as_u64().unwrap() as usize),
         states_max: j["states_max"].as_u64().unwrap(),
         me: j["me"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().parse().unwrap()).collect(),
         ..Config::default()

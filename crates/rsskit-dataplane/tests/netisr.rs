@@ -2,13 +2,13 @@
 //! owns its bucket, in order per flow; counters exact; queue-full drops
 //! counted.
 
-use rsskit_core::RssKey;
 use rsskit_core::RssPolicy;
+use rsskit_core::{CpuId, HashConfig, RssKey};
 use rsskit_dataplane::craft::{eth, ipv4, udp, udp4_frame, V4};
 use rsskit_dataplane::hash::PacketHasher;
 use rsskit_dataplane::io::{MemSource, Recv, Source};
 use rsskit_dataplane::netisr::{
-    Delivery, Disposition, Handler, Mbuf, Netisr, NetisrConfig, PacketCtx, Prefetch,
+    default_policy, Delivery, Disposition, Handler, Mbuf, Netisr, NetisrConfig, PacketCtx, Prefetch,
 };
 use rsskit_dataplane::output::{FlushPolicy, NullSink, Sink};
 use rsskit_dataplane::wire::{ethertype, parse_ethernet, ParseConfig, Transport};
@@ -59,7 +59,7 @@ impl Sink for CountSink {
 }
 
 fn owner(cfg: &NetisrConfig, rss: &RssPolicy, f: &[u8]) -> usize {
-    let h = PacketHasher::new(&cfg.key, cfg.hash_config);
+    let h = PacketHasher::new(cfg.policy.key(), cfg.policy.hash_config());
     let p = parse_ethernet(f, &ParseConfig::default()).unwrap();
     rss.worker_of_hash(h.nic(&p).hash).index()
 }
@@ -69,7 +69,7 @@ fn run(
     inputs: Vec<(usize, Vec<Vec<u8>>)>,
     spin: u32,
 ) -> rsskit_dataplane::netisr::RunReport<Recorder> {
-    let n = cfg.workers;
+    let n = cfg.workers();
     let srcs: Vec<(usize, Box<dyn Source>)> = inputs
         .into_iter()
         .map(|(w, frames)| {
@@ -86,8 +86,14 @@ fn run(
 fn every_packet_once_on_its_owner_in_order() {
     for workers in [1usize, 2, 3] {
         for (batch, prefetch) in [(1, Prefetch::None), (4, Prefetch::Both), (256, Prefetch::Header)] {
-            let cfg = NetisrConfig { workers, batch, prefetch, ring_capacity: 4096, ..Default::default() };
-            let rss = cfg.policy().unwrap();
+            let cfg = NetisrConfig {
+                policy: default_policy(workers).into(),
+                batch,
+                prefetch,
+                ring_capacity: 4096,
+                ..Default::default()
+            };
+            let rss = cfg.policy.clone();
             let frames = traffic(64, 50);
             // One input on worker 0, another on the last worker (same frames
             // with other flow ids so the two inputs' flows are distinct).
@@ -140,8 +146,8 @@ fn every_packet_once_on_its_owner_in_order() {
 fn direct_dispatch_counts_exact() {
     // Two workers, one input on worker 0: packets worker 0 owns are
     // dispatched directly, the others queued to worker 1.
-    let cfg = NetisrConfig { workers: 2, batch: 8, ..Default::default() };
-    let rss = cfg.policy().unwrap();
+    let cfg = NetisrConfig { policy: default_policy(2).into(), batch: 8, ..Default::default() };
+    let rss = cfg.policy.clone();
     let frames = traffic(32, 10);
     let own0 = frames.iter().filter(|f| owner(&cfg, &rss, f) == 0).count() as u64;
     assert!(own0 > 0 && own0 < 320);
@@ -159,8 +165,9 @@ fn direct_dispatch_counts_exact() {
 /// slow consumer and a tiny ring to force queue drops.
 #[test]
 fn queue_full_drops_are_counted() {
-    let cfg = NetisrConfig { workers: 2, batch: 4, ring_capacity: 8, ..Default::default() };
-    let rss = cfg.policy().unwrap();
+    let cfg =
+        NetisrConfig { policy: default_policy(2).into(), batch: 4, ring_capacity: 8, ..Default::default() };
+    let rss = cfg.policy.clone();
     // Only flows owned by worker 1, fed from worker 0.
     let mut frames = Vec::new();
     let mut f = 0u16;
@@ -187,7 +194,7 @@ fn queue_full_drops_are_counted() {
 
 #[test]
 fn malformed_frames_dropped_by_reason() {
-    let cfg = NetisrConfig { workers: 2, ..Default::default() };
+    let cfg = NetisrConfig { policy: default_policy(2).into(), ..Default::default() };
     let mut frames = traffic(4, 4);
     frames.push(vec![0u8; 10]); // shorter than Ethernet
     frames.push(eth(0x0806, &[], &[0u8; 28])); // ARP
@@ -214,7 +221,7 @@ fn malformed_frames_dropped_by_reason() {
 #[test]
 fn send_aggregation_flushes_at_16() {
     let cfg = NetisrConfig {
-        workers: 1,
+        policy: default_policy(1).into(),
         batch: 32,
         flush: FlushPolicy { max_packets: 16, max_bytes: usize::MAX, on_idle: true },
         ..Default::default()
@@ -254,7 +261,7 @@ impl Source for Trickle {
 
 #[test]
 fn idle_flush_when_out_of_input() {
-    let cfg = NetisrConfig { workers: 1, batch: 4, ..Default::default() };
+    let cfg = NetisrConfig { policy: default_policy(1).into(), batch: 4, ..Default::default() };
     let sink = CountSink::default();
     let srcs: Vec<(usize, Box<dyn Source>)> =
         vec![(0, Box::new(Trickle { frames: traffic(2, 5), i: 0, gap: false }))];
@@ -274,9 +281,14 @@ fn pool_backpressure_loses_nothing() {
     // Only flows of worker 1, read by worker 0: every frame holds one of
     // worker 0's 64 buffers until the slow worker 1 is done with it, so
     // worker 0 (reading ~100x faster) runs out whatever the scheduling.
-    let cfg =
-        NetisrConfig { workers: 2, batch: 8, ring_capacity: 1024, pool_buffers: 64, ..Default::default() };
-    let rss = cfg.policy().unwrap();
+    let cfg = NetisrConfig {
+        policy: default_policy(2).into(),
+        batch: 8,
+        ring_capacity: 1024,
+        pool_buffers: 64,
+        ..Default::default()
+    };
+    let rss = cfg.policy.clone();
     let frames: Vec<Vec<u8>> = traffic(128, 40).into_iter().filter(|f| owner(&cfg, &rss, f) == 1).collect();
     let n = frames.len() as u64;
     assert!(n > 1000, "{n} frames for worker 1");
@@ -296,8 +308,8 @@ fn config_errors() {
     };
     assert!(e(NetisrConfig { batch: 0, ..Default::default() }).contains("batch"));
     assert!(e(NetisrConfig { batch: 257, ..Default::default() }).contains("batch"));
-    assert!(e(NetisrConfig { workers: 0, ..Default::default() }).contains("workers"));
-    assert!(e(NetisrConfig { workers: 2, cpus: Some(vec![0]), ..Default::default() }).contains("CPU"));
+    let e65 = e(NetisrConfig { policy: default_policy(65).into(), ..Default::default() });
+    assert_eq!(e65, "workers must be 1..=64, not 65");
     let _ = RssKey::microsoft();
 }
 
@@ -305,9 +317,14 @@ fn config_errors() {
 fn backpressure_holds_instead_of_dropping() {
     // Same setup as the queue-full test, with backpressure: nothing is
     // dropped, every packet arrives, in order per flow.
-    let cfg =
-        NetisrConfig { workers: 2, batch: 4, ring_capacity: 8, backpressure: true, ..Default::default() };
-    let rss = cfg.policy().unwrap();
+    let cfg = NetisrConfig {
+        policy: default_policy(2).into(),
+        batch: 4,
+        ring_capacity: 8,
+        backpressure: true,
+        ..Default::default()
+    };
+    let rss = cfg.policy.clone();
     let mut frames = Vec::new();
     let mut f = 0u16;
     while frames.len() < 3000 {
@@ -392,8 +409,13 @@ fn handler_messages_fifo_per_sender_and_non_ip_frames() {
     for workers in [1usize, 2, 3] {
         // Small rings: messages wait for room instead of being lost.
         // (Backpressure: no packet is lost to a full packet ring either.)
-        let cfg =
-            NetisrConfig { workers, batch: 8, ring_capacity: 16, backpressure: true, ..Default::default() };
+        let cfg = NetisrConfig {
+            policy: default_policy(workers).into(),
+            batch: 8,
+            ring_capacity: 16,
+            backpressure: true,
+            ..Default::default()
+        };
         let mut frames = traffic(32, 40);
         let mut arp = vec![0xff; 6];
         arp.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
@@ -440,8 +462,14 @@ fn handler_messages_fifo_per_sender_and_non_ip_frames() {
 #[test]
 fn a_cpu_that_cannot_be_used_fails_start_and_stops_the_started_workers() {
     use rsskit_dataplane::netisr::NetisrError;
-    let first = rsskit_linux::affinity::current_affinity().unwrap()[0];
-    let cfg = NetisrConfig { workers: 2, cpus: Some(vec![first, 100_000]), ..Default::default() };
+    let first = CpuId(rsskit_linux::affinity::current_affinity().unwrap()[0] as u32);
+    let cfg = NetisrConfig {
+        policy: RssPolicy::new(RssKey::microsoft(), HashConfig::default(), &[first, CpuId(100_000)], None)
+            .unwrap()
+            .into(),
+        pin: true,
+        ..Default::default()
+    };
     // An endless source on worker 0: it must still stop when start fails.
     let frames = Arc::new(traffic(4, 4));
     let inputs: Vec<(usize, Box<dyn Source>)> = vec![(0, Box::new(MemSource::new(frames, u64::MAX)))];
@@ -463,7 +491,7 @@ fn a_cpu_that_cannot_be_used_fails_start_and_stops_the_started_workers() {
 /// 2 s were in it and in every rate derived from it).
 #[test]
 fn run_time_ends_with_the_last_workers_work() {
-    let cfg = NetisrConfig { workers: 2, ..Default::default() };
+    let cfg = NetisrConfig { policy: default_policy(2).into(), ..Default::default() };
     let srcs: Vec<(usize, Box<dyn Source>)> = (0..2)
         .map(|w| (w, Box::new(MemSource::new(Arc::new(traffic(10, 100)), 1000)) as Box<dyn Source>))
         .collect();

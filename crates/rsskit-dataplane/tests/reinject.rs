@@ -3,8 +3,8 @@
 //! packet, while the NIC hash (addresses only for fragments, outer header for
 //! tunnels) put its pieces elsewhere.
 
-use rsskit_core::HashConfig;
 use rsskit_core::RssPolicy;
+use rsskit_core::{HashConfig, RssKey};
 use rsskit_dataplane::craft::{eth, fragment_v4, fragment_v6, gre, ipv4, ipv6, udp, V4};
 use rsskit_dataplane::hash::PacketHasher;
 use rsskit_dataplane::io::{MemSource, Source};
@@ -32,7 +32,8 @@ impl Handler for Rec {
 fn cfg(workers: usize) -> NetisrConfig {
     // UDP 4-tuple hashing on: the reassembled datagram's hash differs from
     // its fragments' 2-tuple hash, so re-injection really moves it.
-    NetisrConfig { workers, batch: 8, hash_config: HashConfig::all(), ..Default::default() }
+    let policy = RssPolicy::with_workers(RssKey::microsoft(), HashConfig::all(), workers, None).unwrap();
+    NetisrConfig { policy: policy.into(), batch: 8, ..Default::default() }
 }
 
 fn payload(id: u32, len: usize) -> Vec<u8> {
@@ -44,7 +45,7 @@ fn payload(id: u32, len: usize) -> Vec<u8> {
 /// The worker that owns the whole (unfragmented, untunnelled) datagram,
 /// computed independently from the dispatcher.
 fn inner_owner(c: &NetisrConfig, rss: &RssPolicy, whole_frame: &[u8]) -> (usize, u32) {
-    let h = PacketHasher::new(&c.key, c.hash_config);
+    let h = PacketHasher::new(c.policy.key(), c.policy.hash_config());
     let p = parse_ethernet(whole_frame, &ParseConfig::default()).unwrap();
     assert!(p.inner.is_none() && !p.outer.is_fragment());
     let r = h.nic(&p);
@@ -52,7 +53,7 @@ fn inner_owner(c: &NetisrConfig, rss: &RssPolicy, whole_frame: &[u8]) -> (usize,
 }
 
 fn nic_owner(c: &NetisrConfig, rss: &RssPolicy, frame: &[u8]) -> usize {
-    let h = PacketHasher::new(&c.key, c.hash_config);
+    let h = PacketHasher::new(c.policy.key(), c.policy.hash_config());
     rss.worker_of_hash(h.nic(&parse_ethernet(frame, &ParseConfig::default()).unwrap()).hash).index()
 }
 
@@ -162,7 +163,7 @@ fn run_case(
         (0..workers).map(|_| Box::new(NullSink::default()) as Box<dyn Sink>).collect();
     let handlers = (0..workers).map(|_| Rec::default()).collect();
     let r = Netisr::start(c.clone(), srcs, sinks, handlers).unwrap().join().unwrap();
-    let rss = c.policy().unwrap();
+    let rss = c.policy.clone();
     // Per packet: handled exactly once, on the owner of its inner flow, with the full hash.
     let mut seen: HashMap<u32, usize> = HashMap::new();
     for h in &r.handlers {
@@ -185,7 +186,7 @@ fn reassembled_ipv4_goes_to_inner_flow_owner() {
     for workers in [2usize, 4] {
         let case = v4_fragments(60);
         let c = cfg(workers);
-        let rss = c.policy().unwrap();
+        let rss = c.policy.clone();
         // All fragments share one address pair: the NIC sends them all to one worker.
         let frag_w = nic_owner(&c, &rss, &case.frames[0]);
         assert!(case.frames.iter().all(|f| nic_owner(&c, &rss, f) == frag_w));
@@ -216,7 +217,7 @@ fn reassembled_ipv6_goes_to_inner_flow_owner() {
 fn decapsulated_goes_to_inner_flow_owner() {
     let case = tunnels(64, 20_000);
     let c = cfg(2);
-    let rss = c.policy().unwrap();
+    let rss = c.policy.clone();
     let outer_w = nic_owner(&c, &rss, &case.frames[0]);
     let (_, _, reports) = run_case(2, case, &[1]);
     assert_eq!(reports[outer_w].counters.decapsulated, 64);

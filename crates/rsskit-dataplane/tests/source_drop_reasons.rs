@@ -4,7 +4,7 @@
 
 use rsskit_dataplane::craft::udp4_frame;
 use rsskit_dataplane::io::{Recv, Source};
-use rsskit_dataplane::netisr::{FlowCounter, Netisr, NetisrConfig};
+use rsskit_dataplane::netisr::{default_policy, FlowCounter, Netisr, NetisrConfig};
 use rsskit_dataplane::output::NullSink;
 use std::net::Ipv4Addr;
 
@@ -35,7 +35,7 @@ fn drop_reasons_in_the_accounting() {
         .map(|i| udp4_frame(Ipv4Addr::from(0x0a00_0000 + i), 1000, Ipv4Addr::new(192, 0, 2, 1), 9, 64))
         .collect();
     for workers in [1, 2] {
-        let cfg = NetisrConfig { workers, ..Default::default() };
+        let cfg = NetisrConfig { policy: default_policy(workers).into(), ..Default::default() };
         let srcs: Vec<(usize, Box<dyn Source>)> = (0..workers)
             .map(|w| (w, Box::new(Lossy { frames: frames.clone(), i: 0 }) as Box<dyn Source>))
             .collect();

@@ -7,7 +7,7 @@
 use crate::steer::Steer;
 use crate::udp_echo::{EchoConfig, EchoError, EchoReport, EchoServer};
 use crate::udp_load::{self, LoadConfig, LoadReport, ServerTable, UdpLoadError};
-use rsskit_core::{CpuId, HashConfig, RssKey, RssPolicy};
+use rsskit_core::RssPolicy;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -16,9 +16,6 @@ use std::time::Duration;
 /// Why the demo did not run.
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {
-    /// An empty CPU list.
-    #[error("no CPUs to run workers on")]
-    NoCpus,
     /// `--streams 0`.
     #[error("--streams must be at least 1")]
     NoStreams,
@@ -48,8 +45,9 @@ pub type Result<T, E = DemoError> = std::result::Result<T, E>;
 pub struct DemoConfig {
     /// Server port on 127.0.0.1 (0: ephemeral).
     pub port: u16,
-    /// Worker CPUs (default: every online CPU).
-    pub cpus: Vec<usize>,
+    /// The one policy server and client share: its workers and their
+    /// CPUs, key, hash types and buckets.
+    pub policy: Arc<RssPolicy>,
     /// Streams (default: twice the workers).
     pub streams: usize,
     /// Load duration.
@@ -58,22 +56,18 @@ pub struct DemoConfig {
     pub size: usize,
     /// Outstanding datagrams per stream (closed loop, so nothing is lost to overload).
     pub window: u32,
-    /// UDP 4-tuple hashing (spread by port) instead of addresses only.
-    pub udp_4tuple: bool,
 }
 
 impl DemoConfig {
-    /// Defaults: every online CPU, two streams per worker, 3 s of 510-byte datagrams, window 32.
-    pub fn new() -> Self {
-        let cpus = rsskit_linux::cpulist::online();
+    /// Defaults for `policy`: two streams per worker, 3 s of 510-byte datagrams, window 32.
+    pub fn new(policy: Arc<RssPolicy>) -> Self {
         DemoConfig {
             port: 0,
-            streams: 2 * cpus.len(),
-            cpus,
+            streams: 2 * policy.workers(),
+            policy,
             duration: Duration::from_secs(3),
             size: 510,
             window: 32,
-            udp_4tuple: false,
         }
     }
 }
@@ -81,9 +75,6 @@ impl DemoConfig {
 impl DemoConfig {
     /// Refuses what the run would refuse, before anything starts.
     pub fn validate(&self) -> Result<()> {
-        if self.cpus.is_empty() {
-            return Err(DemoError::NoCpus);
-        }
         if self.streams == 0 {
             return Err(DemoError::NoStreams);
         }
@@ -91,12 +82,6 @@ impl DemoConfig {
             return Err(DemoError::Size(self.size));
         }
         Ok(())
-    }
-}
-
-impl Default for DemoConfig {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
@@ -126,14 +111,8 @@ pub struct DemoOutcome {
 /// Runs the server and the load; `on_second` sees each second's figures.
 pub fn run(cfg: &DemoConfig, stop: &AtomicBool, mut on_second: impl FnMut(&Second)) -> Result<DemoOutcome> {
     cfg.validate()?;
-    // The demo is its own application: it builds the one policy (Microsoft
-    // key, buckets round-robin over the workers) that server and client share.
-    let cpus: Vec<CpuId> = cfg.cpus.iter().map(|&c| CpuId(c as u32)).collect();
-    let hash = HashConfig::default().with_udp_4tuple(cfg.udp_4tuple);
-    let policy = RssPolicy::new(RssKey::microsoft(), hash, &cpus, None)
-        .map_err(|e| DemoError::Start(EchoError::Policy(e)))?;
     let mut ec =
-        EchoConfig::new(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), cfg.port), Arc::new(policy));
+        EchoConfig::new(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), cfg.port), cfg.policy.clone());
     ec.steer = Steer::Toeplitz;
     let server = EchoServer::start(ec).map_err(DemoError::Start)?;
     // The client assumes exactly the server's policy.

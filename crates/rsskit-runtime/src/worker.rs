@@ -5,6 +5,7 @@
 //! (written by the worker alone).
 
 use crate::stats::WorkerStats;
+use rsskit_core::{CpuId, WorkerId};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -24,12 +25,12 @@ pub enum WorkerError {
     },
     /// Pinning or the caller's setup failed on the worker's thread; the
     /// other workers were stopped and joined.
-    #[error("worker {index} (CPU {cpu}): {reason}")]
+    #[error("worker {} (CPU {}): {reason}", index.0, cpu.0)]
     Start {
-        /// The worker's index.
-        index: usize,
+        /// The worker.
+        index: WorkerId,
         /// The CPU it was to run on.
-        cpu: usize,
+        cpu: CpuId,
         /// The failure and its causes, `a: b` (it happened on another thread).
         reason: String,
     },
@@ -47,7 +48,9 @@ pub enum WorkerError {
 /// Shorthand for this module's results.
 pub type Result<T, E = WorkerError> = std::result::Result<T, E>;
 
-/// What a worker is told about itself.
+/// What a worker is told about itself: its index and CPU as the numbers
+/// its hot loop stamps into replies (the typed [`WorkerId`] and [`CpuId`]
+/// are [`WorkerCtx::worker`] and [`WorkerCtx::cpu_id`]).
 #[derive(Debug, Clone)]
 pub struct WorkerCtx {
     /// Worker index (0-based, also its socket index).
@@ -61,6 +64,16 @@ pub struct WorkerCtx {
 }
 
 impl WorkerCtx {
+    /// The worker.
+    pub fn worker(&self) -> WorkerId {
+        WorkerId(self.index as u32)
+    }
+
+    /// The CPU it is pinned to.
+    pub fn cpu_id(&self) -> CpuId {
+        CpuId(self.cpu as u32)
+    }
+
     /// Whether stop was requested.
     #[inline]
     pub fn stopping(&self) -> bool {
@@ -73,7 +86,7 @@ pub struct Workers<R> {
     /// `None`: the worker did not start (pinning or setup failed).
     handles: Vec<JoinHandle<Option<R>>>,
     stats: Vec<Arc<WorkerStats>>,
-    cpus: Vec<usize>,
+    cpus: Vec<CpuId>,
     stop: Arc<AtomicBool>,
 }
 
@@ -82,7 +95,7 @@ impl<R: Send + 'static> Workers<R> {
     /// state)` where `state` is the worker's entry of `states` (its socket,
     /// say). Returns once every worker is pinned; if any cannot be, stops
     /// the others and returns the error.
-    pub fn spawn<S, F>(cpus: &[usize], states: Vec<S>, stop: Arc<AtomicBool>, f: F) -> Result<Workers<R>>
+    pub fn spawn<S, F>(cpus: &[CpuId], states: Vec<S>, stop: Arc<AtomicBool>, f: F) -> Result<Workers<R>>
     where
         S: Send + 'static,
         F: Fn(WorkerCtx, S) -> R + Send + Sync + 'static,
@@ -96,7 +109,7 @@ impl<R: Send + 'static> Workers<R> {
     /// gets what it built. Returns once every worker is pinned and set up;
     /// if any fails, stops the others and returns the first error.
     pub fn spawn_with_setup<S, T, E, G, F>(
-        cpus: &[usize],
+        cpus: &[CpuId],
         states: Vec<S>,
         stop: Arc<AtomicBool>,
         setup: G,
@@ -115,7 +128,7 @@ impl<R: Send + 'static> Workers<R> {
     /// left wherever the scheduler puts them (`cpus` only names them), for
     /// tools that offer running unpinned (`http-load --no-pin`).
     pub fn spawn_maybe_pinned<S, T, E, G, F>(
-        cpus: &[usize],
+        cpus: &[CpuId],
         pin: bool,
         states: Vec<S>,
         stop: Arc<AtomicBool>,
@@ -135,12 +148,13 @@ impl<R: Send + 'static> Workers<R> {
         for (index, (&cpu, state)) in cpus.iter().zip(states).enumerate() {
             let stats = Arc::new(WorkerStats::new());
             w.stats.push(stats.clone());
-            let ctx = WorkerCtx { index, cpu, stop: w.stop.clone(), stats };
+            let ctx = WorkerCtx { index, cpu: cpu.as_usize(), stop: w.stop.clone(), stats };
             let (setup, run, ready) = (setup.clone(), run.clone(), ready_tx.clone());
             let h = std::thread::Builder::new()
-                .name(format!("rsskit-w{index}-cpu{cpu}"))
+                .name(format!("rsskit-w{index}-cpu{}", cpu.0))
                 .spawn(move || {
-                    let pinned = if pin { rsskit_linux::affinity::pin_current_thread(cpu) } else { Ok(()) };
+                    let pinned =
+                        if pin { rsskit_linux::affinity::pin_current_thread(cpu.as_usize()) } else { Ok(()) };
                     // Said as a string: the error need not be `Send`.
                     let built = match pinned {
                         Ok(()) => setup(&ctx, state).map_err(|e| crate::error_chain(&e)),
@@ -175,7 +189,11 @@ impl<R: Send + 'static> Workers<R> {
             match ready_rx.recv() {
                 Ok((_, Ok(()))) => {}
                 Ok((i, Err(e))) => {
-                    first_err.get_or_insert(WorkerError::Start { index: i, cpu: cpus[i], reason: e });
+                    first_err.get_or_insert(WorkerError::Start {
+                        index: WorkerId(i as u32),
+                        cpu: cpus[i],
+                        reason: e,
+                    });
                 }
                 Err(_) => {
                     first_err.get_or_insert(WorkerError::Died);
@@ -207,7 +225,7 @@ impl<R: Send + 'static> Workers<R> {
     }
 
     /// CPU of each worker.
-    pub fn cpus(&self) -> &[usize] {
+    pub fn cpus(&self) -> &[CpuId] {
         &self.cpus
     }
 
@@ -253,9 +271,13 @@ mod tests {
     use super::*;
     use crate::stats::Counters;
 
+    fn online() -> Vec<CpuId> {
+        rsskit_linux::cpulist::online().into_iter().map(|c| CpuId(c as u32)).collect()
+    }
+
     #[test]
     fn workers_are_pinned_count_and_stop() {
-        let cpus = rsskit_linux::cpulist::online();
+        let cpus = online();
         let stop = Arc::new(AtomicBool::new(false));
         let states: Vec<u64> = (0..cpus.len() as u64).map(|i| i * 10).collect();
         let w = Workers::spawn(&cpus, states, stop, |ctx, base| {
@@ -276,21 +298,21 @@ mod tests {
         for (i, (index, base, seen, cpu)) in res.into_iter().enumerate() {
             assert_eq!((index, base), (i, i as u64 * 10));
             assert_eq!(seen, Some(cpu), "worker ran on its CPU");
-            assert_eq!(cpu, cpus[i]);
+            assert_eq!(CpuId(cpu as u32), cpus[i]);
         }
     }
 
     #[test]
     fn unpinnable_cpu_is_an_error() {
         let stop = Arc::new(AtomicBool::new(false));
-        let r = Workers::spawn(&[0, 4000], vec![(), ()], stop, |ctx, ()| ctx.index);
+        let r = Workers::spawn(&[CpuId(0), CpuId(4000)], vec![(), ()], stop, |ctx, ()| ctx.index);
         let e = r.err().expect("CPU 4000 cannot be used").to_string();
         assert!(e.contains("worker 1"), "{e}");
     }
 
     #[test]
     fn setup_runs_pinned_and_its_failure_stops_everyone() {
-        let cpus = rsskit_linux::cpulist::online();
+        let cpus = online();
         let stop = Arc::new(AtomicBool::new(false));
         // Setup sees its CPU; what it builds (an Rc: not Send) reaches run.
         let w = Workers::spawn_with_setup(
@@ -333,7 +355,7 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         // CPU 4000 does not exist: fine when it only names the worker.
         let w = Workers::spawn_maybe_pinned(
-            &[4000, 4001],
+            &[CpuId(4000), CpuId(4001)],
             false,
             vec![(), ()],
             stop.clone(),

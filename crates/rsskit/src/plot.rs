@@ -108,7 +108,7 @@ pub fn http_load(path: &Path, r: &rsskit_runtime::http::load::LoadReport) -> Res
         .map(|(i, w)| {
             let totals: Vec<(f64, u64)> =
                 per.iter().map(|(t, v)| (*t, v.get(i).copied().unwrap_or(0))).collect();
-            Series { name: format!("worker {} (CPU {})", w.worker, w.cpu), points: per_second(&totals) }
+            Series { name: format!("worker {} (CPU {})", w.worker.0, w.cpu.0), points: per_second(&totals) }
         })
         .collect();
     let mut latency = rsskit_runtime::http::hist::Latency::new();

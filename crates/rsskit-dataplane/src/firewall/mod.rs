@@ -179,12 +179,10 @@ pub struct FlowOwners {
 }
 
 impl FlowOwners {
-    /// Steering over `workers` workers (at least one) with `key` and `config`.
-    pub fn new(key: &RssKey, config: HashConfig, workers: usize) -> Self {
-        // At least one worker and the default bits: always a valid policy.
-        let policy = RssPolicy::with_workers(key.clone(), config, workers.max(1), None)
-            .expect("one or more workers make a valid policy");
-        FlowOwners { hasher: PacketHasher::from_policy(policy) }
+    /// Steering by `policy`'s key, hash types and bucket table (each
+    /// worker keeps its own copy of the key's tables).
+    pub fn new(policy: &RssPolicy) -> Self {
+        FlowOwners { hasher: PacketHasher::from_policy(policy.clone()) }
     }
 
     /// The worker of a flow `src:sp -> dst:dp`.
@@ -206,16 +204,15 @@ impl FlowOwners {
 /// Firewall settings.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Worker threads, each with its own state table.
-    pub workers: usize,
+    /// Who owns a flow: one worker thread per policy worker, each with its
+    /// own state table; the key and hash types steer flows (and find a
+    /// redirected flow's worker). Use the symmetric key
+    /// ([`symmetric_policy`]) so both directions meet.
+    pub policy: Arc<RssPolicy>,
     /// Most states over all workers; 0 = unlimited.
     pub states_max: u64,
     /// State lifetimes per class.
     pub timeouts: Timeouts,
-    /// RSS key used to steer flows (and to find a redirected flow's worker).
-    pub key: RssKey,
-    /// Hash types used to steer flows.
-    pub hash: HashConfig,
     /// Use one global table behind a lock (the baseline).
     pub locked: bool,
     /// The addresses `me` matches.
@@ -229,11 +226,9 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            workers: 1,
+            policy: symmetric_policy(1),
             states_max: 0,
             timeouts: Timeouts::default(),
-            key: RssKey::symmetric(),
-            hash: HashConfig::default(),
             locked: false,
             me: Vec::new(),
             expire_budget: 1024,
@@ -241,6 +236,21 @@ impl Default for Config {
             parse: ParseConfig { decap_tunnels: false, ..ParseConfig::default() },
         }
     }
+}
+
+impl Config {
+    /// Worker threads: the policy's workers.
+    pub fn workers(&self) -> usize {
+        self.policy.workers()
+    }
+}
+
+/// `workers` workers (at least one) steered with the symmetric key and the
+/// default hash types: the firewall's default.
+pub fn symmetric_policy(workers: usize) -> Arc<RssPolicy> {
+    let policy = RssPolicy::with_workers(RssKey::symmetric(), HashConfig::default(), workers.max(1), None)
+        .expect("one or more workers and the default bits make a valid policy");
+    Arc::new(policy)
 }
 
 /// A packet's fate.
@@ -355,7 +365,7 @@ pub struct Snapshot {
 impl Firewall {
     /// A firewall with `rules`.
     pub fn new(config: Config, rules: Rules) -> Arc<Self> {
-        let workers = config.workers.max(1);
+        let workers = config.workers();
         let locked = config.locked.then(|| Arc::new(RwLock::new(Tables::new(config.timeouts))));
         Arc::new(Firewall {
             rules: RuleSetHandle::new(rules, config.me.clone(), workers),
@@ -363,7 +373,7 @@ impl Firewall {
             tracks: TrackRegistry::default(),
             stats: (0..workers).map(|_| Padded(SharedCounters::default())).collect(),
             locked,
-            config: Config { workers, ..config },
+            config,
         })
     }
 
@@ -382,7 +392,7 @@ impl Firewall {
                 id,
                 store,
                 loose: LooseCounter::default(),
-                steer: FlowOwners::new(&self.config.key, self.config.hash, self.config.workers),
+                steer: FlowOwners::new(&self.config.policy),
                 outbox: Vec::new(),
                 c: FirewallCounters::default(),
             },

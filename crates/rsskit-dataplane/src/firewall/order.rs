@@ -143,7 +143,7 @@ impl Classifier {
 /// worker (its FIFO is the file's order, a redirect's hops stay on it),
 /// not when no rule creates cross-worker state.
 pub fn needed(fw: &Firewall) -> bool {
-    fw.config.workers > 1 && !Classifier::new(fw).trivial()
+    fw.config.workers() > 1 && !Classifier::new(fw).trivial()
 }
 
 fn padded(n: usize) -> Box<[Padded<AtomicU64>]> {

@@ -98,9 +98,9 @@ pub fn run(
     status_every: Option<Duration>,
     mut status: impl FnMut(&Snapshot),
 ) -> RunTotals {
-    let n = fw.config.workers;
+    let n = fw.config.workers();
     let batch = batch.max(1);
-    let steer = FlowOwners::new(&fw.config.key, fw.config.hash, n);
+    let steer = FlowOwners::new(&fw.config.policy);
     let inflight = AtomicI64::new(0);
     let done = AtomicBool::new(false);
     let (txs, rxs): (Vec<_>, Vec<_>) = (0..n).map(|_| mpsc::channel::<Vec<Item>>()).unzip();

@@ -30,9 +30,9 @@ pub struct Cluster {
 impl Cluster {
     /// A firewall with `rules` and its workers.
     pub fn new(config: Config, rules: Rules) -> Self {
-        let steer = FlowOwners::new(&config.key, config.hash, config.workers);
+        let steer = FlowOwners::new(&config.policy);
         let fw = Firewall::new(config, rules);
-        let workers = (0..fw.config.workers).map(|i| fw.worker(i)).collect();
+        let workers = (0..fw.config.workers()).map(|i| fw.worker(i)).collect();
         Cluster { fw, workers, steer }
     }
 

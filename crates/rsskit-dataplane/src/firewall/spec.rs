@@ -15,10 +15,7 @@ use super::order::{self, Gate, Order, OrderStats, OrderedSource};
 use super::run::{self, direction, Input};
 use super::{Dir, Firewall, Snapshot};
 use crate::io::pcap::PcapSink;
-use crate::io::spec::{
-    afpacket_inputs, open_afpacket_input, open_afpacket_output, open_capture, open_outputs, open_xdp_inputs,
-    InSpec, OutSpec, Outputs, SpecError,
-};
+use crate::io::spec::{open_afpacket_output, open_outputs, InSpec, OpenIn, OutSpec, Outputs, SpecError};
 use crate::io::{Recv, Source};
 use crate::netisr::{Accounting, Netisr, NetisrConfig, FLAG_PORT_B};
 use crate::output::Sink;
@@ -131,6 +128,20 @@ impl FirewallSpec {
         }
     }
 
+    /// How either engine opens the input: a capture once, a bridge's
+    /// second interface as port B, no `gen`.
+    fn open_in(&self, workers: usize, stride: usize) -> OpenIn<'_> {
+        OpenIn {
+            workers,
+            stride,
+            loops: 1,
+            timing: false,
+            lenient: self.stop_at_bad_record,
+            port_b: self.bridge().map(|(_, o)| o),
+            gen: None,
+        }
+    }
+
     /// The firewall workers as netisr protocol handlers.
     fn run_netisr(
         &self,
@@ -139,7 +150,7 @@ impl FirewallSpec {
         status: Option<Status<'_>>,
         note: Note<'_>,
     ) -> Result<FirewallOutcome, SpecError> {
-        let n = fw.config.workers;
+        let n = fw.config.workers();
         let stride = NetisrConfig::default().stride;
         // Outputs first, so a bad name fails before the inputs open.
         let Outputs { sinks, capture, notes } =
@@ -162,10 +173,9 @@ impl FirewallSpec {
             })
             .collect();
         let ncfg = NetisrConfig {
-            workers: n,
+            // The firewall's own policy: dispatch and a redirect's owner agree.
+            policy: fw.config.policy.clone(),
             batch: self.batch.min(256),
-            key: fw.config.key.clone(),
-            hash_config: fw.config.hash,
             // The rules see the outer header (as with the own engine).
             decap: false,
             // A capture waits for the workers (nothing lost to a full queue;
@@ -174,36 +184,20 @@ impl FirewallSpec {
             backpressure: self.input.is_capture() || gate.is_some(),
             ..Default::default()
         };
-        let mut inputs: Vec<(usize, u8, Box<dyn Source>)> = Vec::new();
-        match &self.input {
-            InSpec::Pcap(p) => {
-                let src: Box<dyn Source> = Box::new(open_capture(p, 1, false, self.stop_at_bad_record)?);
-                let src = match &gate {
-                    Some(g) => Box::new(OrderedSource::new(src, fw, g.clone(), ncfg.parse)),
-                    None => src,
-                };
-                inputs.push((0, 0, src));
-            }
-            InSpec::AfPacket(i) => {
-                // A bridge also reads the other interface (its frames are
-                // `out`, marked as port B); one fanout group per interface.
-                let mut ports = vec![(i.as_str(), 0u8, 0u16)];
-                if let Some((_, o)) = self.bridge() {
-                    ports.push((o, FLAG_PORT_B, 0x8000));
-                }
-                for (ifname, flags, salt) in ports {
-                    let srcs = afpacket_inputs(ifname, n, salt)?;
-                    inputs.extend(srcs.into_iter().enumerate().map(|(w, s)| (w, flags, s)));
-                }
-            }
-            InSpec::Xdp(i, queues) => {
-                let (srcs, line) = open_xdp_inputs(i, queues.as_deref(), n, ncfg.stride)?;
-                note(&line);
-                inputs.extend(srcs.into_iter().map(|(w, s)| (w, 0u8, s)));
-            }
-            InSpec::Gen(_) => unreachable!("refused by run"),
+        // A bridge also reads the other interface (its frames are `out`,
+        // marked as port B).
+        let opened = self.input.open(&self.open_in(n, ncfg.stride))?;
+        let mut inputs = opened.sources;
+        if let (Some(g), true) = (&gate, self.input.is_capture()) {
+            // A capture replay keeps its causal order across workers.
+            inputs = inputs
+                .into_iter()
+                .map(|(w, f, s)| {
+                    (w, f, Box::new(OrderedSource::new(s, fw, g.clone(), ncfg.parse)) as Box<dyn Source>)
+                })
+                .collect();
         }
-        for line in &notes {
+        for line in opened.notes.iter().chain(&notes) {
             note(line);
         }
         let netisr = Netisr::start_ports(ncfg, inputs, sinks, handlers)?;
@@ -315,83 +309,87 @@ impl FirewallSpec {
         (drops, failure): (&AtomicU64, &Mutex<Option<String>>),
         (me, pc): (&[std::net::IpAddr], &crate::wire::ParseConfig),
     ) -> Result<run::RunTotals, SpecError> {
-        match &self.input {
-            InSpec::Pcap(p) => {
-                let mut src = open_capture(p, 1, false, self.stop_at_bad_record)?;
-                let inputs = std::iter::from_fn(move || loop {
-                    if interrupted.load(Ordering::Relaxed) {
+        // One worker reads everything here: one socket per interface, no fanout.
+        let opened = self.input.open(&self.open_in(1, NetisrConfig::default().stride))?;
+        if self.input.is_capture() {
+            let Some((_, _, mut src)) = opened.sources.into_iter().next() else {
+                return Err(SpecError::Unsupported("a capture input opened no source"));
+            };
+            let inputs = std::iter::from_fn(move || loop {
+                if interrupted.load(Ordering::Relaxed) {
+                    return None;
+                }
+                match src.recv() {
+                    Recv::Frame { data, ts_ns } => {
+                        let ts_ms =
+                            if ts_ns == 0 { start.elapsed().as_millis() as u64 } else { ts_ns / 1_000_000 };
+                        let dir = direction(data, me, pc);
+                        return Some(Input { frame: data.to_vec(), dir, ts_ms });
+                    }
+                    Recv::Idle => std::thread::sleep(Duration::from_micros(100)),
+                    Recv::Done => {
+                        drops.store(src.drops(), Ordering::Relaxed);
+                        if let Some(e) = src.failure() {
+                            *failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+                        }
                         return None;
                     }
-                    match src.recv() {
-                        Recv::Frame { data, ts_ns } => {
-                            let ts_ms = if ts_ns == 0 {
-                                start.elapsed().as_millis() as u64
-                            } else {
-                                ts_ns / 1_000_000
-                            };
-                            let dir = direction(data, me, pc);
-                            return Some(Input { frame: data.to_vec(), dir, ts_ms });
-                        }
-                        Recv::Idle => std::thread::sleep(Duration::from_micros(100)),
-                        Recv::Done => {
-                            drops.store(src.drops(), Ordering::Relaxed);
-                            if let Some(e) = src.failure() {
-                                *failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
-                            }
-                            return None;
-                        }
-                    }
-                });
-                Ok(run::run(fw, inputs, self.batch, None, self.order, |f, d| out.send(f, d), None, |_| {}))
-            }
-            InSpec::AfPacket(ifname) => {
-                let mut sources: Vec<(Box<dyn Source>, Dir)> =
-                    vec![(Box::new(open_afpacket_input(ifname, None)?), Dir::In)];
-                if let Some((_, other)) = self.bridge() {
-                    // Bridge: the other side's frames are 'out' and go back to the input interface.
-                    sources.push((Box::new(open_afpacket_input(other, None)?), Dir::Out));
-                    out.to_in = Some(Box::new(open_afpacket_output(ifname)?));
                 }
-                let deadline = self.duration.map(|d| start + d);
-                let mut turn = 0usize;
-                let inputs = std::iter::from_fn(move || {
-                    let mut idle = 0usize;
-                    loop {
-                        if interrupted.load(Ordering::Relaxed)
-                            || deadline.is_some_and(|d| Instant::now() >= d)
-                        {
-                            // The kernel's ring drops, for the accounting.
-                            drops.store(sources.iter().map(|(s, _)| s.drops()).sum(), Ordering::Relaxed);
-                            return None;
-                        }
-                        let k = sources.len();
-                        let (s, dir) = &mut sources[turn % k];
-                        let dir = *dir;
-                        turn = turn.wrapping_add(1);
-                        match s.recv() {
-                            Recv::Frame { data, .. } => {
-                                return Some(Input {
-                                    frame: data.to_vec(),
-                                    dir,
-                                    ts_ms: start.elapsed().as_millis() as u64,
-                                });
-                            }
-                            Recv::Idle | Recv::Done => {
-                                idle += 1;
-                                if idle >= k {
-                                    idle = 0;
-                                    std::thread::sleep(Duration::from_micros(200));
-                                }
-                            }
+            });
+            return Ok(run::run(
+                fw,
+                inputs,
+                self.batch,
+                None,
+                self.order,
+                |f, d| out.send(f, d),
+                None,
+                |_| {},
+            ));
+        }
+        // Live: a bridge's other side (port B) is `out` and goes back to the input interface.
+        let mut sources: Vec<(Box<dyn Source>, Dir)> = opened
+            .sources
+            .into_iter()
+            .map(|(_, flags, s)| (s, if flags & FLAG_PORT_B != 0 { Dir::Out } else { Dir::In }))
+            .collect();
+        if let (Some((input, _)), InSpec::AfPacket(_)) = (self.bridge(), &self.input) {
+            out.to_in = Some(Box::new(open_afpacket_output(input)?));
+        }
+        let deadline = self.duration.map(|d| start + d);
+        let mut turn = 0usize;
+        let inputs = std::iter::from_fn(move || {
+            let mut idle = 0usize;
+            loop {
+                if interrupted.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
+                    // The kernel's ring drops, for the accounting.
+                    drops.store(sources.iter().map(|(s, _)| s.drops()).sum(), Ordering::Relaxed);
+                    return None;
+                }
+                let k = sources.len();
+                let (s, dir) = &mut sources[turn % k];
+                let dir = *dir;
+                turn = turn.wrapping_add(1);
+                match s.recv() {
+                    Recv::Frame { data, .. } => {
+                        return Some(Input {
+                            frame: data.to_vec(),
+                            dir,
+                            ts_ms: start.elapsed().as_millis() as u64,
+                        });
+                    }
+                    Recv::Idle | Recv::Done => {
+                        idle += 1;
+                        if idle >= k {
+                            idle = 0;
+                            std::thread::sleep(Duration::from_micros(200));
                         }
                     }
-                });
-                // Live: small batches so a lone packet is not held back.
-                Ok(run::run(fw, inputs, 1, Some(start), Order::None, |f, d| out.send(f, d), None, |_| {}))
+                }
             }
-            InSpec::Xdp(..) => Err(SpecError::Unsupported(XDP_NEEDS_NETISR)),
-            InSpec::Gen(_) => unreachable!("refused by run"),
-        }
+        });
+        // Live: small batches so a lone packet is not held back.
+        Ok(run::run(fw, inputs, 1, Some(start), Order::None, |f, d| out.send(f, d), None, |_| {}))
     }
 }
 

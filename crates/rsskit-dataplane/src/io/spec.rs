@@ -3,8 +3,9 @@
 //!
 //! One enum each, shared by `pipeline` and `firewall` (a command refuses the
 //! variants it cannot use when it parses its arguments): a new kind of
-//! input or output is one variant here plus its arm in the `open_*`
-//! functions below.
+//! input or output is one variant here plus its arm in [`InSpec::open`]
+//! (what differs between the commands, a bridge's second port or `gen`, is
+//! an [`OpenIn`] field) or [`open_outputs`].
 
 use super::afpacket::{AfPacketSink, AfPacketSource, PacketError, RingConfig};
 use super::afxdp::{self, AfXdpError};
@@ -127,6 +128,69 @@ pub fn open_afpacket_output(ifname: &str) -> Result<AfPacketSink, SpecError> {
 pub fn afpacket_inputs(ifname: &str, count: usize, salt: u16) -> Result<Vec<Box<dyn Source>>, SpecError> {
     let fanout = (count > 1).then(|| (std::process::id() as u16 & 0x7fff) ^ salt);
     (0..count).map(|_| open_afpacket_input(ifname, fanout).map(|s| Box::new(s) as Box<dyn Source>)).collect()
+}
+
+/// How a command opens its input: what differs between the commands is
+/// said here, not in a match of their own.
+pub struct OpenIn<'a> {
+    /// Workers the sources are homed on: an AF_PACKET interface gets one
+    /// socket per worker (in one fanout group when there are several),
+    /// AF_XDP queues are spread over them.
+    pub workers: usize,
+    /// Buffer stride (the AF_XDP UMEM frame size follows it).
+    pub stride: usize,
+    /// Capture: passes over the file (at least one).
+    pub loops: u64,
+    /// Capture: replay at capture timing.
+    pub timing: bool,
+    /// Capture: a corrupt record ends the input quietly.
+    pub lenient: bool,
+    /// A bridge (AF_PACKET input): this interface is read too, its frames
+    /// flagged [`FLAG_PORT_B`], in a fanout group of its own.
+    pub port_b: Option<&'a str>,
+    /// `gen:SIZE`: worker `w`'s source of frames of SIZE bytes, `gen(SIZE,
+    /// w)` (`None`: the command takes no `gen`).
+    pub gen: Option<&'a dyn Fn(usize, usize) -> Box<dyn Source>>,
+}
+
+/// The opened input.
+pub struct Inputs {
+    /// `(home worker, flags, source)`, as [`crate::netisr::Netisr::start_ports`] takes them.
+    pub sources: Vec<(usize, u8, Box<dyn Source>)>,
+    /// How the input was set up, one line each for the user (AF_XDP).
+    pub notes: Vec<String>,
+}
+
+impl InSpec {
+    /// Opens the input as `o` says.
+    pub fn open(&self, o: &OpenIn<'_>) -> Result<Inputs, SpecError> {
+        let mut sources: Vec<(usize, u8, Box<dyn Source>)> = Vec::new();
+        let mut notes = Vec::new();
+        match self {
+            InSpec::Pcap(p) => sources.push((0, 0, Box::new(open_capture(p, o.loops, o.timing, o.lenient)?))),
+            InSpec::AfPacket(i) => {
+                // One fanout group per interface (the salt keeps them apart).
+                let ports = std::iter::once((i.as_str(), 0u8, 0u16))
+                    .chain(o.port_b.map(|b| (b, FLAG_PORT_B, 0x8000)));
+                for (ifname, flags, salt) in ports {
+                    let srcs = afpacket_inputs(ifname, o.workers, salt)?;
+                    sources.extend(srcs.into_iter().enumerate().map(|(w, s)| (w, flags, s)));
+                }
+            }
+            InSpec::Xdp(i, queues) => {
+                let (srcs, note) = open_xdp_inputs(i, queues.as_deref(), o.workers, o.stride)?;
+                notes.push(note);
+                sources.extend(srcs.into_iter().map(|(w, s)| (w, 0, s)));
+            }
+            InSpec::Gen(size) => {
+                let gen = o
+                    .gen
+                    .ok_or(SpecError::Unsupported("this command reads a capture or an interface, not gen"))?;
+                sources.extend((0..o.workers).map(|w| (w, 0, gen(*size, w))));
+            }
+        }
+        Ok(Inputs { sources, notes })
+    }
 }
 
 /// The opened output: one sink per worker, and the shared capture writer

@@ -1,17 +1,18 @@
-//! Dispatch configuration and its errors: [`NetisrConfig`] (workers, CPUs,
-//! batch and [`Prefetch`], rings, pools, the RSS key, hash types and
-//! bucket table) with its range checks and the RSS policy it implies, and
-//! [`NetisrError`], why dispatch could not start or ended in error. Kept
-//! apart so what the CLI builds and validates can be read without the
-//! worker and controller code.
+//! Dispatch configuration and its errors: [`NetisrConfig`] (the RSS policy
+//! the caller built: workers, their CPUs, key, hash types and bucket table;
+//! whether to pin, batch and [`Prefetch`], rings, pools) with its range
+//! checks, and [`NetisrError`], why dispatch could not start or ended in
+//! error. Kept apart so what the CLI builds and validates can be read
+//! without the worker and controller code.
 
 use crate::hash::PacketHasher;
 use crate::output::FlushPolicy;
 use crate::pool::DEFAULT_STRIDE;
 use crate::reass::ReassConfig;
 use crate::wire::ParseConfig;
-use rsskit_core::{HashConfig, RssKey, RssPolicy};
+use rsskit_core::{CpuId, HashConfig, RssKey, RssPolicy, WorkerId};
 use serde::Serialize;
+use std::sync::Arc;
 // Only named in the docs' links.
 #[cfg(doc)]
 use super::{Handler, Netisr};
@@ -19,40 +20,18 @@ use super::{Handler, Netisr};
 /// Why dispatch could not start or ended in error.
 #[derive(Debug, thiserror::Error)]
 pub enum NetisrError {
-    /// [`NetisrConfig::workers`] out of range.
+    /// The policy's worker count ([`NetisrConfig::workers`]) out of range.
     #[error("workers must be 1..=64, not {0}")]
     Workers(usize),
     /// [`NetisrConfig::batch`] out of range.
     #[error("batch must be 1..=256, not {0}")]
     Batch(usize),
-    /// [`NetisrConfig::cpus`] shorter than the worker count.
-    #[error("{workers} workers need {workers} CPUs, the CPU list has {cpus}")]
-    TooFewCpus {
-        /// Workers asked for.
-        workers: usize,
-        /// CPUs listed.
-        cpus: usize,
-    },
     /// [`NetisrConfig::stride`] too small for a frame's headers.
     #[error("buffer stride must be at least 128 bytes, not {0}")]
     Stride(usize),
     /// [`NetisrConfig::ring_capacity`] below 2.
     #[error("ring capacity must be at least 2")]
     RingCapacity,
-    /// [`NetisrConfig::bucket_workers`] is not a power of two up to 128 entries.
-    #[error("a table of {0} entries: buckets need a power of two up to 128")]
-    BucketTable(usize),
-    /// [`NetisrConfig::bucket_workers`] names a worker that does not exist.
-    #[error("the bucket table names worker {worker}, there are {workers}")]
-    BucketWorker {
-        /// The worker named.
-        worker: usize,
-        /// Workers configured.
-        workers: usize,
-    },
-    /// The RSS policy refused the key, hash types or bucket count.
-    #[error(transparent)]
-    Policy(#[from] rsskit_core::rss::RssError),
     /// [`Netisr::start`] needs exactly one sink and one handler per worker.
     #[error("need one sink and one handler per worker ({workers}), got {sinks} and {handlers}")]
     PerWorker {
@@ -150,10 +129,15 @@ impl std::str::FromStr for Prefetch {
 /// Dispatch configuration.
 #[derive(Debug, Clone)]
 pub struct NetisrConfig {
-    /// Workers (1..=64).
-    pub workers: usize,
-    /// Pin worker i to `cpus[i]` (no pinning when `None`).
-    pub cpus: Option<Vec<usize>>,
+    /// Who owns a frame: the key and hash types of the NIC-style hash, the
+    /// bucket -> worker table (a NIC's table, `--table nic:IF`, or
+    /// FreeBSD's round robin) and the workers (1..=64) with their CPUs. The
+    /// caller builds it once ([`RssPolicy::with_workers`] when the CPUs do
+    /// not matter); dispatch only reads it.
+    pub policy: Arc<RssPolicy>,
+    /// Pin worker `i` to the policy's CPU of worker `i`; unpinned, the
+    /// policy's CPUs only name the workers.
+    pub pin: bool,
     /// Batch size, 1..=256.
     pub batch: usize,
     /// What to prefetch in a batch.
@@ -164,16 +148,6 @@ pub struct NetisrConfig {
     pub pool_buffers: usize,
     /// Buffer stride (default 1920).
     pub stride: usize,
-    /// RSS key of the NIC-style hash.
-    pub key: RssKey,
-    /// Hash types of the NIC-style hash.
-    pub hash_config: HashConfig,
-    /// Bucket bits (default: FreeBSD's for the worker count).
-    pub bucket_bits: Option<u32>,
-    /// Bucket -> worker index, one bucket per entry (a NIC's indirection
-    /// table mapped through the workers' CPUs, `--table nic:IF`): a power
-    /// of two of entries, at most 128. Overrides `bucket_bits`.
-    pub bucket_workers: Option<Vec<usize>>,
     /// How frames are parsed.
     pub parse: ParseConfig,
     /// Reassembly limits; `None` turns reassembly off (fragments are handled as they are).
@@ -193,17 +167,13 @@ pub struct NetisrConfig {
 impl Default for NetisrConfig {
     fn default() -> Self {
         NetisrConfig {
-            workers: 1,
-            cpus: None,
+            policy: Arc::new(default_policy(1)),
+            pin: false,
             batch: 32,
             prefetch: Prefetch::None,
             ring_capacity: 1024,
             pool_buffers: 0,
             stride: DEFAULT_STRIDE,
-            key: RssKey::microsoft(),
-            hash_config: HashConfig::default(),
-            bucket_bits: None,
-            bucket_workers: None,
             parse: ParseConfig::default(),
             reass: Some(ReassConfig::default()),
             decap: true,
@@ -213,19 +183,35 @@ impl Default for NetisrConfig {
     }
 }
 
+/// `workers` unpinned workers with the Microsoft key and the default hash
+/// types (what a [`NetisrConfig`] dispatches with unless told otherwise).
+pub fn default_policy(workers: usize) -> RssPolicy {
+    RssPolicy::with_workers(RssKey::microsoft(), HashConfig::default(), workers.max(1), None)
+        .expect("one or more workers and the default bits make a valid policy")
+}
+
 impl NetisrConfig {
+    /// Workers: the policy's.
+    pub fn workers(&self) -> usize {
+        self.policy.workers()
+    }
+
+    /// The CPU worker `w` is pinned to (`None` unpinned).
+    pub fn pinned_cpu(&self, w: usize) -> Option<CpuId> {
+        if self.pin {
+            self.policy.cpu_of(WorkerId(w as u32))
+        } else {
+            None
+        }
+    }
+
     /// Checks the ranges.
     pub fn validate(&self) -> Result<()> {
-        if !(1..=64).contains(&self.workers) {
-            return Err(NetisrError::Workers(self.workers));
+        if !(1..=64).contains(&self.workers()) {
+            return Err(NetisrError::Workers(self.workers()));
         }
         if !(1..=256).contains(&self.batch) {
             return Err(NetisrError::Batch(self.batch));
-        }
-        if let Some(c) = &self.cpus {
-            if c.len() < self.workers {
-                return Err(NetisrError::TooFewCpus { workers: self.workers, cpus: c.len() });
-            }
         }
         if self.stride < 128 {
             return Err(NetisrError::Stride(self.stride));
@@ -236,30 +222,9 @@ impl NetisrConfig {
         Ok(())
     }
 
-    /// The RSS policy: this key and hash types, buckets round-robin over
-    /// workers `0..workers`, or `bucket_workers` (a NIC's table) one bucket
-    /// per entry (each worker's CPU is not part of the policy's answer
-    /// here: netisr workers are addressed by index).
-    pub fn policy(&self) -> Result<RssPolicy> {
-        if let Some(t) = &self.bucket_workers {
-            if !t.len().is_power_of_two() || t.len() > 1 << rsskit_core::rss::MAX_BITS {
-                return Err(NetisrError::BucketTable(t.len()));
-            }
-            if let Some(w) = t.iter().find(|&&w| w >= self.workers) {
-                return Err(NetisrError::BucketWorker { worker: *w, workers: self.workers });
-            }
-            let bits = Some(t.len().trailing_zeros());
-            let mut p = RssPolicy::with_workers(self.key.clone(), self.hash_config, self.workers, bits)?;
-            for (b, &w) in t.iter().enumerate() {
-                p.assign(b as u32, rsskit_core::WorkerId(w as u32))?;
-            }
-            return Ok(p);
-        }
-        Ok(RssPolicy::with_workers(self.key.clone(), self.hash_config, self.workers, self.bucket_bits)?)
-    }
-
-    /// The frame hasher of [`NetisrConfig::policy`] (owners included).
-    pub fn hasher(&self) -> Result<PacketHasher> {
-        Ok(PacketHasher::from_policy(self.policy()?))
+    /// The frame hasher of the policy (owners included); each worker keeps
+    /// its own copy of the key's tables.
+    pub fn hasher(&self) -> PacketHasher {
+        PacketHasher::from_policy(RssPolicy::clone(&self.policy))
     }
 }

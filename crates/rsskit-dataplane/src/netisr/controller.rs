@@ -11,6 +11,7 @@ use super::ring::{self, RingMonitor};
 use super::{worker, Handler, Mbuf, Msg, NetisrConfig, NetisrError, RunReport, WorkerCounters, WorkerReport};
 use crate::io::Source;
 use crate::output::Sink;
+use rsskit_core::CpuId;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -56,7 +57,7 @@ pub struct Netisr<H: Handler> {
     /// Message rings (drained before the run counts as done).
     msg_monitors: Vec<RingMonitor<Msg>>,
     threads: Vec<JoinHandle<Result<(H, WorkerCounters)>>>,
-    cpus: Vec<Option<usize>>,
+    cpus: Vec<Option<CpuId>>,
     started: Instant,
 }
 
@@ -83,14 +84,14 @@ impl<H: Handler> Netisr<H> {
         handlers: Vec<H>,
     ) -> Result<Self> {
         cfg.validate()?;
-        let n = cfg.workers;
+        let n = cfg.workers();
         if sinks.len() != n || handlers.len() != n {
             return Err(NetisrError::PerWorker { workers: n, sinks: sinks.len(), handlers: handlers.len() });
         }
         if let Some((w, _, _)) = inputs.iter().find(|(w, _, _)| *w >= n) {
             return Err(NetisrError::InputHome { worker: *w, workers: n });
         }
-        let hasher = cfg.hasher()?;
+        let hasher = cfg.hasher();
         let ctl = Arc::new(RunState {
             inputs_active: AtomicUsize::new(inputs.len()),
             stop_inputs: AtomicBool::new(false),
@@ -119,10 +120,14 @@ impl<H: Handler> Netisr<H> {
         // (elapsed 0, rates infinite).
         let started = Instant::now();
         for w in parts.workers {
-            let cpu = cfg.cpus.as_ref().map(|c| c[w.id()]);
+            let cpu = cfg.pinned_cpu(w.id());
             cpus.push(cpu);
             let id = w.id();
-            match rsskit_linux::affinity::spawn_pinned(format!("netisr{id}"), cpu, move || w.run()) {
+            match rsskit_linux::affinity::spawn_pinned(
+                format!("netisr{id}"),
+                cpu.map(CpuId::as_usize),
+                move || w.run(),
+            ) {
                 Ok(t) => threads.push(t),
                 Err(e) => {
                     // Stop the workers already running (they drain and exit).

@@ -72,7 +72,7 @@ pub mod ring;
 mod worker;
 
 pub use crate::pool::{mbuf_flags, Mbuf};
-pub use config::{NetisrConfig, NetisrError, Prefetch};
+pub use config::{default_policy, NetisrConfig, NetisrError, Prefetch};
 pub use controller::Netisr;
 pub(crate) use controller::RunState;
 pub use handler::{prefetch, Delivery, Disposition, FlowCounter, Handler, Msg, PacketCtx, FLAG_PORT_B};

@@ -149,7 +149,7 @@ pub struct WorkerReport {
     /// Worker index.
     pub worker: usize,
     /// The CPU it is pinned to.
-    pub cpu: Option<usize>,
+    pub cpu: Option<rsskit_core::CpuId>,
     /// Its counters.
     pub counters: WorkerCounters,
     /// Packets queued to this worker (by other workers' inputs and re-injection).

@@ -249,9 +249,8 @@ impl Server {
         let states: Vec<_> = ls.sockets.into_iter().zip(shared.iter().cloned()).collect();
         let file_cache_ns = cfg.file_cache.as_nanos().min(u128::from(u64::MAX)) as u64;
         let cfg = Arc::new(cfg);
-        let pin: Vec<usize> = cpus.iter().map(|c| c.0 as usize).collect();
         let workers = Workers::spawn_with_setup(
-            &pin,
+            &cpus,
             states,
             stop,
             move |_, (listener, counters)| {

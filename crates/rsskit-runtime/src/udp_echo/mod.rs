@@ -37,11 +37,11 @@ pub struct WorkerInfo {
     /// The worker's index (also its socket's index in the group).
     pub worker: usize,
     /// The CPU it is pinned to.
-    pub cpu: usize,
+    pub cpu: CpuId,
     /// The buckets it owns.
     pub buckets: Vec<u32>,
     /// CPUs (without a worker of their own) whose datagrams this worker also reads (`cpu` mode).
-    pub extra_cpus: Vec<usize>,
+    pub extra_cpus: Vec<CpuId>,
 }
 
 /// Everything a worker needs, cloned into it.
@@ -170,7 +170,7 @@ impl EchoServer {
         let mut info: Vec<WorkerInfo> = (0..n)
             .map(|w| WorkerInfo {
                 worker: w,
-                cpu: cpus[w].0 as usize,
+                cpu: cpus[w],
                 buckets: policy.buckets_of(WorkerId(w as u32)),
                 extra_cpus: Vec::new(),
             })
@@ -204,7 +204,7 @@ impl EchoServer {
         for (j, (cpu, sock)) in st.extra.into_iter().enumerate() {
             let kernel_cpu = u16::try_from(cpu).unwrap_or(CPU_UNKNOWN);
             per_worker[j % n].push(RxSocket { sock, kernel_cpu });
-            info[j % n].extra_cpus.push(cpu);
+            info[j % n].extra_cpus.push(CpuId(cpu as u32));
         }
         let plan = Plan {
             local: st.local,
@@ -220,9 +220,8 @@ impl EchoServer {
             gro: offload.gro,
             owners: live.as_ref().map(|l| l.owners()),
         };
-        let pin: Vec<usize> = cpus.iter().map(|c| c.as_usize()).collect();
         let workers =
-            Workers::spawn(&pin, per_worker, stop, move |ctx, socks| run_worker(&ctx, plan.clone(), socks))?;
+            Workers::spawn(&cpus, per_worker, stop, move |ctx, socks| run_worker(&ctx, plan.clone(), socks))?;
         Ok(EchoServer {
             workers,
             info,
@@ -489,7 +488,7 @@ mod tests {
                 assert_eq!(st.hash, h);
                 assert_eq!(st.bucket as u32, srv.policy().bucket(h));
                 let owner = srv.workers().iter().find(|w| w.buckets.contains(&(st.bucket as u32))).unwrap();
-                assert_eq!(st.cpu as usize, srv.workers()[st.worker as usize].cpu);
+                assert_eq!(u32::from(st.cpu), srv.workers()[st.worker as usize].cpu.0);
                 if steer == Steer::Toeplitz {
                     assert_eq!(st.worker as usize, owner.worker, "served by the bucket's owner");
                     assert!(!st.misdirected());
@@ -553,7 +552,7 @@ mod tests {
                     assert!(buf[40..n].iter().all(|&x| x == 0x5a), "padding echoed as is");
                     assert_eq!((st.hash, st.bucket as u32), (h, bucket));
                     assert_eq!(st.worker as usize, owner, "served by the bucket's owner");
-                    assert_eq!(st.cpu as usize, srv.workers()[owner].cpu);
+                    assert_eq!(u32::from(st.cpu), srv.workers()[owner].cpu.0);
                     assert!(!st.misdirected());
                     assert!(seen.insert(p.seq), "seq {} echoed twice", p.seq);
                 }
@@ -651,7 +650,10 @@ mod tests {
         let mut cfg = config_on("127.0.0.1:0", &online[..1]);
         cfg.steer = Steer::Cpu;
         let srv = EchoServer::start(cfg).unwrap();
-        assert_eq!(srv.workers()[0].extra_cpus, online[1..].to_vec());
+        assert_eq!(
+            srv.workers()[0].extra_cpus,
+            online[1..].iter().map(|&c| CpuId(c as u32)).collect::<Vec<_>>()
+        );
         let at = srv.local_addr();
         let mut seen = Vec::new();
         for &cpu in &online[..2] {

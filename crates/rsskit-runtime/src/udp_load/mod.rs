@@ -293,7 +293,7 @@ fn group_streams(cfg: &LoadConfig, streams: Vec<Stream>) -> Result<Vec<(Vec<Stre
     if cfg.pin_owner {
         let mut by_cpu: BTreeMap<usize, Vec<Stream>> = BTreeMap::new();
         for s in streams {
-            let cpu = cfg.table.owner_cpu(s.bucket).ok_or(UdpLoadError::NoOwner(s.bucket))?;
+            let cpu = cfg.table.owner_cpu(s.bucket).ok_or(UdpLoadError::NoOwner(s.bucket))?.as_usize();
             by_cpu.entry(cpu).or_default().push(s);
         }
         let online = rsskit_linux::cpulist::online();
@@ -612,10 +612,10 @@ mod tests {
                 let is_late = late_every > 0 && n_in.is_multiple_of(late_every);
                 let h = t.hash(from, addr);
                 let b = t.policy().bucket(h);
-                let w = if Some(from.ip()) == liar { 7 } else { t.owner(b).unwrap() as u16 };
+                let w = if Some(from.ip()) == liar { 7 } else { t.owner(b).unwrap().0 as u16 };
                 let stamp = proto::ServerStamp {
                     worker: w,
-                    cpu: t.cpus().get(w as usize).copied().unwrap_or(99) as u16,
+                    cpu: t.cpus().get(w as usize).map_or(99, |c| c.0 as u16),
                     bucket: b as u16,
                     kernel_cpu: proto::CPU_UNKNOWN,
                     hash: h,
@@ -650,7 +650,7 @@ mod tests {
         assert_eq!(r.lost, 80, "the server dropped every 10th datagram");
         for s in &r.streams {
             assert!(s.matched, "stream {} served by {:?}", s.stream, s.served_by_workers);
-            assert_eq!(s.served_by_workers, vec![s.owner_worker.unwrap() as u16]);
+            assert_eq!(s.served_by_workers, vec![s.owner_worker.unwrap().0 as u16]);
             assert_eq!(s.server_buckets, vec![s.bucket as u16]);
         }
         assert!(r.rtt_us.p50 > 0.0 && r.rtt_us.max >= r.rtt_us.p99);

@@ -4,6 +4,7 @@
 use super::sources::ServerTable;
 use super::stream::StreamTracker;
 use hdrhistogram::Histogram;
+use rsskit_core::{CpuId, WorkerId};
 use std::net::SocketAddr;
 
 /// Per-stream results.
@@ -18,9 +19,9 @@ pub struct StreamReport {
     /// Its bucket.
     pub bucket: u32,
     /// The worker owning `bucket` in the assumed server table.
-    pub owner_worker: Option<usize>,
+    pub owner_worker: Option<WorkerId>,
     /// The CPU of that worker.
-    pub owner_cpu: Option<usize>,
+    pub owner_cpu: Option<CpuId>,
     /// Workers that served it (from the echo stamps).
     pub served_by_workers: Vec<u16>,
     /// Their CPUs.
@@ -142,7 +143,7 @@ pub struct StreamInfo {
     /// Its bucket.
     pub bucket: u32,
     /// The server worker owning it, if any.
-    pub owner: Option<usize>,
+    pub owner: Option<WorkerId>,
 }
 
 impl StreamReport {
@@ -252,8 +253,8 @@ mod tests {
             for _ in 0..4 {
                 tr.on_sent(0);
             }
-            let w = info.owner.unwrap() as u16;
-            let cpu = t.owner_cpu(info.bucket).unwrap() as u16;
+            let w = info.owner.unwrap().0 as u16;
+            let cpu = t.owner_cpu(info.bucket).unwrap().0 as u16;
             let good = proto::ServerStamp {
                 worker: w,
                 cpu,
@@ -269,7 +270,7 @@ mod tests {
                 // Served once by the other worker, which says it does not own the bucket.
                 let bad = proto::ServerStamp {
                     worker: 1 - w,
-                    cpu: t.cpus()[1 - w as usize] as u16,
+                    cpu: t.cpus()[1 - w as usize].0 as u16,
                     flags: proto::FLAG_MISDIRECTED,
                     ..good
                 };
@@ -306,10 +307,10 @@ mod tests {
         let hash = t.hash(src, dst);
         let bucket = t.policy().bucket(hash);
         let info = StreamInfo { id: 0, src, hash, bucket, owner: t.owner(bucket) };
-        let w = info.owner.unwrap() as u16;
+        let w = info.owner.unwrap().0 as u16;
         let at = |worker: u16| proto::ServerStamp {
             worker,
-            cpu: t.cpus()[worker as usize] as u16,
+            cpu: t.cpus()[worker as usize].0 as u16,
             bucket: bucket as u16,
             kernel_cpu: proto::CPU_UNKNOWN,
             hash,

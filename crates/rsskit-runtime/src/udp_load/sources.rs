@@ -43,19 +43,19 @@ impl ServerTable {
         self.policy.hash_tuple_as(&t, self.hash_type(dst.is_ipv6()))
     }
 
-    /// The worker index owning `bucket`.
-    pub fn owner(&self, bucket: u32) -> Option<usize> {
-        (bucket < self.policy.buckets()).then(|| self.policy.worker_of_bucket(bucket).index())
+    /// The worker owning `bucket`.
+    pub fn owner(&self, bucket: u32) -> Option<WorkerId> {
+        (bucket < self.policy.buckets()).then(|| self.policy.worker_of_bucket(bucket))
     }
 
     /// The CPU of the worker owning `bucket`.
-    pub fn owner_cpu(&self, bucket: u32) -> Option<usize> {
-        self.policy.cpu_of(WorkerId(self.owner(bucket)? as u32)).map(CpuId::as_usize)
+    pub fn owner_cpu(&self, bucket: u32) -> Option<CpuId> {
+        self.policy.cpu_of(self.owner(bucket)?)
     }
 
     /// Worker CPUs in worker order.
-    pub fn cpus(&self) -> Vec<usize> {
-        self.policy.worker_cpus().iter().map(|c| c.as_usize()).collect()
+    pub fn cpus(&self) -> Vec<CpuId> {
+        self.policy.worker_cpus().to_vec()
     }
 
     /// One line saying which hash configuration is in force.
@@ -69,7 +69,7 @@ impl ServerTable {
         format!(
             "hash {ht} ({how}); {} buckets over server CPUs {}",
             self.policy.buckets(),
-            rsskit_linux::cpulist::format(&self.cpus())
+            rsskit_linux::cpulist::format(&self.cpus().iter().map(|c| c.as_usize()).collect::<Vec<_>>())
         )
     }
 }
@@ -116,7 +116,7 @@ pub struct Stream<S = Socket> {
     /// Its bucket.
     pub bucket: u32,
     /// The server worker owning the bucket, if any.
-    pub owner: Option<usize>,
+    pub owner: Option<WorkerId>,
     pub(super) socket: S,
 }
 

@@ -4,6 +4,7 @@
 //! Every method takes the time it happens at (`now_ns`, CLOCK_MONOTONIC).
 
 use crate::proto;
+use rsskit_core::{CpuId, WorkerId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
@@ -223,11 +224,11 @@ impl StreamTracker {
     /// Served as it should be: echoed, and every echo by the worker owning
     /// `bucket` (`owner`, on `owner_cpu`), which computed that same bucket
     /// and did not flag it misdirected.
-    pub fn served_by_owner(&self, owner: Option<usize>, owner_cpu: Option<usize>, bucket: u32) -> bool {
+    pub fn served_by_owner(&self, owner: Option<WorkerId>, owner_cpu: Option<CpuId>, bucket: u32) -> bool {
         self.echoed > 0
             && owner.is_some()
-            && self.workers.keys().all(|&w| Some(w as usize) == owner)
-            && self.cpus.iter().all(|&c| Some(c as usize) == owner_cpu)
+            && self.workers.keys().all(|&w| Some(WorkerId(w.into())) == owner)
+            && self.cpus.iter().all(|&c| Some(CpuId(c.into())) == owner_cpu)
             && self.buckets.iter().all(|&b| u32::from(b) == bucket)
             && self.flagged == 0
     }
@@ -238,10 +239,10 @@ impl StreamTracker {
     /// misdirected (each serving worker owned the bucket in the server's
     /// table at the time). A server whose fixed table differs from ours
     /// never qualifies: its streams do not change workers.
-    pub fn moved_by_server(&self, owner: Option<usize>, bucket: u32) -> bool {
+    pub fn moved_by_server(&self, owner: Option<WorkerId>, bucket: u32) -> bool {
         self.echoed > 0
             && owner.is_some()
-            && self.first.map(|f| usize::from(f.1)) == owner
+            && self.first.map(|f| WorkerId(f.1.into())) == owner
             && self.workers.len() > 1
             && self.buckets.iter().all(|&b| u32::from(b) == bucket)
             && self.flagged == 0
@@ -404,14 +405,14 @@ mod tests {
         for q in 0..2 {
             t.on_datagram(&echo(3, q, 0, &stamp(1, 3, 5)), false, 1);
         }
-        assert!(t.served_by_owner(Some(1), Some(3), 5));
-        assert!(!t.served_by_owner(Some(0), Some(3), 5), "other owner");
-        assert!(!t.served_by_owner(Some(1), Some(2), 5), "owner on another CPU");
-        assert!(!t.served_by_owner(Some(1), Some(3), 6), "server computed another bucket");
+        assert!(t.served_by_owner(Some(WorkerId(1)), Some(CpuId(3)), 5));
+        assert!(!t.served_by_owner(Some(WorkerId(0)), Some(CpuId(3)), 5), "other owner");
+        assert!(!t.served_by_owner(Some(WorkerId(1)), Some(CpuId(2)), 5), "owner on another CPU");
+        assert!(!t.served_by_owner(Some(WorkerId(1)), Some(CpuId(3)), 6), "server computed another bucket");
         assert!(!t.served_by_owner(None, None, 5), "no owner");
         // One echo from worker 0: no longer only the owner.
         t.on_datagram(&echo(3, 2, 0, &stamp(0, 2, 5)), false, 1);
-        assert!(!t.served_by_owner(Some(1), Some(3), 5));
+        assert!(!t.served_by_owner(Some(WorkerId(1)), Some(CpuId(3)), 5));
         assert_eq!(t.workers.keys().copied().collect::<Vec<_>>(), vec![0, 1]);
         // Flagged by the server.
         let mut u = sent(1);
@@ -420,8 +421,8 @@ mod tests {
         s.kernel_cpu = 0;
         u.on_datagram(&echo(3, 0, 0, &s), false, 1);
         assert_eq!((u.flagged, u.kcpu_mismatch), (1, 1));
-        assert!(!u.served_by_owner(Some(1), Some(3), 5));
-        assert!(!sent(1).served_by_owner(Some(1), Some(3), 5), "never echoed");
+        assert!(!u.served_by_owner(Some(WorkerId(1)), Some(CpuId(3)), 5));
+        assert!(!sent(1).served_by_owner(Some(WorkerId(1)), Some(CpuId(3)), 5), "never echoed");
     }
 
     #[test]

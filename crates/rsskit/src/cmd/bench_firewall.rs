@@ -24,12 +24,11 @@
 
 use super::common::{int_in, median, print_json, SplitMix};
 use anyhow::{bail, Result};
-use rsskit_core::RssKey;
 use rsskit_dataplane::craft;
 use rsskit_dataplane::firewall::netisr_handler::FwHandler;
 use rsskit_dataplane::firewall::order::{self, Gate, Order, OrderedSource};
 use rsskit_dataplane::firewall::run::{self, replay_partitioned, Input};
-use rsskit_dataplane::firewall::{parse, Config, Dir, Firewall, FlowOwners};
+use rsskit_dataplane::firewall::{parse, symmetric_policy, Config, Dir, Firewall, FlowOwners};
 use rsskit_dataplane::io::{Recv, Source};
 use rsskit_dataplane::netisr::{Netisr, NetisrConfig};
 use rsskit_dataplane::output::{NullSink, Sink};
@@ -114,7 +113,7 @@ fn replay_once(
     batch: usize,
 ) -> Result<(Duration, u64, u64, u64)> {
     let me = vec![IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1))];
-    let cfg = Config { workers, me, states_max: 0, ..Config::default() };
+    let cfg = Config { policy: symmetric_policy(workers), me, states_max: 0, ..Config::default() };
     let fw = Firewall::new(cfg, parse(rules)?);
     if engine == "own" {
         let inputs = frames.iter().enumerate().map(|(i, f)| Input {
@@ -128,10 +127,8 @@ fn replay_once(
     }
     let gate = (order == Order::Causal && order::needed(&fw)).then(|| Gate::new(workers));
     let ncfg = NetisrConfig {
-        workers,
+        policy: fw.config.policy.clone(),
         batch: batch.min(256),
-        key: fw.config.key.clone(),
-        hash_config: fw.config.hash,
         decap: false,
         backpressure: true,
         ..Default::default()
@@ -258,7 +255,8 @@ pub fn run(a: Args) -> Result<()> {
     let me = vec![IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1))];
     let mut rows = Vec::new();
     for &n in &a.workers {
-        let steer = FlowOwners::new(&RssKey::symmetric(), Default::default(), n);
+        let policy = symmetric_policy(n);
+        let steer = FlowOwners::new(&policy);
         let pc = Config::default().parse;
         let mut owned: Vec<Vec<usize>> = vec![Vec::new(); n];
         for (i, f) in frames.iter().enumerate() {
@@ -277,7 +275,13 @@ pub fn run(a: Args) -> Result<()> {
             let mut drops = 0;
             // Interleave nothing else: one configuration's runs back to back.
             for _ in 0..a.runs {
-                let cfg = Config { workers: n, locked, me: me.clone(), states_max: 0, ..Config::default() };
+                let cfg = Config {
+                    policy: policy.clone(),
+                    locked,
+                    me: me.clone(),
+                    states_max: 0,
+                    ..Config::default()
+                };
                 let fw = Firewall::new(cfg, parse(RULES)?);
                 let r = replay_partitioned(&fw, &per, a.rounds as usize, a.batch, 1);
                 let (elapsed, processed) = (r.elapsed, r.frames);

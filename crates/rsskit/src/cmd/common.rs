@@ -116,20 +116,13 @@ pub fn key_nic_arg(s: &str) -> Result<KeyArg, String> {
 }
 
 impl BucketCpus {
-    /// Entry -> worker index, worker `i` pinned to `cpus[i]`.
-    pub fn workers(&self, cpus: Option<&[usize]>) -> Result<Vec<usize>> {
+    /// The policy whose buckets follow this table: worker `i` on `cpus[i]`
+    /// owns the entries that go to its CPU.
+    pub fn policy(&self, key: RssKey, hash: HashConfig, cpus: Option<&[CpuId]>) -> Result<RssPolicy> {
         let Some(cpus) = cpus else {
             bail!("--table nic:IF needs --cpus: the workers must be pinned to the queues' CPUs")
         };
-        self.0
-            .iter()
-            .enumerate()
-            .map(|(b, &c)| {
-                cpus.iter().position(|&x| x == c.as_usize()).ok_or_else(|| {
-                    anyhow!("table entry {b} goes to CPU {}, where no worker runs (add it to --cpus)", c.0)
-                })
-            })
-            .collect()
+        Ok(RssPolicy::from_table(key, hash, cpus, &self.0)?)
     }
 }
 

@@ -4,8 +4,10 @@
 
 use super::common::{cpu_list_arg, float_in, int_in, print_json, stop_on_signals};
 use anyhow::{anyhow, bail, Result};
+use rsskit_core::{CpuId, HashConfig, RssKey, RssPolicy};
 use rsskit_runtime::demo::{self, DemoConfig};
 use rsskit_runtime::udp_load;
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
@@ -38,11 +40,17 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let mut cfg = DemoConfig::new();
-    if let Some(c) = &a.cpus {
-        cfg.cpus = rsskit_linux::cpulist::parse_online(c).map_err(|e| anyhow!("--cpus: {e}"))?;
-        cfg.streams = 2 * cfg.cpus.len();
-    }
+    let cpus = match &a.cpus {
+        Some(c) => rsskit_linux::cpulist::parse_online(c).map_err(|e| anyhow!("--cpus: {e}"))?,
+        None => rsskit_linux::cpulist::online(),
+    };
+    // The demo's one policy, shared by server and client: the Microsoft
+    // key, buckets round-robin over one worker per CPU.
+    let worker_cpus: Vec<CpuId> = cpus.iter().map(|&c| CpuId(c as u32)).collect();
+    let hash = HashConfig::default().with_udp_4tuple(a.udp_4tuple);
+    let policy =
+        RssPolicy::new(RssKey::microsoft(), hash, &worker_cpus, None).map_err(|e| anyhow!("--cpus: {e}"))?;
+    let mut cfg = DemoConfig::new(Arc::new(policy));
     if let Some(s) = a.streams {
         cfg.streams = s;
     }
@@ -52,13 +60,12 @@ pub fn run(a: Args) -> Result<()> {
     cfg.duration = Duration::from_secs_f64(a.duration);
     cfg.port = a.port;
     cfg.size = a.size;
-    cfg.udp_4tuple = a.udp_4tuple;
     cfg.validate()?;
     let stop = stop_on_signals()?;
-    let n = cfg.cpus.len();
+    let n = cpus.len();
     eprintln!(
         "demo: echo server on 127.0.0.1, {n} workers pinned to CPUs {}, toeplitz steering; {} streams for {:.1}s",
-        rsskit_linux::cpulist::format(&cfg.cpus),
+        rsskit_linux::cpulist::format(&cpus),
         cfg.streams,
         a.duration
     );
@@ -97,7 +104,7 @@ fn print(out: &demo::DemoOutcome) {
             / secs;
         println!(
             "  worker {} on CPU {}  buckets {:?}  {:>9.0} pps  received {}  sent {}  misdirected {}",
-            info.worker, info.cpu, info.buckets, avg, c.received, c.sent, c.misdirected
+            info.worker, info.cpu.0, info.buckets, avg, c.received, c.sent, c.misdirected
         );
     }
     println!();
@@ -107,7 +114,7 @@ fn print(out: &demo::DemoOutcome) {
     );
     for s in &out.load.streams {
         let owner = match (s.owner_worker, s.owner_cpu) {
-            (Some(w), Some(c)) => format!("w{w}/cpu{c}"),
+            (Some(w), Some(c)) => format!("w{}/cpu{}", w.0, c.0),
             _ => "-".into(),
         };
         let served: Vec<String> = s

@@ -34,11 +34,12 @@
 use super::common::{int_in, key_arg, print_json, seconds_arg, stop_on_signals};
 use super::io_args::{self, input_errors, InSpec, OutSpec};
 use anyhow::{bail, Context, Result};
-use rsskit_core::RssKey;
+use rsskit_core::{HashConfig, RssKey, RssPolicy};
 use rsskit_dataplane::firewall::order::Order;
 use rsskit_dataplane::firewall::{self, Config, Engine, Firewall, FirewallOutcome, FirewallSpec, Snapshot};
 use std::net::IpAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 fn parse_in(s: &str) -> Result<InSpec, String> {
@@ -200,16 +201,18 @@ pub fn run(a: Args) -> Result<()> {
         bail!("--batch must be 1..=4096");
     }
     let order = a.order()?;
+    // The one policy of the run: the firewall steers and redirects with it
+    // and the netisr engine dispatches with it.
+    let key = a.key.clone().unwrap_or_else(RssKey::symmetric);
+    let policy = RssPolicy::with_workers(key, HashConfig::default(), a.workers, None)?;
+    super::common::vet_policy_key(&policy, None)?;
     let cfg = Config {
-        workers: a.workers,
+        policy: Arc::new(policy),
         states_max: a.states_max,
-        key: a.key.clone().unwrap_or_else(RssKey::symmetric),
         locked: a.locked,
         me: a.me.clone(),
         ..Config::default()
     };
-    let policy = rsskit_core::RssPolicy::with_workers(cfg.key.clone(), cfg.hash, cfg.workers.max(1), None)?;
-    super::common::vet_policy_key(&policy, None)?;
     let interrupted = stop_on_signals()?;
     let fw = Firewall::new(cfg, rules);
     let spec = FirewallSpec {

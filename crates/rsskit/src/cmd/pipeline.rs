@@ -7,12 +7,13 @@
 use super::common::{int_in, print_json, seconds_arg, stop_on_signals};
 use super::io_args::{self, input_errors, InSpec, OutSpec};
 use anyhow::{bail, Result};
-use rsskit_core::HashConfig;
+use rsskit_core::{CpuId, HashConfig, RssPolicy};
 use rsskit_dataplane::netisr::{drop_reasons, FlowCounter, NetisrConfig, Prefetch, RunReport, WorkerReport};
 use rsskit_dataplane::output::FlushPolicy;
 use rsskit_dataplane::pipeline::{GenSpec, PipelineSpec};
 use rsskit_dataplane::reass::{ReassConfig, NS};
 use serde_json::{json, Value};
+use std::sync::Arc;
 use std::time::Duration;
 
 fn parse_in(s: &str) -> Result<InSpec, String> {
@@ -139,16 +140,28 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<()> {
     let n = a.workers as usize;
-    let cpus: Option<Vec<usize>> = a.cpus.as_ref().map(|c| c.0.clone());
-    if let Some(c) = &cpus {
-        if c.len() < n {
-            bail!("--cpus lists {} CPUs but --workers is {n}", c.len());
+    let cpus: Option<Vec<CpuId>> = match &a.cpus {
+        Some(c) => {
+            if c.0.len() < n {
+                bail!("--cpus lists {} CPUs but --workers is {n}", c.0.len());
+            }
+            let online = rsskit_linux::cpulist::online();
+            if let Some(bad) = c.0.iter().take(n).find(|c| !online.contains(c)) {
+                bail!("CPU {bad} is not online (online: {})", rsskit_linux::cpulist::format(&online));
+            }
+            Some(c.0[..n].iter().map(|&c| CpuId(c as u32)).collect())
         }
-        let online = rsskit_linux::cpulist::online();
-        if let Some(bad) = c.iter().take(n).find(|c| !online.contains(c)) {
-            bail!("CPU {bad} is not online (online: {})", rsskit_linux::cpulist::format(&online));
-        }
-    }
+        None => None,
+    };
+    // The one policy of the run: workers, their CPUs (pinned when listed),
+    // key, hash types and the bucket table.
+    let hash = HashConfig::default().with_udp_4tuple(a.udp_4tuple);
+    let policy = match (&a.table, &cpus) {
+        (Some(t), cpus) => t.policy(a.key.clone(), hash, cpus.as_deref())?,
+        (None, Some(cpus)) => RssPolicy::new(a.key.clone(), hash, cpus, None)?,
+        (None, None) => RssPolicy::with_workers(a.key.clone(), hash, n, None)?,
+    };
+    super::common::vet_policy_key(&policy, None)?;
     let mut reass = ReassConfig::default();
     if let Some(t) = a.frag_timeout {
         let ns = (t * NS as f64) as u64;
@@ -156,13 +169,12 @@ pub fn run(a: Args) -> Result<()> {
         reass.timeout_v6_ns = ns;
     }
     let cfg = NetisrConfig {
-        workers: n,
-        cpus,
+        policy: Arc::new(policy),
+        pin: cpus.is_some(),
         batch: a.batch as usize,
         prefetch: a.prefetch,
         ring_capacity: a.queue as usize,
         stride: a.stride as usize,
-        hash_config: HashConfig::default().with_udp_4tuple(a.udp_4tuple),
         reass: Some(reass),
         flush: FlushPolicy {
             max_packets: a.flush_packets as usize,
@@ -171,15 +183,8 @@ pub fn run(a: Args) -> Result<()> {
         },
         // File input loses nothing by default: the file waits for the workers.
         backpressure: a.backpressure || (matches!(a.input, InSpec::Pcap(_)) && !a.drop_when_full),
-        key: a.key.clone(),
-        bucket_workers: a
-            .table
-            .as_ref()
-            .map(|t| t.workers(a.cpus.as_ref().map(|c| &c.0[..n])))
-            .transpose()?,
         ..Default::default()
     };
-    super::common::vet_policy_key(&cfg.policy()?, None)?;
     let interrupted = stop_on_signals()?;
     let spec = PipelineSpec {
         input: a.input.clone(),
@@ -213,8 +218,11 @@ pub fn run(a: Args) -> Result<()> {
             for w in ws {
                 let pps = (w.counters.handled - last[w.worker]) as f64 / dt;
                 last[w.worker] = w.counters.handled;
-                let name =
-                    format!("worker {}{}", w.worker, w.cpu.map_or(String::new(), |c| format!(" (CPU {c})")));
+                let name = format!(
+                    "worker {}{}",
+                    w.worker,
+                    w.cpu.map_or(String::new(), |c| format!(" (CPU {})", c.0))
+                );
                 crate::plot::Series::push(&mut series, &name, t.as_secs_f64(), pps);
                 total += pps;
                 line.push_str(&format!(
@@ -329,7 +337,7 @@ fn print_table(r: &RunReport<FlowCounter>) {
         println!(
             "{:>4} {:>4} {:>10} {:>10} {:>10} {:>8} {:>6} {:>10} {:>7} {:>7} {:>7} {:>10} {:>8} {:>8.3} {:>10.3}",
             name,
-            w.cpu.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
+            w.cpu.map(|c| c.0.to_string()).unwrap_or_else(|| "-".into()),
             c.input,
             c.dispatched,
             w.queued,

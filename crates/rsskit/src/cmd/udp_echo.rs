@@ -157,7 +157,7 @@ pub fn run(a: Args) -> Result<()> {
             let line = rate_line(&srv, &last, &cur, now.duration_since(last_t));
             let (t, secs) = (srv.elapsed().as_secs_f64(), now.duration_since(last_t).as_secs_f64().max(1e-9));
             for (w, (x, y)) in last.iter().zip(&cur).enumerate() {
-                let name = format!("worker {w} (CPU {})", srv.workers()[w].cpu);
+                let name = format!("worker {w} (CPU {})", srv.workers()[w].cpu.0);
                 crate::plot::Series::push(&mut series, &name, t, y.delta(x).received as f64 / secs);
             }
             if a.json {
@@ -239,10 +239,10 @@ fn banner(srv: &EchoServer, a: &Args) {
         } else {
             format!(
                 "  (also reads CPUs {} that have no worker)",
-                rsskit_linux::cpulist::format(&w.extra_cpus)
+                rsskit_linux::cpulist::format(&w.extra_cpus.iter().map(|c| c.as_usize()).collect::<Vec<_>>())
             )
         };
-        eprintln!("  worker {:>2}  cpu {:>3}  buckets {}{extra}", w.worker, w.cpu, buckets.join(","));
+        eprintln!("  worker {:>2}  cpu {:>3}  buckets {}{extra}", w.worker, w.cpu.0, buckets.join(","));
     }
     eprintln!("  {}", rcvbuf_line(&srv.rcvbuf()));
     eprintln!("ready");
@@ -270,7 +270,7 @@ fn rate_line(srv: &EchoServer, last: &[Counters], cur: &[Counters], dt: Duration
     for (w, (a, b)) in last.iter().zip(cur).enumerate() {
         let d = b.delta(a);
         total += d.received;
-        parts.push(format!("w{w}/cpu{} {:.0}", srv.workers()[w].cpu, d.received as f64 / secs));
+        parts.push(format!("w{w}/cpu{} {:.0}", srv.workers()[w].cpu.0, d.received as f64 / secs));
     }
     let mis: u64 = cur.iter().map(|c| c.misdirected).sum();
     format!(
@@ -316,7 +316,7 @@ fn print_summary(r: &EchoReport) {
         )
     };
     for (w, c) in &r.workers {
-        row(&w.worker.to_string(), &w.cpu.to_string(), c);
+        row(&w.worker.to_string(), &w.cpu.0.to_string(), c);
     }
     row("total", "", &r.totals());
     match &r.kernel {

@@ -7,7 +7,7 @@ use super::common::{
 };
 use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::keycheck::KeyUse;
-use rsskit_core::{CpuId, L4Proto, RssPolicy};
+use rsskit_core::{CpuId, L4Proto, RssPolicy, WorkerId};
 use rsskit_runtime::udp_load::{
     self, IpNet, LoadConfig, LoadReport, ServerTable, UdpLoadError, MAX_SIZE, MIN_SIZE,
 };
@@ -226,7 +226,7 @@ pub fn run_load(cfg: &LoadConfig, stop: &AtomicBool, verbose: bool) -> Result<Lo
                 s.src,
                 s.hash,
                 s.bucket,
-                s.owner.map_or("-".into(), |w| w.to_string())
+                s.owner.map_or("-".into(), |w| w.0.to_string())
             );
         }
     }
@@ -292,7 +292,7 @@ pub fn print_report(cfg: &LoadConfig, r: &LoadReport) {
             s.stream,
             s.src,
             s.bucket,
-            opt(s.owner_worker),
+            opt(s.owner_worker.map(WorkerId::index)),
             list(&s.served_by_workers),
             s.sent,
             s.echoed,

@@ -39,7 +39,7 @@ use crate::worker::Workers;
 use conn::{Conn, Done, Next, Params, State, Step};
 use rsskit_core::finder::FindError;
 use rsskit_core::rss::RssError;
-use rsskit_core::RssPolicy;
+use rsskit_core::{CpuId, RssPolicy};
 use rsskit_linux::socket::setsockopt_int;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::cmp::Reverse;
@@ -570,7 +570,7 @@ pub fn run(
     mut progress: impl FnMut(u64, u64, u64, Duration),
 ) -> Result<LoadReport, LoadError> {
     cfg.validate()?;
-    let cpus: Vec<usize> = cfg.policy.worker_cpus().iter().map(|c| c.as_usize()).collect();
+    let cpus: Vec<CpuId> = cfg.policy.worker_cpus().to_vec();
     let threads = cpus.len();
     let nofile = super::raise_nofile((cfg.connections as u64 + 1024).max(4096)).unwrap_or(0);
     if nofile < cfg.connections as u64 + 64 {
@@ -641,7 +641,7 @@ pub fn run(
                 bind_port,
                 timers: BinaryHeap::with_capacity(n),
                 scratch: vec![0; 64 * 1024],
-                report: WorkerReport::new(ctx.index, ctx.cpu, n),
+                report: WorkerReport::new(ctx.worker(), ctx.cpu_id(), n),
                 live,
                 open: 0,
                 inflight: 0,

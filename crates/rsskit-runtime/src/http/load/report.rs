@@ -5,6 +5,7 @@ use super::conn::{Fail, Outcome};
 use super::sources::SrcPorts;
 use super::LoadConfig;
 use crate::hist::{Latency, LatencySummary};
+use rsskit_core::{CpuId, WorkerId};
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -56,10 +57,10 @@ impl Errors {
 /// One worker's results.
 #[derive(Debug, Clone, Serialize)]
 pub struct WorkerReport {
-    /// The worker's index.
-    pub worker: usize,
+    /// The worker.
+    pub worker: WorkerId,
     /// Its CPU.
-    pub cpu: usize,
+    pub cpu: CpuId,
     /// Connections it ran.
     pub connections: usize,
     /// Requests written in full.
@@ -82,7 +83,7 @@ pub struct WorkerReport {
 
 impl WorkerReport {
     /// An empty report for worker `worker` on `cpu` running `connections` connections.
-    pub fn new(worker: usize, cpu: usize, connections: usize) -> WorkerReport {
+    pub fn new(worker: WorkerId, cpu: CpuId, connections: usize) -> WorkerReport {
         WorkerReport {
             worker,
             cpu,
@@ -126,7 +127,7 @@ pub struct LoadReport {
     /// Worker threads.
     pub threads: usize,
     /// Their CPUs.
-    pub cpus: Vec<usize>,
+    pub cpus: Vec<CpuId>,
     /// Requests per second asked for; `None`: closed loop.
     pub rate: Option<f64>,
     /// How source ports were chosen.
@@ -169,7 +170,7 @@ pub struct LoadReport {
 #[derive(Debug, Clone)]
 pub struct RunInfo {
     /// The workers' CPUs.
-    pub cpus: Vec<usize>,
+    pub cpus: Vec<CpuId>,
     /// Distinct source addresses used.
     pub source_addresses: usize,
     /// `RLIMIT_NOFILE` in force.
@@ -248,8 +249,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn typed_worker_and_cpu_serialize_as_their_numbers() {
+        // The JSON of the reports did not change when worker and CPU became
+        // WorkerId and CpuId (serde(transparent) in rsskit-core).
+        let w = WorkerReport::new(WorkerId(2), CpuId(3), 10);
+        let j = serde_json::to_string(&w).unwrap();
+        assert!(j.starts_with(r#"{"worker":2,"cpu":3,"connections":10,"#), "{j}");
+        assert_eq!(serde_json::to_string(&[Some(CpuId(7)), None]).unwrap(), "[7,null]");
+        assert_eq!(serde_json::to_string(&vec![CpuId(0), CpuId(1)]).unwrap(), "[0,1]");
+    }
+
+    #[test]
     fn outcomes_are_counted_by_kind() {
-        let mut w = WorkerReport::new(0, 3, 10);
+        let mut w = WorkerReport::new(WorkerId(0), CpuId(3), 10);
         w.record(Outcome::Answer { status: 200, latency_ns: 1_000_000 });
         w.record(Outcome::Answer { status: 503, latency_ns: 3_000_000 });
         for f in [Fail::Refused, Fail::Timeout, Fail::Reset, Fail::Reset, Fail::Short, Fail::Other] {
@@ -265,8 +277,8 @@ mod tests {
     #[test]
     fn totals_over_workers_and_json() {
         let cfg = config();
-        let mut a = WorkerReport::new(0, 0, 2);
-        let mut b = WorkerReport::new(1, 1, 2);
+        let mut a = WorkerReport::new(WorkerId(0), CpuId(0), 2);
+        let mut b = WorkerReport::new(WorkerId(1), CpuId(1), 2);
         for (w, n) in [(&mut a, 300u64), (&mut b, 100)] {
             for k in 0..n {
                 w.sent += 1;
@@ -281,7 +293,7 @@ mod tests {
             w.record(Outcome::Failed(Fail::Timeout));
         }
         let run = RunInfo {
-            cpus: vec![0, 1],
+            cpus: vec![CpuId(0), CpuId(1)],
             source_addresses: 0,
             nofile: 4096,
             elapsed_ns: 2_000_000_000,
