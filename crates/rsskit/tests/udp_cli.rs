@@ -316,7 +316,14 @@ fn demo_sigint_stops_early_and_still_reports() {
         v["load"]["lost"].as_u64().unwrap(),
     );
     assert!(echoed > 0 && echoed + lost == sent, "{v}");
-    assert_eq!(v["server"]["totals"]["sent"].as_u64(), Some(echoed), "{v}");
+    // Every echo the client counted was sent by the server; an echo the
+    // server sent after the client's 500 ms drain (a loaded host) is in the
+    // client's `lost`, so the server's sent lies between the two.
+    let server_sent = v["server"]["totals"]["sent"].as_u64().unwrap();
+    assert!(
+        echoed <= server_sent && server_sent <= echoed + lost,
+        "echoed <= server sent <= echoed + lost: {v}"
+    );
 }
 
 /// Context switches of thread `tid` of process `pid` so far (voluntary and
