@@ -100,34 +100,18 @@ impl<R: Send + 'static> Workers<R> {
         S: Send + 'static,
         F: Fn(WorkerCtx, S) -> R + Send + Sync + 'static,
     {
-        Self::spawn_with_setup(cpus, states, stop, |_, s| Ok::<S, std::convert::Infallible>(s), f)
+        Self::spawn_with_setup(cpus, true, states, stop, |_, s| Ok::<S, std::convert::Infallible>(s), f)
     }
 
     /// As [`Workers::spawn`], with a fallible `setup(&ctx, state)` run on
     /// the worker's thread once it is pinned (so what it allocates is first
     /// touched on the worker's CPU, and need not be `Send`); `run(ctx, t)`
-    /// gets what it built. Returns once every worker is pinned and set up;
-    /// if any fails, stops the others and returns the first error.
+    /// gets what it built. With `pin` false the threads are left wherever
+    /// the scheduler puts them (`cpus` only names them), for tools that
+    /// offer running unpinned (`http-load --no-pin`). Returns once every
+    /// worker is pinned and set up; if any fails, stops the others and
+    /// returns the first error.
     pub fn spawn_with_setup<S, T, E, G, F>(
-        cpus: &[CpuId],
-        states: Vec<S>,
-        stop: Arc<AtomicBool>,
-        setup: G,
-        run: F,
-    ) -> Result<Workers<R>>
-    where
-        S: Send + 'static,
-        E: std::error::Error,
-        G: Fn(&WorkerCtx, S) -> Result<T, E> + Send + Sync + 'static,
-        F: Fn(WorkerCtx, T) -> R + Send + Sync + 'static,
-    {
-        Self::spawn_maybe_pinned(cpus, true, states, stop, setup, run)
-    }
-
-    /// As [`Workers::spawn_with_setup`]; with `pin` false the threads are
-    /// left wherever the scheduler puts them (`cpus` only names them), for
-    /// tools that offer running unpinned (`http-load --no-pin`).
-    pub fn spawn_maybe_pinned<S, T, E, G, F>(
         cpus: &[CpuId],
         pin: bool,
         states: Vec<S>,
@@ -317,6 +301,7 @@ mod tests {
         // Setup sees its CPU; what it builds (an Rc: not Send) reaches run.
         let w = Workers::spawn_with_setup(
             &cpus,
+            true,
             vec![7u32; cpus.len()],
             stop,
             |ctx, s| {
@@ -334,6 +319,7 @@ mod tests {
         let ran2 = ran.clone();
         let r = Workers::spawn_with_setup(
             &[cpus[0], cpus[0]],
+            true,
             vec![0usize, 1],
             Arc::new(AtomicBool::new(false)),
             |_, i| if i == 1 { Err(io::Error::other("no epoll for you")) } else { Ok(i) },
@@ -354,7 +340,7 @@ mod tests {
         let mine = rsskit_linux::affinity::current_affinity().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         // CPU 4000 does not exist: fine when it only names the worker.
-        let w = Workers::spawn_maybe_pinned(
+        let w = Workers::spawn_with_setup(
             &[CpuId(4000), CpuId(4001)],
             false,
             vec![(), ()],

@@ -251,6 +251,7 @@ impl Server {
         let cfg = Arc::new(cfg);
         let workers = Workers::spawn_with_setup(
             &cpus,
+            true,
             states,
             stop,
             move |_, (listener, counters)| {

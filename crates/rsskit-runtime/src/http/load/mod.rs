@@ -617,7 +617,7 @@ pub fn run(
     let sched_batch = cfg.sched_batch;
     // Set up on the worker's own thread (pinned unless --no-pin); Workers
     // returns once every worker is ready, or the first setup error.
-    let workers = Workers::spawn_maybe_pinned(
+    let workers = Workers::spawn_with_setup(
         &cpus,
         cfg.pin,
         states,
