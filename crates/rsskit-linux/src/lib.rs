@@ -18,6 +18,7 @@ pub mod process;
 pub mod procnet;
 pub mod reuseport;
 pub mod rtnl;
+pub mod sigio;
 pub mod snmp;
 pub mod socket;
 pub mod topology;

@@ -697,10 +697,16 @@ impl Batch {
             if ctrl_len == 0 {
                 h.msg_control = std::ptr::null_mut();
             }
-            // SAFETY: `h` points at this batch's own address and control
-            // buffer of message `i` and at `iov`, a slice of its buffer; all
-            // live for the call.
-            let rc = unsafe { libc::sendmsg(s.as_raw_fd(), &h, 0) };
+            let rc = loop {
+                // SAFETY: `h` points at this batch's own address and control
+                // buffer of message `i` and at `iov`, a slice of its buffer;
+                // all live for the call.
+                let rc = unsafe { libc::sendmsg(s.as_raw_fd(), &h, 0) };
+                // A signal (e.g. a readiness SIGIO) while waiting for buffer space: again.
+                if rc >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                    break rc;
+                }
+            };
             if rc < 0 {
                 r.failed += 1;
                 r.first_error.get_or_insert(io::Error::last_os_error());

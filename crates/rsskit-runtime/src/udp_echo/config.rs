@@ -14,7 +14,7 @@ use std::time::Duration;
 
 /// Largest `--batch` (the kernel's `UIO_MAXIOV`).
 pub const MAX_BATCH: usize = 1024;
-/// How long a worker sleeps in `poll` before looking at the stop flag.
+/// How long a worker blocks in a read before it looks at the stop flag (and at its other sockets).
 pub const POLL_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Why the server did not start, or a worker failed.

@@ -674,9 +674,34 @@ mod tests {
         assert_eq!(seen[0].1 as usize, online[0], "own CPU");
         assert_eq!(seen[1].1 as usize, online[1], "the kernel CPU of a CPU without a worker is known");
         assert!(seen.iter().all(|s| s.2 == 0), "both served by worker 0");
+        // The worker blocks on its own socket; the other CPU's socket wakes
+        // it with a signal. Were it found only when the blocking read times
+        // out (POLL_INTERVAL, 100 ms), 20 round trips would take 2 s.
+        let other = online[1];
+        let (elapsed, kcpus) = std::thread::spawn(move || {
+            rsskit_linux::affinity::pin_current_thread(other).unwrap();
+            let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+            let t = std::time::Instant::now();
+            let mut kcpus = Vec::new();
+            for i in 0..20 {
+                s.send_to(&probe(0, i, 64), at).unwrap();
+                let mut b = [0u8; 128];
+                let n = s.recv(&mut b).unwrap();
+                kcpus.push(proto::read_stamp(&b[..n]).unwrap().kernel_cpu);
+            }
+            (t.elapsed(), kcpus)
+        })
+        .join()
+        .unwrap();
+        assert!(kcpus.iter().all(|&k| k as usize == other), "{kcpus:?}");
+        assert!(
+            elapsed < Duration::from_secs(1),
+            "20 round trips via the other CPU's socket took {elapsed:?}"
+        );
         let r = srv.stop().unwrap();
-        assert_eq!(r.totals().received, 2);
-        assert_eq!(r.totals().misdirected, 1, "the one processed on the other CPU");
+        assert_eq!(r.totals().received, 22);
+        assert_eq!(r.totals().misdirected, 21, "the ones processed on the other CPU");
     }
 
     #[test]
