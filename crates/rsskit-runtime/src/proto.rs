@@ -138,6 +138,39 @@ pub fn write_stamp_bytes(buf: &mut [u8], stamp: &[u8; STAMP_LEN]) -> bool {
     true
 }
 
+/// The datagrams of a coalesced buffer: every `seg` bytes of `buf` (`seg`
+/// 0, or not below `buf.len()`: `buf` whole, even empty), each a probe or
+/// foreign. Writes `stamp` into every probe when `stamp` is given; returns
+/// how many are foreign.
+///
+/// Written out rather than `chunks_mut` + [`write_stamp_bytes`]: one
+/// fixed-size view per segment lets the compiler drop the bounds checks and
+/// turn the stamp into one 16-byte move; with GSO bursts this loop was a
+/// third of udp-echo's user-space instructions (bench/udp-instr: ~30 per
+/// datagram, now ~10).
+#[inline]
+pub fn stamp_segments(buf: &mut [u8], seg: usize, stamp: Option<&[u8; STAMP_LEN]>) -> u64 {
+    let len = buf.len();
+    let seg = if seg == 0 || seg >= len { len.max(1) } else { seg };
+    let mut foreign = 0;
+    let mut off = 0;
+    loop {
+        let end = len.min(off + seg);
+        match buf[off..end].first_chunk_mut::<HEADER_LEN>() {
+            Some(head) if head[..4] == MAGIC => {
+                if let Some(stamp) = stamp {
+                    head[STAMP_OFFSET..HEADER_LEN].copy_from_slice(stamp);
+                }
+            }
+            _ => foreign += 1,
+        }
+        off = end;
+        if off >= len {
+            return foreign;
+        }
+    }
+}
+
 /// The server stamp of a probe (all zero if the server never stamped it).
 pub fn read_stamp(buf: &[u8]) -> Option<ServerStamp> {
     if !is_probe(buf) {
@@ -162,6 +195,40 @@ pub fn decode(buf: &[u8]) -> Option<(Probe, ServerStamp)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `stamp_segments` against the plain form (`chunks_mut` + `write_stamp_bytes`)
+    /// over every buffer length to 130 and segment size to 70, with probes at
+    /// varying segments (and one-byte-short and broken-magic look-alikes).
+    #[test]
+    fn stamp_segments_is_chunks_plus_write_stamp() {
+        let stamp: [u8; STAMP_LEN] = std::array::from_fn(|i| 0xc0 + i as u8);
+        let p = Probe { stream: 9, seq: 1, sent_ns: 2 };
+        for len in 0..130usize {
+            for seg in 0..70usize {
+                let mut buf: Vec<u8> = (0..len).map(|i| (i * 7 + seg) as u8).collect();
+                let step = if seg == 0 || seg >= len { len.max(1) } else { seg };
+                for (k, at) in (0..len).step_by(step).enumerate() {
+                    let end = len.min(at + step);
+                    match (k + len) % 4 {
+                        0 | 1 => _ = encode_probe(&mut buf[at..end], &p),
+                        2 if end - at > 0 => buf[at] = b'R',
+                        _ => {}
+                    }
+                }
+                let mut want = buf.clone();
+                let mark = |d: &mut [u8]| u64::from(!write_stamp_bytes(d, &stamp));
+                let dgrams = if seg == 0 || len <= seg { 1 } else { len.div_ceil(seg) };
+                let want_foreign: u64 =
+                    if dgrams > 1 { want.chunks_mut(seg).map(mark).sum() } else { mark(&mut want) };
+                let mut got = buf.clone();
+                assert_eq!(stamp_segments(&mut got, seg, Some(&stamp)), want_foreign, "len {len} seg {seg}");
+                assert_eq!(got, want, "len {len} seg {seg}");
+                let mut sink = buf.clone();
+                assert_eq!(stamp_segments(&mut sink, seg, None), want_foreign, "sink: len {len} seg {seg}");
+                assert_eq!(sink, buf, "sink writes nothing");
+            }
+        }
+    }
 
     #[test]
     fn round_trip() {

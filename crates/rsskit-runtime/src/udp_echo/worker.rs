@@ -257,15 +257,9 @@ impl WorkerState {
             };
             // The segments share the stamp: encoded once per buffer.
             let stamp = stamp.to_bytes();
-            let sink = self.plan.sink;
-            let d = self.rx.data_mut(i);
-            let mark = |d: &mut [u8]| -> u64 {
-                let probe = if sink { proto::is_probe(d) } else { proto::write_stamp_bytes(d, &stamp) };
-                u64::from(!probe)
-            };
-            // `dgrams > 1` means seg > 0 and len > seg: exactly `dgrams`
-            // chunks; one datagram (even an empty one) is the whole buffer.
-            c.foreign += if dgrams > 1 { d.chunks_mut(seg).map(mark).sum() } else { mark(d) };
+            let stamp = (!self.plan.sink).then_some(&stamp);
+            // Exactly `dgrams` segments (one when the buffer is one datagram, even empty).
+            c.foreign += proto::stamp_segments(self.rx.data_mut(i), seg, stamp);
             if !self.plan.sink && !in_place {
                 self.tx.push_from(&self.rx, i);
                 if self.tx.len() >= self.plan.flush_packets {
