@@ -78,6 +78,7 @@ pub(super) fn run_worker(ctx: &WorkerCtx, plan: Plan, socks: Vec<RxSocket>) -> i
     let mut read_others = others_ready.is_some();
     while !ctx.stopping() {
         if let Some(sig) = &mut others_ready {
+            // `|`, not `||`: `fired` is asked every time, so it forgets what it reported.
             if std::mem::take(&mut read_others) | sig.fired() {
                 for rs in others {
                     w.drain(rs, reply, &mut c, &mut errors)?;
@@ -88,7 +89,8 @@ pub(super) fn run_worker(ctx: &WorkerCtx, plan: Plan, socks: Vec<RxSocket>) -> i
         // so the stop flag is seen), but never while replies are pending:
         // then MSG_DONTWAIT, and an empty queue flushes them ("idle").
         read_owners(&w.plan, &mut w.owners_before_read);
-        match w.rx.recv(&own.sock, !w.tx.is_empty()) {
+        let dontwait = !w.tx.is_empty();
+        match w.rx.recv(&own.sock, dontwait) {
             Ok(n) => {
                 errors = 0;
                 w.handle(own, reply, n, &mut c);
@@ -107,8 +109,9 @@ pub(super) fn run_worker(ctx: &WorkerCtx, plan: Plan, socks: Vec<RxSocket>) -> i
                 }
                 // EINTR: maybe another socket's signal. A timeout reads them
                 // too: a signal handled just before the read began (after
-                // `fired` was asked) waits at most one POLL_INTERVAL.
-                read_others = true;
+                // `fired` was asked) waits at most one POLL_INTERVAL. An
+                // empty queue seen without waiting says nothing of them.
+                read_others = !dontwait || e.kind() == io::ErrorKind::Interrupted;
             }
             Err(e) => recv_error(e, &mut errors)?,
         }
