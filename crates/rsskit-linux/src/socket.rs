@@ -439,6 +439,7 @@ impl Batch {
     }
 
     /// Whether message `i` was longer than `buf_size` (`MSG_TRUNC`).
+    #[inline]
     pub fn truncated(&self, i: usize) -> bool {
         assert!(i < self.len);
         self.hdrs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0
