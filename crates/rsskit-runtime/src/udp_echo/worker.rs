@@ -33,6 +33,9 @@ impl Classifier {
     }
 }
 
+// Never inlined: bench/udp-instr counts instructions from this function on
+// (callgrind --toggle-collect), which needs its symbol under fat LTO too.
+#[inline(never)]
 pub(super) fn run_worker(ctx: &WorkerCtx, plan: Plan, socks: Vec<RxSocket>) -> io::Result<Counters> {
     let mut c = Counters::default();
     if ctx.stopping() {
