@@ -739,10 +739,13 @@ fn udp_segment_space() -> usize {
 /// received `UDP_GRO` on send), then appends `UDP_SEGMENT` = `seg` unless
 /// `seg` is 0. Returns the new `msg_controllen`. `UDP_SEGMENT` goes last so
 /// that [`Batch::send_split`] can drop it by length.
+#[inline]
 fn send_ctrl(ctrl: &mut [u64], len: usize, seg: u16) -> usize {
     if only_udp_cmsg(ctrl, len) {
         // Nothing to keep (no packet info: the echo path's common case):
         // UDP_SEGMENT alone, written in place, without the copy below.
+        // Inlined into the echo loop: as a call it was ~45 instructions
+        // per coalesced buffer, most of them saving registers.
         if seg == 0 || udp_segment_space() > ctrl.len() * 8 {
             return 0;
         }
@@ -757,6 +760,12 @@ fn send_ctrl(ctrl: &mut [u64], len: usize, seg: u16) -> usize {
         }
         return udp_segment_space();
     }
+    send_ctrl_keeping(ctrl, len, seg)
+}
+
+/// [`send_ctrl`] when the buffer holds cmsgs to keep (packet info).
+#[inline(never)]
+fn send_ctrl_keeping(ctrl: &mut [u64], len: usize, seg: u16) -> usize {
     let mut out = [0u64; CTRL_WORDS];
     let cap = CTRL_LEN;
     let mut used = 0usize;
@@ -802,6 +811,7 @@ fn send_ctrl(ctrl: &mut [u64], len: usize, seg: u16) -> usize {
 /// Whether the first `len` bytes of a control buffer hold no cmsg that
 /// [`send_ctrl`] keeps: none at all, or one `SOL_UDP` cmsg filling them (a
 /// received `UDP_GRO` alone).
+#[inline]
 fn only_udp_cmsg(ctrl: &[u64], len: usize) -> bool {
     if len == 0 {
         return true;
