@@ -1768,7 +1768,7 @@ _rsskit() {
             return 0
             ;;
         rsskit__subcmd__udp__subcmd__echo)
-            opts="-h --bind --cpus --steer --sink --batch --flush-packets --flush-bytes --udp-4tuple --key --bits --rcvbuf --duration --json --table --rebalance --rebalance-every --no-offload --plot --allow-weak-key --help"
+            opts="-h --bind --cpus --steer --sink --batch --flush-packets --flush-bytes --udp-4tuple --key --bits --rcvbuf --duration --json --table --rebalance --rebalance-every --no-offload --sched --plot --allow-weak-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1820,6 +1820,10 @@ _rsskit() {
                     ;;
                 --rebalance-every)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sched)
+                    COMPREPLY=($(compgen -W "batch normal" -- "${cur}"))
                     return 0
                     ;;
                 --plot)

@@ -181,6 +181,8 @@ complete -c rsskit -n "__fish_rsskit_using_subcommand udp-echo" -l rcvbuf -d 'SO
 complete -c rsskit -n "__fish_rsskit_using_subcommand udp-echo" -l duration -d 'Stop after this many seconds, above 0 and below 10^7 (default: run until SIGINT/SIGTERM)' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand udp-echo" -l table -d 'Buckets follow a NIC\'s table: nic:IF (IF\'s indirection table, each entry owned by the worker on its queue\'s IRQ CPU); use with --key nic:IF' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand udp-echo" -l rebalance-every -d 'Seconds between rebalancing rounds, above 0 and below 10^7' -r
+complete -c rsskit -n "__fish_rsskit_using_subcommand udp-echo" -l sched -d 'Scheduling policy of the workers: batch (SCHED_BATCH: a datagram\'s wake-up waits until the task running on the worker\'s CPU blocks or ends its slice, so one wake-up finds more queued; less CPU per datagram, up to a slice of added latency on a CPU shared with a busy task) or normal (SCHED_OTHER: woken at once). Printed at start' -r -f -a "batch\t''
+normal\t''"
 complete -c rsskit -n "__fish_rsskit_using_subcommand udp-echo" -l plot -d 'Write datagrams/s received per worker over time as an SVG chart at the end' -r -F
 complete -c rsskit -n "__fish_rsskit_using_subcommand udp-echo" -l sink -d 'Count only, never reply'
 complete -c rsskit -n "__fish_rsskit_using_subcommand udp-echo" -l udp-4tuple -d 'Hash UDP on addresses and ports (then streams are spread by source port); default: addresses only, as FreeBSD (spread by source address)'

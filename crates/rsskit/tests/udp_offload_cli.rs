@@ -48,3 +48,56 @@ fn load_gso_limits() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// The scheduling policy (field 41 of /proc/PID/task/TID/stat: 0 SCHED_OTHER,
+/// 3 SCHED_BATCH) of udp-echo's worker thread, and its `sched` in --json.
+fn worker_policy(extra: &[&str]) -> (u32, serde_json::Value) {
+    let bin = assert_cmd::cargo::cargo_bin("rsskit");
+    let child = std::process::Command::new(bin)
+        .args(["udp-echo", "--bind", "127.0.0.1:0", "--cpus", "0", "--duration", "1.5", "--json"])
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let policy = loop {
+        let found = std::fs::read_dir(format!("/proc/{pid}/task")).ok().and_then(|tasks| {
+            tasks.flatten().find_map(|t| {
+                let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
+                if !comm.starts_with("rsskit-w0") {
+                    return None;
+                }
+                let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+                // Fields after the command (which may hold spaces): state is field 3.
+                let rest = &stat[stat.rfind(')')? + 2..];
+                rest.split(' ').nth(41 - 3)?.parse::<u32>().ok()
+            })
+        });
+        if let Some(p) = found {
+            break p;
+        }
+        assert!(std::time::Instant::now() < deadline, "no worker thread rsskit-w0 in /proc/{pid}/task");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let want = extra.last().copied().filter(|_| !extra.is_empty()).unwrap_or("batch");
+    assert!(err.lines().next().unwrap_or_default().ends_with(&format!(", sched {want}")), "{err}");
+    (policy, serde_json::from_slice(&out.stdout).expect("udp-echo --json"))
+}
+
+#[test]
+fn echo_workers_run_sched_batch_unless_told_otherwise() {
+    let (policy, j) = worker_policy(&[]);
+    assert_eq!(policy, 3, "SCHED_BATCH by default");
+    assert_eq!(j["sched"], "batch");
+    let (policy, j) = worker_policy(&["--sched", "normal"]);
+    assert_eq!(policy, 0, "SCHED_OTHER with --sched normal");
+    assert_eq!(j["sched"], "normal");
+    let out = rsskit().args(["udp-echo", "--bind", "127.0.0.1:0", "--sched", "fifo"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("possible values: batch, normal"));
+}

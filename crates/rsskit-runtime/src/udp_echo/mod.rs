@@ -60,6 +60,8 @@ struct Plan {
     pktinfo: bool,
     /// `UDP_GRO` on the sockets: messages may be coalesced.
     gro: bool,
+    /// Set by each worker on itself, after pinning.
+    sched: ThreadPolicy,
     /// `ebpf` steering: bucket -> worker as it is now (buckets move live).
     owners: Option<Arc<[AtomicU32]>>,
 }
@@ -97,6 +99,7 @@ pub struct EchoServer {
     rounds: Vec<Round>,
     /// GRO/GSO in force.
     offload: Offload,
+    sched: ThreadPolicy,
 }
 
 /// `SO_RCVBUF`: what was asked and what the kernel granted.
@@ -218,6 +221,7 @@ impl EchoServer {
             max_datagram: cfg.max_datagram,
             pktinfo,
             gro: offload.gro,
+            sched: cfg.sched,
             owners: live.as_ref().map(|l| l.owners()),
         };
         let workers =
@@ -238,6 +242,7 @@ impl EchoServer {
             fallback: st.fallback,
             rounds: Vec::new(),
             offload,
+            sched: cfg.sched,
         })
     }
 
@@ -264,6 +269,11 @@ impl EchoServer {
     /// GRO/GSO in force.
     pub fn offload(&self) -> &Offload {
         &self.offload
+    }
+
+    /// The workers' scheduling policy.
+    pub fn sched(&self) -> ThreadPolicy {
+        self.sched
     }
 
     /// `ebpf` steering asked for but classic `toeplitz` in force: why.
@@ -389,6 +399,7 @@ impl EchoServer {
             ebpf,
             rebalance: self.rounds,
             offload: self.offload,
+            sched: self.sched,
         })
     }
 }

@@ -1,6 +1,6 @@
 //! The final figures of a run and their `--json` summary.
 
-use super::{Offload, RcvBuf, WorkerInfo};
+use super::{Offload, RcvBuf, ThreadPolicy, WorkerInfo};
 use crate::rebalance::Round;
 use crate::stats::Counters;
 use crate::steer::Steer;
@@ -38,6 +38,8 @@ pub struct EchoReport {
     pub rebalance: Vec<Round>,
     /// GRO/GSO in force.
     pub offload: Offload,
+    /// The workers' scheduling policy.
+    pub sched: ThreadPolicy,
 }
 
 impl EchoReport {
@@ -84,6 +86,7 @@ impl EchoReport {
             "ebpf": self.ebpf,
             "rebalance": self.rebalance,
             "offload": self.offload,
+            "sched": self.sched.name(),
         })
     }
 }

@@ -107,6 +107,7 @@ pub(super) fn run_worker(ctx: &WorkerCtx, plan: Plan, socks: Vec<RxSocket>) -> i
     if ctx.stopping() {
         return Ok(c);
     }
+    rsskit_linux::affinity::set_current_thread_policy(plan.sched)?;
     // Allocated after pinning: first touch on the worker's own CPU.
     let mut w = WorkerState {
         // A clone made here: the Toeplitz tables are first touched on the

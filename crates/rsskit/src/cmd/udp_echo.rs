@@ -85,6 +85,13 @@ pub struct Args {
     /// (counters and stamps stay per datagram). The mode is printed at start.
     #[arg(long)]
     no_offload: bool,
+    /// Scheduling policy of the workers: batch (SCHED_BATCH: a datagram's
+    /// wake-up waits until the task running on the worker's CPU blocks or
+    /// ends its slice, so one wake-up finds more queued; less CPU per
+    /// datagram, up to a slice of added latency on a CPU shared with a busy
+    /// task) or normal (SCHED_OTHER: woken at once). Printed at start.
+    #[arg(long, default_value = "batch", value_parser = ["batch", "normal"])]
+    sched: String,
     /// Write datagrams/s received per worker over time as an SVG chart at the end.
     #[arg(long, value_name = "FILE.svg", value_parser = crate::plot::path_arg)]
     plot: Option<std::path::PathBuf>,
@@ -127,6 +134,7 @@ pub fn run(a: Args) -> Result<()> {
     cfg.flush_bytes = a.flush_bytes;
     cfg.rcvbuf = (a.rcvbuf > 0).then_some(a.rcvbuf);
     cfg.offload = !a.no_offload;
+    cfg.sched = a.sched.parse().map_err(|e: String| anyhow!("--sched: {e}"))?;
     let stop = stop_on_signals()?;
     // After the flag: a signal sets the flag first, then wakes the loop.
     let mut waker = stop_waker()?;
@@ -217,7 +225,7 @@ pub fn run(a: Args) -> Result<()> {
 fn banner(srv: &EchoServer, a: &Args) {
     let prog = srv.program_len().map(|n| format!(" (BPF program: {n} instructions)")).unwrap_or_default();
     eprintln!(
-        "udp-echo: {} on {}, steer {}{prog}, hash {} (UDP {}), key {}, {} buckets, {} workers, offload {}",
+        "udp-echo: {} on {}, steer {}{prog}, hash {} (UDP {}), key {}, {} buckets, {} workers, offload {}, sched {}",
         if a.sink { "sink" } else { "echo" },
         srv.local_addr(),
         srv.steer(),
@@ -231,6 +239,7 @@ fn banner(srv: &EchoServer, a: &Args) {
         srv.policy().buckets(),
         srv.workers().len(),
         srv.offload().describe(),
+        srv.sched(),
     );
     for w in srv.workers() {
         let buckets: Vec<String> = w.buckets.iter().map(|b| b.to_string()).collect();
@@ -295,7 +304,14 @@ fn rcvbuf_line(r: &RcvBuf) -> String {
 }
 
 fn print_summary(r: &EchoReport) {
-    println!("udp-echo {} on {}: {:.1}s, hash {}", r.steer, r.local, r.duration.as_secs_f64(), r.hash_type);
+    println!(
+        "udp-echo {} on {}: {:.1}s, hash {}, sched {}",
+        r.steer,
+        r.local,
+        r.duration.as_secs_f64(),
+        r.hash_type,
+        r.sched
+    );
     println!(
         "{:>6} {:>4} {:>12} {:>12} {:>12} {:>9} {:>11} {:>8} {:>8}  flushes count/bytes/idle",
         "worker", "cpu", "received", "sent", "bytes", "batches", "misdirected", "dropped", "foreign"
