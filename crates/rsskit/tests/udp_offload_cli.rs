@@ -84,7 +84,7 @@ fn worker_policy(extra: &[&str]) -> (u32, serde_json::Value) {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let err = String::from_utf8_lossy(&out.stderr);
-    let want = extra.last().copied().filter(|_| !extra.is_empty()).unwrap_or("batch");
+    let want = extra.last().copied().unwrap_or("batch");
     assert!(err.lines().next().unwrap_or_default().ends_with(&format!(", sched {want}")), "{err}");
     (policy, serde_json::from_slice(&out.stdout).expect("udp-echo --json"))
 }
