@@ -1214,7 +1214,7 @@ _rsskit() {
             return 0
             ;;
         rsskit__subcmd__http__subcmd__serve)
-            opts="-h --bind --cpus --steer --accept-batch --object-size --root --idle-timeout --header-timeout --duration --backlog --key --defer-accept --no-defer-accept --file-cache-ms --quiet --json --rebalance --rebalance-every --table --allow-weak-key --help"
+            opts="-h --bind --cpus --steer --accept-batch --object-size --root --idle-timeout --header-timeout --duration --backlog --key --defer-accept --no-defer-accept --file-cache-ms --sched --quiet --json --rebalance --rebalance-every --table --allow-weak-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1266,6 +1266,10 @@ _rsskit() {
                     ;;
                 --file-cache-ms)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sched)
+                    COMPREPLY=($(compgen -W "batch normal" -- "${cur}"))
                     return 0
                     ;;
                 --rebalance-every)

@@ -237,6 +237,8 @@ complete -c rsskit -n "__fish_rsskit_using_subcommand http-serve" -l duration -d
 complete -c rsskit -n "__fish_rsskit_using_subcommand http-serve" -l backlog -d 'listen(2) backlog, 1-1048576 (capped by net.core.somaxconn)' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand http-serve" -l key -d 'RSS key of the toeplitz program: default (Microsoft), symmetric, or hex' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand http-serve" -l file-cache-ms -d 'Milliseconds a --root file of up to 16 KiB is served from a per-worker copy before it is looked up again (0-3600000; 0: open and read it per request). A changed file is served as it was for at most this long' -r
+complete -c rsskit -n "__fish_rsskit_using_subcommand http-serve" -l sched -d 'Scheduling policy of the workers: batch (SCHED_BATCH: the wake-up for a new connection or request waits until the task running on the worker\'s CPU blocks or ends its slice, so one wake-up serves more; on a CPU shared with a busy task, up to a slice of added latency) or normal (SCHED_OTHER: woken at once). Printed at start' -r -f -a "batch\t''
+normal\t''"
 complete -c rsskit -n "__fish_rsskit_using_subcommand http-serve" -l rebalance-every -d 'Seconds between rebalancing rounds, above 0 and below 10^7' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand http-serve" -l table -d 'Buckets follow a NIC\'s table: nic:IF (each entry owned by the worker on its queue\'s IRQ CPU); use with --key nic:IF' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand http-serve" -l defer-accept -d 'TCP_DEFER_ACCEPT: wake a listener only when the request has arrived (the default; a silent connection is accepted about a second later)'

@@ -264,6 +264,27 @@ fn no_defer_accept_accepts_a_connection_before_its_request() {
 }
 
 #[test]
+fn workers_run_sched_batch_unless_told_otherwise() {
+    // The policy each worker set on itself, read from /proc; printed in the
+    // ready line, the final line and --json.
+    for (extra, want, code) in [(&[][..], "batch", 3), (&["--sched", "normal"][..], "normal", 0)] {
+        let srv = Server::start(extra);
+        let ready = srv.proc.stderr.last().cloned().unwrap_or_default();
+        assert!(ready.contains(&format!(", sched {want}, ")), "{ready}");
+        assert_eq!(common::proc::thread_policy(srv.pid() as u32, "rsskit-w0"), code, "{want}");
+        let (st, v) = srv.stop();
+        assert!(st.success());
+        assert_eq!(v["sched"], want, "{v}");
+    }
+    let out = Command::new(rsskit())
+        .args(["http-serve", "--bind", "127.0.0.1:0", "--sched", "fifo"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("possible values: batch, normal"));
+}
+
+#[test]
 fn idle_and_slow_header_connections_time_out() {
     let srv = Server::start(&["--idle-timeout", "1", "--header-timeout", "1"]);
     let t = Instant::now();

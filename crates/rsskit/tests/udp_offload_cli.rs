@@ -2,6 +2,8 @@
 //! startup line and --json, turned off by --no-offload; udp-load's --gso
 //! limits give one clear error line. Loopback only, bounded by --duration.
 
+mod common;
+
 use assert_cmd::Command;
 
 fn rsskit() -> Command {
@@ -60,27 +62,7 @@ fn worker_policy(extra: &[&str]) -> (u32, serde_json::Value) {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let pid = child.id();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let policy = loop {
-        let found = std::fs::read_dir(format!("/proc/{pid}/task")).ok().and_then(|tasks| {
-            tasks.flatten().find_map(|t| {
-                let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
-                if !comm.starts_with("rsskit-w0") {
-                    return None;
-                }
-                let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
-                // Fields after the command (which may hold spaces): state is field 3.
-                let rest = &stat[stat.rfind(')')? + 2..];
-                rest.split(' ').nth(41 - 3)?.parse::<u32>().ok()
-            })
-        });
-        if let Some(p) = found {
-            break p;
-        }
-        assert!(std::time::Instant::now() < deadline, "no worker thread rsskit-w0 in /proc/{pid}/task");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    let policy = common::proc::thread_policy(child.id(), "rsskit-w0");
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let err = String::from_utf8_lossy(&out.stderr);

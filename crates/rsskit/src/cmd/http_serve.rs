@@ -79,6 +79,13 @@ pub struct Args {
     /// read it per request). A changed file is served as it was for at most this long.
     #[arg(long, default_value_t = 1000, value_parser = int_in(0u64, 3_600_000))]
     file_cache_ms: u64,
+    /// Scheduling policy of the workers: batch (SCHED_BATCH: the wake-up for
+    /// a new connection or request waits until the task running on the
+    /// worker's CPU blocks or ends its slice, so one wake-up serves more; on
+    /// a CPU shared with a busy task, up to a slice of added latency) or
+    /// normal (SCHED_OTHER: woken at once). Printed at start.
+    #[arg(long, default_value = "batch", value_parser = ["batch", "normal"])]
+    sched: String,
     /// No per-second lines.
     #[arg(long)]
     quiet: bool,
@@ -124,6 +131,7 @@ fn config(a: &Args) -> Result<ServeConfig> {
     cfg.backlog = a.backlog;
     cfg.defer_accept = !a.no_defer_accept;
     cfg.file_cache = Duration::from_millis(a.file_cache_ms);
+    cfg.sched = a.sched.parse().map_err(|e: String| anyhow::anyhow!("--sched: {e}"))?;
     if a.rebalance && a.steer != Steer::Ebpf {
         bail!("--rebalance needs --steer ebpf (bucket maps that change live), not --steer {}", a.steer);
     }
@@ -156,11 +164,12 @@ pub fn run(a: Args) -> Result<()> {
     let mut last_reason = None;
     let program = srv.program_len.map_or(String::new(), |n| format!(" (BPF program of {n} instructions)"));
     eprintln!(
-        "http-serve: ready on {} ({} workers on CPUs {}, steer {steer}{program}, accept batch {batch}, object {size} B, defer accept {}, file cache {cache_ms} ms, nofile {})",
+        "http-serve: ready on {} ({} workers on CPUs {}, steer {steer}{program}, accept batch {batch}, object {size} B, defer accept {}, file cache {cache_ms} ms, sched {}, nofile {})",
         srv.local,
         srv.cpus.len(),
         rsskit_linux::cpulist::format(&srv.cpus.iter().map(|c| c.0 as usize).collect::<Vec<_>>()),
         if defer { "on" } else { "off" },
+        srv.sched,
         srv.nofile
     );
     let t0 = Instant::now();
@@ -214,6 +223,7 @@ pub fn run(a: Args) -> Result<()> {
     let (local, cpus) = (srv.local, srv.cpus.clone());
     let ebpf = srv.ebpf_counters();
     let fallback = srv.fallback.clone();
+    let sched = srv.sched;
     let per = srv.join()?;
     let total = ServeCounters::total(&per);
     if a.json {
@@ -235,6 +245,7 @@ pub fn run(a: Args) -> Result<()> {
             "object_size": size,
             "defer_accept": defer,
             "file_cache_ms": cache_ms,
+            "sched": sched.name(),
             "elapsed_s": elapsed,
             "stopped_by": why,
             "workers": workers,
@@ -244,7 +255,7 @@ pub fn run(a: Args) -> Result<()> {
             "rebalance": rounds,
         }))?;
     } else {
-        eprintln!("http-serve: stopped ({why}) after {elapsed:.1}s; final counters:");
+        eprintln!("http-serve: stopped ({why}) after {elapsed:.1}s, sched {sched}; final counters:");
         println!(
             "{:>6} {:>4} {:>10} {:>10} {:>12} {:>14} {:>8} {:>8} {:>7}  statuses",
             "worker", "cpu", "accepted", "requests", "bytes_in", "bytes_out", "t_idle", "t_head", "resets"

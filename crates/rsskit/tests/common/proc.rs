@@ -121,3 +121,29 @@ pub fn output_text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     )
 }
+
+/// The scheduling policy (0 SCHED_OTHER, 3 SCHED_BATCH: field 41 of
+/// /proc/PID/task/TID/stat) of `pid`'s first thread whose name starts with
+/// `comm_prefix`, waiting for it to appear for up to 10 s.
+pub fn thread_policy(pid: u32, comm_prefix: &str) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let found = std::fs::read_dir(format!("/proc/{pid}/task")).ok().and_then(|tasks| {
+            tasks.flatten().find_map(|t| {
+                let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
+                if !comm.starts_with(comm_prefix) {
+                    return None;
+                }
+                let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+                // Fields after the command (which may hold spaces): state is field 3.
+                let rest = &stat[stat.rfind(')')? + 2..];
+                rest.split(' ').nth(41 - 3)?.parse::<u32>().ok()
+            })
+        });
+        if let Some(p) = found {
+            return p;
+        }
+        assert!(Instant::now() < deadline, "no thread {comm_prefix}* in /proc/{pid}/task");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
