@@ -145,7 +145,7 @@ pub struct ServeConfig {
     /// wake-up of a connection's arrival wait until the task running on the
     /// worker's CPU blocks or ends its slice, so one wake-up accepts and
     /// serves more; `Normal` wakes the worker at once. With the client on the
-    /// same two CPUs (bench/http-vs-nginx), `Batch` gave ~9% more requests/s
+    /// same two CPUs (bench/http-vs-nginx), `Batch` gave ~8% more requests/s
     /// and a steadier tail (docs/BENCHMARKS-LOG.md, 2026-11-26 14:35-15:13).
     pub sched: ThreadPolicy,
 }
