@@ -252,6 +252,10 @@ fn lab_system_keeps_the_plan() {
     assert_eq!(o.rc, 0, "apply --persist: {}", o.text());
     eprintln!("apply --persist:\n{}", o.stdout);
     assert!(o.stdout.contains("Persisted the plan of eth0"), "{}", o.text());
+    // irqbalance runs in the guest: restarted with the bans before the IRQs
+    // are written (after, it once moved 4 of 8 in between).
+    let ban = o.stdout.find("irqbalance: added").expect("apply --persist bans the IRQs");
+    assert!(ban < o.stdout.find("Writing:").expect("Writing:"), "bans before writes: {}", o.text());
     assert_eq!(state(&lab), want, "apply itself set the plan");
     let listed = lab.ok("rsskit persist list");
     assert!(listed.contains("eth0"), "persist list names eth0: {listed}");

@@ -109,6 +109,9 @@ fn apply_persist_stores_installs_bans_and_remove_undoes_exactly_that() {
     );
     assert!(text.contains("irqbalance: added --banirq for IRQs 40,41,42,43"), "{text}");
     assert!(text.contains("not restarted"), "{text}");
+    // Banned before any IRQ is written: an irqbalance without the bans could move one in between.
+    let (ban, writing) = (text.find("irqbalance: added").unwrap(), text.find("Writing:").expect("Writing:"));
+    assert!(ban < writing, "the bans come before the writes: {text}");
 
     let o = h.run(&["persist", "list"]);
     let l = String::from_utf8_lossy(&o.stdout).to_string();

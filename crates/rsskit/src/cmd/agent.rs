@@ -230,6 +230,24 @@ impl Agent {
         if !check.offline.is_empty() {
             m.problems.insert("cpus_offline", check.offline.len() as u64);
         }
+        // The bans first: an irqbalance without them can move an IRQ between
+        // this pass's write and its restart.
+        let irqs: Vec<u32> = check.plan.devices[0].irqs.iter().map(|x| x.irq).collect();
+        if !irqs.is_empty() {
+            match irqbalance::ban(&self.host.root, &irqs, &mut HostRestarter::new(&self.host, &self.sys)) {
+                Ok(Some(c)) => {
+                    let list: Vec<String> = c.irqs.iter().map(u32::to_string).collect();
+                    let r = c.restarted.err().unwrap_or_else(|| "irqbalance restarted".into());
+                    log(&format!(
+                        "{name}: irqbalance: added --banirq for IRQs {} in {}; {r}",
+                        list.join(","),
+                        c.file.display()
+                    ));
+                }
+                Ok(None) => {}
+                Err(e) => log(&format!("{name}: irqbalance: cannot ban the IRQs: {e}")),
+            }
+        }
         // What this pass put back, in write order (for the hashed fields' follow-up).
         let mut written: Vec<tune::Setting> = Vec::new();
         for s in &check.settings {
@@ -267,22 +285,6 @@ impl Agent {
         }
         self.push_hash_fields(name, written, &mut m);
         m.aligned = m.problems.is_empty();
-        let irqs: Vec<u32> = check.plan.devices[0].irqs.iter().map(|x| x.irq).collect();
-        if !irqs.is_empty() {
-            match irqbalance::ban(&self.host.root, &irqs, &mut HostRestarter::new(&self.host, &self.sys)) {
-                Ok(Some(c)) => {
-                    let list: Vec<String> = c.irqs.iter().map(u32::to_string).collect();
-                    let r = c.restarted.err().unwrap_or_else(|| "irqbalance restarted".into());
-                    log(&format!(
-                        "{name}: irqbalance: added --banirq for IRQs {} in {}; {r}",
-                        list.join(","),
-                        c.file.display()
-                    ));
-                }
-                Ok(None) => {}
-                Err(e) => log(&format!("{name}: irqbalance: cannot ban the IRQs: {e}")),
-            }
-        }
         self.queue_stats(name, &mut m);
         m
     }

@@ -217,7 +217,7 @@ pub fn run(mut a: Args) -> Result<()> {
                 .map(|i| format!("--banirq={i}"))
                 .collect();
             if !missing.is_empty() && a.persist && !a.dry_run {
-                // after_apply bans them below and says so: no advice to do it by hand.
+                // ban_before_pinning bans them below and says so: no advice to do it by hand.
                 println!(
                     "irqbalance is running (pid {}): --persist bans the IRQs pinned here ({}) in its options file",
                     ib.pid,
@@ -241,6 +241,7 @@ pub fn run(mut a: Args) -> Result<()> {
     if changes.is_empty() {
         println!("nothing to do");
         if a.persist {
+            super::persist::ban_before_pinning(&a.host, &root, &plan)?;
             super::persist::after_apply(&a.host, &root, &plan)?;
         }
         return refused_exit(&unplanned, changes.len());
@@ -264,6 +265,9 @@ pub fn run(mut a: Args) -> Result<()> {
     );
     for s in changes.iter().filter(|s| s.old.is_none()) {
         eprintln!("rsskit: warning: {} {}: current value unreadable, cannot be saved", s.device(), s.what);
+    }
+    if a.persist {
+        super::persist::ban_before_pinning(&a.host, &root, &plan)?;
     }
     let failed = write_all(&root, &changes)?;
     if a.persist {

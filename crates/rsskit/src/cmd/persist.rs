@@ -162,27 +162,34 @@ pub fn check_persistable(sys: &Sysroot, plan: &Plan) -> Result<()> {
     Ok(())
 }
 
+/// Bans the IRQs `plan` pins in irqbalance (restarting it) before they are
+/// written: a running irqbalance without the bans can move an IRQ in the
+/// moment between rsskit's write and its restart (the lab saw it move 4 of
+/// 8 to the device's NUMA node).
+pub fn ban_before_pinning(host: &HostArgs, sys: &Sysroot, plan: &Plan) -> Result<()> {
+    let irqs: Vec<u32> = plan.devices.iter().flat_map(|d| d.irqs.iter().map(|x| x.irq)).collect();
+    if !irqs.is_empty() {
+        if let Some(c) = irqbalance::ban(&host.root, &irqs, &mut HostRestarter::new(host, sys))? {
+            say_irqbalance(&c, "added");
+        }
+    }
+    Ok(())
+}
+
 /// After `apply --persist` wrote `plan`: store each device's plan, install
-/// the rule and unit, ban the pinned IRQs in irqbalance.
+/// the rule and unit (the IRQ bans came first: `ban_before_pinning`).
 pub fn after_apply(host: &HostArgs, sys: &Sysroot, plan: &Plan) -> Result<()> {
     if plan.rps_sock_flow_entries.is_some() {
         println!("note: net.core.rps_sock_flow_entries is host-wide and not persisted per device: set it in /etc/sysctl.d/");
     }
     let t = now();
-    let mut irqs = Vec::new();
     for d in &plan.devices {
         let p = persist::persisted_of(sys, d, t)?;
         let path = persist::store(&host.root, &p)?;
         println!("Persisted the plan of {} ({}) in {}", d.name, p.identity, path.display());
-        irqs.extend(d.irqs.iter().map(|x| x.irq));
     }
     for path in persist::install_units(&host.root)? {
         println!("Installed {}", path.display());
-    }
-    if !irqs.is_empty() {
-        if let Some(c) = irqbalance::ban(&host.root, &irqs, &mut HostRestarter::new(host, sys))? {
-            say_irqbalance(&c, "added");
-        }
     }
     Ok(())
 }
@@ -299,6 +306,7 @@ fn apply_one(host: &HostArgs, sys: &Sysroot, iface: &str) -> Result<()> {
     let changes: Vec<Setting> = c.settings.iter().filter(|s| !s.unchanged()).cloned().collect();
     let changes = tune::push_hash_fields(sys, changes)?;
     println!("{iface} ({id}): {} of {} settings to put back", changes.len(), c.settings.len());
+    ban_before_pinning(host, sys, &c.plan)?;
     for s in &changes {
         match tune::write_one(sys, s)? {
             Outcome::Applied => println!("  ok       {iface:<8} {} = {}", s.what, s.new),
@@ -310,12 +318,6 @@ fn apply_one(host: &HostArgs, sys: &Sysroot, iface: &str) -> Result<()> {
                 failed += 1;
                 println!("  CHANGED  {iface:<8} {}: reads back {read_back} ({reason})", s.what)
             }
-        }
-    }
-    let irqs: Vec<u32> = c.plan.devices.iter().flat_map(|d| d.irqs.iter().map(|x| x.irq)).collect();
-    if !irqs.is_empty() {
-        if let Some(ch) = irqbalance::ban(&host.root, &irqs, &mut HostRestarter::new(host, sys))? {
-            say_irqbalance(&ch, "added");
         }
     }
     if failed > 0 {
