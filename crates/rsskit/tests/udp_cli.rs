@@ -96,6 +96,27 @@ fn load_refused_target() {
 }
 
 #[test]
+fn paced_gso_bursts_share_the_rate_evenly_over_the_streams() {
+    // --burst 16 --gso 16 over 2 streams: whole bursts, each stream its
+    // turn. A late pass once sent a burst plus a stray remainder, which went
+    // to the other stream as a short burst: 18,624 / 1,371 datagrams.
+    let (_echo, addr) = echo_on_loopback(&[]);
+    let out = rsskit()
+        .args(["udp-load", "--target", &addr, "--streams", "2", "--rate", "20000", "--burst", "16"])
+        .args(["--gso", "16", "--duration", "1", "--drain", "0.5", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sent: Vec<u64> =
+        v["streams"].as_array().unwrap().iter().map(|s| s["sent"].as_u64().unwrap()).collect();
+    assert_eq!(sent.len(), 2, "{v}");
+    assert!(sent[0].abs_diff(sent[1]) <= 16, "each stream gets half, within one burst: {sent:?}");
+    assert!(sent.iter().all(|n| n % 16 == 0), "whole GSO sends of 16 only: {sent:?}");
+    assert!(sent[0] + sent[1] > 10_000, "{sent:?}");
+}
+
+#[test]
 fn load_server_going_away_is_an_error() {
     // The echo server stops after 1 s of a 4 s run: udp-load reports the
     // refusals and exits non-zero instead of ending early with status 0.

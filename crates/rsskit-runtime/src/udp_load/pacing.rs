@@ -39,12 +39,13 @@ impl Pacer {
         match self.rate {
             Some(r) => {
                 let d = ((r * elapsed_ns as f64 / 1e9) as u64).saturating_sub(sent);
-                // Hold back until a whole burst is due.
-                if d < u64::from(self.burst) {
-                    0
-                } else {
-                    d.min(CATCH_UP.max(u64::from(self.burst)))
-                }
+                // Whole bursts only: what is due beyond the last whole burst
+                // waits for the next one. A late pass that sent it all would
+                // send a burst and a stray remainder, and the remainder
+                // would go to the next stream as a short burst (2 streams,
+                // --burst 16 --gso 16 once split 18,624 / 1,371).
+                let b = u64::from(self.burst);
+                (d - d % b).min((CATCH_UP / b).max(1) * b)
             }
             None => UNPACED_BATCH,
         }
@@ -176,6 +177,13 @@ mod tests {
         let sends = simulate(&p, 80 * MS + 1, 1000);
         assert_eq!(sends.len(), 10);
         assert!(sends.iter().all(|s| s.1 == 8));
+        // A late pass sends whole bursts; the rest waits for its burst.
+        assert_eq!(p.due(13 * MS, 0), 8);
+        assert_eq!(p.due(13 * MS, 8), 0);
+        assert_eq!(p.due(17 * MS, 8), 8);
+        assert_eq!(p.due(30 * MS, 0), 24);
+        // Behind by more than CATCH_UP: whole bursts within it.
+        assert_eq!(Pacer::new(Some(100_000.0), 100, false).due(10 * MS, 0), 200);
     }
 
     #[test]

@@ -303,13 +303,14 @@ pub fn send_pass_bursts(
     let (mut tries, mut sent) = (0, 0);
     while sent < due && tries < n {
         let i = *next % n;
-        *next += 1;
+        *next = i + 1;
         let st = &mut trackers[i];
         if !st.may_send(now_ns, limits.count, limits.window, limits.window_timeout_ns) {
             tries += 1;
             continue;
         }
-        let k = st.room(limits.count, limits.window).min(gso).min(due - sent).max(1);
+        let room = st.room(limits.count, limits.window).min(gso).max(1);
+        let k = room.min(due - sent);
         match send(i, &st.next_probe(now_ns), k) {
             Ok(()) => {
                 for _ in 0..k {
@@ -317,6 +318,12 @@ pub fn send_pass_bursts(
                 }
                 sent += k;
                 tries = 0;
+                if k < room {
+                    // Cut short by `due`: this stream goes first next pass,
+                    // so every stream gets its share (not one the long
+                    // sends and the next one the remainders).
+                    *next = i;
+                }
             }
             Err(e) => match classify(&e) {
                 IoClass::Retry => tries += 1,
@@ -602,6 +609,14 @@ mod tests {
         .unwrap();
         assert_eq!(ks, vec![5, 6]);
         assert_eq!((ts[0].sent, ts2[0].sent), (5, 6));
+        // Passes of 20 over 2 streams of GSO 16: a stream cut short goes
+        // first next pass, so both get 100 of 200 (not 160 / 40).
+        let mut ts: Vec<StreamTracker> = (0..2).map(|i| StreamTracker::new(i, 0)).collect();
+        let mut next = 0;
+        for _ in 0..10 {
+            send_pass_bursts(&mut ts, &mut next, 20, 0, limits(None, None), 16, |_, _, _| Ok(())).unwrap();
+        }
+        assert_eq!((ts[0].sent, ts[1].sent), (100, 100));
         // A refused burst (socket full) advances nothing.
         let mut ts = vec![StreamTracker::new(0, 0)];
         let n = send_pass_bursts(&mut ts, &mut 0, 16, 0, limits(None, None), 16, |_, _, _| {
