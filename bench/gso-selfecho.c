@@ -15,26 +15,9 @@
  * per echoed datagram; THREADS=2 against THREADS=1 is this path's own
  * 2/1 (docs/BENCHMARKS-LOG.md, 2026-11-26 17:30). Bench-only.
  */
-#define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/udp.h>
-#include <pthread.h>
-#include <sched.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
+#include "udp-offload.h"
 #include <time.h>
-#include <unistd.h>
 
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103
-#endif
-#ifndef UDP_GRO
-#define UDP_GRO 104
-#endif
 #define SEG 510
 #define BURST 16
 #define MAXT 64

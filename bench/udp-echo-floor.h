@@ -19,31 +19,10 @@
 #ifndef UDP_ECHO_FLOOR_H
 #define UDP_ECHO_FLOOR_H
 
-#define _GNU_SOURCE
-#include <arpa/inet.h>
+#include "udp-offload.h"
 #include <errno.h>
 #include <linux/filter.h>
-#include <netinet/in.h>
-#include <netinet/udp.h>
-#include <pthread.h>
-#include <sched.h>
 #include <signal.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103
-#endif
-#ifndef UDP_GRO
-#define UDP_GRO 104
-#endif
-#ifndef SOL_UDP
-#define SOL_UDP 17
-#endif
 #ifndef SO_ATTACH_REUSEPORT_CBPF
 #define SO_ATTACH_REUSEPORT_CBPF 51
 #endif
