@@ -4,14 +4,14 @@
 //! re-check, signals (SIGHUP reloads the plans, SIGTERM/SIGINT stop),
 //! sd_notify for `Type=notify`, one log line per event, and `/metrics`.
 
-use super::persist::{self as p, HostArgs, HostRestarter};
+use super::persist::{self as p, HostArgs};
 use anyhow::{bail, Context, Result};
 use rsskit_host::keeper::{Cause, Event, Keeper, Policy, Verdict};
 use rsskit_host::metrics::{self, DeviceMetrics, Snapshot};
 use rsskit_host::persist::{self, Persisted};
+use rsskit_host::softnet;
 use rsskit_host::sysroot::Sysroot;
 use rsskit_host::tune::{self, Outcome};
-use rsskit_host::{irqbalance, softnet};
 use rsskit_linux::rtnl::{LinkEvent, LinkWatch};
 use std::collections::BTreeMap;
 use std::io::{Read as _, Write as _};
@@ -232,21 +232,10 @@ impl Agent {
         }
         // The bans first: an irqbalance without them can move an IRQ between
         // this pass's write and its restart.
-        let irqs: Vec<u32> = check.plan.devices[0].irqs.iter().map(|x| x.irq).collect();
-        if !irqs.is_empty() {
-            match irqbalance::ban(&self.host.root, &irqs, &mut HostRestarter::new(&self.host, &self.sys)) {
-                Ok(Some(c)) => {
-                    let list: Vec<String> = c.irqs.iter().map(u32::to_string).collect();
-                    let r = c.restarted.err().unwrap_or_else(|| "irqbalance restarted".into());
-                    log(&format!(
-                        "{name}: irqbalance: added --banirq for IRQs {} in {}; {r}",
-                        list.join(","),
-                        c.file.display()
-                    ));
-                }
-                Ok(None) => {}
-                Err(e) => log(&format!("{name}: irqbalance: cannot ban the IRQs: {e}")),
-            }
+        match p::ban_pinned(&self.host, &self.sys, &check.plan) {
+            Ok(Some(c)) => log(&format!("{name}: {}", p::irqbalance_line(&c, "added"))),
+            Ok(None) => {}
+            Err(e) => log(&format!("{name}: irqbalance: cannot ban the IRQs: {e:#}")),
         }
         // What this pass put back, in write order (for the hashed fields' follow-up).
         let mut written: Vec<tune::Setting> = Vec::new();

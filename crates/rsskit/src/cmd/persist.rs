@@ -143,14 +143,19 @@ impl Restarter for HostRestarter {
     }
 }
 
-/// Prints what an irqbalance ban or unban changed.
-pub fn say_irqbalance(c: &irqbalance::Change, verb: &str) {
+/// What an irqbalance ban or unban changed, as one line.
+pub fn irqbalance_line(c: &irqbalance::Change, verb: &str) -> String {
     let irqs: Vec<String> = c.irqs.iter().map(u32::to_string).collect();
     let restarted = match &c.restarted {
         Ok(()) => "irqbalance restarted".to_string(),
         Err(e) => e.clone(),
     };
-    println!("irqbalance: {verb} --banirq for IRQs {} in {}; {restarted}", irqs.join(","), c.file.display());
+    format!("irqbalance: {verb} --banirq for IRQs {} in {}; {restarted}", irqs.join(","), c.file.display())
+}
+
+/// Prints what an irqbalance ban or unban changed.
+pub fn say_irqbalance(c: &irqbalance::Change, verb: &str) {
+    println!("{}", irqbalance_line(c, verb));
 }
 
 /// Whether every device of `plan` can be persisted (a stable identity, a
@@ -167,13 +172,19 @@ pub fn check_persistable(sys: &Sysroot, plan: &Plan) -> Result<()> {
 /// moment between rsskit's write and its restart (the lab saw it move 4 of
 /// 8 to the device's NUMA node).
 pub fn ban_before_pinning(host: &HostArgs, sys: &Sysroot, plan: &Plan) -> Result<()> {
-    let irqs: Vec<u32> = plan.devices.iter().flat_map(|d| d.irqs.iter().map(|x| x.irq)).collect();
-    if !irqs.is_empty() {
-        if let Some(c) = irqbalance::ban(&host.root, &irqs, &mut HostRestarter::new(host, sys))? {
-            say_irqbalance(&c, "added");
-        }
+    if let Some(c) = ban_pinned(host, sys, plan)? {
+        say_irqbalance(&c, "added");
     }
     Ok(())
+}
+
+/// Bans the IRQs `plan` pins in irqbalance; what changed, if anything.
+pub fn ban_pinned(host: &HostArgs, sys: &Sysroot, plan: &Plan) -> Result<Option<irqbalance::Change>> {
+    let irqs: Vec<u32> = plan.devices.iter().flat_map(|d| d.irqs.iter().map(|x| x.irq)).collect();
+    if irqs.is_empty() {
+        return Ok(None);
+    }
+    Ok(irqbalance::ban(&host.root, &irqs, &mut HostRestarter::new(host, sys))?)
 }
 
 /// After `apply --persist` wrote `plan`: store each device's plan, install
