@@ -85,11 +85,24 @@ fi
 
 # The Kubernetes schema validator for deploy/kubernetes (tests/package_deb.rs),
 # pinned, in a venv under target/ (Debian's python refuses system-wide pip).
-validator=target/tools/venv/bin/kubernetes-validate
-if [ ! -x "$validator" ] && ! command -v python3 >/dev/null 2>&1; then
+# A venv holds absolute paths (its scripts' #! line names the venv's python,
+# which links to the python it was made with): after the checkout moves, or
+# that python goes, the validator is still executable but no longer runs.
+# So it is run, and the venv made again (removed first) unless it answers
+# with the pinned version (which also follows a change of the pin).
+validator_version=1.37.0
+venv=target/tools/venv
+validator=$venv/bin/kubernetes-validate
+if [ "$("$validator" --version 2>/dev/null)" = "$validator_version" ]; then
+  :
+elif ! command -v python3 >/dev/null 2>&1; then
   echo "warning: no python3: the Kubernetes manifest test will fail" >&2
-elif [ ! -x "$validator" ]; then
-  echo "== installing kubernetes-validate (PyPI) into target/tools/venv"
-  python3 -m venv target/tools/venv
-  target/tools/venv/bin/pip install --quiet --disable-pip-version-check kubernetes-validate==1.37.0
+else
+  if [ -e "$venv" ] || [ -L "$venv" ]; then
+    echo "== $venv does not run kubernetes-validate $validator_version (checkout moved, or its python changed): making it again"
+    rm -rf -- "$venv"
+  fi
+  echo "== installing kubernetes-validate (PyPI) into $venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "kubernetes-validate==$validator_version"
 fi

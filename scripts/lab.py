@@ -92,11 +92,18 @@ mkdir -p /host
 # 12, each command seconds); files the host changes while the guest runs are
 # then not seen: reboot the lab after rebuilding rsskit.
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000,cache=loose hostroot /host || echo "lab: 9p mount failed"
+# A checkout under /tmp, /run or /dev (scripts/lab.py GUEST_MOUNTS) would be
+# hidden by the guest's own mounts there: its 9p view is kept aside first
+# (a bind mount) and bound back at its path on top of them, so that the
+# guest runs this checkout's build wherever it lies.
+KEEP=@KEEP@
+if [ -n "$KEEP" ]; then mkdir -p /keep && mount -o bind "/host$KEEP" /keep || echo "lab: bind mount of $KEEP failed"; fi
 mount -t proc proc /host/proc
 mount -t sysfs sys /host/sys
 mount -t devtmpfs dev /host/dev
 mount -t tmpfs tmp /host/tmp
 mount -t tmpfs run /host/run
+if [ -n "$KEEP" ]; then mkdir -p "/host$KEEP" && mount -o bind /keep "/host$KEEP" || echo "lab: $KEEP not put back"; fi
 mkdir -p /host/tmp/lab
 # eth0: the virtio-net NIC, eth1: the e1000e, whatever the probe order.
 for d in /sys/class/net/*; do
@@ -127,6 +134,13 @@ d=/host/tmp/lab
 # The command, chrooted into the host's root (where $d is /tmp/lab).
 run_cmd() { timeout "$tmo" $H /bin/sh -c "cd /tmp && . /tmp/lab/cmd.$1"; }
 """ + AGENT_LOOP
+
+
+# The guest's own file systems over the host's root (INIT), in which the
+# host's files are hidden: the checkout is kept visible (INIT's KEEP) when
+# under one it can be put back on, and refused under one it cannot.
+GUEST_MOUNTS = ["/tmp", "/run", "/dev"]
+GUEST_MOUNTS_NO_KEEP = ["/proc", "/sys"]
 
 
 def log(msg):
@@ -216,10 +230,34 @@ def module_order(mods):
     return order
 
 
+def under(path, top):
+    return path == top or path.startswith(top + "/")
+
+
+def hidden_checkout():
+    """ROOT when a guest's own mount (GUEST_MOUNTS) would hide it, else "";
+    dies where the guest could not put it back."""
+    for top in GUEST_MOUNTS_NO_KEEP:
+        if under(ROOT, top):
+            die(f"the checkout {ROOT} is under {top}, which the guest mounts its own {top[1:]} on: move it elsewhere")
+    for top in GUEST_MOUNTS:
+        if ROOT == top:
+            die(f"the checkout is {top} itself, which the guest needs as its own (writable) {top}: move it into a folder")
+        if under(ROOT, top):
+            # The guest's command files (INIT's $d) go to /tmp/lab.
+            if under(ROOT, "/tmp/lab") or under("/tmp/lab", ROOT):
+                die(f"the checkout {ROOT} overlaps /tmp/lab, the guest's own command folder: move or rename it")
+            return ROOT
+    return ""
+
+
 def build_initramfs():
     _, initrd = kernel_paths()
     init = INIT
-    for k, v in dict(GUEST_V4=GUEST_V4, GUEST_V6=GUEST_V6, TAP_V4=TAP_V4, TAP_V6=TAP_V6, TAP_MAC=TAP_MAC).items():
+    # The stamp below covers KEEP: a checkout moved gets its initramfs again.
+    keep = hidden_checkout()
+    for k, v in dict(GUEST_V4=GUEST_V4, GUEST_V6=GUEST_V6, TAP_V4=TAP_V4, TAP_V6=TAP_V6, TAP_MAC=TAP_MAC,
+                     KEEP=shlex.quote(keep)).items():
         init = init.replace(f"@{k}@", v)
     stamp = hashlib.sha1((init + ",".join(WANTED)).encode()).hexdigest()
     stamp_file = initrd + ".stamp"
@@ -272,6 +310,8 @@ def build_initramfs():
 def cmd_setup(_args=None):
     if os.geteuid() != 0:
         die("the lab needs root (network namespace, tap devices)")
+    # A checkout the guest cannot see is refused now, not deep in a test.
+    hidden_checkout()
     sh([os.path.join(ROOT, "scripts", "install-deps.sh")])
     for tool in ["qemu-system-x86_64", "cpio", "dpkg-deb", "apt-get"]:
         if not shutil.which(tool):
