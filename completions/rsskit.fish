@@ -163,10 +163,10 @@ complete -c rsskit -n "__fish_rsskit_using_subcommand persist; and __fish_seen_s
 complete -c rsskit -n "__fish_rsskit_using_subcommand persist; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c rsskit -n "__fish_rsskit_using_subcommand agent" -l root -d 'Prefix every rsskit file (/etc/rsskit, /run/rsskit.lock, the udev rule, the units, irqbalance\'s options) with DIR' -r -F
 complete -c rsskit -n "__fish_rsskit_using_subcommand agent" -l lock-wait -d 'Seconds to wait for another rsskit writer (apply, persist, agent) before refusing' -r
-complete -c rsskit -n "__fish_rsskit_using_subcommand agent" -l interval -d 'Re-check every S seconds (besides link events)' -r
+complete -c rsskit -n "__fish_rsskit_using_subcommand agent" -l interval -d 'Re-check every S seconds (besides link events), 1-86400' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand agent" -l metrics -d 'Serve Prometheus metrics at http://ADDR:PORT/metrics' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand agent" -l sysroot -d 'Read a tree shaped like /sys and /proc under DIR instead (tests; no link events there)' -r -F
-complete -c rsskit -n "__fish_rsskit_using_subcommand agent" -l once -d 'Check and correct once, then exit (0: every persisted device aligned, 1: not)'
+complete -c rsskit -n "__fish_rsskit_using_subcommand agent" -l once -d 'Check and correct once, then exit (0: every persisted device checked and aligned, 1: not)'
 complete -c rsskit -n "__fish_rsskit_using_subcommand agent" -l allow-weak-key -d 'Use a --key that cannot reach every RSS bucket (e.g. all zero: every flow in bucket 0) instead of refusing it'
 complete -c rsskit -n "__fish_rsskit_using_subcommand agent" -s h -l help -d 'Print help'
 complete -c rsskit -n "__fish_rsskit_using_subcommand udp-echo" -l bind -d 'Address and port to serve: ADDR:PORT or [IPV6]:PORT (port 0: any free port)' -r

@@ -161,13 +161,25 @@ fn io_err(path: &Path) -> impl Fn(io::Error) -> PersistError + '_ {
     move |source| PersistError::Io { path: path.to_path_buf(), source }
 }
 
+/// Bound on the options file and the record (both a few lines).
+const MAX_TEXT: u64 = 1 << 20;
+
+/// Reads one of these files through [`crate::trusted`] (root's, writable by
+/// no one else, never blocking); `None` when it does not exist.
+fn read_trusted(path: &Path) -> Result<Option<String>, PersistError> {
+    match crate::trusted::read_to_string(path, MAX_TEXT) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// The record under `root` (empty when none; refused when malformed).
 pub fn read_record(root: &Path) -> Result<Record, PersistError> {
     let path = root.join(RECORD);
-    match fs::read_to_string(&path) {
-        Ok(t) => serde_json::from_str(&t).map_err(|e| PersistError::Invalid { path, msg: e.to_string() }),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Record::default()),
-        Err(e) => Err(io_err(&path)(e)),
+    match read_trusted(&path)? {
+        Some(t) => serde_json::from_str(&t).map_err(|e| PersistError::Invalid { path, msg: e.to_string() }),
+        None => Ok(Record::default()),
     }
 }
 
@@ -177,7 +189,7 @@ pub fn read_record(root: &Path) -> Result<Record, PersistError> {
 pub fn ban(root: &Path, irqs: &[u32], restarter: &mut dyn Restarter) -> Result<Option<Change>, PersistError> {
     let Some(distro) = options_file(root) else { return Ok(None) };
     let file = distro.path(root);
-    let text = fs::read_to_string(&file).map_err(io_err(&file))?;
+    let Some(text) = read_trusted(&file)? else { return Ok(None) };
     let (new, added) = add_bans(&text, irqs);
     if added.is_empty() {
         return Ok(None);
@@ -203,13 +215,9 @@ pub fn unban(root: &Path, restarter: &mut dyn Restarter) -> Result<Option<Change
     let Some(distro) = rec.file else { return Ok(None) };
     let file = distro.path(root);
     let rec_path = root.join(RECORD);
-    let text = match fs::read_to_string(&file) {
-        Ok(t) => t,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            fs::remove_file(&rec_path).map_err(io_err(&rec_path))?;
-            return Ok(None);
-        }
-        Err(e) => return Err(io_err(&file)(e)),
+    let Some(text) = read_trusted(&file)? else {
+        fs::remove_file(&rec_path).map_err(io_err(&rec_path))?;
+        return Ok(None);
     };
     let (new, removed) = remove_bans(&text, &rec.added);
     if !removed.is_empty() {

@@ -24,9 +24,13 @@
 //!   -s`'s SNMP counters stay in `rsskit_linux::snmp`, which the runtime reads).
 //! - [`persist`], [`irqbalance`], [`lock`]: keeping a plan across reboots
 //!   (plan files, identity, units), irqbalance bans with exact undo, and the
-//!   one-writer host lock: policy about files rsskit owns.
+//!   one-writer host lock: policy about files rsskit owns; [`trusted`]:
+//!   how any of those files is read (root's, writable by no one else, never
+//!   blocking on a FIFO).
 //! - [`keeper`], [`metrics`]: the agent's decisions and its `/metrics` text,
-//!   no I/O (the CLI's `agent` is the event loop around them).
+//!   no I/O (the CLI's `agent` is the event loop around them);
+//!   [`metrics_server`]: the endpoint that serves that text, bounded per
+//!   client so that none can stall it.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 #[cfg(any(test, feature = "fixtures"))]
@@ -37,9 +41,11 @@ pub mod keeper;
 pub mod landing;
 pub mod lock;
 pub mod metrics;
+pub mod metrics_server;
 pub mod nic_rebalance;
 pub mod persist;
 pub mod plan;
 pub mod softnet;
 pub mod sysroot;
+pub mod trusted;
 pub mod tune;

@@ -2,7 +2,12 @@
 //! agent take an exclusive `flock` on `/run/rsskit.lock` (under `--root`
 //! for fixtures) before they write host settings. A second writer waits a
 //! bounded time, then refuses naming the holder (pid and command, which the
-//! holder writes into the lock file).
+//! holder writes into the lock file, or `/proc/locks` when it wrote none).
+//!
+//! The file is root's alone (0600, and an existing one is refused unless
+//! this user owns it): `flock` needs only a read-only descriptor, so a lock
+//! file anyone could open is a lock anyone could hold, stalling every apply
+//! and every check of the agent.
 //!
 //! `flock` locks belong to the open file description, so two opens in one
 //! process exclude each other too (the unit test relies on that), and the
@@ -10,7 +15,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read as _, Seek as _, Write as _};
-use std::os::unix::fs::OpenOptionsExt as _;
+use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -29,6 +34,20 @@ pub enum LockError {
         holder: String,
         /// How long this writer waited.
         waited: Duration,
+    },
+    /// The wait was given up because the caller is stopping (a signal).
+    #[error("gave up waiting for {path}: stopping")]
+    Stopped {
+        /// The lock file.
+        path: PathBuf,
+    },
+    /// Something other than rsskit's own lock file is at the lock path.
+    #[error("{path}: {why}; remove it (rsskit creates its lock file itself, mode 0600)")]
+    Untrusted {
+        /// The lock file.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
     },
     /// The lock file could not be opened or locked.
     #[error("locking {path}: {source}")]
@@ -66,12 +85,16 @@ pub fn lock_path(root: &Path) -> PathBuf {
     root.join(LOCK_PATH)
 }
 
+/// What a waiter is told when the holder wrote nothing and `/proc/locks`
+/// does not name it either.
+const UNKNOWN: &str = "holder unknown";
+
 /// Holder text as read from the file: untrusted, so bounded and stripped
 /// of control characters before it is shown.
 fn sanitise(raw: &[u8]) -> String {
     let s: String = String::from_utf8_lossy(raw).chars().filter(|c| !c.is_control()).take(200).collect();
     if s.trim().is_empty() {
-        "holder unknown".into()
+        UNKNOWN.into()
     } else {
         s.trim().to_string()
     }
@@ -80,30 +103,72 @@ fn sanitise(raw: &[u8]) -> String {
 /// Takes the lock at `root/run/rsskit.lock`, waiting at most `wait`;
 /// `command` is what the holder says it is doing (shown to a waiter).
 pub fn acquire(root: &Path, wait: Duration, command: &str) -> Result<HostLock, LockError> {
+    acquire_unless(root, wait, command, &|| false)
+}
+
+/// Opens (creating it 0600) the lock file, refusing anything that is not a
+/// regular file this user owns; an older rsskit's 0644 file is tightened.
+fn open_lock(path: &Path) -> Result<File, LockError> {
+    let io_err = |source| LockError::Io { path: path.to_path_buf(), source };
+    let untrusted = |why: String| LockError::Untrusted { path: path.to_path_buf(), why };
+    // O_NOFOLLOW: a symlink planted at the lock path is refused, not
+    // followed; O_NONBLOCK: a FIFO there does not block the open.
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => untrusted("a symlink".into()),
+            _ => io_err(e),
+        })?;
+    let m = file.metadata().map_err(io_err)?;
+    if !m.file_type().is_file() {
+        return Err(untrusted("not a regular file".into()));
+    }
+    let me = rsskit_linux::process::effective_uid();
+    if m.uid() != me {
+        return Err(untrusted(format!("owned by uid {}, not by this user ({me})", m.uid())));
+    }
+    if m.mode() & 0o077 != 0 {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600)).map_err(io_err)?;
+    }
+    Ok(file)
+}
+
+/// [`acquire`], giving up early (with [`LockError::Stopped`]) as soon as
+/// `stop()` says so: a stopping agent does not sit out the whole wait.
+pub fn acquire_unless(
+    root: &Path,
+    wait: Duration,
+    command: &str,
+    stop: &dyn Fn() -> bool,
+) -> Result<HostLock, LockError> {
     let path = lock_path(root);
     let io_err = |source| LockError::Io { path: path.clone(), source };
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(io_err)?;
     }
-    // O_NOFOLLOW: a symlink planted at the lock path is refused, not followed.
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o644)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&path)
-        .map_err(io_err)?;
+    let mut file = open_lock(&path)?;
     let start = Instant::now();
     loop {
         if rsskit_linux::fs::try_lock_exclusive(&file).map_err(io_err)? {
             break;
         }
+        if stop() {
+            return Err(LockError::Stopped { path });
+        }
         if start.elapsed() >= wait {
             let mut raw = Vec::new();
             let _ = (&file).take(4096).read_to_end(&mut raw);
-            return Err(LockError::Busy { path, holder: sanitise(&raw), waited: start.elapsed() });
+            let mut holder = sanitise(&raw);
+            if holder == UNKNOWN {
+                holder = rsskit_linux::fs::lock_holder(&file).unwrap_or(holder);
+            }
+            return Err(LockError::Busy { path, holder, waited: start.elapsed() });
         }
         std::thread::sleep(Duration::from_millis(50).min(wait.saturating_sub(start.elapsed())));
     }
@@ -176,11 +241,57 @@ mod tests {
     }
 
     #[test]
-    fn a_symlink_at_the_lock_path_is_refused() {
+    fn a_symlink_or_fifo_at_the_lock_path_is_refused() {
         let root = tmp("link");
         std::fs::create_dir_all(root.join("run")).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", root.join(LOCK_PATH)).unwrap();
-        assert!(matches!(acquire(&root, Duration::ZERO, "x"), Err(LockError::Io { .. })));
+        assert!(matches!(acquire(&root, Duration::ZERO, "x"), Err(LockError::Untrusted { .. })));
+        std::fs::remove_file(root.join(LOCK_PATH)).unwrap();
+        assert!(std::process::Command::new("mkfifo").arg(root.join(LOCK_PATH)).status().unwrap().success());
+        let e = acquire(&root, Duration::ZERO, "x").unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn the_lock_file_is_private() {
+        let root = tmp("mode");
+        std::fs::create_dir_all(root.join("run")).unwrap();
+        // An older rsskit's lock file, readable by all: tightened.
+        std::fs::write(root.join(LOCK_PATH), "").unwrap();
+        std::fs::set_permissions(root.join(LOCK_PATH), std::fs::Permissions::from_mode(0o644)).unwrap();
+        let l = acquire(&root, Duration::ZERO, "x").unwrap();
+        let mode = std::fs::metadata(l.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        drop(l);
+        if rsskit_linux::process::effective_uid() == 0 {
+            // One planted by another user is refused, not used.
+            std::os::unix::fs::chown(root.join(LOCK_PATH), Some(65534), None).unwrap();
+            let e = acquire(&root, Duration::ZERO, "x").unwrap_err();
+            assert!(e.to_string().contains("owned by uid 65534"), "{e}");
+        }
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn a_holder_that_wrote_nothing_is_found_in_proc_locks() {
+        let root = tmp("anon");
+        let held = acquire(&root, Duration::ZERO, "x").unwrap();
+        // Another descriptor of this process, holding it without a word.
+        held.file.set_len(0).unwrap();
+        let e = acquire(&root, Duration::ZERO, "y").unwrap_err();
+        assert!(e.to_string().contains(&format!("(pid {} (", std::process::id())), "{e}");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn a_stopping_waiter_gives_up_at_once() {
+        let root = tmp("stop");
+        let _held = acquire(&root, Duration::ZERO, "x").unwrap();
+        let t = Instant::now();
+        let e = acquire_unless(&root, Duration::from_secs(30), "y", &|| true).unwrap_err();
+        assert!(matches!(e, LockError::Stopped { .. }), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(5));
         let _ = std::fs::remove_dir_all(&root);
     }
 

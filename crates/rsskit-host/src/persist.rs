@@ -16,7 +16,7 @@ use rsskit_linux::netdev::{self, classify_irq, IrqKind};
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::io::{self, Read as _, Write as _};
-use std::os::unix::fs::OpenOptionsExt as _;
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 
 /// The persisted file format written and read by this build.
@@ -55,6 +55,10 @@ pub enum PersistError {
         /// The error.
         source: io::Error,
     },
+    /// A file (or the plans directory) not read: unreadable, or one rsskit
+    /// will not trust ([`crate::trusted`]).
+    #[error(transparent)]
+    Read(#[from] crate::trusted::TrustError),
     /// A persisted file is not valid; nothing from it is used.
     #[error("{path}: {msg}")]
     Invalid {
@@ -290,7 +294,9 @@ pub fn persisted_of(root: &Sysroot, plan: &DevicePlan, now: u64) -> Result<Persi
 pub fn write_atomic(path: &Path, text: &str, mode: u32) -> Result<(), PersistError> {
     let io_err = |source| PersistError::Io { path: path.to_path_buf(), source };
     let dir = path.parent().expect("paths rsskit builds have a parent");
-    fs::create_dir_all(dir).map_err(io_err)?;
+    // 0755 at most whatever the umask: rsskit reads only from directories
+    // no one else can write (crate::trusted).
+    fs::DirBuilder::new().recursive(true).mode(0o755).create(dir).map_err(io_err)?;
     let tmp = dir.join(format!(
         ".{}.tmp{}",
         path.file_name().and_then(|n| n.to_str()).unwrap_or("x"),
@@ -318,20 +324,11 @@ pub fn store(root: &Path, p: &Persisted) -> Result<PathBuf, PersistError> {
     Ok(path)
 }
 
-/// Reads one plan file and validates it.
+/// Reads one plan file and validates it (the file and its directory must
+/// pass [`crate::trusted`]'s checks first).
 pub fn read(path: &Path) -> Result<Persisted, PersistError> {
     let invalid = |msg: String| PersistError::Invalid { path: path.to_path_buf(), msg };
-    let f = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|source| PersistError::Io { path: path.to_path_buf(), source })?;
-    let meta = f.metadata().map_err(|source| PersistError::Io { path: path.to_path_buf(), source })?;
-    if !meta.is_file() || meta.len() > MAX_FILE {
-        return Err(invalid(format!("not a regular file of at most {MAX_FILE} bytes")));
-    }
-    let mut text = String::new();
-    f.take(MAX_FILE).read_to_string(&mut text).map_err(|e| invalid(e.to_string()))?;
+    let text = crate::trusted::read_to_string(path, MAX_FILE)?;
     let p: Persisted =
         serde_json::from_str(&text).map_err(|e| invalid(format!("not an rsskit persisted plan: {e}")))?;
     validate(&p).map_err(invalid)?;
@@ -342,24 +339,34 @@ pub fn read(path: &Path) -> Result<Persisted, PersistError> {
 }
 
 /// Every persisted plan: the good ones, and the files refused with why
-/// (nothing of a refused file is used).
+/// (nothing of a refused file is used). A plans directory that cannot be
+/// read, or is not trusted, is one refusal naming it: an unreadable plan is
+/// not the same as no plan.
 pub fn load_all(root: &Path) -> (Vec<Persisted>, Vec<PersistError>) {
     let dir = plans_dir(root);
     let mut good = Vec::new();
     let mut bad = Vec::new();
+    match crate::trusted::check_dir(&dir) {
+        Ok(()) => {}
+        Err(e) if e.is_not_found() => return (good, bad),
+        Err(e) => return (good, vec![e.into()]),
+    }
     let entries = match fs::read_dir(&dir) {
         Ok(e) => e,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return (good, bad),
         Err(source) => return (good, vec![PersistError::Io { path: dir, source }]),
     };
-    let mut names: Vec<PathBuf> = entries
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.extension().is_some_and(|x| x == "json")
-                && !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.'))
-        })
-        .collect();
+    let mut names: Vec<PathBuf> = Vec::new();
+    for e in entries {
+        match e {
+            Ok(e) => names.push(e.path()),
+            Err(source) => bad.push(PersistError::Io { path: dir.clone(), source }),
+        }
+    }
+    names.retain(|p| {
+        p.extension().is_some_and(|x| x == "json")
+            && !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.'))
+    });
     names.sort();
     for p in names {
         match read(&p) {

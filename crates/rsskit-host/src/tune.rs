@@ -335,6 +335,9 @@ pub enum TuneError {
         /// What went wrong.
         msg: String,
     },
+    /// A save file not read: rsskit will not trust it ([`crate::trusted`]).
+    #[error("reading the save file: {0}")]
+    Untrusted(#[from] crate::trusted::TrustError),
     /// Entries of a save file that cannot be restored; nothing was written.
     #[error("{path}: refused, nothing written:\n  {}", problems.join("\n  "))]
     BadSave {
@@ -885,7 +888,9 @@ pub fn write_save(path: &Path, save: &SaveFile) -> Result<(), TuneError> {
 /// [`MAX_SAVE_BYTES`] are read.
 pub fn read_save(path: &Path) -> Result<SaveFile, TuneError> {
     let read_err = |msg: String| TuneError::Read { path: path.to_path_buf(), msg };
-    let f = fs::File::open(path).map_err(|e| read_err(e.to_string()))?;
+    // Root's and writable by no one else (like the save directory), and
+    // never a FIFO to block on; the size is judged below.
+    let f = crate::trusted::open(path, u64::MAX)?;
     let mut text = String::new();
     f.take(MAX_SAVE_BYTES + 1).read_to_string(&mut text).map_err(|e| read_err(e.to_string()))?;
     if text.len() as u64 > MAX_SAVE_BYTES {

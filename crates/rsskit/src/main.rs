@@ -109,9 +109,41 @@ fn exit_code(result: anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            // One line naming the problem, the whole cause chain on it.
-            eprintln!("rsskit: error: {e:#}");
+            eprintln!("rsskit: error: {}", error_line(&e));
+            if let Some(h) = hint(&e) {
+                eprintln!("rsskit: hint: {h}");
+            }
             ExitCode::FAILURE
         }
+    }
+}
+
+/// One line naming the problem with its whole cause chain, each cause said
+/// once: library errors that print their cause in their own message (`{path}:
+/// {source}`) are not followed by the same text again.
+fn error_line(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let t = cause.to_string();
+        if out.is_empty() {
+            out = t;
+        } else if !out.contains(&t) {
+            out = format!("{out}: {t}");
+        }
+    }
+    out
+}
+
+/// The likely fix for the common system errors: not root, a read-only file system.
+fn hint(e: &anyhow::Error) -> Option<&'static str> {
+    let os = e.chain().find_map(|c| c.downcast_ref::<std::io::Error>()).and_then(|io| io.raw_os_error())?;
+    match os {
+        libc::EACCES | libc::EPERM if rsskit_linux::process::effective_uid() != 0 => {
+            Some("this needs root: rsskit writes host settings (/sys, /proc) and its own files (/etc/rsskit, /run/rsskit.lock); run it with sudo")
+        }
+        libc::EROFS => Some(
+            "a read-only file system: rsskit writes /sys, /proc/irq and /run; in a container, mount them read-write",
+        ),
+        _ => None,
     }
 }

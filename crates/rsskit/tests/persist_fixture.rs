@@ -272,14 +272,14 @@ fn agent_puts_back_drift_reports_refused_once_and_contested_and_serves_metrics()
     let (rps0, irq0) = (read(&rps), read(&irq));
     // Drift before it starts: found at start.
     put(&irq, "0-5\n");
-    let a = Agent::spawn(h.cmd(&["agent", "--interval", "0.3", "--metrics", "127.0.0.1:0"]));
+    let a = Agent::spawn(h.cmd(&["agent", "--interval", "1", "--metrics", "127.0.0.1:0"]));
     let addr = metrics_addr(&a);
     a.wait_for(
         0,
         &["eth0: corrected IRQ 43 (eth0-TxRx-3) affinity: 0-5 ->", "(cause: found at start)"],
         Duration::from_secs(20),
     );
-    a.wait_for(0, &["ready: re-checking every 0.3 s"], Duration::from_secs(20));
+    a.wait_for(0, &["ready: re-checking every 1.0 s"], Duration::from_secs(20));
     assert_eq!(read(&irq), irq0);
 
     // Behind its back: the periodic re-check puts it back.
@@ -303,7 +303,7 @@ fn agent_puts_back_drift_reports_refused_once_and_contested_and_serves_metrics()
         Duration::from_secs(20),
     );
     put(&rps, "3f\n");
-    std::thread::sleep(Duration::from_millis(1200));
+    std::thread::sleep(Duration::from_millis(2500));
     assert_eq!(read(&rps), "3f", "contested: left alone during the back-off");
 
     // The driver starts refusing SRSSH: reported once, not retried in a loop.
@@ -317,7 +317,7 @@ fn agent_puts_back_drift_reports_refused_once_and_contested_and_serves_metrics()
         &["eth0: cannot apply RSS indirection table: ETHTOOL_SRSSH: operation not supported"],
         Duration::from_secs(20),
     );
-    std::thread::sleep(Duration::from_millis(1200));
+    std::thread::sleep(Duration::from_millis(2500));
     let again =
         a.log.lock().unwrap().iter().skip(i + 1).filter(|l| l.contains("RSS indirection table")).count();
     assert_eq!(again, 0, "reported once:\n{}", a.text());
@@ -443,7 +443,7 @@ fn a_real_prometheus_scrapes_the_agent_and_answers_a_query() {
     assert!(o.status.success(), "{}", out(&o));
     let rps = h.sys("sys/class/net/eth0/queues/rx-0/rps_cpus");
     put(&rps, "3f\n");
-    let a = Agent::spawn(h.cmd(&["agent", "--interval", "0.5", "--metrics", "127.0.0.1:0"]));
+    let a = Agent::spawn(h.cmd(&["agent", "--interval", "1", "--metrics", "127.0.0.1:0"]));
     let target = metrics_addr(&a);
     a.wait_for(0, &["eth0: corrected rx-0 rps_cpus"], Duration::from_secs(20));
     let dir = h.tree.0.join("prometheus");
@@ -491,4 +491,224 @@ fn apply_persist_with_irqbalance_running_bans_instead_of_advising_a_ban() {
     assert!(!err.contains("Exclude the IRQs"), "{}", out(&o));
     assert!(text.contains("irqbalance is running (pid 4242): --persist bans the IRQs pinned here"), "{text}");
     assert!(text.contains("irqbalance: added --banirq for IRQs 40,41,42,43"), "{text}");
+}
+
+/// `cmd` as user nobody (uid/gid 65534, no groups), through setpriv.
+fn as_nobody(cmd: &[&str]) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]).args(cmd);
+    c
+}
+
+/// A FIFO, a world-writable plan, a writable directory and a plan owned by
+/// another user, each among rsskit's plans: refused by name, never read,
+/// never blocking; `persist apply` and `agent --once` fail rather than say
+/// "no plan" or "all aligned".
+#[test]
+fn odd_plan_files_are_refused_by_name_and_block_nothing() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let h = Host::new("oddplans");
+    h.plan(&[]);
+    let o = h.run(&["apply", "plan.json", "--save", "saved.json", "--persist"]);
+    assert!(o.status.success(), "{}", out(&o));
+    let dir = h.root.join("etc/rsskit/devices");
+    let plan = h.root.join(PLAN_FILE);
+    // A FIFO with no writer: open() without O_NONBLOCK would block forever.
+    let fifo = dir.join("mac-0a0b0c0d0e0f.json");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let o = h.run(&["persist", "list"]);
+    assert!(o.status.success(), "{}", out(&o));
+    let text = out(&o);
+    assert!(text.contains(&format!("INVALID {}: a FIFO, not a regular file", fifo.display())), "{text}");
+    assert!(text.contains("1 persisted plan(s)"), "{text}");
+    let o = h.run(&["persist", "apply", "eth0"]);
+    assert!(o.status.success(), "its own plan is readable: {}", out(&o));
+    let o = h.run(&["agent", "--once"]);
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert!(out(&o).contains("plan not read"), "{}", out(&o));
+    fs::remove_file(&fifo).unwrap();
+    let o = h.run(&["agent", "--once"]);
+    assert!(o.status.success(), "{}", out(&o));
+    assert!(out(&o).contains("1 persisted device(s) present and checked, all aligned"), "{}", out(&o));
+
+    // Anyone could have written these: refused, and with no other plan for
+    // eth0, `persist apply` fails instead of saying there is none.
+    let drifted = h.sys("sys/class/net/eth0/queues/rx-1/rps_cpus");
+    /// What is spoiled, how, how it is mended, and the refusal expected.
+    type Case<'a> = (&'a str, Box<dyn Fn() + 'a>, Box<dyn Fn() + 'a>, String);
+    let cases: Vec<Case> = vec![
+        (
+            "a world-writable plan",
+            Box::new(|| fs::set_permissions(&plan, fs::Permissions::from_mode(0o666)).unwrap()),
+            Box::new(|| fs::set_permissions(&plan, fs::Permissions::from_mode(0o600)).unwrap()),
+            format!("{}: mode 0666: writable by group or others", plan.display()),
+        ),
+        (
+            "a world-writable directory",
+            Box::new(|| fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap()),
+            Box::new(|| fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap()),
+            format!("{}: mode 0777: writable by group or others", dir.display()),
+        ),
+        (
+            "a plan owned by nobody",
+            Box::new(|| std::os::unix::fs::chown(&plan, Some(65534), Some(65534)).unwrap()),
+            Box::new(|| std::os::unix::fs::chown(&plan, Some(0), Some(0)).unwrap()),
+            format!("{}: owned by uid 65534: rsskit reads only root's files here", plan.display()),
+        ),
+    ];
+    for (what, spoil, mend, why) in cases {
+        put(&drifted, "3f\n");
+        spoil();
+        let o = h.run(&["persist", "apply", "eth0"]);
+        assert_eq!(o.status.code(), Some(1), "{what}: {}", out(&o));
+        assert!(out(&o).contains(&why), "{what}: {}", out(&o));
+        assert!(out(&o).contains("no readable persisted plan"), "{what}: {}", out(&o));
+        let o = h.run(&["agent", "--once"]);
+        assert_eq!(o.status.code(), Some(1), "{what}: {}", out(&o));
+        assert!(out(&o).contains(&why) && !out(&o).contains("all aligned"), "{what}: {}", out(&o));
+        assert_eq!(read(&drifted), "3f", "{what}: nothing of it applied");
+        mend();
+    }
+    let o = h.run(&["persist", "apply", "eth0"]);
+    assert!(o.status.success(), "{}", out(&o));
+    assert_ne!(read(&drifted), "3f", "a trusted plan is applied again");
+}
+
+/// The host lock is root's alone: user nobody cannot open it (so cannot
+/// `flock` it and stall root's writers), while the same user can lock a
+/// file of the old mode in the same place. A busy lock makes `agent
+/// --once` fail naming what it did not check, never "all aligned".
+#[test]
+fn the_lock_is_root_only_and_a_busy_lock_is_no_success() {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    if rsskit_linux::process::effective_uid() != 0 {
+        panic!("this test needs root (it runs commands as user nobody)");
+    }
+    let h = Host::new("lockmode");
+    h.plan(&[]);
+    let o = h.run(&["apply", "plan.json", "--save", "saved.json", "--persist"]);
+    assert!(o.status.success(), "{}", out(&o));
+    let lock = h.root.join("run/rsskit.lock");
+    let m = fs::metadata(&lock).unwrap();
+    assert_eq!((m.mode() & 0o777, m.uid()), (0o600, 0), "a root-only lock file");
+    // nobody reaches the directory (the control below proves it) but not the lock.
+    for d in [&h.tree.0, &h.root, &h.root.join("run")] {
+        fs::set_permissions(d, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let old = h.root.join("run/old-mode.lock");
+    fs::write(&old, "").unwrap();
+    fs::set_permissions(&old, fs::Permissions::from_mode(0o644)).unwrap();
+    let o = as_nobody(&["flock", "-n", &s(&old), "true"]).output().unwrap();
+    assert!(o.status.success(), "control: nobody can lock a 0644 file here: {}", out(&o));
+    let o = as_nobody(&["flock", "-n", &s(&lock), "true"]).output().unwrap();
+    assert!(!o.status.success(), "nobody took rsskit's lock: {}", out(&o));
+    assert!(out(&o).contains("Permission denied"), "{}", out(&o));
+
+    let held = rsskit_host::lock::acquire(&h.root, Duration::ZERO, "the test holding the lock").unwrap();
+    let o = h.run(&["agent", "--once", "--lock-wait", "0.2"]);
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    let text = out(&o);
+    assert!(text.contains("eth0: not checked: another rsskit writer holds"), "{text}");
+    assert!(!text.contains("all aligned"), "{text}");
+    drop(held);
+    let o = h.run(&["agent", "--once", "--lock-wait", "0.2"]);
+    assert!(o.status.success(), "{}", out(&o));
+}
+
+/// A non-root writer is told once why it failed, with the hint.
+#[test]
+fn a_non_root_apply_gets_the_cause_once_and_the_hint() {
+    use std::os::unix::fs::PermissionsExt as _;
+    if rsskit_linux::process::effective_uid() != 0 {
+        panic!("this test needs root (it runs commands as user nobody)");
+    }
+    let h = Host::new("nonroot");
+    h.plan(&[]);
+    for d in [&h.tree.0, &h.root] {
+        fs::set_permissions(d, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    fs::create_dir_all(h.root.join("run")).unwrap();
+    let bin = common::netns::rsskit();
+    let plan = s(&h.tree.0.join("plan.json"));
+    let (sys, root) = (s(&h.tree.0), s(&h.root));
+    let o = as_nobody(&[&s(&bin), "apply", &plan, "--sysroot", &sys, "--root", &root]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    let e = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(e.matches("Permission denied").count(), 1, "the cause once: {e}");
+    assert!(e.contains("rsskit: hint: this needs root"), "{e}");
+}
+
+/// `apply -` waits for its plan on stdin without holding the host lock.
+#[test]
+fn apply_from_stdin_reads_the_plan_before_taking_the_lock() {
+    use std::io::Write as _;
+    let h = Host::new("stdin");
+    h.plan(&[]);
+    let mut c = h.cmd(&["apply", "-", "--save", "saved.json", "--lock-wait", "0"]);
+    c.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let l = rsskit_host::lock::acquire(&h.root, Duration::from_secs(2), "the test");
+    assert!(l.is_ok(), "apply - holds the lock while waiting for stdin: {:?}", l.err());
+    drop(l);
+    let text = fs::read(h.tree.0.join("plan.json")).unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&text).unwrap();
+    drop(stdin);
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", out(&o));
+}
+
+/// `/metrics` answers within a second beside a client sending a byte a
+/// second and 2,000 idle connections, and SIGTERM stops the agent within
+/// 5 s while they are connected.
+#[test]
+fn metrics_answer_beside_slow_and_idle_clients_and_sigterm_is_quick() {
+    use std::io::Write as _;
+    rsskit_linux::process::raise_nofile(8192).expect("raising RLIMIT_NOFILE for 2,000 connections");
+    let h = Host::new("slowclients");
+    h.plan(&[]);
+    let o = h.run(&["apply", "plan.json", "--save", "saved.json", "--persist"]);
+    assert!(o.status.success(), "{}", out(&o));
+    let a = Agent::spawn(h.cmd(&["agent", "--interval", "600", "--metrics", "127.0.0.1:0"]));
+    let addr = metrics_addr(&a);
+    a.wait_for(0, &["ready: re-checking every"], Duration::from_secs(20));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (st, at) = (stop.clone(), addr.clone());
+    let slow = std::thread::spawn(move || {
+        // A byte a second for as long as the test runs (each new connection
+        // once the agent cuts the last one).
+        let mut conns = 0;
+        while !st.load(std::sync::atomic::Ordering::Relaxed) {
+            let mut c = std::net::TcpStream::connect(&at).unwrap();
+            conns += 1;
+            for b in b"GET /metrics HTTP/1.1\r\nHost: slow\r\n".iter().cycle() {
+                if st.load(std::sync::atomic::Ordering::Relaxed) || c.write_all(&[*b]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+        conns
+    });
+    let idle: Vec<std::net::TcpStream> =
+        (0..2000).map(|_| std::net::TcpStream::connect(&addr).expect("an idle connection")).collect();
+    // Long enough for the slow client to be cut off once and come back.
+    std::thread::sleep(Duration::from_secs(5));
+    for _ in 0..3 {
+        let t = std::time::Instant::now();
+        let (status, body) = get(&addr, "/metrics");
+        assert_eq!(status, "HTTP/1.1 200 OK");
+        assert_eq!(sample(&body, "rsskit_plans "), Some(1.0), "{body}");
+        assert!(t.elapsed() < Duration::from_secs(1), "a scrape took {:?}", t.elapsed());
+    }
+    let t = std::time::Instant::now();
+    let st = a.stop();
+    assert!(st.success(), "{st:?}");
+    assert!(t.elapsed() < Duration::from_secs(5), "SIGTERM took {:?} with clients connected", t.elapsed());
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(slow.join().unwrap() >= 2, "the slow client was cut off at least once");
+    drop(idle);
 }

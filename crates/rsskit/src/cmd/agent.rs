@@ -8,14 +8,14 @@ use super::persist::{self as p, HostArgs};
 use anyhow::{bail, Context, Result};
 use rsskit_host::keeper::{Cause, Event, Keeper, Policy, Verdict};
 use rsskit_host::metrics::{self, DeviceMetrics, Snapshot};
+use rsskit_host::metrics_server;
 use rsskit_host::persist::{self, Persisted};
 use rsskit_host::softnet;
 use rsskit_host::sysroot::Sysroot;
 use rsskit_host::tune::{self, Outcome};
 use rsskit_linux::rtnl::{LinkEvent, LinkWatch};
 use std::collections::BTreeMap;
-use std::io::{Read as _, Write as _};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,16 +34,23 @@ for a back-off that doubles up to an hour; a setting the kernel or driver
 refuses is reported once and retried only when the device appears again or
 on SIGHUP. Bans pinned IRQs in irqbalance's options when it is installed.
 
---once checks and corrects once and exits (1 if a device is not aligned).
+--once checks and corrects once and exits: 1 if a device is not aligned,
+could not be checked (the host lock busy, the device unreadable) or a plan
+file could not be read or is refused; 'all aligned' counts only devices
+actually checked.
 
 Signals: SIGHUP reloads the plans; SIGTERM or SIGINT stops. With
 NOTIFY_SOCKET set (systemd Type=notify) it sends READY=1 after the first
 check. Each check takes the host lock (/run/rsskit.lock) while it writes.
+Plan files must be regular files owned by root, writable by no one else, in
+a directory with the same properties; anything else is refused by name.
 
 --metrics ADDR:PORT serves Prometheus text at /metrics: rsskit_device_aligned,
 rsskit_device_problems, rsskit_corrections_total, rsskit_rx_queue_packets_total,
 rsskit_rx_queue_imbalance_ratio, rsskit_softnet_{processed,dropped}_packets_total,
-rsskit_softnet_time_squeeze_total, rsskit_plans, rsskit_plans_invalid.
+rsskit_softnet_time_squeeze_total, rsskit_plans, rsskit_plans_invalid. It
+serves many clients at once: each connection has 2 s from accept to the
+answer, at most 64 are open (a new one closes the oldest).
 
 Examples:
   rsskit agent
@@ -54,13 +61,13 @@ Examples:
 pub struct Args {
     #[command(flatten)]
     host: HostArgs,
-    /// Re-check every S seconds (besides link events).
-    #[arg(long, value_name = "S", default_value_t = 30.0, value_parser = super::common::float_in(0.0, 86400.0, "seconds"))]
+    /// Re-check every S seconds (besides link events), 1-86400.
+    #[arg(long, value_name = "S", default_value_t = 30.0, value_parser = super::common::float_from(1.0, 86400.0, "seconds"))]
     interval: f64,
     /// Serve Prometheus metrics at http://ADDR:PORT/metrics.
     #[arg(long, value_name = "ADDR:PORT")]
     metrics: Option<SocketAddr>,
-    /// Check and correct once, then exit (0: every persisted device aligned, 1: not).
+    /// Check and correct once, then exit (0: every persisted device checked and aligned, 1: not).
     #[arg(long)]
     once: bool,
     /// Read a tree shaped like /sys and /proc under DIR instead (tests; no link events there).
@@ -103,6 +110,15 @@ struct Agent {
     last_packets: BTreeMap<String, BTreeMap<usize, u64>>,
     corrections: BTreeMap<(String, &'static str, &'static str), u64>,
     shared: Arc<Mutex<Snapshot>>,
+    /// Set by SIGTERM/SIGINT: a pass waiting for the host lock gives up.
+    stop: Arc<AtomicBool>,
+    /// What the last pass could not check, with why (a busy lock, an
+    /// unreadable device): never reported as aligned.
+    unchecked: Vec<String>,
+    /// The devices the last pass read and judged.
+    checked: Vec<String>,
+    /// The plan files refused at the last load, with why.
+    refused: Vec<String>,
 }
 
 impl Agent {
@@ -111,6 +127,7 @@ impl Agent {
         for e in &bad {
             log(&format!("plan refused: {e} (nothing of it is used)"));
         }
+        self.refused = bad.iter().map(|e| e.to_string()).collect();
         log(&format!(
             "{} plan(s) loaded from {}",
             plans.len(),
@@ -128,10 +145,13 @@ impl Agent {
     /// Checks the persisted devices present (`only`: one of them) and puts
     /// back what drifted.
     fn pass(&mut self, cause: Cause, only: Option<&str>) {
+        self.unchecked.clear();
+        self.checked.clear();
         let present: Vec<(String, Persisted)> = match p::present(&self.sys, &self.plans) {
             Ok(v) => v.into_iter().map(|x| (x.name, x.plan.clone())).collect(),
             Err(e) => {
                 log(&format!("cannot list interfaces: {e:#}"));
+                self.unchecked.push(format!("every device: cannot list interfaces: {e:#}"));
                 return;
             }
         };
@@ -140,10 +160,13 @@ impl Agent {
         let lock = if todo.is_empty() {
             None
         } else {
-            match self.host.lock("rsskit agent") {
+            match self.host.lock_unless("rsskit agent", &|| self.stop.load(Ordering::Relaxed)) {
                 Ok(l) => Some(l),
                 Err(e) => {
                     log(&format!("check skipped ({}): {e:#}; the next check retries", cause.as_str()));
+                    for (name, _) in &todo {
+                        self.unchecked.push(format!("{name}: not checked: {e:#}"));
+                    }
                     return;
                 }
             }
@@ -195,10 +218,12 @@ impl Agent {
             Ok(c) => c,
             Err(e) => {
                 log(&format!("{name}: cannot read it: {e:#}"));
+                self.unchecked.push(format!("{name}: not checked: cannot read it: {e:#}"));
                 m.problems.insert("drifted", 1);
                 return m;
             }
         };
+        self.checked.push(name.to_string());
         let counts = (check.plan.devices[0].rx.len(), check.plan.devices[0].tx.len());
         let now_counts = match &check.channels {
             Some(_) => (usize::MAX, usize::MAX),
@@ -331,67 +356,38 @@ impl Agent {
     }
 }
 
-/// Serves `/metrics` until `stop`; the softnet counters are read per scrape.
-fn serve_metrics(
-    listener: TcpListener,
-    shared: Arc<Mutex<Snapshot>>,
-    proc_dir: PathBuf,
-    stop: Arc<AtomicBool>,
-) {
-    // A tiny responder instead of an HTTP server crate: one GET route,
-    // parsed with httparse, one connection at a time with timeouts.
-    let _ = listener.set_nonblocking(true);
-    while !stop.load(Ordering::Relaxed) {
-        match listener.accept() {
-            Ok((conn, _)) => {
-                let _ = conn.set_nonblocking(false);
-                let mut snap = shared.lock().map(|s| s.clone()).unwrap_or_default();
-                snap.softnet = std::fs::read_to_string(proc_dir.join("net/softnet_stat"))
-                    .ok()
-                    .and_then(|t| softnet::parse_softnet(&t).ok())
-                    .unwrap_or_default();
-                let _ = answer(conn, &metrics::render(&snap));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(50))
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
-        }
-    }
+/// The `/metrics` text now: the last pass's snapshot and the softnet
+/// counters read for this scrape.
+fn scrape(shared: &Mutex<Snapshot>, proc_dir: &std::path::Path) -> String {
+    let mut snap = shared.lock().map(|s| s.clone()).unwrap_or_default();
+    snap.softnet = std::fs::read_to_string(proc_dir.join("net/softnet_stat"))
+        .ok()
+        .and_then(|t| softnet::parse_softnet(&t).ok())
+        .unwrap_or_default();
+    metrics::render(&snap)
 }
 
-fn answer(mut conn: TcpStream, body: &str) -> std::io::Result<()> {
-    conn.set_read_timeout(Some(Duration::from_secs(2)))?;
-    conn.set_write_timeout(Some(Duration::from_secs(5)))?;
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    let (status, text, ctype) = loop {
-        let n = conn.read(&mut chunk)?;
-        if n == 0 {
-            return Ok(());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        let mut headers = [httparse::EMPTY_HEADER; 32];
-        let mut req = httparse::Request::new(&mut headers);
-        match req.parse(&buf) {
-            Ok(httparse::Status::Complete(_)) => {
-                break match (req.method, req.path.map(|p| p.split('?').next().unwrap_or(p))) {
-                    (Some("GET"), Some("/metrics")) => {
-                        ("200 OK", body, "text/plain; version=0.0.4; charset=utf-8")
-                    }
-                    (Some("GET"), _) => ("404 Not Found", "only /metrics here\n", "text/plain"),
-                    _ => ("405 Method Not Allowed", "GET only\n", "text/plain"),
-                };
-            }
-            Ok(httparse::Status::Partial) if buf.len() < 8192 => continue,
-            _ => break ("400 Bad Request", "bad request\n", "text/plain"),
-        }
-    };
-    write!(
-        conn,
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
-        text.len()
-    )
+/// `--once`'s exit: an error naming every device not aligned, every device
+/// not checked and every plan not read; "all aligned" only for devices
+/// actually checked.
+fn once_verdict(agent: &Agent) -> Result<()> {
+    let snap = agent.shared.lock().map(|s| s.clone()).unwrap_or_default();
+    let mut problems: Vec<String> = agent.unchecked.clone();
+    problems.extend(agent.refused.iter().map(|e| format!("plan not read: {e}")));
+    let bad: Vec<&str> = snap
+        .devices
+        .iter()
+        .filter(|d| !d.aligned && agent.checked.contains(&d.device))
+        .map(|d| d.device.as_str())
+        .collect();
+    if !bad.is_empty() {
+        problems.insert(0, format!("not aligned after one check: {}", bad.join(", ")));
+    }
+    if !problems.is_empty() {
+        bail!("{} (see the lines above)", problems.join("; "));
+    }
+    log(&format!("{} persisted device(s) present and checked, all aligned", agent.checked.len()));
+    Ok(())
 }
 
 fn ifindex_of(sys: &Sysroot, name: &str) -> Option<u32> {
@@ -414,7 +410,11 @@ pub fn run(a: Args) -> Result<()> {
             let l = TcpListener::bind(addr).with_context(|| format!("--metrics {addr}: cannot listen"))?;
             log(&format!("metrics at http://{}/metrics", l.local_addr().unwrap_or(addr)));
             let (s, d, st) = (shared.clone(), sys.roots.proc.clone(), stop.clone());
-            Some(std::thread::spawn(move || serve_metrics(l, s, d, st)))
+            Some(std::thread::spawn(move || {
+                if let Err(e) = metrics_server::serve(l, &st, || scrape(&s, &d)) {
+                    log(&format!("metrics: {e}; /metrics is not served"));
+                }
+            }))
         }
         None => None,
     };
@@ -422,6 +422,10 @@ pub fn run(a: Args) -> Result<()> {
     let mut watch =
         if sys.is_live() { Some(LinkWatch::open().context("opening the rtnetlink socket")?) } else { None };
     let mut agent = Agent {
+        stop: stop.clone(),
+        unchecked: Vec::new(),
+        checked: Vec::new(),
+        refused: Vec::new(),
         host: a.host.with_fixture(a.sysroot.as_ref()),
         sys,
         plans: Vec::new(),
@@ -451,13 +455,7 @@ pub fn run(a: Args) -> Result<()> {
         if let Some(t) = metrics_thread {
             let _ = t.join();
         }
-        let snap = agent.shared.lock().map(|s| s.clone()).unwrap_or_default();
-        let bad: Vec<&str> = snap.devices.iter().filter(|d| !d.aligned).map(|d| d.device.as_str()).collect();
-        if !bad.is_empty() {
-            bail!("not aligned after one check: {} (see the lines above)", bad.join(", "));
-        }
-        log(&format!("{} persisted device(s) present, all aligned", snap.devices.len()));
-        return Ok(());
+        return once_verdict(&agent);
     }
     sd_notify(&format!("READY=1\nSTATUS=keeping {} plan(s)", agent.plans.len()));
     log(&format!(

@@ -167,6 +167,12 @@ pub fn run(mut a: Args) -> Result<()> {
     // One writer at a time, from before the current values are read (the
     // save file must hold what this run replaces, not a half-written state).
     let what = if a.restore.is_some() { "rsskit apply --restore" } else { "rsskit apply" };
+    // The plan file is read before the lock: waiting on stdin or a FIFO
+    // must not hold every other writer off the host.
+    let loaded = match (&a.plan, &a.restore) {
+        (Some(path), None) if !a.p.any_set() => Some(load_plan(path)?),
+        _ => None,
+    };
     let _lock = if a.dry_run { None } else { Some(a.host.lock(what)?) };
     if let Some(file) = &a.restore {
         if a.p.any_set() {
@@ -179,7 +185,11 @@ pub fn run(mut a: Args) -> Result<()> {
             if a.p.any_set() {
                 bail!("give a plan file or planning flags (--iface, --cpus, --key, ...), not both");
             }
-            (sysroot(a.p.sysroot.as_ref())?, load_plan(path)?)
+            let plan = match loaded {
+                Some(p) => p,
+                None => load_plan(path)?,
+            };
+            (sysroot(a.p.sysroot.as_ref())?, plan)
         }
         None => make_plan(&a.p)?,
     };

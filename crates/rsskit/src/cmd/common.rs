@@ -239,6 +239,18 @@ pub fn float_in(
     }
 }
 
+/// Clap value parser: a number in `[lo, hi]` (both ends allowed).
+pub fn float_from(
+    lo: f64,
+    hi: f64,
+    unit: &'static str,
+) -> impl Fn(&str) -> Result<f64, String> + Clone + Send + Sync + 'static {
+    move |s: &str| match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= lo && v <= hi => Ok(v),
+        _ => Err(format!("'{s}' is not a number of {unit} from {lo} to {hi}")),
+    }
+}
+
 /// Clap value parser for durations and timeouts: seconds in
 /// (0, [`MAX_SECONDS`]).
 pub fn seconds_arg(s: &str) -> Result<f64, String> {

@@ -63,6 +63,11 @@ impl HostArgs {
         Ok(lock::acquire(&self.root, Duration::from_secs_f64(self.lock_wait.max(0.0)), what)?)
     }
 
+    /// Takes the host lock for `what`, giving up as soon as `stop()` says so.
+    pub fn lock_unless(&self, what: &str, stop: &dyn Fn() -> bool) -> Result<HostLock> {
+        Ok(lock::acquire_unless(&self.root, Duration::from_secs_f64(self.lock_wait.max(0.0)), what, stop)?)
+    }
+
     /// Whether this is the live host's own root (only then is irqbalance restarted).
     pub fn is_host_root(&self) -> bool {
         self.root == Path::new("/")
@@ -293,6 +298,13 @@ fn apply_one(host: &HostArgs, sys: &Sysroot, iface: &str) -> Result<()> {
     let id = persist::identity(sys, iface)
         .ok_or_else(|| anyhow!("{iface}: no such interface, or it has no stable identity"))?;
     let Some(p) = persist::find(&plans, &id) else {
+        if !bad.is_empty() {
+            // An unreadable plan is not the same as no plan: it may be this one.
+            bail!(
+                "{iface} ({id}): no readable persisted plan, and {} plan file(s) could not be read (one may be its plan): nothing applied",
+                bad.len()
+            );
+        }
         println!("{iface} ({id}): no persisted plan; nothing to do");
         return Ok(());
     };
