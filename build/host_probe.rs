@@ -17,6 +17,12 @@
 //!   no `/dev/net/tun` for its tap), so the lab (`scripts/lab`) cannot run.
 //!   `scripts/install-deps.sh` installs QEMU; only a machine without it or
 //!   without tun skips the lab tests.
+//! - `rsskit_no_pod_emulation` (package `rsskit` only): `scripts/pod-emulate`
+//!   cannot run here: `unshare`, `nsenter`, `setpriv` or `pivot_root`
+//!   missing, `unshare --mount --pid --fork` not permitted (not root, or a
+//!   sandbox without CAP_SYS_ADMIN), or no mmdebstrap to make the bookworm
+//!   root and none cached (`target/pkgtest/bookworm-minbase.tar`). A build
+//!   warning names which.
 //!
 //! Tests run on the machine that built them (no cross-compiled test runs).
 
@@ -32,6 +38,10 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(rsskit_no_avx2_clmul)");
     println!("cargo::rustc-check-cfg=cfg(rsskit_no_pmull)");
     println!("cargo::rustc-check-cfg=cfg(rsskit_no_qemu)");
+    println!("cargo::rustc-check-cfg=cfg(rsskit_no_pod_emulation)");
+    if std::env::var("CARGO_PKG_NAME").as_deref() == Ok("rsskit") {
+        pod_emulation_probe();
+    }
     // A missing file counts as changed: the probe reruns until QEMU is there.
     println!("cargo::rerun-if-changed=/usr/bin/qemu-system-x86_64");
     println!("cargo::rerun-if-changed=/dev/net/tun");
@@ -55,6 +65,53 @@ fn main() {
     }
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
         println!("cargo::rustc-cfg=rsskit_one_cpu");
+    }
+}
+
+/// Whether `scripts/pod-emulate` (tests/pod_emulation.rs) can run here.
+fn pod_emulation_probe() {
+    use std::path::{Path, PathBuf};
+    let find = |t: &str| -> Option<PathBuf> {
+        ["/usr/bin", "/usr/sbin", "/bin", "/sbin"].iter().map(|d| Path::new(d).join(t)).find(|p| p.exists())
+    };
+    // A tool found is watched where it is; a missing one where Debian puts
+    // it (a missing file counts as changed: the probe reruns until it is
+    // there). The user too: unshare is permitted to root only.
+    let mut missing = None;
+    for t in ["unshare", "nsenter", "setpriv", "pivot_root", "mmdebstrap"] {
+        match find(t) {
+            Some(p) => println!("cargo::rerun-if-changed={}", p.display()),
+            None => {
+                println!("cargo::rerun-if-changed=/usr/bin/{t}");
+                missing = missing.or(Some(t));
+            }
+        }
+    }
+    println!("cargo::rerun-if-env-changed=USER");
+    println!("cargo::rerun-if-env-changed=SUDO_UID");
+    let root_tar = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/pkgtest/bookworm-minbase.tar");
+    let why = match missing {
+        Some("mmdebstrap") if root_tar.exists() => None,
+        Some("mmdebstrap") => {
+            println!("cargo::rerun-if-changed={}", root_tar.display());
+            Some(format!("no mmdebstrap and no cached root {}", root_tar.display()))
+        }
+        Some(t) => Some(format!("no `{t}` (util-linux)")),
+        None => None,
+    };
+    let why = why.or_else(|| {
+        let ok = std::process::Command::new("unshare")
+            .args(["--mount", "--pid", "--fork", "--propagation", "private", "true"])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        (!ok).then(|| {
+            "`unshare --mount --pid --fork` is not permitted (needs root, CAP_SYS_ADMIN)".to_string()
+        })
+    });
+    if let Some(why) = why {
+        println!("cargo::rustc-cfg=rsskit_no_pod_emulation");
+        println!("cargo::warning=tests/pod_emulation.rs is ignored here: {why}");
     }
 }
 
