@@ -538,7 +538,7 @@ _rsskit() {
             return 0
             ;;
         rsskit__subcmd__demo)
-            opts="-h --duration --streams --cpus --port --size --udp-4tuple --json --allow-weak-key --help"
+            opts="-h --duration --streams --cpus --port --size --udp-4tuple --rate --json --allow-weak-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -561,6 +561,10 @@ _rsskit() {
                     return 0
                     ;;
                 --size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --rate)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -221,6 +221,7 @@ complete -c rsskit -n "__fish_rsskit_using_subcommand demo" -l streams -d 'Strea
 complete -c rsskit -n "__fish_rsskit_using_subcommand demo" -l cpus -d 'Worker CPUs (default: every online CPU), e.g. 0-3 (ids 0-8191)' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand demo" -l port -d 'Server port on 127.0.0.1, 0-65535 (default 0: an ephemeral one)' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand demo" -l size -d 'Datagram size in bytes (40-65507)' -r
+complete -c rsskit -n "__fish_rsskit_using_subcommand demo" -l rate -d 'Datagrams per second each stream sends, 0-10000000 (default 5000; 0: as fast as it can, when the worker sharing a CPU with the load generator shows fewer)' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand demo" -l udp-4tuple -d 'Hash UDP on the 4-tuple (streams spread by source port) instead of addresses only (spread by source address in 127.0.0.0/8)'
 complete -c rsskit -n "__fish_rsskit_using_subcommand demo" -l json -d 'Print one JSON object: the server\'s and the load\'s summaries'
 complete -c rsskit -n "__fish_rsskit_using_subcommand demo" -l allow-weak-key -d 'Use a --key that cannot reach every RSS bucket (e.g. all zero: every flow in bucket 0) instead of refusing it'

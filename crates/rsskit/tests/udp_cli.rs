@@ -196,6 +196,26 @@ fn demo_every_stream_served_by_its_owner() {
     }
 }
 
+/// Paced by default, so every worker shows its share of the streams (the
+/// load generator shares a CPU with one of them; unpaced, that one served
+/// 7-14 times fewer datagrams here), and unpaced the text says why.
+#[test]
+fn demo_paces_streams_so_workers_serve_alike_and_says_why_when_not() {
+    let out = rsskit().args(["demo", "--duration", "2", "--json"]).output().unwrap();
+    assert!(out.status.success(), "demo failed: {}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("demo --json");
+    assert_eq!(v["rate_per_stream"].as_u64(), Some(5000), "{v}");
+    let got: Vec<u64> =
+        v["server"]["workers"].as_array().unwrap().iter().map(|w| w["received"].as_u64().unwrap()).collect();
+    let (lo, hi) = (*got.iter().min().unwrap(), *got.iter().max().unwrap());
+    assert!(lo > 0 && (hi as f64) / (lo as f64) < 1.25, "workers served {got:?}: not alike");
+    let out = rsskit().args(["demo", "--duration", "0.5", "--rate", "0"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    // The generator runs on the last online CPU, which is always a worker's by default.
+    assert!(text.contains("note: the load generator ran unpaced on CPU"), "{text}");
+}
+
 #[test]
 fn demo_text_ends_with_a_verdict() {
     let out = rsskit().args(["demo", "--duration", "0.5"]).output().unwrap();

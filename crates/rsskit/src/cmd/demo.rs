@@ -34,6 +34,11 @@ pub struct Args {
     /// addresses only (spread by source address in 127.0.0.0/8).
     #[arg(long)]
     udp_4tuple: bool,
+    /// Datagrams per second each stream sends, 0-10000000 (default 5000; 0:
+    /// as fast as it can, when the worker sharing a CPU with the load
+    /// generator shows fewer).
+    #[arg(long, value_name = "N", default_value_t = demo::DEFAULT_RATE_PER_STREAM, value_parser = int_in(0u64, 10_000_000))]
+    rate: u64,
     /// Print one JSON object: the server's and the load's summaries.
     #[arg(long)]
     json: bool,
@@ -60,14 +65,19 @@ pub fn run(a: Args) -> Result<()> {
     cfg.duration = Duration::from_secs_f64(a.duration);
     cfg.port = a.port;
     cfg.size = a.size;
+    cfg.rate_per_stream = (a.rate > 0).then_some(a.rate);
     cfg.validate()?;
     let stop = stop_on_signals()?;
     let n = cpus.len();
     eprintln!(
-        "demo: echo server on 127.0.0.1, {n} workers pinned to CPUs {}, toeplitz steering; {} streams for {:.1}s",
+        "demo: echo server on 127.0.0.1, {n} workers pinned to CPUs {}, toeplitz steering; {} streams for {:.1}s, {}",
         rsskit_linux::cpulist::format(&cpus),
         cfg.streams,
-        a.duration
+        a.duration,
+        match cfg.rate_per_stream {
+            Some(r) => format!("{r} datagrams/s each (--rate 0: as fast as they can)"),
+            None => "each as fast as it can".into(),
+        }
     );
     let out = demo::run(&cfg, &stop, |s| {
         let per: Vec<String> = s.per_worker.iter().enumerate().map(|(w, p)| format!("w{w} {p}")).collect();
@@ -78,6 +88,8 @@ pub fn run(a: Args) -> Result<()> {
             "server": out.server.to_json(),
             "load": out.load,
             "mismatched_streams": out.mismatched,
+            "rate_per_stream": out.rate_per_stream,
+            "load_cpu": out.load_cpu,
         }))?;
     } else {
         print(&out);
@@ -90,6 +102,20 @@ pub fn run(a: Args) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Why one worker's rate is lower, when the load ran unpaced on a worker's
+/// CPU (the load generator takes that CPU's time from the worker).
+fn shared_cpu_note(out: &demo::DemoOutcome) -> Option<String> {
+    if out.rate_per_stream.is_some() {
+        return None;
+    }
+    let cpu = out.load_cpu?;
+    let (info, _) = out.server.workers.iter().find(|(i, _)| i.cpu.0 as usize == cpu)?;
+    Some(format!(
+        "the load generator ran unpaced on CPU {cpu}, worker {}'s CPU: that worker serves fewer datagrams/s because it shares its CPU, not because of steering",
+        info.worker
+    ))
 }
 
 fn print(out: &demo::DemoOutcome) {
@@ -149,6 +175,9 @@ fn print(out: &demo::DemoOutcome) {
         l.sent, l.echoed, l.lost, l.out_of_order, tot.received, tot.sent, tot.misdirected, l.rtt_us.p50, l.rtt_us.p99, l.rtt_us.max
     );
     let n = l.streams.len();
+    if let Some(note) = shared_cpu_note(out) {
+        println!("note: {note}");
+    }
     if out.mismatched.is_empty() {
         println!("verdict: OK: all {n} streams were served only by the worker that owns their bucket");
     } else {
