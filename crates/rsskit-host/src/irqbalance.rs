@@ -80,6 +80,16 @@ pub struct Change {
     pub restarted: Result<(), String>,
 }
 
+/// What a ban or unban changed, as one line for a log or a terminal.
+pub fn change_line(c: &Change, verb: &str) -> String {
+    let irqs: Vec<String> = c.irqs.iter().map(u32::to_string).collect();
+    let restarted = match &c.restarted {
+        Ok(()) => "irqbalance restarted".to_string(),
+        Err(e) => e.clone(),
+    };
+    format!("irqbalance: {verb} --banirq for IRQs {} in {}; {restarted}", irqs.join(","), c.file.display())
+}
+
 /// The options file of this system under `root`, if irqbalance is installed.
 pub fn options_file(root: &Path) -> Option<Distro> {
     OPTION_FILES.iter().find(|(_, rel)| root.join(rel).is_file()).map(|(d, _)| *d)

@@ -27,12 +27,18 @@
 //!   one-writer host lock: policy about files rsskit owns; [`trusted`]:
 //!   how any of those files is read (root's, writable by no one else, never
 //!   blocking on a FIFO).
+//! - [`apply`]: the host-writing workflows (apply, restore, a persisted
+//!   plan put back) with their order rules, each step reported as it
+//!   happens; [`agent`]: the agent's loop (link events, re-checks, reloads)
+//!   around [`keeper`]. The CLI parses flags, calls them and prints.
 //! - [`keeper`], [`metrics`]: the agent's decisions and its `/metrics` text,
-//!   no I/O (the CLI's `agent` is the event loop around them);
+//!   no I/O;
 //!   [`metrics_server`]: the endpoint that serves that text, bounded per
 //!   client so that none can stall it.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
+pub mod agent;
+pub mod apply;
 #[cfg(any(test, feature = "fixtures"))]
 mod fixture;
 pub mod hostcheck;

@@ -3,11 +3,12 @@
 //! setting, reads each back and reports what the kernel or driver refused.
 //! `--restore FILE` writes a save file back.
 
-use super::plan::{make_plan, sysroot, PlanArgs};
+use super::plan::{make_plan_on, sysroot, PlanArgs};
 use anyhow::{bail, Context, Result};
+use rsskit_host::apply::{self, ApplyOptions, HostRestarter, Locked, SaveTo, Step};
 use rsskit_host::plan::Plan;
 use rsskit_host::sysroot::Sysroot;
-use rsskit_host::tune::{self, Kind, Outcome, Setting};
+use rsskit_host::tune::{Kind, Outcome, Setting};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -104,25 +105,6 @@ fn load_plan(path: &PathBuf) -> Result<Plan> {
     Plan::from_json(&text).with_context(|| format!("{} is not a plan rsskit can apply", path.display()))
 }
 
-/// A new save file in the state directory, named by the time.
-fn default_save(root: &Sysroot, t: u64) -> Result<PathBuf> {
-    let dir = root.state_dir();
-    tune::prepare_save_dir(dir)?;
-    let stamp = tune::utc_stamp(t);
-    // Two applies in one second: a suffix, never an overwrite.
-    let free = (0..100)
-        .map(|i| {
-            if i == 0 {
-                format!("rsskit-saved-{stamp}.json")
-            } else {
-                format!("rsskit-saved-{stamp}-{i}.json")
-            }
-        })
-        .map(|n| dir.join(n))
-        .find(|p| std::fs::symlink_metadata(p).is_err());
-    free.with_context(|| format!("no free save file name in {}", dir.display()))
-}
-
 /// What the flags asked for on an interface named with --iface that the
 /// plan left out (a key or hashed fields on a device without them), each
 /// with the plan's reason: reported as refused (exit 2), never dropped
@@ -164,41 +146,37 @@ fn refused_exit(unplanned: &[String], written: usize) -> Result<()> {
 
 pub fn run(mut a: Args) -> Result<()> {
     a.host = a.host.with_fixture(a.p.sysroot.as_ref());
-    // One writer at a time, from before the current values are read (the
-    // save file must hold what this run replaces, not a half-written state).
-    let what = if a.restore.is_some() { "rsskit apply --restore" } else { "rsskit apply" };
+    let files = a.host.files();
+    if a.restore.is_some() && a.p.any_set() {
+        bail!("--restore takes no planning flags: it writes back what FILE holds");
+    }
+    if a.plan.is_some() && a.p.any_set() {
+        bail!("give a plan file or planning flags (--iface, --cpus, --key, ...), not both");
+    }
     // The plan file is read before the lock: waiting on stdin or a FIFO
     // must not hold every other writer off the host.
     let loaded = match (&a.plan, &a.restore) {
-        (Some(path), None) if !a.p.any_set() => Some(load_plan(path)?),
+        (Some(path), None) => Some(load_plan(path)?),
         _ => None,
     };
-    let _lock = if a.dry_run { None } else { Some(a.host.lock(what)?) };
+    let sys = sysroot(a.p.sysroot.as_ref())?;
+    // One writer at a time, from before the current values are read (the
+    // save file must hold what this run replaces, not a half-written state).
+    let what = if a.restore.is_some() { "rsskit apply --restore" } else { "rsskit apply" };
+    let locked = if a.dry_run { None } else { Some(Locked::take(&sys, &files, what, &|| false)?) };
     if let Some(file) = &a.restore {
-        if a.p.any_set() {
-            bail!("--restore takes no planning flags: it writes back what FILE holds");
-        }
-        return restore(&sysroot(a.p.sysroot.as_ref())?, file, a.dry_run);
+        return restore(&sys, locked.as_ref(), file);
     }
-    let (root, plan) = match &a.plan {
-        Some(path) => {
-            if a.p.any_set() {
-                bail!("give a plan file or planning flags (--iface, --cpus, --key, ...), not both");
-            }
-            let plan = match loaded {
-                Some(p) => p,
-                None => load_plan(path)?,
-            };
-            (sysroot(a.p.sysroot.as_ref())?, plan)
-        }
-        None => make_plan(&a.p)?,
+    let plan = match loaded {
+        Some(p) => p,
+        None => make_plan_on(&sys, &a.p)?,
     };
-    let all = tune::settings(&root, &plan)?;
-    let changes: Vec<Setting> = all.iter().filter(|s| !s.unchanged()).cloned().collect();
-    // Hashed fields alone would not reach a virtio_net device: see push_hash_fields.
-    let changes = tune::push_hash_fields(&root, changes)?;
+    let (changes, total) = match &locked {
+        Some(l) => l.changes(&plan)?,
+        None => apply::preview(&sys, &plan)?,
+    };
     let unplanned = if a.plan.is_none() { asked_not_planned(&a.p, &plan) } else { Vec::new() };
-    println!("Changes ({} of {} settings; the others are already as planned):", changes.len(), all.len());
+    println!("Changes ({} of {total} settings; the others are already as planned):", changes.len());
     for s in &changes {
         println!("{}", diff_line(s));
     }
@@ -218,97 +196,84 @@ pub fn run(mut a: Args) -> Result<()> {
             );
         }
     }
-    if plan.devices.iter().any(|d| !d.irqs.is_empty()) {
-        if let Some(ib) = root.irqbalance() {
-            let irqs: Vec<u32> = plan.devices.iter().flat_map(|d| d.irqs.iter().map(|x| x.irq)).collect();
-            let missing: Vec<String> = irqs
-                .iter()
-                .filter(|i| !ib.banned_irqs.contains(i))
-                .map(|i| format!("--banirq={i}"))
-                .collect();
-            if !missing.is_empty() && a.persist && !a.dry_run {
-                // ban_before_pinning bans them below and says so: no advice to do it by hand.
-                println!(
-                    "irqbalance is running (pid {}): --persist bans the IRQs pinned here ({}) in its options file",
-                    ib.pid,
-                    missing.join(" ")
-                );
-            } else if !missing.is_empty() {
-                eprintln!(
-                    "rsskit: warning: irqbalance is running (pid {}): it will move the IRQ affinities set here. \
-                     Exclude the IRQs by adding `{}` to IRQBALANCE_ARGS (/etc/default/irqbalance or \
-                     /etc/sysconfig/irqbalance) and restarting it, or stop it (systemctl stop irqbalance).",
-                    ib.pid,
-                    missing.join(" ")
-                );
-            }
-        }
-    }
-    if a.dry_run {
+    irqbalance_advice(&sys, &plan, a.persist && !a.dry_run);
+    let Some(locked) = locked else {
         println!("dry run: nothing written");
         return Ok(());
-    }
-    if changes.is_empty() {
-        println!("nothing to do");
-        if a.persist {
-            super::persist::ban_before_pinning(&a.host, &root, &plan)?;
-            super::persist::after_apply(&a.host, &root, &plan)?;
-        }
-        return refused_exit(&unplanned, changes.len());
-    }
-    if a.persist {
-        // Refuse before writing anything when a device cannot be persisted.
-        super::persist::check_persistable(&root, &plan)?;
-    }
-    let t = now();
-    let save_path = match &a.save {
-        Some(p) => p.clone(),
-        None => default_save(&root, t)?,
     };
-    let save = tune::save_of(&changes, t);
-    tune::write_save(&save_path, &save)?;
-    println!(
-        "Saved the {} current values to {} (rsskit apply --restore {} puts them back)",
-        save.settings.len(),
-        save_path.display(),
-        save_path.display()
-    );
-    for s in changes.iter().filter(|s| s.old.is_none()) {
-        eprintln!("rsskit: warning: {} {}: current value unreadable, cannot be saved", s.device(), s.what);
-    }
-    if a.persist {
-        super::persist::ban_before_pinning(&a.host, &root, &plan)?;
-    }
-    let failed = write_all(&root, &changes)?;
-    if a.persist {
-        super::persist::after_apply(&a.host, &root, &plan)?;
-    }
-    if failed == 0 {
+    let opts = ApplyOptions {
+        save: a.save.clone().map_or(SaveTo::StateDir, SaveTo::File),
+        persist: a.persist,
+        now: now(),
+    };
+    let mut restarter = HostRestarter::new(&files, &sys);
+    let report = locked.apply(&plan, &changes, &opts, &mut restarter, &mut print_step)?;
+    if report.failed == 0 {
         refused_exit(&unplanned, changes.len())?;
     }
-    let failed = failed + unplanned.len();
+    let failed = report.failed + unplanned.len();
     if failed > 0 {
         let _ = std::io::stdout().flush();
         eprintln!(
             "rsskit: {failed} of {} settings not applied (listed above); the others are in place. \
              `rsskit apply --restore {}` puts back everything written.",
             changes.len(),
-            save_path.display()
+            report.save.as_deref().unwrap_or(Path::new("FILE")).display()
         );
         std::process::exit(2);
     }
     Ok(())
 }
 
-/// Writes every setting, prints one line each; returns how many failed.
-fn write_all(root: &Sysroot, changes: &[Setting]) -> Result<usize> {
-    println!("Writing:");
-    let mut failed = 0;
-    let mut per_dev: Vec<(String, usize, usize)> = Vec::new();
-    for s in changes {
-        let o = tune::write_one(root, s)?;
-        let ok = o == Outcome::Applied;
-        match &o {
+/// irqbalance moves the IRQ affinities set here unless they are banned:
+/// what `--persist` does about it, or the advice to do it.
+fn irqbalance_advice(sys: &Sysroot, plan: &Plan, bans_them: bool) {
+    if !plan.devices.iter().any(|d| !d.irqs.is_empty()) {
+        return;
+    }
+    let Some(ib) = sys.irqbalance() else { return };
+    let irqs: Vec<u32> = plan.devices.iter().flat_map(|d| d.irqs.iter().map(|x| x.irq)).collect();
+    let missing: Vec<String> =
+        irqs.iter().filter(|i| !ib.banned_irqs.contains(i)).map(|i| format!("--banirq={i}")).collect();
+    if missing.is_empty() {
+        return;
+    }
+    if bans_them {
+        // The apply bans them before writing and says so: no advice to do it by hand.
+        println!(
+            "irqbalance is running (pid {}): --persist bans the IRQs pinned here ({}) in its options file",
+            ib.pid,
+            missing.join(" ")
+        );
+    } else {
+        eprintln!(
+            "rsskit: warning: irqbalance is running (pid {}): it will move the IRQ affinities set here. \
+             Exclude the IRQs by adding `{}` to IRQBALANCE_ARGS (/etc/default/irqbalance or \
+             /etc/sysconfig/irqbalance) and restarting it, or stop it (systemctl stop irqbalance).",
+            ib.pid,
+            missing.join(" ")
+        );
+    }
+}
+
+/// One line per step of an apply or restore, as it happens.
+fn print_step(step: Step) {
+    match step {
+        Step::NothingToDo => println!("nothing to do"),
+        Step::SockFlowNotPersisted => println!(
+            "note: net.core.rps_sock_flow_entries is host-wide and not persisted per device: set it in /etc/sysctl.d/"
+        ),
+        Step::Saved { path, values } => println!(
+            "Saved the {values} current values to {} (rsskit apply --restore {} puts them back)",
+            path.display(),
+            path.display()
+        ),
+        Step::Unsaved(s) => {
+            eprintln!("rsskit: warning: {} {}: current value unreadable, cannot be saved", s.device(), s.what)
+        }
+        Step::Banned(c) => super::persist::say_irqbalance(c, "added"),
+        Step::Writing => println!("Writing:"),
+        Step::Wrote(s, o) => match o {
             Outcome::Applied => {
                 println!("  ok       {:<8} {} = {}", s.device(), s.what, short(s.kind(), &s.new))
             }
@@ -320,45 +285,37 @@ fn write_all(root: &Sysroot, changes: &[Setting]) -> Result<usize> {
                 short(s.kind(), &s.new),
                 short(s.kind(), read_back)
             ),
+        },
+        Step::PartlyTuned { device, total, failed } => println!(
+            "{device}: {} of {total} settings applied, {failed} not: the device is partly tuned",
+            total - failed
+        ),
+        Step::AllApplied(n) => println!("All {n} settings applied and read back."),
+        Step::Persisted { device, identity, path } => {
+            println!("Persisted the plan of {device} ({identity}) in {}", path.display())
         }
-        match per_dev.iter_mut().find(|(d, _, _)| *d == s.device()) {
-            Some(e) => {
-                e.1 += 1;
-                e.2 += usize::from(!ok);
-            }
-            None => per_dev.push((s.device().to_string(), 1, usize::from(!ok))),
-        }
-        failed += usize::from(!ok);
+        Step::Installed(path) => println!("Installed {}", path.display()),
+        Step::ChannelsSet(..) | Step::OfflineCpus(_) | Step::ToPutBack { .. } => {}
     }
-    for (d, n, bad) in per_dev.iter().filter(|(_, _, bad)| *bad > 0) {
-        println!("{d}: {} of {n} settings applied, {bad} not: the device is partly tuned", n - bad);
-    }
-    if failed == 0 {
-        println!("All {} settings applied and read back.", changes.len());
-    }
-    Ok(failed)
 }
 
-fn restore(root: &Sysroot, file: &Path, dry_run: bool) -> Result<()> {
+fn restore(sys: &Sysroot, locked: Option<&Locked>, file: &Path) -> Result<()> {
     // Every entry validated and checked against the host before anything
     // is written: one bad entry and nothing is.
-    let save = tune::read_save(file)?;
-    let changes: Vec<Setting> =
-        tune::restore_settings(root, file, &save)?.into_iter().filter(|s| !s.unchanged()).collect();
-    let changes = tune::push_hash_fields(root, changes)?;
+    let changes = apply::restore_changes(sys, file)?;
     println!("Restoring from {} ({} settings differ from the saved values):", file.display(), changes.len());
     for s in &changes {
         println!("{}", diff_line(s));
     }
-    if dry_run {
+    let Some(locked) = locked else {
         println!("dry run: nothing written");
         return Ok(());
-    }
+    };
     if changes.is_empty() {
         println!("nothing to do");
         return Ok(());
     }
-    let failed = write_all(root, &changes)?;
+    let failed = locked.write(&changes, &mut print_step)?;
     if failed > 0 {
         let _ = std::io::stdout().flush();
         eprintln!(

@@ -1,19 +1,19 @@
 //! `rsskit persist`: what `apply --persist` stored (`list`), applying one
 //! device's plan when it appears (`apply IF`, run by the udev rule through
 //! `rsskit-apply@IF.service`), and taking it all away (`remove [IF]`).
-//! Also the pieces `apply` and `agent` share: the host lock, the root, and
-//! the per-device check (channels first, then every setting of the plan).
+//! Also what `apply` and `agent` share here: the flags naming rsskit's
+//! files. The workflows themselves are `rsskit_host::apply`'s.
 
 use super::plan::sysroot;
 use anyhow::{anyhow, bail, Context, Result};
-use rsskit_host::irqbalance::{self, Restarter};
+use rsskit_host::apply::{self, HostFiles, HostRestarter, Locked, Step};
+use rsskit_host::irqbalance;
 use rsskit_host::lock::{self, HostLock};
-use rsskit_host::persist::{self, Identity, Persisted};
-use rsskit_host::plan::Plan;
-use rsskit_host::sysroot::{DeviceState, Sysroot};
-use rsskit_host::tune::{self, Outcome, Setting, Target};
+use rsskit_host::persist::{self, Identity};
+use rsskit_host::sysroot::Sysroot;
+use rsskit_host::tune::Outcome;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 const AFTER_HELP: &str = "\
 `rsskit apply ... --persist` stores each device's plan in
@@ -58,14 +58,14 @@ impl HostArgs {
         self
     }
 
+    /// rsskit's files and the lock wait, as the library takes them.
+    pub fn files(&self) -> HostFiles {
+        HostFiles { root: self.root.clone(), lock_wait: Duration::from_secs_f64(self.lock_wait.max(0.0)) }
+    }
+
     /// Takes the host lock for `what`.
     pub fn lock(&self, what: &str) -> Result<HostLock> {
         Ok(lock::acquire(&self.root, Duration::from_secs_f64(self.lock_wait.max(0.0)), what)?)
-    }
-
-    /// Takes the host lock for `what`, giving up as soon as `stop()` says so.
-    pub fn lock_unless(&self, what: &str, stop: &dyn Fn() -> bool) -> Result<HostLock> {
-        Ok(lock::acquire_unless(&self.root, Duration::from_secs_f64(self.lock_wait.max(0.0)), what, stop)?)
     }
 
     /// Whether this is the live host's own root (only then is irqbalance restarted).
@@ -123,171 +123,9 @@ pub fn run(a: Args) -> Result<()> {
     }
 }
 
-fn now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
-/// Restarts irqbalance only on the host's own root, and only when it runs.
-pub struct HostRestarter {
-    live: bool,
-}
-
-impl HostRestarter {
-    pub fn new(host: &HostArgs, sys: &Sysroot) -> HostRestarter {
-        HostRestarter { live: host.is_host_root() && sys.is_live() && sys.irqbalance().is_some() }
-    }
-}
-
-impl Restarter for HostRestarter {
-    fn restart(&mut self) -> Result<(), String> {
-        if self.live {
-            irqbalance::Systemctl.restart()
-        } else {
-            Err("not restarted: irqbalance is not running here (or --root names another tree); it reads the bans when it starts".into())
-        }
-    }
-}
-
-/// What an irqbalance ban or unban changed, as one line.
-pub fn irqbalance_line(c: &irqbalance::Change, verb: &str) -> String {
-    let irqs: Vec<String> = c.irqs.iter().map(u32::to_string).collect();
-    let restarted = match &c.restarted {
-        Ok(()) => "irqbalance restarted".to_string(),
-        Err(e) => e.clone(),
-    };
-    format!("irqbalance: {verb} --banirq for IRQs {} in {}; {restarted}", irqs.join(","), c.file.display())
-}
-
 /// Prints what an irqbalance ban or unban changed.
 pub fn say_irqbalance(c: &irqbalance::Change, verb: &str) {
-    println!("{}", irqbalance_line(c, verb));
-}
-
-/// Whether every device of `plan` can be persisted (a stable identity, a
-/// valid plan), checked before `apply --persist` writes anything.
-pub fn check_persistable(sys: &Sysroot, plan: &Plan) -> Result<()> {
-    for d in &plan.devices {
-        persist::persisted_of(sys, d, 0)?;
-    }
-    Ok(())
-}
-
-/// Bans the IRQs `plan` pins in irqbalance (restarting it) before they are
-/// written: a running irqbalance without the bans can move an IRQ in the
-/// moment between rsskit's write and its restart (the lab saw it move 4 of
-/// 8 to the device's NUMA node).
-pub fn ban_before_pinning(host: &HostArgs, sys: &Sysroot, plan: &Plan) -> Result<()> {
-    if let Some(c) = ban_pinned(host, sys, plan)? {
-        say_irqbalance(&c, "added");
-    }
-    Ok(())
-}
-
-/// Bans the IRQs `plan` pins in irqbalance; what changed, if anything.
-pub fn ban_pinned(host: &HostArgs, sys: &Sysroot, plan: &Plan) -> Result<Option<irqbalance::Change>> {
-    let irqs: Vec<u32> = plan.devices.iter().flat_map(|d| d.irqs.iter().map(|x| x.irq)).collect();
-    if irqs.is_empty() {
-        return Ok(None);
-    }
-    Ok(irqbalance::ban(&host.root, &irqs, &mut HostRestarter::new(host, sys))?)
-}
-
-/// After `apply --persist` wrote `plan`: store each device's plan, install
-/// the rule and unit (the IRQ bans came first: `ban_before_pinning`).
-pub fn after_apply(host: &HostArgs, sys: &Sysroot, plan: &Plan) -> Result<()> {
-    if plan.rps_sock_flow_entries.is_some() {
-        println!("note: net.core.rps_sock_flow_entries is host-wide and not persisted per device: set it in /etc/sysctl.d/");
-    }
-    let t = now();
-    for d in &plan.devices {
-        let p = persist::persisted_of(sys, d, t)?;
-        let path = persist::store(&host.root, &p)?;
-        println!("Persisted the plan of {} ({}) in {}", d.name, p.identity, path.display());
-    }
-    for path in persist::install_units(&host.root)? {
-        println!("Installed {}", path.display());
-    }
-    Ok(())
-}
-
-/// A persisted device present now.
-pub struct Present<'a> {
-    pub name: String,
-    pub plan: &'a Persisted,
-}
-
-/// The persisted plans whose device is present now.
-pub fn present<'a>(sys: &Sysroot, plans: &'a [Persisted]) -> Result<Vec<Present<'a>>> {
-    let mut out = Vec::new();
-    for name in sys.interfaces()? {
-        if let Some(id) = persist::identity(sys, &name) {
-            if let Some(p) = persist::find(plans, &id) {
-                out.push(Present { name, plan: p });
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// One device checked against its plan.
-pub struct DeviceCheck {
-    /// The plan as resolved for the device now.
-    pub plan: Plan,
-    /// Every setting with its current value; empty when the queues differ.
-    pub settings: Vec<Setting>,
-    /// The channel setting, when the queue count differs from the plan.
-    pub channels: Option<Setting>,
-    /// Planned CPUs that are offline now.
-    pub offline: Vec<usize>,
-}
-
-/// The combined-channels pseudo-setting (written through ETHTOOL_SCHANNELS).
-fn channels_setting(name: &str, dev: &DeviceState, p: &Persisted) -> Option<Setting> {
-    if dev.rx.len() == p.channels.rx && dev.tx.len() == p.channels.tx {
-        return None;
-    }
-    Some(Setting {
-        target: Target::Channels { device: name.to_string() },
-        what: "combined channels".into(),
-        old: Some(format!("{} RX / {} TX queues", dev.rx.len(), dev.tx.len())),
-        new: p.channels.rx.to_string(),
-    })
-}
-
-/// Writes the channel count (only as combined channels, when the plan has as
-/// many RX as TX queues), then reads the queues back.
-pub fn write_channels(sys: &Sysroot, s: &Setting, p: &Persisted) -> Result<Outcome> {
-    if p.channels.rx != p.channels.tx {
-        return Ok(Outcome::Refused {
-            reason: format!(
-                "the plan has {} RX and {} TX queues: set them with ethtool -L",
-                p.channels.rx, p.channels.tx
-            ),
-        });
-    }
-    let r = sys.set_combined_channels(s.device(), p.channels.rx as u32)?;
-    if let Some(reason) = r.reason() {
-        return Ok(Outcome::Refused { reason: reason.to_string() });
-    }
-    let dev = sys.device(s.device())?;
-    Ok(match channels_setting(s.device(), &dev, p) {
-        None => Outcome::Applied,
-        Some(now) => Outcome::Changed {
-            read_back: now.old.unwrap_or_default(),
-            reason: "the driver kept another queue count".into(),
-        },
-    })
-}
-
-/// Reads device `name` and its plan's settings (channels first).
-pub fn check_device(sys: &Sysroot, name: &str, p: &Persisted) -> Result<DeviceCheck> {
-    let dev = sys.device(name)?;
-    let online = sys.topology().online;
-    let plan = persist::resolve(p, &dev, &online);
-    let offline: Vec<usize> = p.plan.cpus.iter().copied().filter(|c| !online.contains(c)).collect();
-    let channels = channels_setting(name, &dev, p);
-    let settings = if channels.is_some() { Vec::new() } else { tune::settings(sys, &plan)? };
-    Ok(DeviceCheck { plan, settings, channels, offline })
+    println!("{}", irqbalance::change_line(c, verb));
 }
 
 fn apply_one(host: &HostArgs, sys: &Sysroot, iface: &str) -> Result<()> {
@@ -308,42 +146,30 @@ fn apply_one(host: &HostArgs, sys: &Sysroot, iface: &str) -> Result<()> {
         println!("{iface} ({id}): no persisted plan; nothing to do");
         return Ok(());
     };
-    let _lock = host.lock(&format!("rsskit persist apply {iface}"))?;
-    let mut c = check_device(sys, iface, p)?;
-    let mut failed = 0;
-    if let Some(ch) = &c.channels {
-        match write_channels(sys, ch, p)? {
-            Outcome::Applied => {
-                println!("  ok       {iface:<8} combined channels = {}", ch.new);
-                c = check_device(sys, iface, p)?;
-            }
-            o => {
-                println!("  REFUSED  {iface:<8} combined channels: {o:?}");
-                bail!("{iface}: the queues differ from the plan and cannot be set: nothing else written");
-            }
+    let files = host.files();
+    let locked = Locked::take(sys, &files, &format!("rsskit persist apply {iface}"), &|| false)?;
+    let mut restarter = HostRestarter::new(&files, sys);
+    let report = locked.put_back(iface, p, &mut restarter, &mut |step| match step {
+        Step::ChannelsSet(ch, Outcome::Applied) => {
+            println!("  ok       {iface:<8} combined channels = {}", ch.new)
         }
-    }
-    if !c.offline.is_empty() {
-        eprintln!("rsskit: warning: {iface}: planned CPUs {:?} are offline", c.offline);
-    }
-    let changes: Vec<Setting> = c.settings.iter().filter(|s| !s.unchanged()).cloned().collect();
-    let changes = tune::push_hash_fields(sys, changes)?;
-    println!("{iface} ({id}): {} of {} settings to put back", changes.len(), c.settings.len());
-    ban_before_pinning(host, sys, &c.plan)?;
-    for s in &changes {
-        match tune::write_one(sys, s)? {
-            Outcome::Applied => println!("  ok       {iface:<8} {} = {}", s.what, s.new),
-            Outcome::Refused { reason } => {
-                failed += 1;
-                println!("  REFUSED  {iface:<8} {}: {reason}", s.what)
-            }
-            Outcome::Changed { read_back, reason } => {
-                failed += 1;
-                println!("  CHANGED  {iface:<8} {}: reads back {read_back} ({reason})", s.what)
-            }
+        Step::ChannelsSet(_, o) => println!("  REFUSED  {iface:<8} combined channels: {o:?}"),
+        Step::OfflineCpus(cpus) => eprintln!("rsskit: warning: {iface}: planned CPUs {cpus:?} are offline"),
+        Step::ToPutBack { changes, total } => {
+            println!("{iface} ({id}): {changes} of {total} settings to put back")
         }
+        Step::Banned(c) => say_irqbalance(c, "added"),
+        Step::Wrote(s, Outcome::Applied) => println!("  ok       {iface:<8} {} = {}", s.what, s.new),
+        Step::Wrote(s, Outcome::Refused { reason }) => println!("  REFUSED  {iface:<8} {}: {reason}", s.what),
+        Step::Wrote(s, Outcome::Changed { read_back, reason }) => {
+            println!("  CHANGED  {iface:<8} {}: reads back {read_back} ({reason})", s.what)
+        }
+        _ => {}
+    })?;
+    if report.channels_refused {
+        bail!("{iface}: the queues differ from the plan and cannot be set: nothing else written");
     }
-    if failed > 0 {
+    if report.failed > 0 {
         std::process::exit(2);
     }
     Ok(())
@@ -351,7 +177,7 @@ fn apply_one(host: &HostArgs, sys: &Sysroot, iface: &str) -> Result<()> {
 
 fn list(host: &HostArgs, sys: &Sysroot) -> Result<()> {
     let (plans, bad) = persist::load_all(&host.root);
-    let here = present(sys, &plans).unwrap_or_default();
+    let here = apply::present(sys, &plans).unwrap_or_default();
     println!("{} persisted plan(s) in {}", plans.len(), persist::plans_dir(&host.root).display());
     for p in &plans {
         let now = here
@@ -415,7 +241,7 @@ fn remove(host: &HostArgs, sys: &Sysroot, iface: Option<&str>) -> Result<()> {
     for path in persist::remove_units(&host.root)? {
         println!("Removed {}", path.display());
     }
-    if let Some(c) = irqbalance::unban(&host.root, &mut HostRestarter::new(host, sys))
+    if let Some(c) = irqbalance::unban(&host.root, &mut HostRestarter::new(&host.files(), sys))
         .context("undoing the irqbalance bans")?
     {
         say_irqbalance(&c, "removed");

@@ -191,6 +191,12 @@ fn key_choice(s: &str) -> Result<KeyChoice> {
 /// Makes the plan the flags ask for.
 pub fn make_plan(p: &PlanArgs) -> Result<(Sysroot, Plan)> {
     let root = sysroot(p.sysroot.as_ref())?;
+    let plan = make_plan_on(&root, p)?;
+    Ok((root, plan))
+}
+
+/// The plan the flags ask for, read from `root`.
+pub fn make_plan_on(root: &Sysroot, p: &PlanArgs) -> Result<Plan> {
     let topo = root.topology();
     let cpus = match &p.cpus {
         Some(s) => Some(cpulist::parse(s).map_err(|e| anyhow!("--cpus: {e}"))?),
@@ -215,12 +221,12 @@ pub fn make_plan(p: &PlanArgs) -> Result<(Sysroot, Plan)> {
             SoftwareRssArg::Xdp => plan::SoftwareRss::Xdp,
         },
     };
-    let devs = devices(&root, &p.ifaces)?;
+    let devs = devices(root, &p.ifaces)?;
     let mut plan = plan::plan(&topo, &devs, &opts).map_err(|e| anyhow!("{e}"))?;
     if let Some(s) = p.rebalance {
-        super::rebalance::rebalance_plan(&root, &devs, &mut plan, s)?;
+        super::rebalance::rebalance_plan(root, &devs, &mut plan, s)?;
     }
-    Ok((root, plan))
+    Ok(plan)
 }
 
 pub fn run(a: Args) -> Result<()> {

@@ -1,0 +1,477 @@
+//! The host-writing workflows, as functions that report each step:
+//! `apply` of a plan, writing a save back (`apply --restore`), and putting
+//! one persisted plan back on its device (`persist apply IF`). The order
+//! rules live here, and only here:
+//! - the host lock first, before the current values are read (a save must
+//!   hold what this run replaces, not another writer's half-written state):
+//!   a [`Locked`] is the only way to write;
+//! - nothing written when a device cannot be persisted or the save cannot
+//!   be written;
+//! - the IRQs banned in irqbalance before they are pinned (an irqbalance
+//!   without the bans moved 4 of 8 just-pinned IRQs in the lab);
+//! - channels before the table (a table names queues the count must have);
+//! - every write read back ([`tune::write_one`]).
+//!
+//! Callers see each step as it happens through an observer (the CLI prints
+//! them; tests record them) and get a report at the end.
+
+use crate::irqbalance::{self, Restarter};
+use crate::lock::{self, HostLock, LockError};
+use crate::persist::{self, Identity, PersistError, Persisted};
+use crate::plan::Plan;
+use crate::sysroot::{DeviceState, Sysroot, SysrootError};
+use crate::tune::{self, Outcome, Setting, Target, TuneError};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Where rsskit keeps its own files (plans, lock, units, irqbalance's
+/// options: all under `root`, `/` on a live host) and how long a writer
+/// waits for another.
+#[derive(Debug, Clone)]
+pub struct HostFiles {
+    /// The root every rsskit file is under.
+    pub root: PathBuf,
+    /// How long to wait for another writer's lock.
+    pub lock_wait: Duration,
+}
+
+impl HostFiles {
+    /// Whether this is the live host's own root (only then is irqbalance restarted).
+    pub fn is_host_root(&self) -> bool {
+        self.root == Path::new("/")
+    }
+}
+
+/// Restarts irqbalance only on the host's own root, and only when it runs.
+pub struct HostRestarter {
+    live: bool,
+}
+
+impl HostRestarter {
+    /// For `files` on `sys`.
+    pub fn new(files: &HostFiles, sys: &Sysroot) -> HostRestarter {
+        HostRestarter { live: files.is_host_root() && sys.is_live() && sys.irqbalance().is_some() }
+    }
+}
+
+impl Restarter for HostRestarter {
+    fn restart(&mut self) -> Result<(), String> {
+        if self.live {
+            irqbalance::Systemctl.restart()
+        } else {
+            Err("not restarted: irqbalance is not running here (or --root names another tree); it reads the bans when it starts".into())
+        }
+    }
+}
+
+/// Why a workflow stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The host lock.
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    /// Reading or writing settings, or the save file.
+    #[error(transparent)]
+    Tune(#[from] TuneError),
+    /// Reading the host.
+    #[error(transparent)]
+    Host(#[from] SysrootError),
+    /// Persisted plans, units, irqbalance's options.
+    #[error(transparent)]
+    Persist(#[from] PersistError),
+    /// Every save file name of this second is taken.
+    #[error("no free save file name in {0}")]
+    NoSaveName(PathBuf),
+}
+
+/// One thing a workflow did, in order, as it happens.
+#[derive(Debug)]
+pub enum Step<'a> {
+    /// Nothing differs from the plan.
+    NothingToDo,
+    /// `rps_sock_flow_entries` is host-wide: not persisted per device.
+    SockFlowNotPersisted,
+    /// The values about to be replaced were saved.
+    Saved {
+        /// The save file.
+        path: &'a Path,
+        /// How many values it holds.
+        values: usize,
+    },
+    /// A setting whose current value cannot be read (so is not saved).
+    Unsaved(&'a Setting),
+    /// IRQs banned in irqbalance (before any of them is written).
+    Banned(&'a irqbalance::Change),
+    /// The writes start.
+    Writing,
+    /// One setting written and read back.
+    Wrote(&'a Setting, &'a Outcome),
+    /// A device some of whose settings were not applied.
+    PartlyTuned {
+        /// The interface.
+        device: &'a str,
+        /// Settings written to it.
+        total: usize,
+        /// Of which not applied.
+        failed: usize,
+    },
+    /// Every setting applied and read back.
+    AllApplied(usize),
+    /// A device's plan stored.
+    Persisted {
+        /// The interface.
+        device: &'a str,
+        /// What it is recognised by.
+        identity: &'a Identity,
+        /// The plan file.
+        path: &'a Path,
+    },
+    /// The udev rule or apply unit installed.
+    Installed(&'a Path),
+    /// `persist apply`: the channel count set before anything else.
+    ChannelsSet(&'a Setting, &'a Outcome),
+    /// `persist apply`: planned CPUs that are offline now.
+    OfflineCpus(&'a [usize]),
+    /// `persist apply`: how many of the plan's settings differ.
+    ToPutBack {
+        /// Settings that differ (and are written).
+        changes: usize,
+        /// Settings in the plan.
+        total: usize,
+    },
+}
+
+/// The settings `plan` changes on the host now, in write order (hashed
+/// fields followed by the key or table: [`tune::push_hash_fields`]). Used
+/// under the lock by [`Locked::changes`], and alone for a dry run.
+pub fn preview(sys: &Sysroot, plan: &Plan) -> Result<(Vec<Setting>, usize), TuneError> {
+    let all = tune::settings(sys, plan)?;
+    let changes: Vec<Setting> = all.iter().filter(|s| !s.unchanged()).cloned().collect();
+    Ok((tune::push_hash_fields(sys, changes)?, all.len()))
+}
+
+/// Where the save file goes.
+#[derive(Debug, Clone)]
+pub enum SaveTo {
+    /// This file (created new, never over an earlier one).
+    File(PathBuf),
+    /// A new file named by the time in the host's state directory
+    /// (`/var/lib/rsskit`), created 0700 when missing.
+    StateDir,
+}
+
+/// How to apply.
+#[derive(Debug, Clone)]
+pub struct ApplyOptions {
+    /// Where the values replaced are saved.
+    pub save: SaveTo,
+    /// Also store each device's plan and install the rule and unit.
+    pub persist: bool,
+    /// Seconds since the epoch (the save's time and name, the plan's stamp).
+    pub now: u64,
+}
+
+/// What an apply did.
+#[derive(Debug, Default)]
+pub struct ApplyReport {
+    /// Settings written.
+    pub written: usize,
+    /// Of which not applied (refused, or read back otherwise).
+    pub failed: usize,
+    /// The save file, when anything was written.
+    pub save: Option<PathBuf>,
+}
+
+/// What putting a persisted plan back did.
+#[derive(Debug, Default)]
+pub struct PutBackReport {
+    /// Settings written.
+    pub written: usize,
+    /// Of which not applied.
+    pub failed: usize,
+    /// The channel count could not be set: nothing else was written.
+    pub channels_refused: bool,
+}
+
+/// The host lock, held: the only way to write host settings.
+pub struct Locked<'a> {
+    sys: &'a Sysroot,
+    files: &'a HostFiles,
+    _lock: HostLock,
+}
+
+impl<'a> Locked<'a> {
+    /// Takes the lock for `what` (shown to a waiter), waiting at most the
+    /// files' `lock_wait` and giving up as soon as `stop()` says so.
+    pub fn take(
+        sys: &'a Sysroot,
+        files: &'a HostFiles,
+        what: &str,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Locked<'a>, LockError> {
+        let lock = lock::acquire_unless(&files.root, files.lock_wait, what, stop)?;
+        Ok(Locked { sys, files, _lock: lock })
+    }
+
+    /// [`preview`], read under the lock.
+    pub fn changes(&self, plan: &Plan) -> Result<(Vec<Setting>, usize), TuneError> {
+        preview(self.sys, plan)
+    }
+
+    /// Writes `changes` of `plan`: when persisting, refuses first if a
+    /// device cannot be persisted; saves what it replaces; bans the pinned
+    /// IRQs; writes and reads back each setting; then stores the plans.
+    pub fn apply(
+        &self,
+        plan: &Plan,
+        changes: &[Setting],
+        opts: &ApplyOptions,
+        restarter: &mut dyn Restarter,
+        observe: &mut dyn FnMut(Step),
+    ) -> Result<ApplyReport, ApplyError> {
+        if changes.is_empty() {
+            observe(Step::NothingToDo);
+            if opts.persist {
+                self.ban_pinned(plan, restarter, observe)?;
+                self.store_plans(plan, opts.now, observe)?;
+            }
+            return Ok(ApplyReport::default());
+        }
+        if opts.persist {
+            // Refuse before writing anything when a device cannot be persisted.
+            for d in &plan.devices {
+                persist::persisted_of(self.sys, d, 0)?;
+            }
+        }
+        let path = match &opts.save {
+            SaveTo::File(p) => p.clone(),
+            SaveTo::StateDir => self.free_save_name(opts.now)?,
+        };
+        let save = tune::save_of(changes, opts.now);
+        tune::write_save(&path, &save)?;
+        observe(Step::Saved { path: &path, values: save.settings.len() });
+        for s in changes.iter().filter(|s| s.old.is_none()) {
+            observe(Step::Unsaved(s));
+        }
+        if opts.persist {
+            self.ban_pinned(plan, restarter, observe)?;
+        }
+        let failed = self.write(changes, observe)?;
+        if opts.persist {
+            self.store_plans(plan, opts.now, observe)?;
+        }
+        Ok(ApplyReport { written: changes.len(), failed, save: Some(path) })
+    }
+
+    /// Writes every setting in order, reading each back; returns how many
+    /// were not applied (the others stay written).
+    pub fn write(&self, changes: &[Setting], observe: &mut dyn FnMut(Step)) -> Result<usize, TuneError> {
+        observe(Step::Writing);
+        let mut per_dev: Vec<(&str, usize, usize)> = Vec::new();
+        for s in changes {
+            let o = tune::write_one(self.sys, s)?;
+            observe(Step::Wrote(s, &o));
+            let bad = usize::from(o != Outcome::Applied);
+            match per_dev.iter_mut().find(|(d, _, _)| *d == s.device()) {
+                Some(e) => {
+                    e.1 += 1;
+                    e.2 += bad;
+                }
+                None => per_dev.push((s.device(), 1, bad)),
+            }
+        }
+        for (device, total, failed) in per_dev.iter().filter(|(_, _, f)| *f > 0) {
+            observe(Step::PartlyTuned { device, total: *total, failed: *failed });
+        }
+        let failed = per_dev.iter().map(|(_, _, f)| f).sum();
+        if failed == 0 {
+            observe(Step::AllApplied(changes.len()));
+        }
+        Ok(failed)
+    }
+
+    /// Bans the IRQs `plan` pins in irqbalance (restarting it when it runs).
+    pub fn ban_pinned(
+        &self,
+        plan: &Plan,
+        restarter: &mut dyn Restarter,
+        observe: &mut dyn FnMut(Step),
+    ) -> Result<(), PersistError> {
+        if let Some(c) = ban_pinned(self.files, plan, restarter)? {
+            observe(Step::Banned(&c));
+        }
+        Ok(())
+    }
+
+    /// Stores each device's plan and installs the rule and unit.
+    fn store_plans(&self, plan: &Plan, now: u64, observe: &mut dyn FnMut(Step)) -> Result<(), PersistError> {
+        if plan.rps_sock_flow_entries.is_some() {
+            observe(Step::SockFlowNotPersisted);
+        }
+        for d in &plan.devices {
+            let p = persist::persisted_of(self.sys, d, now)?;
+            let path = persist::store(&self.files.root, &p)?;
+            observe(Step::Persisted { device: &d.name, identity: &p.identity, path: &path });
+        }
+        for path in persist::install_units(&self.files.root)? {
+            observe(Step::Installed(&path));
+        }
+        Ok(())
+    }
+
+    /// A new save file name in the state directory, by the time; two
+    /// applies in one second get a suffix, never an overwrite.
+    fn free_save_name(&self, now: u64) -> Result<PathBuf, ApplyError> {
+        let dir = self.sys.state_dir();
+        tune::prepare_save_dir(dir)?;
+        let stamp = tune::utc_stamp(now);
+        (0..100)
+            .map(|i| match i {
+                0 => format!("rsskit-saved-{stamp}.json"),
+                _ => format!("rsskit-saved-{stamp}-{i}.json"),
+            })
+            .map(|n| dir.join(n))
+            .find(|p| std::fs::symlink_metadata(p).is_err())
+            .ok_or_else(|| ApplyError::NoSaveName(dir.to_path_buf()))
+    }
+
+    /// Puts the persisted plan `p` back on device `iface`: the channel
+    /// count first (nothing else when it cannot be set), then the bans,
+    /// then every setting that differs.
+    pub fn put_back(
+        &self,
+        iface: &str,
+        p: &Persisted,
+        restarter: &mut dyn Restarter,
+        observe: &mut dyn FnMut(Step),
+    ) -> Result<PutBackReport, ApplyError> {
+        let mut c = check_device(self.sys, iface, p)?;
+        if let Some(ch) = &c.channels {
+            let o = write_channels(self.sys, ch, p)?;
+            observe(Step::ChannelsSet(ch, &o));
+            if o != Outcome::Applied {
+                return Ok(PutBackReport { channels_refused: true, ..PutBackReport::default() });
+            }
+            c = check_device(self.sys, iface, p)?;
+        }
+        if !c.offline.is_empty() {
+            observe(Step::OfflineCpus(&c.offline));
+        }
+        let changes: Vec<Setting> = c.settings.iter().filter(|s| !s.unchanged()).cloned().collect();
+        let changes = tune::push_hash_fields(self.sys, changes)?;
+        observe(Step::ToPutBack { changes: changes.len(), total: c.settings.len() });
+        self.ban_pinned(&c.plan, restarter, observe)?;
+        let mut failed = 0;
+        for s in &changes {
+            let o = tune::write_one(self.sys, s)?;
+            failed += usize::from(o != Outcome::Applied);
+            observe(Step::Wrote(s, &o));
+        }
+        Ok(PutBackReport { written: changes.len(), failed, channels_refused: false })
+    }
+}
+
+/// The settings of save file `file` that differ from the host now, every
+/// entry checked against the host first (one bad entry and none is
+/// returned), in write order.
+pub fn restore_changes(sys: &Sysroot, file: &Path) -> Result<Vec<Setting>, TuneError> {
+    let save = tune::read_save(file)?;
+    let changes: Vec<Setting> =
+        tune::restore_settings(sys, file, &save)?.into_iter().filter(|s| !s.unchanged()).collect();
+    tune::push_hash_fields(sys, changes)
+}
+
+/// Bans the IRQs `plan` pins in irqbalance; what changed, if anything.
+pub fn ban_pinned(
+    files: &HostFiles,
+    plan: &Plan,
+    restarter: &mut dyn Restarter,
+) -> Result<Option<irqbalance::Change>, PersistError> {
+    let irqs: Vec<u32> = plan.devices.iter().flat_map(|d| d.irqs.iter().map(|x| x.irq)).collect();
+    if irqs.is_empty() {
+        return Ok(None);
+    }
+    irqbalance::ban(&files.root, &irqs, restarter)
+}
+
+/// A persisted device present now.
+pub struct Present<'a> {
+    /// Its interface name now.
+    pub name: String,
+    /// Its plan.
+    pub plan: &'a Persisted,
+}
+
+/// The persisted plans whose device is present now.
+pub fn present<'a>(sys: &Sysroot, plans: &'a [Persisted]) -> Result<Vec<Present<'a>>, SysrootError> {
+    let mut out = Vec::new();
+    for name in sys.interfaces()? {
+        if let Some(id) = persist::identity(sys, &name) {
+            if let Some(p) = persist::find(plans, &id) {
+                out.push(Present { name, plan: p });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// One device checked against its plan.
+pub struct DeviceCheck {
+    /// The plan as resolved for the device now.
+    pub plan: Plan,
+    /// Every setting with its current value; empty when the queues differ.
+    pub settings: Vec<Setting>,
+    /// The channel setting, when the queue count differs from the plan.
+    pub channels: Option<Setting>,
+    /// Planned CPUs that are offline now.
+    pub offline: Vec<usize>,
+}
+
+/// The combined-channels pseudo-setting (written through ETHTOOL_SCHANNELS).
+fn channels_setting(name: &str, dev: &DeviceState, p: &Persisted) -> Option<Setting> {
+    if dev.rx.len() == p.channels.rx && dev.tx.len() == p.channels.tx {
+        return None;
+    }
+    Some(Setting {
+        target: Target::Channels { device: name.to_string() },
+        what: "combined channels".into(),
+        old: Some(format!("{} RX / {} TX queues", dev.rx.len(), dev.tx.len())),
+        new: p.channels.rx.to_string(),
+    })
+}
+
+/// Writes the channel count (only as combined channels, when the plan has as
+/// many RX as TX queues), then reads the queues back.
+pub fn write_channels(sys: &Sysroot, s: &Setting, p: &Persisted) -> Result<Outcome, SysrootError> {
+    if p.channels.rx != p.channels.tx {
+        return Ok(Outcome::Refused {
+            reason: format!(
+                "the plan has {} RX and {} TX queues: set them with ethtool -L",
+                p.channels.rx, p.channels.tx
+            ),
+        });
+    }
+    let r = sys.set_combined_channels(s.device(), p.channels.rx as u32)?;
+    if let Some(reason) = r.reason() {
+        return Ok(Outcome::Refused { reason: reason.to_string() });
+    }
+    let dev = sys.device(s.device())?;
+    Ok(match channels_setting(s.device(), &dev, p) {
+        None => Outcome::Applied,
+        Some(now) => Outcome::Changed {
+            read_back: now.old.unwrap_or_default(),
+            reason: "the driver kept another queue count".into(),
+        },
+    })
+}
+
+/// Reads device `name` and its plan's settings (channels first).
+pub fn check_device(sys: &Sysroot, name: &str, p: &Persisted) -> Result<DeviceCheck, ApplyError> {
+    let dev = sys.device(name)?;
+    let online = sys.topology().online;
+    let plan = persist::resolve(p, &dev, &online);
+    let offline: Vec<usize> = p.plan.cpus.iter().copied().filter(|c| !online.contains(c)).collect();
+    let channels = channels_setting(name, &dev, p);
+    let settings = if channels.is_some() { Vec::new() } else { tune::settings(sys, &plan)? };
+    Ok(DeviceCheck { plan, settings, channels, offline })
+}
