@@ -379,7 +379,7 @@ complete -c rsskit -n "__fish_rsskit_using_subcommand bench; and __fish_seen_sub
 complete -c rsskit -n "__fish_rsskit_using_subcommand bench; and __fish_seen_subcommand_from toeplitz" -l count -d 'Distinct pre-generated inputs cycled through (a power of two, 16-1048576)' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand bench; and __fish_seen_subcommand_from toeplitz" -l seed -d 'Seed of the input generator (0-18446744073709551615)' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand bench; and __fish_seen_subcommand_from toeplitz" -l key -d 'RSS key: default (Microsoft), symmetric, random, or 40+ bytes of hex' -r
-complete -c rsskit -n "__fish_rsskit_using_subcommand bench; and __fish_seen_subcommand_from toeplitz" -l peers -d 'Merge a peer harness\'s results (JSON of the same shape, e.g. from bench/dpdk/thash_bench.c); its "check" must match ours' -r -F
+complete -c rsskit -n "__fish_rsskit_using_subcommand bench; and __fish_seen_subcommand_from toeplitz" -l peers -d 'Merge a peer harness\'s results (JSON of the same shape, e.g. from bench/peers/dpdk/thash_bench.c); its "check" must match ours' -r -F
 complete -c rsskit -n "__fish_rsskit_using_subcommand bench; and __fish_seen_subcommand_from toeplitz" -l json -d 'Print one JSON object'
 complete -c rsskit -n "__fish_rsskit_using_subcommand bench; and __fish_seen_subcommand_from toeplitz" -l allow-weak-key -d 'Use a --key that cannot reach every RSS bucket (e.g. all zero: every flow in bucket 0) instead of refusing it'
 complete -c rsskit -n "__fish_rsskit_using_subcommand bench; and __fish_seen_subcommand_from toeplitz" -s h -l help -d 'Print help'

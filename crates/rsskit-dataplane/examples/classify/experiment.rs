@@ -421,7 +421,7 @@ pub struct ClassifyParams {
     pub seed: u64,
     /// Fresh random addresses on every pass over the ring
     /// ([`PacketRing::fresh_addresses`]); off: every pass repeats the
-    /// ring's addresses (the figures in docs/BENCHMARKS-LOG.md before
+    /// ring's addresses (the figures in bench/LOG.md before
     /// 2026-11-24 were taken so).
     pub fresh: bool,
 }

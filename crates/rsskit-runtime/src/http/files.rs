@@ -230,7 +230,7 @@ struct CacheEntry {
 /// most `max_size` bytes is read once and its bytes served from memory for
 /// `valid_ns` (nginx's `open_file_cache_valid`, here with the content):
 /// a short-lived request then costs no `openat2`, `statx`, `read` and
-/// `close` (4 of its 8 system calls, `docs/BENCHMARKS-LOG.md`). A file that
+/// `close` (4 of its 8 system calls, `bench/LOG.md`). A file that
 /// changes is served as it was for at most `valid_ns`; `valid_ns` 0 turns
 /// the cache off. Only what [`Root::lookup`] returned (beneath the root,
 /// regular) is cached, keyed by the request path as sent; errors are not.

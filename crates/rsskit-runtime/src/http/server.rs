@@ -146,7 +146,7 @@ pub struct ServeConfig {
     /// worker's CPU blocks or ends its slice, so one wake-up accepts and
     /// serves more; `Normal` wakes the worker at once. With the client on the
     /// same two CPUs (bench/http-vs-nginx), `Batch` gave ~8% more requests/s
-    /// and a steadier tail (docs/BENCHMARKS-LOG.md, 2026-11-26 14:35-15:13).
+    /// and a steadier tail (bench/LOG.md, 2026-11-26 14:35-15:13).
     pub sched: ThreadPolicy,
 }
 

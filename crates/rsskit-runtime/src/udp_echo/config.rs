@@ -180,7 +180,7 @@ pub const GRO_BUFFER: usize = 65536;
 /// rule, where a flush is a register write. In user space a flush is a
 /// system call: 1500 bytes meant one `sendmmsg` per three 510-byte
 /// datagrams, ~5x the calls of the plain C loop and most of the cost above
-/// it (docs/BENCHMARKS-LOG.md, "Issue 15 analysis"). Replies are flushed when
+/// it (bench/LOG.md, "Issue 15 analysis"). Replies are flushed when
 /// the receive queue is drained (a `recvmmsg` returns less than a batch),
 /// so a reply waits at most for the rest of its own batch, as in the C
 /// loop; the thresholds only bound a queue that never drains.

@@ -4,7 +4,7 @@
 //! the fast single-hash path and the batch path, for the IPv4 and IPv6
 //! 4-tuples, measured side by side in one run (rounds interleaved, median
 //! reported). The inputs come from a seeded splitmix64 generator that
-//! `bench/dpdk/thash_bench.c` reproduces, so the DPDK harness hashes exactly
+//! `bench/peers/dpdk/thash_bench.c` reproduces, so the DPDK harness hashes exactly
 //! the same bytes with the same key.
 
 use super::common::{int_in, key_arg, median, print_json, SplitMix};
@@ -24,7 +24,7 @@ pub enum BenchCommand {
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Inputs: COUNT tuples from splitmix64(SEED), bytes taken little-endian from each \
-64-bit output in order (bench/dpdk/thash_bench.c uses the same generator). The reference runs \
+64-bit output in order (bench/peers/dpdk/thash_bench.c uses the same generator). The reference runs \
 ITERS/64 hashes per round (it is ~100x slower). Each figure is the median of ROUNDS rounds; the \
 rounds of all implementations are interleaved.")]
 pub struct ToeplitzArgs {
@@ -44,7 +44,7 @@ pub struct ToeplitzArgs {
     #[arg(long, default_value = "default", value_parser = key_arg)]
     key: RssKey,
     /// Merge a peer harness's results (JSON of the same shape, e.g. from
-    /// bench/dpdk/thash_bench.c); its "check" must match ours.
+    /// bench/peers/dpdk/thash_bench.c); its "check" must match ours.
     #[arg(long, value_name = "FILE")]
     peers: Option<std::path::PathBuf>,
     /// Print one JSON object.

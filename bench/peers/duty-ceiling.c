@@ -1,9 +1,9 @@
-/* bench/duty-ceiling.c: the machine's 2-thread / 1-thread cost for work
+/* bench/peers/duty-ceiling.c: the machine's 2-thread / 1-thread cost for work
  * done in short bursts between sleeps, the shape of an echo server's
- * wake-ups (bench/scaling-ceiling.c measures busy loops, which this VM
+ * wake-ups (bench/peers/scaling-ceiling.c measures busy loops, which this VM
  * scales perfectly).
  *
- *   cc -O2 -pthread -o duty-ceiling bench/duty-ceiling.c
+ *   cc -O2 -pthread -o duty-ceiling bench/peers/duty-ceiling.c
  *   duty-ceiling THREADS [CHUNK=20000] [SLEEP_US=1000] [SECONDS=3] [FIRST_CPU=0]
  *
  * Each thread, pinned to CPU FIRST_CPU + i, does a fixed chunk of integer

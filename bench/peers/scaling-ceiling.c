@@ -1,5 +1,5 @@
 /* The scaling ceiling of this machine: N threads of shared-nothing work.
-   Build and run: gcc -O2 -pthread bench/scaling-ceiling.c -o /tmp/ceiling && /tmp/ceiling 1 && /tmp/ceiling 2 */
+   Build and run: gcc -O2 -pthread bench/peers/scaling-ceiling.c -o /tmp/ceiling && /tmp/ceiling 1 && /tmp/ceiling 2 */
 #include <stdio.h>
 #include <stdlib.h>
 #include <pthread.h>

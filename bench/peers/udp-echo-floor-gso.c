@@ -7,13 +7,13 @@
  * with one UDP_SEGMENT (GSO) message, all of a recvmmsg batch in one
  * sendmmsg. Counts are datagrams (segments), not buffers. Bench-only.
  *
- *   cc -O2 -Wall -pthread -o udp-echo-floor-gso bench/udp-echo-floor-gso.c
+ *   cc -O2 -Wall -pthread -o udp-echo-floor-gso bench/peers/udp-echo-floor-gso.c
  *   ./udp-echo-floor-gso ADDR PORT [BATCH=32] [CPU=-1] [THREADS=1]
  *
  * Arguments, the THREADS > 1 shape, shutdown and the summary line:
- * udp-echo-floor.h.
+ * bench/lib/udp-echo-floor.h.
  */
-#include "udp-echo-floor.h"
+#include "../lib/udp-echo-floor.h"
 
 #define MAXB 64
 #define BUFSZ 65536 /* a whole coalesced buffer: never truncated */

@@ -8,14 +8,14 @@
  * kernel and the machine. Optionally each thread sleeps GAP_US before each
  * burst (nanosleep): the cost of going idle and waking up, added.
  *
- *   cc -O2 -Wall -pthread -o /tmp/gso-selfecho bench/gso-selfecho.c
+ *   cc -O2 -Wall -pthread -o /tmp/gso-selfecho bench/peers/gso-selfecho.c
  *   /tmp/gso-selfecho THREADS BURSTS [GAP_US=0] [PORT=21000]
  *
  * Prints the wall time and the threads' CPU time (CLOCK_THREAD_CPUTIME_ID)
  * per echoed datagram; THREADS=2 against THREADS=1 is this path's own
- * 2/1 (docs/BENCHMARKS-LOG.md, 2026-11-26 17:30). Bench-only.
+ * 2/1 (bench/LOG.md, 2026-11-26 17:30). Bench-only.
  */
-#include "udp-offload.h"
+#include "../lib/udp-offload.h"
 #include <time.h>
 
 #define SEG 510

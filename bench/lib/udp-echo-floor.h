@@ -1,6 +1,6 @@
 /*
- * udp-echo-floor.h: what the two C echo floors (udp-echo-floor.c and
- * udp-echo-floor-gso.c) share: the arguments, the socket group, the threads
+ * udp-echo-floor.h: what the two C echo floors (bench/peers/udp-echo-floor.c and
+ * bench/peers/udp-echo-floor-gso.c) share: the arguments, the socket group, the threads
  * and the summary. Each floor brings only its echo loop. Bench-only.
  *
  *   ./FLOOR ADDR PORT [BATCH=32] [CPU=-1] [THREADS=1]

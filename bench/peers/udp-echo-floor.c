@@ -3,13 +3,13 @@
  * one socket, one thread, recvmmsg/sendmmsg in batches, nothing else. What
  * the kernel itself costs per echoed datagram; bench-only.
  *
- *   cc -O2 -pthread -o udp-echo-floor bench/udp-echo-floor.c
+ *   cc -O2 -pthread -o udp-echo-floor bench/peers/udp-echo-floor.c
  *   ./udp-echo-floor ADDR PORT [BATCH=32] [CPU=-1] [THREADS=1]
  *
  * Arguments, the THREADS > 1 shape, shutdown and the summary line:
- * udp-echo-floor.h.
+ * bench/lib/udp-echo-floor.h.
  */
-#include "udp-echo-floor.h"
+#include "../lib/udp-echo-floor.h"
 
 #define MAXB 256
 #define BUFSZ 2048

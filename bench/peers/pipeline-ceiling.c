@@ -7,12 +7,12 @@
    (the Microsoft key), count the bucket, and in batches of 32 "send" to a
    null sink (a checksum over each frame) and give the buffers back.
 
-   bench/scaling-ceiling.c is a latency-bound loop (one dependent chain),
+   bench/peers/scaling-ceiling.c is a latency-bound loop (one dependent chain),
    which scales ~2x even when the two vCPUs share a physical core; this loop
    has the pipeline's instruction-level parallelism, so it shows what the
    machine can give that work at the moment it runs.
 
-   Build and run: gcc -O2 -pthread bench/pipeline-ceiling.c -o /tmp/pc
+   Build and run: gcc -O2 -pthread bench/peers/pipeline-ceiling.c -o /tmp/pc
                   /tmp/pc 1 && /tmp/pc 2            [THREADS [FRAMES_PER_THREAD]] */
 #define _GNU_SOURCE
 #include <pthread.h>

@@ -1,6 +1,6 @@
 /*
  * The headers and UDP offload constants the bench's C programs share
- * (udp-echo-floor.h, gso-selfecho.c): UDP_SEGMENT (GSO) and UDP_GRO,
+ * (udp-echo-floor.h beside it, bench/peers/gso-selfecho.c): UDP_SEGMENT (GSO) and UDP_GRO,
  * defined here when the libc headers predate them.
  */
 #ifndef UDP_OFFLOAD_H
