@@ -8,6 +8,7 @@
 
 use crate::apply::{self, HostFiles, HostRestarter};
 use crate::irqbalance;
+use crate::keep;
 use crate::keeper::{Cause, Event, Keeper, Policy, Verdict};
 use crate::lock;
 use crate::metrics::{self, DeviceMetrics, Snapshot};
@@ -147,7 +148,7 @@ impl Agent {
     pub fn pass(&mut self, cause: Cause, only: Option<&str>) {
         self.unchecked.clear();
         self.checked.clear();
-        let present: Vec<(String, Persisted)> = match apply::present(&self.sys, &self.plans) {
+        let present: Vec<(String, Persisted)> = match keep::present(&self.sys, &self.plans) {
             Ok(v) => v.into_iter().map(|x| (x.name, x.plan.clone())).collect(),
             Err(e) => {
                 let e = causes(&e);
@@ -219,7 +220,7 @@ impl Agent {
     fn device(&mut self, name: &str, plan: &Persisted, cause: Cause) -> DeviceMetrics {
         let mut m = DeviceMetrics { device: name.to_string(), ..DeviceMetrics::default() };
         let mut cause = cause;
-        let mut check = match apply::check_device(&self.sys, name, plan) {
+        let mut check = match keep::check_device(&self.sys, name, plan) {
             Ok(c) => c,
             Err(e) => {
                 let e = causes(&e);
@@ -242,12 +243,12 @@ impl Agent {
         if let Some(ch) = check.channels.clone() {
             let now = self.now_ms();
             if self.keeper.decide(now, &ch) == Verdict::Correct {
-                let o = apply::write_channels(&self.sys, &ch, plan)
+                let o = keep::write_channels(&self.sys, &ch, plan)
                     .unwrap_or_else(|e| Outcome::Refused { reason: causes(&e) });
                 let ev = self.keeper.outcome(now, &ch, cause, &o, None);
                 self.record(ev);
                 if o == Outcome::Applied {
-                    match apply::check_device(&self.sys, name, plan) {
+                    match keep::check_device(&self.sys, name, plan) {
                         Ok(c) => check = c,
                         Err(e) => self
                             .log(&format!("{name}: cannot read it after setting channels: {}", causes(&e))),

@@ -12,15 +12,18 @@
 //! - channels before the table (a table names queues the count must have);
 //! - every write read back ([`tune::write_one`]).
 //!
+//! Persisted plans (`persist apply`, `remove`, `list`, the agent's device
+//! check) are [`crate::keep`]'s.
+//!
 //! Callers see each step as it happens through an observer (the CLI prints
 //! them; tests record them) and get a report at the end.
 
 use crate::irqbalance::{self, Restarter};
 use crate::lock::{self, HostLock, LockError};
-use crate::persist::{self, Identity, PersistError, Persisted};
+use crate::persist::{self, Identity, PersistError};
 use crate::plan::Plan;
-use crate::sysroot::{DeviceState, Sysroot, SysrootError};
-use crate::tune::{self, Outcome, Setting, Target, TuneError};
+use crate::sysroot::{Sysroot, SysrootError};
+use crate::tune::{self, Outcome, Setting, TuneError};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -79,6 +82,13 @@ pub enum ApplyError {
     /// Persisted plans, units, irqbalance's options.
     #[error(transparent)]
     Persist(#[from] PersistError),
+    /// No persisted plan matches the interface (by identity or by the
+    /// name it was persisted under).
+    #[error("{0}: no persisted plan matches it")]
+    NoPlanFor(String),
+    /// The irqbalance bans could not be taken away.
+    #[error("undoing the irqbalance bans")]
+    Unban(#[source] PersistError),
     /// Every save file name of this second is taken.
     #[error("no free save file name in {0}")]
     NoSaveName(PathBuf),
@@ -182,21 +192,10 @@ pub struct ApplyReport {
     pub save: Option<PathBuf>,
 }
 
-/// What putting a persisted plan back did.
-#[derive(Debug, Default)]
-pub struct PutBackReport {
-    /// Settings written.
-    pub written: usize,
-    /// Of which not applied.
-    pub failed: usize,
-    /// The channel count could not be set: nothing else was written.
-    pub channels_refused: bool,
-}
-
 /// The host lock, held: the only way to write host settings.
 pub struct Locked<'a> {
-    sys: &'a Sysroot,
-    files: &'a HostFiles,
+    pub(crate) sys: &'a Sysroot,
+    pub(crate) files: &'a HostFiles,
     _lock: HostLock,
 }
 
@@ -334,41 +333,6 @@ impl<'a> Locked<'a> {
             .find(|p| std::fs::symlink_metadata(p).is_err())
             .ok_or_else(|| ApplyError::NoSaveName(dir.to_path_buf()))
     }
-
-    /// Puts the persisted plan `p` back on device `iface`: the channel
-    /// count first (nothing else when it cannot be set), then the bans,
-    /// then every setting that differs.
-    pub fn put_back(
-        &self,
-        iface: &str,
-        p: &Persisted,
-        restarter: &mut dyn Restarter,
-        observe: &mut dyn FnMut(Step),
-    ) -> Result<PutBackReport, ApplyError> {
-        let mut c = check_device(self.sys, iface, p)?;
-        if let Some(ch) = &c.channels {
-            let o = write_channels(self.sys, ch, p)?;
-            observe(Step::ChannelsSet(ch, &o));
-            if o != Outcome::Applied {
-                return Ok(PutBackReport { channels_refused: true, ..PutBackReport::default() });
-            }
-            c = check_device(self.sys, iface, p)?;
-        }
-        if !c.offline.is_empty() {
-            observe(Step::OfflineCpus(&c.offline));
-        }
-        let changes: Vec<Setting> = c.settings.iter().filter(|s| !s.unchanged()).cloned().collect();
-        let changes = tune::push_hash_fields(self.sys, changes)?;
-        observe(Step::ToPutBack { changes: changes.len(), total: c.settings.len() });
-        self.ban_pinned(&c.plan, restarter, observe)?;
-        let mut failed = 0;
-        for s in &changes {
-            let o = tune::write_one(self.sys, s)?;
-            failed += usize::from(o != Outcome::Applied);
-            observe(Step::Wrote(s, &o));
-        }
-        Ok(PutBackReport { written: changes.len(), failed, channels_refused: false })
-    }
 }
 
 /// The settings of save file `file` that differ from the host now, every
@@ -379,6 +343,19 @@ pub fn restore_changes(sys: &Sysroot, file: &Path) -> Result<Vec<Setting>, TuneE
     let changes: Vec<Setting> =
         tune::restore_settings(sys, file, &save)?.into_iter().filter(|s| !s.unchanged()).collect();
     tune::push_hash_fields(sys, changes)
+}
+
+/// The IRQs `plan` pins that a running irqbalance has not banned (it will
+/// move them): its pid and those IRQs, or `None` when nothing is at risk.
+pub fn unbanned_irqs(sys: &Sysroot, plan: &Plan) -> Option<(u32, Vec<u32>)> {
+    let ib = sys.irqbalance()?;
+    let irqs: Vec<u32> = plan
+        .devices
+        .iter()
+        .flat_map(|d| d.irqs.iter().map(|x| x.irq))
+        .filter(|i| !ib.banned_irqs.contains(i))
+        .collect();
+    (!irqs.is_empty()).then_some((ib.pid, irqs))
 }
 
 /// Bans the IRQs `plan` pins in irqbalance; what changed, if anything.
@@ -392,86 +369,4 @@ pub fn ban_pinned(
         return Ok(None);
     }
     irqbalance::ban(&files.root, &irqs, restarter)
-}
-
-/// A persisted device present now.
-pub struct Present<'a> {
-    /// Its interface name now.
-    pub name: String,
-    /// Its plan.
-    pub plan: &'a Persisted,
-}
-
-/// The persisted plans whose device is present now.
-pub fn present<'a>(sys: &Sysroot, plans: &'a [Persisted]) -> Result<Vec<Present<'a>>, SysrootError> {
-    let mut out = Vec::new();
-    for name in sys.interfaces()? {
-        if let Some(id) = persist::identity(sys, &name) {
-            if let Some(p) = persist::find(plans, &id) {
-                out.push(Present { name, plan: p });
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// One device checked against its plan.
-pub struct DeviceCheck {
-    /// The plan as resolved for the device now.
-    pub plan: Plan,
-    /// Every setting with its current value; empty when the queues differ.
-    pub settings: Vec<Setting>,
-    /// The channel setting, when the queue count differs from the plan.
-    pub channels: Option<Setting>,
-    /// Planned CPUs that are offline now.
-    pub offline: Vec<usize>,
-}
-
-/// The combined-channels pseudo-setting (written through ETHTOOL_SCHANNELS).
-fn channels_setting(name: &str, dev: &DeviceState, p: &Persisted) -> Option<Setting> {
-    if dev.rx.len() == p.channels.rx && dev.tx.len() == p.channels.tx {
-        return None;
-    }
-    Some(Setting {
-        target: Target::Channels { device: name.to_string() },
-        what: "combined channels".into(),
-        old: Some(format!("{} RX / {} TX queues", dev.rx.len(), dev.tx.len())),
-        new: p.channels.rx.to_string(),
-    })
-}
-
-/// Writes the channel count (only as combined channels, when the plan has as
-/// many RX as TX queues), then reads the queues back.
-pub fn write_channels(sys: &Sysroot, s: &Setting, p: &Persisted) -> Result<Outcome, SysrootError> {
-    if p.channels.rx != p.channels.tx {
-        return Ok(Outcome::Refused {
-            reason: format!(
-                "the plan has {} RX and {} TX queues: set them with ethtool -L",
-                p.channels.rx, p.channels.tx
-            ),
-        });
-    }
-    let r = sys.set_combined_channels(s.device(), p.channels.rx as u32)?;
-    if let Some(reason) = r.reason() {
-        return Ok(Outcome::Refused { reason: reason.to_string() });
-    }
-    let dev = sys.device(s.device())?;
-    Ok(match channels_setting(s.device(), &dev, p) {
-        None => Outcome::Applied,
-        Some(now) => Outcome::Changed {
-            read_back: now.old.unwrap_or_default(),
-            reason: "the driver kept another queue count".into(),
-        },
-    })
-}
-
-/// Reads device `name` and its plan's settings (channels first).
-pub fn check_device(sys: &Sysroot, name: &str, p: &Persisted) -> Result<DeviceCheck, ApplyError> {
-    let dev = sys.device(name)?;
-    let online = sys.topology().online;
-    let plan = persist::resolve(p, &dev, &online);
-    let offline: Vec<usize> = p.plan.cpus.iter().copied().filter(|c| !online.contains(c)).collect();
-    let channels = channels_setting(name, &dev, p);
-    let settings = if channels.is_some() { Vec::new() } else { tune::settings(sys, &plan)? };
-    Ok(DeviceCheck { plan, settings, channels, offline })
 }

@@ -29,7 +29,8 @@
 //!   blocking on a FIFO).
 //! - [`apply`]: the host-writing workflows (apply, restore, a persisted
 //!   plan put back) with their order rules, each step reported as it
-//!   happens; [`agent`]: the agent's loop (link events, re-checks, reloads)
+//!   happens; [`keep`]: persisted plans on the host now (present, checked,
+//!   put back, removed, listed); [`agent`]: the agent's loop (link events, re-checks, reloads)
 //!   around [`keeper`]. The CLI parses flags, calls them and prints.
 //! - [`keeper`], [`metrics`]: the agent's decisions and its `/metrics` text,
 //!   no I/O;
@@ -43,6 +44,7 @@ pub mod apply;
 mod fixture;
 pub mod hostcheck;
 pub mod irqbalance;
+pub mod keep;
 pub mod keeper;
 pub mod landing;
 pub mod lock;

@@ -423,16 +423,26 @@ pub fn install_units(root: &Path) -> Result<Vec<PathBuf>, PersistError> {
     Ok(written)
 }
 
+/// The rule and unit under `root` whose text is exactly what `--persist`
+/// installs (read as [`crate::trusted`] reads: a FIFO there blocks nothing).
+pub fn installed_units(root: &Path) -> Vec<PathBuf> {
+    INSTALLED
+        .iter()
+        .map(|(rel, _, text)| (root.join(rel), text))
+        .filter(|(path, text)| {
+            crate::trusted::read_to_string(path, text.len() as u64 + 1).is_ok_and(|t| t == **text)
+        })
+        .map(|(path, _)| path)
+        .collect()
+}
+
 /// Removes the rule and unit `--persist` installed: only files whose text
 /// is exactly ours (an edited copy is the operator's and stays).
 pub fn remove_units(root: &Path) -> Result<Vec<PathBuf>, PersistError> {
     let mut removed = Vec::new();
-    for (rel, _, text) in INSTALLED {
-        let path = root.join(rel);
-        if fs::read_to_string(&path).is_ok_and(|t| t == text) {
-            fs::remove_file(&path).map_err(|source| PersistError::Io { path: path.clone(), source })?;
-            removed.push(path);
-        }
+    for path in installed_units(root) {
+        fs::remove_file(&path).map_err(|source| PersistError::Io { path: path.clone(), source })?;
+        removed.push(path);
     }
     Ok(removed)
 }

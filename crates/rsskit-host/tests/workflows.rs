@@ -246,3 +246,31 @@ fn a_save_with_one_bad_entry_writes_nothing() {
     let back = apply::restore_changes(&h.sys, &path).unwrap();
     assert_eq!(locked.write(&back, &mut |_| {}).unwrap(), 0);
 }
+
+#[test]
+fn remove_takes_away_exactly_what_persist_added() {
+    let h = Host::new("remove", true);
+    let plan = h.plan();
+    let locked = Locked::take(&h.sys, &h.files, "test", &|| false).unwrap();
+    let (changes, _) = locked.changes(&plan).unwrap();
+    locked.apply(&plan, &changes, &h.opts(true), &mut Restarts::default(), &mut |_| {}).unwrap();
+    let l = rsskit_host::keep::list(&h.sys, &h.files.root).unwrap();
+    assert_eq!(l.plans.len(), 1);
+    assert_eq!(l.plans[0].1.as_deref(), Some("eth0"), "present now as eth0");
+    assert_eq!(l.installed.len(), 2, "the udev rule and the unit");
+    assert!(!l.banned.is_empty());
+    let e = locked.remove_persisted(Some("eth9"), &mut Restarts::default()).unwrap_err();
+    assert_eq!(e.to_string(), "eth9: no persisted plan matches it");
+    let mut restarts = Restarts::default();
+    let r = locked.remove_persisted(None, &mut restarts).unwrap();
+    assert_eq!((r.removed.len(), r.left, r.units_removed.len()), (1, 0, 2));
+    assert_eq!(r.unbanned.as_ref().map(|c| c.irqs.clone()), Some(l.banned.clone()));
+    assert_eq!(restarts.0, 1);
+    assert_eq!(
+        fs::read_to_string(h.files.root.join("etc/default/irqbalance")).unwrap(),
+        "IRQBALANCE_ARGS=\"\"\n",
+        "exactly what was there"
+    );
+    let l = rsskit_host::keep::list(&h.sys, &h.files.root).unwrap();
+    assert!(l.plans.is_empty() && l.installed.is_empty() && l.banned.is_empty());
+}

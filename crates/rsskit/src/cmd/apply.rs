@@ -228,29 +228,19 @@ pub fn run(mut a: Args) -> Result<()> {
 /// irqbalance moves the IRQ affinities set here unless they are banned:
 /// what `--persist` does about it, or the advice to do it.
 fn irqbalance_advice(sys: &Sysroot, plan: &Plan, bans_them: bool) {
-    if !plan.devices.iter().any(|d| !d.irqs.is_empty()) {
-        return;
-    }
-    let Some(ib) = sys.irqbalance() else { return };
-    let irqs: Vec<u32> = plan.devices.iter().flat_map(|d| d.irqs.iter().map(|x| x.irq)).collect();
-    let missing: Vec<String> =
-        irqs.iter().filter(|i| !ib.banned_irqs.contains(i)).map(|i| format!("--banirq={i}")).collect();
-    if missing.is_empty() {
-        return;
-    }
+    let Some((pid, irqs)) = apply::unbanned_irqs(sys, plan) else { return };
+    let missing: Vec<String> = irqs.iter().map(|i| format!("--banirq={i}")).collect();
     if bans_them {
         // The apply bans them before writing and says so: no advice to do it by hand.
         println!(
-            "irqbalance is running (pid {}): --persist bans the IRQs pinned here ({}) in its options file",
-            ib.pid,
+            "irqbalance is running (pid {pid}): --persist bans the IRQs pinned here ({}) in its options file",
             missing.join(" ")
         );
     } else {
         eprintln!(
-            "rsskit: warning: irqbalance is running (pid {}): it will move the IRQ affinities set here. \
+            "rsskit: warning: irqbalance is running (pid {pid}): it will move the IRQ affinities set here. \
              Exclude the IRQs by adding `{}` to IRQBALANCE_ARGS (/etc/default/irqbalance or \
              /etc/sysconfig/irqbalance) and restarting it, or stop it (systemctl stop irqbalance).",
-            ib.pid,
             missing.join(" ")
         );
     }

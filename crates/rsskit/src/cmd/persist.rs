@@ -5,11 +5,11 @@
 //! files. The workflows themselves are `rsskit_host::apply`'s.
 
 use super::plan::sysroot;
-use anyhow::{anyhow, bail, Context, Result};
-use rsskit_host::apply::{self, HostFiles, HostRestarter, Locked, Step};
+use anyhow::{anyhow, bail, Result};
+use rsskit_host::apply::{ApplyError, HostFiles, HostRestarter, Locked, Step};
 use rsskit_host::irqbalance;
-use rsskit_host::lock::{self, HostLock};
-use rsskit_host::persist::{self, Identity};
+use rsskit_host::keep;
+use rsskit_host::persist;
 use rsskit_host::sysroot::Sysroot;
 use rsskit_host::tune::Outcome;
 use std::path::{Path, PathBuf};
@@ -61,11 +61,6 @@ impl HostArgs {
     /// rsskit's files and the lock wait, as the library takes them.
     pub fn files(&self) -> HostFiles {
         HostFiles { root: self.root.clone(), lock_wait: Duration::from_secs_f64(self.lock_wait.max(0.0)) }
-    }
-
-    /// Takes the host lock for `what`.
-    pub fn lock(&self, what: &str) -> Result<HostLock> {
-        Ok(lock::acquire(&self.root, Duration::from_secs_f64(self.lock_wait.max(0.0)), what)?)
     }
 
     /// Whether this is the live host's own root (only then is irqbalance restarted).
@@ -176,14 +171,10 @@ fn apply_one(host: &HostArgs, sys: &Sysroot, iface: &str) -> Result<()> {
 }
 
 fn list(host: &HostArgs, sys: &Sysroot) -> Result<()> {
-    let (plans, bad) = persist::load_all(&host.root);
-    let here = apply::present(sys, &plans).unwrap_or_default();
-    println!("{} persisted plan(s) in {}", plans.len(), persist::plans_dir(&host.root).display());
-    for p in &plans {
-        let now = here
-            .iter()
-            .find(|x| x.plan.identity == p.identity)
-            .map_or("absent now".to_string(), |x| format!("present as {}", x.name));
+    let l = keep::list(sys, &host.root)?;
+    println!("{} persisted plan(s) in {}", l.plans.len(), persist::plans_dir(&host.root).display());
+    for (p, now) in &l.plans {
+        let now = now.as_ref().map_or("absent now".to_string(), |n| format!("present as {n}"));
         println!(
             "  {:<30} {} (persisted as {}; {} RX / {} TX queues, CPUs {}); {now}",
             p.identity.file_name(),
@@ -194,57 +185,41 @@ fn list(host: &HostArgs, sys: &Sysroot) -> Result<()> {
             rsskit_linux::cpulist::format(&p.plan.cpus)
         );
     }
-    for e in &bad {
+    for e in &l.refused {
         println!("  INVALID {e}");
     }
-    let rec = irqbalance::read_record(&host.root)?;
-    if !rec.added.is_empty() {
-        let irqs: Vec<String> = rec.added.iter().map(u32::to_string).collect();
+    if !l.banned.is_empty() {
+        let irqs: Vec<String> = l.banned.iter().map(u32::to_string).collect();
         println!("irqbalance: rsskit banned IRQs {}", irqs.join(","));
     }
-    for (rel, _, text) in persist::INSTALLED {
-        let path = host.root.join(rel);
-        if std::fs::read_to_string(&path).is_ok_and(|t| t == text) {
-            println!("installed: {}", path.display());
-        }
+    for path in &l.installed {
+        println!("installed: {}", path.display());
     }
     Ok(())
 }
 
 fn remove(host: &HostArgs, sys: &Sysroot, iface: Option<&str>) -> Result<()> {
-    let _lock = host.lock("rsskit persist remove")?;
-    let (plans, bad) = persist::load_all(&host.root);
-    let ids: Vec<Identity> = match iface {
-        Some(name) => {
-            let id = persist::identity(sys, name)
-                .filter(|id| persist::find(&plans, id).is_some())
-                .or_else(|| plans.iter().find(|p| p.plan.name == name).map(|p| p.identity.clone()))
-                .ok_or_else(|| anyhow!("{name}: no persisted plan matches it (see `rsskit persist list`)"))?;
-            vec![id]
-        }
-        None => plans.iter().map(|p| p.identity.clone()).collect(),
-    };
-    for id in &ids {
-        let path = persist::remove(&host.root, id)?;
+    let files = host.files();
+    let locked = Locked::take(sys, &files, "rsskit persist remove", &|| false)?;
+    let r = locked.remove_persisted(iface, &mut HostRestarter::new(&files, sys)).map_err(|e| match e {
+        ApplyError::NoPlanFor(_) => anyhow!("{e} (see `rsskit persist list`)"),
+        e => e.into(),
+    })?;
+    for (path, id) in &r.removed {
         println!("Removed {} ({id})", path.display());
     }
-    if iface.is_none() {
-        for e in &bad {
-            eprintln!("rsskit: warning: left in place (not an rsskit plan rsskit can read): {e}");
-        }
+    for e in &r.unreadable {
+        eprintln!("rsskit: warning: left in place (not an rsskit plan rsskit can read): {e}");
     }
-    let left = persist::load_all(&host.root).0.len();
-    if left > 0 {
-        println!("{left} plan(s) left: the udev rule, unit and irqbalance bans stay");
+    if r.left > 0 {
+        println!("{} plan(s) left: the udev rule, unit and irqbalance bans stay", r.left);
         return Ok(());
     }
-    for path in persist::remove_units(&host.root)? {
+    for path in &r.units_removed {
         println!("Removed {}", path.display());
     }
-    if let Some(c) = irqbalance::unban(&host.root, &mut HostRestarter::new(&host.files(), sys))
-        .context("undoing the irqbalance bans")?
-    {
-        say_irqbalance(&c, "removed");
+    if let Some(c) = &r.unbanned {
+        say_irqbalance(c, "removed");
     }
     println!("Nothing of rsskit is applied at boot any more; settings in place now stay until reboot or `rsskit apply --restore`.");
     Ok(())
