@@ -26,6 +26,7 @@
 //!   otherwise.
 
 use crate::sysroot::DeviceState;
+use crate::tune::setting::{hex, printable, quoted, valid_value, Kind, MAX_TABLE_ENTRIES};
 use rsskit_core::ringmap::{Ringmap, HOST_TABLE_LEN, MAX_CPUS};
 use rsskit_linux::cpulist;
 use rsskit_linux::netdev::IrqKind;
@@ -188,8 +189,8 @@ impl Plan {
         if text.len() > MAX_PLAN_BYTES {
             return Err(PlanReadError::Format(format!("larger than {MAX_PLAN_BYTES} bytes")));
         }
-        let plan: Plan = serde_json::from_str(text)
-            .map_err(|e| PlanReadError::Format(crate::tune::printable(&e.to_string())))?;
+        let plan: Plan =
+            serde_json::from_str(text).map_err(|e| PlanReadError::Format(printable(&e.to_string())))?;
         if plan.version != PLAN_VERSION {
             return Err(PlanReadError::Version(plan.version));
         }
@@ -207,16 +208,12 @@ impl Plan {
         cpus_ok("online_cpus", "plan", &self.online_cpus)?;
         for (i, d) in self.devices.iter().enumerate() {
             if !rsskit_linux::netdev::valid_name(&d.name) {
-                return Err(format!(
-                    "device {}: {} is not an interface name",
-                    i + 1,
-                    crate::tune::quoted(&d.name)
-                ));
+                return Err(format!("device {}: {} is not an interface name", i + 1, quoted(&d.name)));
             }
             if self.devices[..i].iter().any(|x| x.name == d.name) {
                 return Err(format!("{}: named twice", d.name));
             }
-            let n = &crate::tune::printable(&d.name);
+            let n = &printable(&d.name);
             cpus_ok("cpus", n, &d.cpus)?;
             for q in &d.rx {
                 cpus_ok(&format!("rx-{} rps_cpus", q.queue), n, &q.rps_cpus)?;
@@ -234,19 +231,18 @@ impl Plan {
                 cpus_ok("xdp_steer cpus", n, &x.cpus)?;
             }
             if let Some(k) = &d.key {
-                crate::tune::valid_value(crate::tune::Kind::RssKey, k)
-                    .map_err(|e| format!("{n}: the key is {e}"))?;
+                valid_value(Kind::RssKey, k).map_err(|e| format!("{n}: the key is {e}"))?;
             }
             if let Some(t) = &d.table {
-                if t.is_empty() || t.len() > crate::tune::MAX_TABLE_ENTRIES {
+                if t.is_empty() || t.len() > MAX_TABLE_ENTRIES {
                     return Err(format!("{n}: a table of {} entries", t.len()));
                 }
             }
             for h in &d.hash_fields {
                 if !rsskit_linux::ethtool::FLOW_TYPES.iter().any(|f| f.name == h.flow) {
-                    return Err(format!("{n}: {} is not a flow type", crate::tune::quoted(&h.flow)));
+                    return Err(format!("{n}: {} is not a flow type", quoted(&h.flow)));
                 }
-                crate::tune::valid_value(crate::tune::Kind::HashFields, &h.fields.join(","))
+                valid_value(Kind::HashFields, &h.fields.join(","))
                     .map_err(|e| format!("{n}: {} hashed fields: {e}", h.flow))?;
             }
         }
@@ -363,10 +359,6 @@ pub struct SteeringAdvice {
     pub key: Option<String>,
     /// Why this mode and these CPUs, in words.
     pub reason: String,
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// The default CPUs of a device, ascending (ringmap index i = the i-th;
