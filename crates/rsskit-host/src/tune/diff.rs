@@ -5,7 +5,7 @@
 use super::save::SaveFile;
 use super::setting::{hex, printable, shown, table_text, valid_value, Kind, Setting, Target};
 use super::write::{current_with, TuneError};
-use crate::plan::Plan;
+use crate::plan::{DevicePlan, Plan};
 use crate::sysroot::{DeviceState, Sysroot};
 use rsskit_linux::cpulist;
 use rsskit_linux::ethtool::FLOW_TYPES;
@@ -57,74 +57,7 @@ pub fn settings(root: &Sysroot, plan: &Plan) -> Result<Vec<Setting>, TuneError> 
     let online = root.topology().online;
     let mut out = Vec::new();
     for d in &plan.devices {
-        let dev: DeviceState = root.device(&d.name)?;
-        let mismatch = |msg: String| TuneError::PlanMismatch { device: d.name.clone(), msg };
-        if dev.rx.len() != d.rx.len() || dev.tx.len() != d.tx.len() {
-            return Err(mismatch(format!(
-                "it has {} RX / {} TX queues now, the plan was made for {} / {}: plan again",
-                dev.rx.len(),
-                dev.tx.len(),
-                d.rx.len(),
-                d.tx.len()
-            )));
-        }
-        let all_cpus = d
-            .irqs
-            .iter()
-            .flat_map(|x| x.cpus.iter())
-            .chain(d.rx.iter().flat_map(|q| q.rps_cpus.iter()))
-            .chain(d.tx.iter().flat_map(|q| q.xps_cpus.iter().flatten()));
-        if let Some(c) = all_cpus.into_iter().find(|c| !online.contains(c)) {
-            return Err(mismatch(format!(
-                "CPU {c}, which is not online (online: {}): plan again",
-                cpulist::format(&online)
-            )));
-        }
-        let mut add = |target: Target, new: String| -> Result<(), TuneError> {
-            check_on_device(&target, &dev).map_err(mismatch)?;
-            out.push(setting(root, Some(&dev), target, new).map_err(mismatch)?);
-            Ok(())
-        };
-        let device = || d.name.clone();
-        // Hashed fields before key and table: virtio_net (6.1) sends its
-        // hash types to the device only with the RSS command of ETHTOOL_SRSSH,
-        // so fields written after the table would read back while the device
-        // still hashes the old ones (seen in the QEMU lab, tests/lab.rs).
-        for h in &d.hash_fields {
-            let flow = FLOW_TYPES
-                .iter()
-                .find(|f| f.name == h.flow)
-                .ok_or_else(|| mismatch(format!("an unknown flow type for hashed fields ({:?})", h.flow)))?
-                .name;
-            add(Target::HashFields { device: device(), flow }, h.fields.join(","))?;
-        }
-        if let Some(t) = &d.table {
-            add(Target::RssTable { device: device() }, table_text(t))?;
-        }
-        if let Some(k) = &d.key {
-            add(Target::RssKey { device: device() }, k.clone())?;
-        }
-        let queue = |q: usize| u32::try_from(q).map_err(|_| mismatch(format!("queue {q}, which it has not")));
-        for x in &d.irqs {
-            add(Target::IrqAffinity { device: device(), irq: x.irq }, cpulist::format(&x.cpus))?;
-        }
-        for q in &d.rx {
-            add(
-                Target::RpsCpus { device: device(), queue: queue(q.queue)? },
-                rsskit_linux::netdev::format_hex_mask(&q.rps_cpus),
-            )?;
-            if let Some(n) = q.rps_flow_cnt {
-                add(Target::RpsFlowCnt { device: device(), queue: queue(q.queue)? }, n.to_string())?;
-            }
-        }
-        for q in &d.tx {
-            if let Some(x) = &q.xps_cpus {
-                add(
-                    Target::XpsCpus { device: device(), queue: queue(q.queue)? },
-                    rsskit_linux::netdev::format_hex_mask(x),
-                )?;
-            }
-        }
+        device_settings(root, d, &online, &mut out)?;
     }
     if let Some(n) = plan.rps_sock_flow_entries {
         let s = setting(root, None, Target::RpsSockFlowEntries, n.to_string())
@@ -132,6 +65,85 @@ pub fn settings(root: &Sysroot, plan: &Plan) -> Result<Vec<Setting>, TuneError> 
         out.push(s);
     }
     Ok(out)
+}
+
+/// The settings of one device of the plan, appended to `out` in write
+/// order; the device must have the plan's queue counts and CPUs online.
+fn device_settings(
+    root: &Sysroot,
+    d: &DevicePlan,
+    online: &[usize],
+    out: &mut Vec<Setting>,
+) -> Result<(), TuneError> {
+    let dev: DeviceState = root.device(&d.name)?;
+    let mismatch = |msg: String| TuneError::PlanMismatch { device: d.name.clone(), msg };
+    if dev.rx.len() != d.rx.len() || dev.tx.len() != d.tx.len() {
+        return Err(mismatch(format!(
+            "it has {} RX / {} TX queues now, the plan was made for {} / {}: plan again",
+            dev.rx.len(),
+            dev.tx.len(),
+            d.rx.len(),
+            d.tx.len()
+        )));
+    }
+    let all_cpus = d
+        .irqs
+        .iter()
+        .flat_map(|x| x.cpus.iter())
+        .chain(d.rx.iter().flat_map(|q| q.rps_cpus.iter()))
+        .chain(d.tx.iter().flat_map(|q| q.xps_cpus.iter().flatten()));
+    if let Some(c) = all_cpus.into_iter().find(|c| !online.contains(c)) {
+        return Err(mismatch(format!(
+            "CPU {c}, which is not online (online: {}): plan again",
+            cpulist::format(online)
+        )));
+    }
+    let mut add = |target: Target, new: String| -> Result<(), TuneError> {
+        check_on_device(&target, &dev).map_err(mismatch)?;
+        out.push(setting(root, Some(&dev), target, new).map_err(mismatch)?);
+        Ok(())
+    };
+    let device = || d.name.clone();
+    // Hashed fields before key and table: virtio_net (6.1) sends its
+    // hash types to the device only with the RSS command of ETHTOOL_SRSSH,
+    // so fields written after the table would read back while the device
+    // still hashes the old ones (seen in the QEMU lab, tests/lab.rs).
+    for h in &d.hash_fields {
+        let flow = FLOW_TYPES
+            .iter()
+            .find(|f| f.name == h.flow)
+            .ok_or_else(|| mismatch(format!("an unknown flow type for hashed fields ({:?})", h.flow)))?
+            .name;
+        add(Target::HashFields { device: device(), flow }, h.fields.join(","))?;
+    }
+    if let Some(t) = &d.table {
+        add(Target::RssTable { device: device() }, table_text(t))?;
+    }
+    if let Some(k) = &d.key {
+        add(Target::RssKey { device: device() }, k.clone())?;
+    }
+    let queue = |q: usize| u32::try_from(q).map_err(|_| mismatch(format!("queue {q}, which it has not")));
+    for x in &d.irqs {
+        add(Target::IrqAffinity { device: device(), irq: x.irq }, cpulist::format(&x.cpus))?;
+    }
+    for q in &d.rx {
+        add(
+            Target::RpsCpus { device: device(), queue: queue(q.queue)? },
+            rsskit_linux::netdev::format_hex_mask(&q.rps_cpus),
+        )?;
+        if let Some(n) = q.rps_flow_cnt {
+            add(Target::RpsFlowCnt { device: device(), queue: queue(q.queue)? }, n.to_string())?;
+        }
+    }
+    for q in &d.tx {
+        if let Some(x) = &q.xps_cpus {
+            add(
+                Target::XpsCpus { device: device(), queue: queue(q.queue)? },
+                rsskit_linux::netdev::format_hex_mask(x),
+            )?;
+        }
+    }
+    Ok(())
 }
 
 /// `changes` (settings that differ, in write order) with, for each device
