@@ -31,241 +31,284 @@ fn key_is_symmetric(key: &[u8]) -> bool {
         && ![[0, 0], [0xff, 0xff]].contains(&[key[0], key[1]])
 }
 
+/// Problems (each breaks alignment) and notes, in the order found.
+#[derive(Default)]
+struct Findings {
+    problems: Vec<String>,
+    notes: Vec<String>,
+}
+
 /// Judges one device.
 pub fn check_device(topo: &Topology, d: &DeviceState, irqbalance: Option<&IrqBalance>) -> DeviceVerdict {
-    let mut problems = Vec::new();
-    let mut notes = Vec::new();
+    let mut f = Findings::default();
+    key_quality(d, &mut f);
+    let queue_cpu = queue_cpus_from_irqs(topo, d, irqbalance, &mut f);
+    table_against_queues(topo, d, &queue_cpu, &mut f);
+    udp_hashed_on_addresses(d, &mut f);
+    rps_against_hardware_rss(topo, d, &mut f);
+    if d.tx.len() > 1 {
+        xps_per_cpu(topo, d, &mut f);
+    }
+    if let Some(ib) = irqbalance {
+        irqbalance_owned_irqs(d, ib, &mut f);
+    }
+    let Findings { problems, notes } = f;
+    DeviceVerdict { name: d.name.clone(), aligned: problems.is_empty(), problems, notes }
+}
+
+/// Key quality: the check random keys get.
+fn key_quality(d: &DeviceState, f: &mut Findings) {
+    let Some(r) = d.rss.ok().filter(|r| !r.key.is_empty()) else { return };
+    if key_is_symmetric(&r.key) {
+        f.notes.push(
+            "symmetric key (a 2-byte pattern): both directions of a flow hash alike; it uses only 16 \
+             independent hash bits, by design"
+                .into(),
+        );
+        return;
+    }
+    let Ok(k) = RssKey::from_bytes(&r.key) else {
+        f.notes.push(format!("the {}-byte key is too short to check (40 needed)", r.key.len()));
+        return;
+    };
+    // Refused only when buckets are unreachable; the rest
+    // (a field that alone falls short, piling ports) is a note.
+    let rep = keycheck::check_default(&k);
+    let (weak, other): (Vec<_>, Vec<_>) = rep.problems.iter().partition(|p| p.unreachable_buckets());
+    if !weak.is_empty() {
+        let why: Vec<String> = weak.iter().take(3).map(|p| p.to_string()).collect();
+        f.problems.push(format!(
+            "the RSS key fails the key check ({} problem(s): {}): flows pile into few \
+             buckets; plan with --key random",
+            weak.len(),
+            why.join("; ")
+        ));
+    }
+    if !other.is_empty() {
+        let why: Vec<String> = other.iter().take(3).map(|p| p.to_string()).collect();
+        f.notes.push(format!("the RSS key reaches every bucket, but: {}", why.join("; ")));
+    }
+}
+
+/// Queue -> CPU from the IRQs: each RX queue's CPU when its IRQ is pinned
+/// to one (hardware RSS with per-queue IRQs only).
+fn queue_cpus_from_irqs(
+    topo: &Topology,
+    d: &DeviceState,
+    irqbalance: Option<&IrqBalance>,
+    f: &mut Findings,
+) -> Vec<Option<usize>> {
     let hw = d.hardware_rss();
-    let (nrx, ntx) = (d.rx.len(), d.tx.len());
-
-    // Key quality: the check random keys get.
-    if let Some(r) = d.rss.ok().filter(|r| !r.key.is_empty()) {
-        if key_is_symmetric(&r.key) {
-            notes.push(
-                "symmetric key (a 2-byte pattern): both directions of a flow hash alike; it uses only 16 \
-                 independent hash bits, by design"
-                    .into(),
-            );
-        } else {
-            match RssKey::from_bytes(&r.key) {
-                Ok(k) => {
-                    // Refused only when buckets are unreachable; the rest
-                    // (a field that alone falls short, piling ports) is a note.
-                    let rep = keycheck::check_default(&k);
-                    let (weak, other): (Vec<_>, Vec<_>) =
-                        rep.problems.iter().partition(|p| p.unreachable_buckets());
-                    if !weak.is_empty() {
-                        let why: Vec<String> = weak.iter().take(3).map(|p| p.to_string()).collect();
-                        problems.push(format!(
-                            "the RSS key fails the key check ({} problem(s): {}): flows pile into few \
-                             buckets; plan with --key random",
-                            weak.len(),
-                            why.join("; ")
-                        ));
-                    }
-                    if !other.is_empty() {
-                        let why: Vec<String> = other.iter().take(3).map(|p| p.to_string()).collect();
-                        notes.push(format!("the RSS key reaches every bucket, but: {}", why.join("; ")));
-                    }
-                }
-                Err(_) => {
-                    notes.push(format!("the {}-byte key is too short to check (40 needed)", r.key.len()))
-                }
-            }
-        }
-    }
-
-    // Queue -> CPU from the IRQs.
-    let mut queue_cpu: Vec<Option<usize>> = vec![None; nrx];
+    let mut queue_cpu: Vec<Option<usize>> = vec![None; d.rx.len()];
     let queue_irqs = d.irqs.iter().any(|x| x.kind != IrqKind::Other && x.queue.is_some());
-    if hw && queue_irqs {
-        for (q, slot) in queue_cpu.iter_mut().enumerate() {
-            match netdev::rx_irq(&d.irqs, q) {
-                None => problems.push(format!("rx-{q} has no IRQ of its own: its flows land wherever")),
-                Some(x) => match &x.cpus {
-                    Some(c) if c.len() == 1 => *slot = Some(c[0]),
-                    Some(c) => problems.push(format!(
-                        "rx-{q}: IRQ {} ({}) may run on CPUs {}: one queue's flows move between CPUs{}",
-                        x.irq,
-                        x.name,
-                        cpulist::format(c),
-                        if irqbalance.is_some() { "" } else { "; pin it to one CPU (rsskit apply)" }
-                    )),
-                    None => notes.push(format!("rx-{q}: IRQ {} affinity unreadable", x.irq)),
-                },
-            }
-        }
-        let mut seen: Vec<usize> = queue_cpu.iter().flatten().copied().collect();
-        seen.sort_unstable();
-        let dup: Vec<usize> = seen.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]).collect();
-        if !dup.is_empty() {
-            notes.push(format!("CPU(s) {} serve several RX queues", cpulist::format(&dup)));
-        }
-        let idle: Vec<usize> = topo.online.iter().copied().filter(|c| !seen.contains(c)).collect();
-        if !idle.is_empty() && !seen.is_empty() {
-            notes.push(format!(
-                "CPU(s) {} have no RX queue: with steering cpu they get no flows of this device",
-                cpulist::format(&idle)
-            ));
-        }
-    } else if hw {
-        notes.push("no per-queue IRQs found: cannot tell which CPU each queue runs on".into());
+    if !hw {
+        return queue_cpu;
     }
-
-    // The table.
-    if let Some(r) = d.rss.ok().filter(|r| !r.indir.is_empty()) {
-        let nrings = match d.channels.ok() {
-            Some(c) if c.rx_count + c.combined_count > 0 => (c.rx_count + c.combined_count) as usize,
-            _ => nrx,
-        };
-        let bad: Vec<usize> = r.indir.iter().map(|&x| x as usize).filter(|&x| x >= nrings).collect();
-        if !bad.is_empty() {
-            problems.push(format!(
-                "the indirection table names ring(s) {} but the device has {nrings} RX queue(s)",
-                cpulist::format(&bad)
-            ));
-        }
-        let unused: Vec<usize> = (0..nrings.min(nrx)).filter(|q| !r.indir.contains(&(*q as u32))).collect();
-        if !unused.is_empty() {
-            notes.push(format!(
-                "RX queue(s) {} get no RSS traffic: the table never names them",
-                cpulist::format(&unused)
-            ));
-        }
-        // Against the host-side pick (hash & 127) % N over the queue CPUs.
-        let mut qcpus: Vec<usize> = queue_cpu.iter().flatten().copied().collect();
-        qcpus.sort_unstable();
-        qcpus.dedup();
-        if hw && !qcpus.is_empty() && queue_cpu.iter().all(Option::is_some) {
-            let n = qcpus.len();
-            let mism = r
-                .indir
-                .iter()
-                .enumerate()
-                .filter(|&(i, &ring)| is_mismatch(i, ring as usize, &queue_cpu, &qcpus))
-                .count();
-            if mism > 0 {
-                notes.push(format!(
-                    "{mism} of {} table entries send a hash to another CPU than (hash & {}) % {n} picks over \
-                     CPUs {}: only steering toeplitz cares",
-                    r.indir.len(),
-                    HOST_TABLE_LEN - 1,
-                    cpulist::format(&qcpus)
-                ));
-            }
-        }
-        // NUMA: queue CPUs off the device's node.
-        if let Some(node) = d.facts.numa_node.filter(|_| topo.nodes.len() > 1) {
-            let local: Vec<usize> =
-                topo.nodes.iter().find(|n| n.node == node).map(|n| n.cpus.clone()).unwrap_or_default();
-            let far: Vec<usize> = qcpus.iter().copied().filter(|c| !local.contains(c)).collect();
-            if !far.is_empty() {
-                let text = format!(
-                    "table entries go to queues on CPU(s) {} off the device's NUMA node {node} (CPUs {})",
-                    cpulist::format(&far),
-                    cpulist::format(&local)
-                );
-                if local.len() >= nrx {
-                    problems.push(format!("{text}, which has a CPU for every queue"));
-                } else {
-                    notes.push(format!("{text}: node {node} has fewer CPUs than queues"));
-                }
-            }
+    if !queue_irqs {
+        f.notes.push("no per-queue IRQs found: cannot tell which CPU each queue runs on".into());
+        return queue_cpu;
+    }
+    for (q, slot) in queue_cpu.iter_mut().enumerate() {
+        match netdev::rx_irq(&d.irqs, q) {
+            None => f.problems.push(format!("rx-{q} has no IRQ of its own: its flows land wherever")),
+            Some(x) => match &x.cpus {
+                Some(c) if c.len() == 1 => *slot = Some(c[0]),
+                Some(c) => f.problems.push(format!(
+                    "rx-{q}: IRQ {} ({}) may run on CPUs {}: one queue's flows move between CPUs{}",
+                    x.irq,
+                    x.name,
+                    cpulist::format(c),
+                    if irqbalance.is_some() { "" } else { "; pin it to one CPU (rsskit apply)" }
+                )),
+                None => f.notes.push(format!("rx-{q}: IRQ {} affinity unreadable", x.irq)),
+            },
         }
     }
-
-    // Hashed fields: UDP on addresses only puts every flow between two hosts on one queue.
-    if let Some(flows) = d.hash.ok().filter(|_| hw) {
-        for f in flows.iter().filter(|f| f.flow.starts_with("udp") && f.tuple() == "2-tuple") {
-            notes.push(format!(
-                "{} hashes addresses only: all {} flows between two hosts share one queue (rsskit plan \
-                 --hash-fields {}=4-tuple)",
-                f.flow, f.flow, f.flow
-            ));
-        }
+    let mut seen: Vec<usize> = queue_cpu.iter().flatten().copied().collect();
+    seen.sort_unstable();
+    let dup: Vec<usize> = seen.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]).collect();
+    if !dup.is_empty() {
+        f.notes.push(format!("CPU(s) {} serve several RX queues", cpulist::format(&dup)));
     }
+    let idle: Vec<usize> = topo.online.iter().copied().filter(|c| !seen.contains(c)).collect();
+    if !idle.is_empty() && !seen.is_empty() {
+        f.notes.push(format!(
+            "CPU(s) {} have no RX queue: with steering cpu they get no flows of this device",
+            cpulist::format(&idle)
+        ));
+    }
+    queue_cpu
+}
 
-    // RPS.
+/// The table: rings it names that do not exist, queues it never names, and
+/// how it lines up with the queue CPUs (host-side pick, NUMA node).
+fn table_against_queues(topo: &Topology, d: &DeviceState, queue_cpu: &[Option<usize>], f: &mut Findings) {
+    let Some(r) = d.rss.ok().filter(|r| !r.indir.is_empty()) else { return };
+    let nrx = d.rx.len();
+    let nrings = match d.channels.ok() {
+        Some(c) if c.rx_count + c.combined_count > 0 => (c.rx_count + c.combined_count) as usize,
+        _ => nrx,
+    };
+    let bad: Vec<usize> = r.indir.iter().map(|&x| x as usize).filter(|&x| x >= nrings).collect();
+    if !bad.is_empty() {
+        f.problems.push(format!(
+            "the indirection table names ring(s) {} but the device has {nrings} RX queue(s)",
+            cpulist::format(&bad)
+        ));
+    }
+    let unused: Vec<usize> = (0..nrings.min(nrx)).filter(|q| !r.indir.contains(&(*q as u32))).collect();
+    if !unused.is_empty() {
+        f.notes.push(format!(
+            "RX queue(s) {} get no RSS traffic: the table never names them",
+            cpulist::format(&unused)
+        ));
+    }
+    let mut qcpus: Vec<usize> = queue_cpu.iter().flatten().copied().collect();
+    qcpus.sort_unstable();
+    qcpus.dedup();
+    if d.hardware_rss() && !qcpus.is_empty() && queue_cpu.iter().all(Option::is_some) {
+        table_against_host_pick(&r.indir, queue_cpu, &qcpus, f);
+    }
+    queue_cpus_off_node(topo, d, &qcpus, f);
+}
+
+/// Against the host-side pick (hash & 127) % N over the queue CPUs.
+fn table_against_host_pick(indir: &[u32], queue_cpu: &[Option<usize>], qcpus: &[usize], f: &mut Findings) {
+    let n = qcpus.len();
+    let mism = indir
+        .iter()
+        .enumerate()
+        .filter(|&(i, &ring)| is_mismatch(i, ring as usize, queue_cpu, qcpus))
+        .count();
+    if mism > 0 {
+        f.notes.push(format!(
+            "{mism} of {} table entries send a hash to another CPU than (hash & {}) % {n} picks over \
+             CPUs {}: only steering toeplitz cares",
+            indir.len(),
+            HOST_TABLE_LEN - 1,
+            cpulist::format(qcpus)
+        ));
+    }
+}
+
+/// NUMA: queue CPUs off the device's node (a problem when the node has a
+/// CPU for every queue).
+fn queue_cpus_off_node(topo: &Topology, d: &DeviceState, qcpus: &[usize], f: &mut Findings) {
+    let Some(node) = d.facts.numa_node.filter(|_| topo.nodes.len() > 1) else { return };
+    let local: Vec<usize> =
+        topo.nodes.iter().find(|n| n.node == node).map(|n| n.cpus.clone()).unwrap_or_default();
+    let far: Vec<usize> = qcpus.iter().copied().filter(|c| !local.contains(c)).collect();
+    if far.is_empty() {
+        return;
+    }
+    let text = format!(
+        "table entries go to queues on CPU(s) {} off the device's NUMA node {node} (CPUs {})",
+        cpulist::format(&far),
+        cpulist::format(&local)
+    );
+    if local.len() >= d.rx.len() {
+        f.problems.push(format!("{text}, which has a CPU for every queue"));
+    } else {
+        f.notes.push(format!("{text}: node {node} has fewer CPUs than queues"));
+    }
+}
+
+/// Hashed fields: UDP on addresses only puts every flow between two hosts on one queue.
+fn udp_hashed_on_addresses(d: &DeviceState, f: &mut Findings) {
+    let Some(flows) = d.hash.ok().filter(|_| d.hardware_rss()) else { return };
+    for x in flows.iter().filter(|x| x.flow.starts_with("udp") && x.tuple() == "2-tuple") {
+        f.notes.push(format!(
+            "{} hashes addresses only: all {} flows between two hosts share one queue (rsskit plan \
+             --hash-fields {}=4-tuple)",
+            x.flow, x.flow, x.flow
+        ));
+    }
+}
+
+/// RPS: on where the NIC spreads (double steering), or off where nothing
+/// else spreads.
+fn rps_against_hardware_rss(topo: &Topology, d: &DeviceState, f: &mut Findings) {
+    let hw = d.hardware_rss();
     let rps: Vec<usize> =
         d.rx.iter().filter(|q| q.rps_cpus.as_ref().is_some_and(|c| !c.is_empty())).map(|q| q.queue).collect();
     if hw && !rps.is_empty() {
-        problems.push(format!(
+        f.problems.push(format!(
             "RPS is on for rx-{} although the NIC spreads flows itself: double steering moves every packet \
              to another CPU",
             cpulist::format(&rps)
         ));
     }
     if !hw && topo.online.len() > 1 && rps.is_empty() {
-        notes.push("no hardware RSS and RPS off: each RX queue's packets are processed on one CPU".into());
+        f.notes.push("no hardware RSS and RPS off: each RX queue's packets are processed on one CPU".into());
     }
+}
 
-    // XPS.
-    if ntx > 1 {
-        let off: Vec<usize> =
-            d.tx.iter()
-                .filter(|q| q.xps_cpus.as_ref().is_none_or(|c| c.is_empty()))
-                .map(|q| q.queue)
-                .collect();
-        let any_on = off.len() < ntx;
-        if !any_on {
-            problems.push(
-                "XPS is off on every TX queue: a sender's packets go out on a queue picked by hash, whose \
-                 completions run on another CPU"
-                    .into(),
-            );
-        }
-        let mut owner: Vec<(usize, usize)> = Vec::new();
-        for q in &d.tx {
-            for &c in q.xps_cpus.iter().flatten() {
-                owner.push((c, q.queue));
-            }
-        }
-        owner.sort_unstable();
-        let multi: Vec<usize> = owner.windows(2).filter(|w| w[0].0 == w[1].0).map(|w| w[0].0).collect();
-        if !multi.is_empty() {
-            problems.push(format!("XPS maps CPU(s) {} to several TX queues", cpulist::format(&multi)));
-        }
-        if any_on {
-            let uncovered: Vec<usize> =
-                topo.online.iter().copied().filter(|c| !owner.iter().any(|(o, _)| o == c)).collect();
-            if !uncovered.is_empty() {
-                notes.push(format!("XPS maps no TX queue for CPU(s) {}", cpulist::format(&uncovered)));
-            }
-        }
-        // Crossing: a TX queue whose IRQ runs on CPU c while c sends on another queue.
-        for q in &d.tx {
-            let Some(x) = netdev::tx_irq(&d.irqs, q.queue) else { continue };
-            let Some(c) = x.cpus.as_ref().filter(|c| c.len() == 1).map(|c| c[0]) else { continue };
-            if let Some((_, other)) = owner.iter().find(|(o, t)| *o == c && *t != q.queue) {
-                problems.push(format!(
-                    "XPS crosses: CPU {c} sends on tx-{other} but tx-{}'s IRQ {} runs on CPU {c}",
-                    q.queue, x.irq
-                ));
-            }
+/// XPS (several TX queues): off everywhere, a CPU on several queues, CPUs
+/// on none, and queues whose IRQ runs on a CPU that sends elsewhere.
+fn xps_per_cpu(topo: &Topology, d: &DeviceState, f: &mut Findings) {
+    let off: Vec<usize> =
+        d.tx.iter().filter(|q| q.xps_cpus.as_ref().is_none_or(|c| c.is_empty())).map(|q| q.queue).collect();
+    let any_on = off.len() < d.tx.len();
+    if !any_on {
+        f.problems.push(
+            "XPS is off on every TX queue: a sender's packets go out on a queue picked by hash, whose \
+             completions run on another CPU"
+                .into(),
+        );
+    }
+    let mut owner: Vec<(usize, usize)> = Vec::new();
+    for q in &d.tx {
+        for &c in q.xps_cpus.iter().flatten() {
+            owner.push((c, q.queue));
         }
     }
+    owner.sort_unstable();
+    let multi: Vec<usize> = owner.windows(2).filter(|w| w[0].0 == w[1].0).map(|w| w[0].0).collect();
+    if !multi.is_empty() {
+        f.problems.push(format!("XPS maps CPU(s) {} to several TX queues", cpulist::format(&multi)));
+    }
+    if any_on {
+        let uncovered: Vec<usize> =
+            topo.online.iter().copied().filter(|c| !owner.iter().any(|(o, _)| o == c)).collect();
+        if !uncovered.is_empty() {
+            f.notes.push(format!("XPS maps no TX queue for CPU(s) {}", cpulist::format(&uncovered)));
+        }
+    }
+    xps_crossing_irqs(d, &owner, f);
+}
 
-    // irqbalance.
-    if let Some(ib) = irqbalance {
-        let owned: Vec<u32> = d
-            .irqs
-            .iter()
-            .filter(|x| x.kind != IrqKind::Other && !ib.banned_irqs.contains(&x.irq))
-            .map(|x| x.irq)
-            .collect();
-        if !owned.is_empty() {
-            problems.push(format!(
-                "irqbalance (pid {}) owns the affinity of IRQ(s) {}: it will move them; add {} to its \
-                 arguments (IRQBALANCE_ARGS in /etc/default/irqbalance or /etc/sysconfig/irqbalance) and \
-                 restart it, or stop it",
-                ib.pid,
-                owned.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
-                owned.iter().map(|i| format!("--banirq={i}")).collect::<Vec<_>>().join(" ")
+/// Crossing: a TX queue whose IRQ runs on CPU c while c sends on another queue.
+fn xps_crossing_irqs(d: &DeviceState, owner: &[(usize, usize)], f: &mut Findings) {
+    for q in &d.tx {
+        let Some(x) = netdev::tx_irq(&d.irqs, q.queue) else { continue };
+        let Some(c) = x.cpus.as_ref().filter(|c| c.len() == 1).map(|c| c[0]) else { continue };
+        if let Some((_, other)) = owner.iter().find(|(o, t)| *o == c && *t != q.queue) {
+            f.problems.push(format!(
+                "XPS crosses: CPU {c} sends on tx-{other} but tx-{}'s IRQ {} runs on CPU {c}",
+                q.queue, x.irq
             ));
         }
     }
+}
 
-    DeviceVerdict { name: d.name.clone(), aligned: problems.is_empty(), problems, notes }
+/// irqbalance: the device's IRQs it has not been told to leave alone.
+fn irqbalance_owned_irqs(d: &DeviceState, ib: &IrqBalance, f: &mut Findings) {
+    let owned: Vec<u32> = d
+        .irqs
+        .iter()
+        .filter(|x| x.kind != IrqKind::Other && !ib.banned_irqs.contains(&x.irq))
+        .map(|x| x.irq)
+        .collect();
+    if !owned.is_empty() {
+        f.problems.push(format!(
+            "irqbalance (pid {}) owns the affinity of IRQ(s) {}: it will move them; add {} to its \
+             arguments (IRQBALANCE_ARGS in /etc/default/irqbalance or /etc/sysconfig/irqbalance) and \
+             restart it, or stop it",
+            ib.pid,
+            owned.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
+            owned.iter().map(|i| format!("--banirq={i}")).collect::<Vec<_>>().join(" ")
+        ));
+    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,10 @@
 //! - [`landing`]: where a flow lands on this host, read through a
 //!   [`sysroot::Sysroot`] so `hash --iface` and `nic:IF` work on fixtures.
 //! - [`plan`]: the tuning decision itself, no I/O (state in, plan out).
-//! - [`tune`]: applies a plan (write, read back, save and restore files).
+//! - [`tune`]: applies a plan (write, read back, save and restore files);
+//!   `tune/setting` is its no-I/O part (the setting model and value
+//!   checks, all `plan` uses), `save` the save-file format, `diff` what
+//!   changes, `write` the host side.
 //! - [`hostcheck`]: judges a device's state against the policy (a verdict,
 //!   not a read).
 //! - [`nic_rebalance`]: moves NIC indirection-table entries by measured RX

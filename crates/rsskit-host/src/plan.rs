@@ -26,6 +26,7 @@
 //!   otherwise.
 
 use crate::sysroot::DeviceState;
+use crate::tune::setting::{hex, printable, quoted, valid_value, Kind, MAX_TABLE_ENTRIES};
 use rsskit_core::ringmap::{Ringmap, HOST_TABLE_LEN, MAX_CPUS};
 use rsskit_linux::cpulist;
 use rsskit_linux::netdev::IrqKind;
@@ -188,8 +189,8 @@ impl Plan {
         if text.len() > MAX_PLAN_BYTES {
             return Err(PlanReadError::Format(format!("larger than {MAX_PLAN_BYTES} bytes")));
         }
-        let plan: Plan = serde_json::from_str(text)
-            .map_err(|e| PlanReadError::Format(crate::tune::printable(&e.to_string())))?;
+        let plan: Plan =
+            serde_json::from_str(text).map_err(|e| PlanReadError::Format(printable(&e.to_string())))?;
         if plan.version != PLAN_VERSION {
             return Err(PlanReadError::Version(plan.version));
         }
@@ -207,16 +208,12 @@ impl Plan {
         cpus_ok("online_cpus", "plan", &self.online_cpus)?;
         for (i, d) in self.devices.iter().enumerate() {
             if !rsskit_linux::netdev::valid_name(&d.name) {
-                return Err(format!(
-                    "device {}: {} is not an interface name",
-                    i + 1,
-                    crate::tune::quoted(&d.name)
-                ));
+                return Err(format!("device {}: {} is not an interface name", i + 1, quoted(&d.name)));
             }
             if self.devices[..i].iter().any(|x| x.name == d.name) {
                 return Err(format!("{}: named twice", d.name));
             }
-            let n = &crate::tune::printable(&d.name);
+            let n = &printable(&d.name);
             cpus_ok("cpus", n, &d.cpus)?;
             for q in &d.rx {
                 cpus_ok(&format!("rx-{} rps_cpus", q.queue), n, &q.rps_cpus)?;
@@ -234,19 +231,18 @@ impl Plan {
                 cpus_ok("xdp_steer cpus", n, &x.cpus)?;
             }
             if let Some(k) = &d.key {
-                crate::tune::valid_value(crate::tune::Kind::RssKey, k)
-                    .map_err(|e| format!("{n}: the key is {e}"))?;
+                valid_value(Kind::RssKey, k).map_err(|e| format!("{n}: the key is {e}"))?;
             }
             if let Some(t) = &d.table {
-                if t.is_empty() || t.len() > crate::tune::MAX_TABLE_ENTRIES {
+                if t.is_empty() || t.len() > MAX_TABLE_ENTRIES {
                     return Err(format!("{n}: a table of {} entries", t.len()));
                 }
             }
             for h in &d.hash_fields {
                 if !rsskit_linux::ethtool::FLOW_TYPES.iter().any(|f| f.name == h.flow) {
-                    return Err(format!("{n}: {} is not a flow type", crate::tune::quoted(&h.flow)));
+                    return Err(format!("{n}: {} is not a flow type", quoted(&h.flow)));
                 }
-                crate::tune::valid_value(crate::tune::Kind::HashFields, &h.fields.join(","))
+                valid_value(Kind::HashFields, &h.fields.join(","))
                     .map_err(|e| format!("{n}: {} hashed fields: {e}", h.flow))?;
             }
         }
@@ -365,10 +361,6 @@ pub struct SteeringAdvice {
     pub reason: String,
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 /// The default CPUs of a device, ascending (ringmap index i = the i-th;
 /// rsskit's workers take CPUs in ascending order too, so the host's pick
 /// `(hash & 127) % N` indexes the same list): the CPUs of its NUMA node;
@@ -439,9 +431,70 @@ pub fn plan_device(
 ) -> Result<DevicePlan, PlanError> {
     let mut notes = Vec::new();
     let hw = d.hardware_rss();
+    let cpus = device_cpus(topo, d, opts, &mut notes)?;
+    let dev_unit = if hw { unit } else { 0 };
+    let rings = Rings::bind(d, cpus, dev_unit, &mut notes)?;
+    let table = plan_table(d, &rings.rx, &mut notes)?;
+    let dev_key = d.rss.ok().map(|r| r.key.clone()).unwrap_or_default();
+    let (key, key_source) = plan_key(d, &opts.key, &dev_key, &mut notes)?;
+    let spread = Spread::of(d, rings.cpus.len(), opts.software_rss);
+    let xdp_steer = spread.xdp.then(|| XdpSteerPlan {
+        cpus: sorted(&rings.cpus),
+        command: format!(
+            "rsskit xdp-steer --iface {} --cpus {}",
+            d.name,
+            cpulist::format(&sorted(&rings.cpus))
+        ),
+    });
+    let rx = plan_rx(d, &rings, spread, opts.rps_flow_cnt.map(pow2_up));
+    let tx = plan_tx(topo, d, &rings);
+    let irqs = plan_irqs(d, &rings);
+    if hw && !spread.queue_irqs {
+        notes.push("no per-queue IRQs found (named after the device or in its msi_irqs): their affinity is not planned".into());
+    }
+    let nic_key = (!dev_key.is_empty()).then(|| key.clone().unwrap_or_else(|| hex(&dev_key)));
+    let steering = steering_advice(spread, &rings.cpus, d.rx.len(), &rx, nic_key);
+    let hash_fields = plan_hash_fields(opts, hw, &mut notes);
+    if !hw && d.rss.ok().is_some() && d.rx.len() <= 1 {
+        let by = if spread.xdp { "rsskit's XDP program" } else { "RPS" };
+        notes.push(format!("one RX queue: {by} spreads its flows instead of the NIC"));
+    }
+    let Rings { cpus, rx: rxm, .. } = rings;
+    Ok(DevicePlan {
+        name: d.name.clone(),
+        driver: d.driver.clone(),
+        numa_node: d.facts.numa_node,
+        cpus,
+        unit: dev_unit,
+        hardware_rss: hw,
+        grid: rxm.grid(),
+        rx,
+        tx,
+        irqs,
+        table: table.table,
+        table_mismatches: table.mismatches,
+        current_table_mismatches: table.current_mismatches,
+        min_mismatches: table.min_mismatches,
+        key,
+        key_source,
+        hash_fields,
+        xdp_steer,
+        steering,
+        notes,
+    })
+}
+
+/// The device's CPUs: `--cpus`, else [`default_cpus`]; at most
+/// [`MAX_CPUS`] (the host picks `(hash & 127) % N`).
+fn device_cpus(
+    topo: &Topology,
+    d: &DeviceState,
+    opts: &PlanOptions,
+    notes: &mut Vec<String>,
+) -> Result<Vec<usize>, PlanError> {
     let mut cpus = match &opts.cpus {
         Some(c) => sorted(c),
-        None => default_cpus(topo, d.facts.numa_node, d.rx.len(), hw),
+        None => default_cpus(topo, d.facts.numa_node, d.rx.len(), d.hardware_rss()),
     };
     if cpus.is_empty() {
         return Err(PlanError::NoCpus);
@@ -453,59 +506,110 @@ pub fn plan_device(
         ));
         cpus.truncate(MAX_CPUS);
     }
-    let n = cpus.len();
-    let (nrx, ntx) = (d.rx.len(), d.tx.len());
-    if nrx == 0 {
-        return Err(PlanError::NoQueues { device: d.name.clone() });
-    }
-    let rm_err = |e: rsskit_core::ringmap::RingmapError| PlanError::Ringmap {
-        device: d.name.clone(),
-        msg: e.to_string(),
-    };
-    let queue_irqs = d.irqs.iter().any(|x| x.kind != IrqKind::Other && x.queue.is_some());
-    let combined = d.irqs.iter().any(|x| x.kind == IrqKind::RxTx)
-        || (!queue_irqs && d.channels.ok().is_some_and(|c| c.combined_count > 0));
-    let dev_unit = if hw { unit } else { 0 };
-    let mut rxm = Ringmap::alloc(n, nrx, dev_unit).map_err(rm_err)?;
-    let mut txm = Ringmap::alloc(n, ntx.max(1), dev_unit).map_err(rm_err)?;
-    if combined {
-        Ringmap::align(&mut rxm, &mut txm).map_err(rm_err)?;
-    } else {
-        Ringmap::match_rings(&mut rxm, &mut txm).map_err(rm_err)?;
-    }
-    if nrx > rxm.count() {
-        let what = if hw {
-            "get no table entries (one queue per CPU is enough)"
-        } else {
-            "have no CPU of their own"
-        };
-        notes.push(format!("{nrx} RX queues on {n} CPUs: queues {}-{} {what}", rxm.count(), nrx - 1));
-    }
+    Ok(cpus)
+}
 
-    // Table.
-    let (mut table, mut table_mismatches, mut current_mismatches, mut min_mismatches) =
-        (None, None, None, None);
-    if let Some(r) = d.rss.ok().filter(|_| hw) {
-        let len = r.indir.len();
-        if len.is_multiple_of(HOST_TABLE_LEN) {
-            let t = rxm.rdrtable(len).map_err(rm_err)?;
-            table_mismatches = Some(rxm.mismatches(&t));
-            min_mismatches = Some(rxm.min_mismatches(len));
-            let cur: Vec<usize> = r.indir.iter().map(|&x| x as usize).collect();
-            current_mismatches = Some(rxm.mismatches(&cur));
-            table = Some(t.iter().map(|&x| x as u32).collect());
-        } else {
-            notes.push(format!(
-                "the device's table has {len} entries, not a multiple of {HOST_TABLE_LEN}: it cannot line up \
-                 with (hash & 127) % N; the rings are spread evenly instead"
-            ));
-            table = Some((0..len).map(|i| (i % rxm.count()) as u32).collect());
+fn ringmap_err(d: &DeviceState) -> impl Fn(rsskit_core::ringmap::RingmapError) -> PlanError + '_ {
+    move |e| PlanError::Ringmap { device: d.name.clone(), msg: e.to_string() }
+}
+
+/// Whether the device has IRQs of its own per queue.
+fn has_queue_irqs(d: &DeviceState) -> bool {
+    d.irqs.iter().any(|x| x.kind != IrqKind::Other && x.queue.is_some())
+}
+
+/// A device's queues bound to its CPUs: DragonFly's ringmaps, RX and TX.
+struct Rings {
+    /// The CPUs, ascending; ringmap index i is the i-th.
+    cpus: Vec<usize>,
+    rx: Ringmap,
+    tx: Ringmap,
+}
+
+impl Rings {
+    /// RX and TX rings over `cpus`: aligned when the IRQs serve both
+    /// (combined channels), matched otherwise.
+    fn bind(
+        d: &DeviceState,
+        cpus: Vec<usize>,
+        unit: usize,
+        notes: &mut Vec<String>,
+    ) -> Result<Rings, PlanError> {
+        let (n, nrx, ntx) = (cpus.len(), d.rx.len(), d.tx.len());
+        if nrx == 0 {
+            return Err(PlanError::NoQueues { device: d.name.clone() });
         }
+        let rm_err = ringmap_err(d);
+        let combined = d.irqs.iter().any(|x| x.kind == IrqKind::RxTx)
+            || (!has_queue_irqs(d) && d.channels.ok().is_some_and(|c| c.combined_count > 0));
+        let mut rx = Ringmap::alloc(n, nrx, unit).map_err(&rm_err)?;
+        let mut tx = Ringmap::alloc(n, ntx.max(1), unit).map_err(&rm_err)?;
+        if combined {
+            Ringmap::align(&mut rx, &mut tx).map_err(&rm_err)?;
+        } else {
+            Ringmap::match_rings(&mut rx, &mut tx).map_err(&rm_err)?;
+        }
+        if nrx > rx.count() {
+            let what = if d.hardware_rss() {
+                "get no table entries (one queue per CPU is enough)"
+            } else {
+                "have no CPU of their own"
+            };
+            notes.push(format!("{nrx} RX queues on {n} CPUs: queues {}-{} {what}", rx.count(), nrx - 1));
+        }
+        Ok(Rings { cpus, rx, tx })
     }
 
-    // Key.
-    let dev_key = d.rss.ok().map(|r| r.key.clone()).unwrap_or_default();
-    let (key, key_source) = match &opts.key {
+    fn rx_cpu(&self, q: usize) -> Option<usize> {
+        self.rx.cpu(q).map(|i| self.cpus[i])
+    }
+
+    fn tx_cpu(&self, q: usize) -> Option<usize> {
+        self.tx.cpu(q).map(|i| self.cpus[i])
+    }
+}
+
+/// The planned table and how it lines up with the host's pick.
+#[derive(Default)]
+struct TablePlan {
+    table: Option<Vec<u32>>,
+    mismatches: Option<usize>,
+    current_mismatches: Option<usize>,
+    min_mismatches: Option<usize>,
+}
+
+/// The table (hardware RSS only): the ringmap's redirect table when its
+/// size is a multiple of [`HOST_TABLE_LEN`], else the rings spread evenly.
+fn plan_table(d: &DeviceState, rxm: &Ringmap, notes: &mut Vec<String>) -> Result<TablePlan, PlanError> {
+    let Some(r) = d.rss.ok().filter(|_| d.hardware_rss()) else { return Ok(TablePlan::default()) };
+    let len = r.indir.len();
+    if !len.is_multiple_of(HOST_TABLE_LEN) {
+        notes.push(format!(
+            "the device's table has {len} entries, not a multiple of {HOST_TABLE_LEN}: it cannot line up \
+             with (hash & 127) % N; the rings are spread evenly instead"
+        ));
+        let table = Some((0..len).map(|i| (i % rxm.count()) as u32).collect());
+        return Ok(TablePlan { table, ..TablePlan::default() });
+    }
+    let t = rxm.rdrtable(len).map_err(ringmap_err(d))?;
+    let cur: Vec<usize> = r.indir.iter().map(|&x| x as usize).collect();
+    Ok(TablePlan {
+        mismatches: Some(rxm.mismatches(&t)),
+        min_mismatches: Some(rxm.min_mismatches(len)),
+        current_mismatches: Some(rxm.mismatches(&cur)),
+        table: Some(t.iter().map(|&x| x as u32).collect()),
+    })
+}
+
+/// The key to write (hex) and where it comes from: kept, or the one asked
+/// for, cycled to the device's length when `fit`.
+fn plan_key(
+    d: &DeviceState,
+    choice: &KeyChoice,
+    dev_key: &[u8],
+    notes: &mut Vec<String>,
+) -> Result<(Option<String>, String), PlanError> {
+    Ok(match choice {
         KeyChoice::Keep => (None, "keep".to_string()),
         KeyChoice::Set { .. } if dev_key.is_empty() => {
             notes.push("no RSS key to replace: the driver reports none".into());
@@ -525,164 +629,161 @@ pub fn plan_device(
             };
             (Some(hex(&k)), source.clone())
         }
-    };
+    })
+}
 
-    // Queue -> CPU.
-    let rx_cpu = |q: usize| rxm.cpu(q).map(|i| cpus[i]);
-    let tx_cpu = |q: usize| txm.cpu(q).map(|i| cpus[i]);
-    let software = !hw && n > 1;
-    let xdp_on = software && opts.software_rss == SoftwareRss::Xdp;
-    let rps_on = software && !xdp_on;
-    let xdp_steer = xdp_on.then(|| XdpSteerPlan {
-        cpus: sorted(&cpus),
-        command: format!("rsskit xdp-steer --iface {} --cpus {}", d.name, cpulist::format(&sorted(&cpus))),
-    });
-    let flow_cnt = opts.rps_flow_cnt.map(pow2_up);
-    let rx: Vec<RxPlan> =
-        d.rx.iter()
-            .map(|q| {
-                let irq = rsskit_linux::netdev::rx_irq(&d.irqs, q.queue).map(|x| x.irq);
-                RxPlan {
-                    queue: q.queue,
-                    // Without hardware RSS or an IRQ nothing binds the queue to a CPU.
-                    cpu: if hw || irq.is_some() { rx_cpu(q.queue) } else { None },
-                    irq,
-                    rps_cpus: if rps_on { sorted(&cpus) } else { Vec::new() },
-                    rps_flow_cnt: flow_cnt,
-                }
-            })
-            .collect();
-    // XPS: CPU index i sends on the TX ring bound to it, else ring i % count.
+/// What spreads a device's flows over its CPUs.
+#[derive(Clone, Copy)]
+struct Spread {
+    /// Hardware RSS.
+    hw: bool,
+    /// IRQs of its own per queue.
+    queue_irqs: bool,
+    /// rsskit's XDP program (no hardware RSS, several CPUs, asked for).
+    xdp: bool,
+    /// RPS (no hardware RSS, several CPUs, no XDP).
+    rps: bool,
+}
+
+impl Spread {
+    fn of(d: &DeviceState, ncpus: usize, software_rss: SoftwareRss) -> Spread {
+        let hw = d.hardware_rss();
+        let software = !hw && ncpus > 1;
+        let xdp = software && software_rss == SoftwareRss::Xdp;
+        Spread { hw, queue_irqs: has_queue_irqs(d), xdp, rps: software && !xdp }
+    }
+}
+
+/// Each RX queue's CPU (when hardware RSS or an IRQ binds it), RPS and RFS.
+fn plan_rx(d: &DeviceState, rings: &Rings, spread: Spread, flow_cnt: Option<u64>) -> Vec<RxPlan> {
+    d.rx.iter()
+        .map(|q| {
+            let irq = rsskit_linux::netdev::rx_irq(&d.irqs, q.queue).map(|x| x.irq);
+            RxPlan {
+                queue: q.queue,
+                // Without hardware RSS or an IRQ nothing binds the queue to a CPU.
+                cpu: if spread.hw || irq.is_some() { rings.rx_cpu(q.queue) } else { None },
+                irq,
+                rps_cpus: if spread.rps { sorted(&rings.cpus) } else { Vec::new() },
+                rps_flow_cnt: flow_cnt,
+            }
+        })
+        .collect()
+}
+
+/// Each TX queue's CPU and, with several queues, its XPS CPUs.
+fn plan_tx(topo: &Topology, d: &DeviceState, rings: &Rings) -> Vec<TxPlan> {
+    let ntx = d.tx.len();
+    let xps = xps_cpus(topo, rings, ntx);
+    d.tx.iter()
+        .map(|q| TxPlan {
+            queue: q.queue,
+            cpu: rings.tx_cpu(q.queue),
+            irq: rsskit_linux::netdev::tx_irq(&d.irqs, q.queue).map(|x| x.irq),
+            xps_cpus: (ntx > 1).then(|| sorted(xps.get(q.queue).map_or(&[][..], |v| v))),
+        })
+        .collect()
+}
+
+/// XPS: CPU index i sends on the TX ring bound to it, else ring i % count;
+/// online CPUs outside the set still send, so they are spread too.
+fn xps_cpus(topo: &Topology, rings: &Rings, ntx: usize) -> Vec<Vec<usize>> {
+    let txm = &rings.tx;
     let mut xps: Vec<Vec<usize>> = vec![Vec::new(); ntx];
-    for (i, &cpu) in cpus.iter().enumerate() {
+    for (i, &cpu) in rings.cpus.iter().enumerate() {
         let ring = txm.cpus().iter().position(|&c| c == i).unwrap_or(i % txm.count());
         if ring < ntx {
             xps[ring].push(cpu);
         }
     }
-    // Online CPUs outside the set still send: spread them too.
-    for (j, &cpu) in topo.online.iter().filter(|c| !cpus.contains(c)).enumerate() {
+    for (j, &cpu) in topo.online.iter().filter(|c| !rings.cpus.contains(c)).enumerate() {
         let ring = j % txm.count();
         if ring < ntx {
             xps[ring].push(cpu);
         }
     }
-    let tx: Vec<TxPlan> =
-        d.tx.iter()
-            .map(|q| TxPlan {
-                queue: q.queue,
-                cpu: tx_cpu(q.queue),
-                irq: rsskit_linux::netdev::tx_irq(&d.irqs, q.queue).map(|x| x.irq),
-                xps_cpus: (ntx > 1).then(|| sorted(xps.get(q.queue).map_or(&[][..], |v| v))),
-            })
-            .collect();
+    xps
+}
 
-    // IRQs: each queue IRQ on its queue's CPU; queues past the ringmap on
-    // the CPUs round robin.
+/// IRQs: each queue IRQ on its queue's CPU; queues past the ringmap on
+/// the CPUs round robin.
+fn plan_irqs(d: &DeviceState, rings: &Rings) -> Vec<IrqPlan> {
+    let (n, nrx, ntx) = (rings.cpus.len(), d.rx.len(), d.tx.len());
     let mut irqs = Vec::new();
     for x in d.irqs.iter().filter(|x| x.kind != IrqKind::Other) {
         let Some(q) = x.queue else { continue };
         let cpu = if x.kind.serves_rx() && q < nrx {
-            rx_cpu(q)
+            rings.rx_cpu(q)
         } else if x.kind.serves_tx() && q < ntx {
-            tx_cpu(q)
+            rings.tx_cpu(q)
         } else {
             None
         }
-        .unwrap_or(cpus[q % n]);
+        .unwrap_or(rings.cpus[q % n]);
         irqs.push(IrqPlan { irq: x.irq, name: x.name.clone(), cpus: vec![cpu] });
     }
-    if hw && !queue_irqs {
-        notes.push("no per-queue IRQs found (named after the device or in its msi_irqs): their affinity is not planned".into());
-    }
+    irqs
+}
 
-    // Steering for rsskit's servers.
-    let queue_cpus: Vec<usize> = sorted(&rx.iter().filter_map(|q| q.cpu).collect::<Vec<_>>());
-    let nic_key = (!dev_key.is_empty()).then(|| key.clone().unwrap_or_else(|| hex(&dev_key)));
-    let steering = if hw && queue_irqs {
-        SteeringAdvice {
-            mode: "cpu".into(),
-            cpus: queue_cpus,
-            key: None,
-            reason: "hardware RSS with one IRQ per queue on one CPU: each flow arrives on the CPU of its \
-                     queue; run a worker on each of those CPUs"
-                .into(),
-        }
-    } else if xdp_on {
-        SteeringAdvice {
-            mode: "cpu".into(),
-            cpus: sorted(&cpus),
-            key: None,
-            reason:
-                "rsskit's XDP program redirects each flow to its Toeplitz bucket's CPU before the stack, \
-                     which runs the socket lookup there"
-                    .into(),
-        }
-    } else if rps_on {
-        SteeringAdvice {
-            mode: "cpu".into(),
-            cpus: sorted(&cpus),
-            key: None,
-            reason: "RPS picks one CPU per flow and the stack runs the socket lookup there".into(),
-        }
-    } else if n == 1 || (nrx == 1 && !hw) {
-        SteeringAdvice {
-            mode: "cpu".into(),
-            cpus: sorted(&cpus),
-            key: None,
-            reason: "one CPU: every flow is on it".into(),
-        }
+/// Steering for rsskit's servers: `cpu` when each flow arrives on one CPU,
+/// `toeplitz` with the NIC's key otherwise.
+fn steering_advice(
+    spread: Spread,
+    cpus: &[usize],
+    nrx: usize,
+    rx: &[RxPlan],
+    nic_key: Option<String>,
+) -> SteeringAdvice {
+    let cpu_mode = |cpus: Vec<usize>, reason: &str| SteeringAdvice {
+        mode: "cpu".into(),
+        cpus,
+        key: None,
+        reason: reason.into(),
+    };
+    if spread.hw && spread.queue_irqs {
+        let queue_cpus: Vec<usize> = sorted(&rx.iter().filter_map(|q| q.cpu).collect::<Vec<_>>());
+        cpu_mode(
+            queue_cpus,
+            "hardware RSS with one IRQ per queue on one CPU: each flow arrives on the CPU of its \
+             queue; run a worker on each of those CPUs",
+        )
+    } else if spread.xdp {
+        cpu_mode(
+            sorted(cpus),
+            "rsskit's XDP program redirects each flow to its Toeplitz bucket's CPU before the stack, \
+             which runs the socket lookup there",
+        )
+    } else if spread.rps {
+        cpu_mode(sorted(cpus), "RPS picks one CPU per flow and the stack runs the socket lookup there")
+    } else if cpus.len() == 1 || (nrx == 1 && !spread.hw) {
+        cpu_mode(sorted(cpus), "one CPU: every flow is on it")
     } else {
         SteeringAdvice {
             mode: "toeplitz".into(),
-            cpus: sorted(&cpus),
+            cpus: sorted(cpus),
             key: nic_key,
             reason: "the IRQs cannot be aligned per queue: compute the NIC's hash with its own key and \
                      table in the workers"
                 .into(),
         }
-    };
-    let hash_fields: Vec<HashFieldPlan> = if hw {
-        opts.hash_fields
-            .iter()
-            .map(|(flow, raw)| HashFieldPlan {
-                flow: flow.clone(),
-                fields: rsskit_linux::ethtool::rxh_fields(*raw).iter().map(|s| s.to_string()).collect(),
-            })
-            .collect()
-    } else {
+    }
+}
+
+/// Hashed fields as asked, for devices with hardware RSS only.
+fn plan_hash_fields(opts: &PlanOptions, hw: bool, notes: &mut Vec<String>) -> Vec<HashFieldPlan> {
+    if !hw {
         if !opts.hash_fields.is_empty() {
             notes.push("hashed fields not planned: the device has no hardware RSS".into());
         }
-        Vec::new()
-    };
-    if !hw && d.rss.ok().is_some() && nrx <= 1 {
-        let by = if xdp_on { "rsskit's XDP program" } else { "RPS" };
-        notes.push(format!("one RX queue: {by} spreads its flows instead of the NIC"));
+        return Vec::new();
     }
-
-    Ok(DevicePlan {
-        name: d.name.clone(),
-        driver: d.driver.clone(),
-        numa_node: d.facts.numa_node,
-        cpus,
-        unit: dev_unit,
-        hardware_rss: hw,
-        grid: rxm.grid(),
-        rx,
-        tx,
-        irqs,
-        table,
-        table_mismatches,
-        current_table_mismatches: current_mismatches,
-        min_mismatches,
-        key,
-        key_source,
-        hash_fields,
-        xdp_steer,
-        steering,
-        notes,
-    })
+    opts.hash_fields
+        .iter()
+        .map(|(flow, raw)| HashFieldPlan {
+            flow: flow.clone(),
+            fields: rsskit_linux::ethtool::rxh_fields(*raw).iter().map(|s| s.to_string()).collect(),
+        })
+        .collect()
 }
 
 fn sorted(v: &[usize]) -> Vec<usize> {
