@@ -18,7 +18,7 @@
 //! Callers see each step as it happens through an observer (the CLI prints
 //! them; tests record them) and get a report at the end.
 
-use crate::irqbalance::{self, Restarter};
+use crate::irqbalance::{self, RestartError, Restarter};
 use crate::lock::{self, HostLock, LockError};
 use crate::persist::{self, Identity, PersistError};
 use crate::plan::Plan;
@@ -58,11 +58,11 @@ impl HostRestarter {
 }
 
 impl Restarter for HostRestarter {
-    fn restart(&mut self) -> Result<(), String> {
+    fn restart(&mut self) -> Result<(), RestartError> {
         if self.live {
             irqbalance::Systemctl.restart()
         } else {
-            Err("not restarted: irqbalance is not running here (or --root names another tree); it reads the bans when it starts".into())
+            Err(RestartError::NotHere)
         }
     }
 }

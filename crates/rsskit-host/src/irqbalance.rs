@@ -45,10 +45,24 @@ pub struct Record {
     pub added: Vec<u32>,
 }
 
+/// Why irqbalance was not restarted.
+#[derive(Debug, thiserror::Error)]
+pub enum RestartError {
+    /// `systemctl` could not be run.
+    #[error("running systemctl: {0}")]
+    Spawn(#[source] io::Error),
+    /// `systemctl` ran and failed; its own words.
+    #[error("systemctl try-restart irqbalance.service failed: {0}")]
+    Failed(String),
+    /// Not the live host's own root, or no irqbalance running there.
+    #[error("not restarted: irqbalance is not running here (or rsskit's files are under another root); it reads the bans when it starts")]
+    NotHere,
+}
+
 /// Restarts irqbalance so it reads its options again.
 pub trait Restarter {
-    /// Restart it; `Err` with the reason.
-    fn restart(&mut self) -> Result<(), String>;
+    /// Restart it.
+    fn restart(&mut self) -> Result<(), RestartError>;
 }
 
 /// The real one: `systemctl try-restart irqbalance.service` (restarts only
@@ -56,28 +70,28 @@ pub trait Restarter {
 pub struct Systemctl;
 
 impl Restarter for Systemctl {
-    fn restart(&mut self) -> Result<(), String> {
+    fn restart(&mut self) -> Result<(), RestartError> {
         let out = std::process::Command::new("systemctl")
             .args(["try-restart", "irqbalance.service"])
             .output()
-            .map_err(|e| format!("running systemctl: {e}"))?;
+            .map_err(RestartError::Spawn)?;
         if out.status.success() {
             Ok(())
         } else {
-            Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+            Err(RestartError::Failed(String::from_utf8_lossy(&out.stderr).trim().to_string()))
         }
     }
 }
 
 /// What a ban or unban did, in words for the log.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct Change {
     /// The options file.
     pub file: PathBuf,
     /// IRQs added (ban) or removed (unban).
     pub irqs: Vec<u32>,
-    /// `Ok` restarted, `Err(reason)` not.
-    pub restarted: Result<(), String>,
+    /// `Ok` restarted, `Err` not, and why.
+    pub restarted: Result<(), RestartError>,
 }
 
 /// What a ban or unban changed, as one line for a log or a terminal.
@@ -85,7 +99,7 @@ pub fn change_line(c: &Change, verb: &str) -> String {
     let irqs: Vec<String> = c.irqs.iter().map(u32::to_string).collect();
     let restarted = match &c.restarted {
         Ok(()) => "irqbalance restarted".to_string(),
-        Err(e) => e.clone(),
+        Err(e) => e.to_string(),
     };
     format!("irqbalance: {verb} --banirq for IRQs {} in {}; {restarted}", irqs.join(","), c.file.display())
 }
@@ -247,7 +261,7 @@ mod tests {
     #[derive(Default)]
     struct Fake(usize);
     impl Restarter for Fake {
-        fn restart(&mut self) -> Result<(), String> {
+        fn restart(&mut self) -> Result<(), RestartError> {
             self.0 += 1;
             Ok(())
         }
@@ -278,7 +292,7 @@ mod tests {
         let root = std::env::temp_dir().join(format!("rsskit-irqb-{}", std::process::id()));
         let _ = fs::remove_dir_all(&root);
         let mut fake = Fake::default();
-        assert_eq!(ban(&root, &[1], &mut fake).unwrap(), None, "no irqbalance installed: nothing");
+        assert!(ban(&root, &[1], &mut fake).unwrap().is_none(), "no irqbalance installed: nothing");
         fs::create_dir_all(root.join("etc/sysconfig")).unwrap();
         let orig = "IRQBALANCE_ARGS=\"--banirq=7\"\n";
         fs::write(root.join("etc/sysconfig/irqbalance"), orig).unwrap();

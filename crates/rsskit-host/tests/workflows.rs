@@ -6,7 +6,7 @@
 //! every write read back, and nothing of a save written when one entry is bad.
 
 use rsskit_host::apply::{self, ApplyError, ApplyOptions, HostFiles, Locked, SaveTo, Step};
-use rsskit_host::irqbalance::Restarter;
+use rsskit_host::irqbalance::{RestartError, Restarter};
 use rsskit_host::lock::{self, LockError};
 use rsskit_host::persist;
 use rsskit_host::plan::{self, Plan, PlanOptions};
@@ -88,7 +88,7 @@ impl Drop for Host {
 struct Restarts(usize);
 
 impl Restarter for Restarts {
-    fn restart(&mut self) -> Result<(), String> {
+    fn restart(&mut self) -> Result<(), RestartError> {
         self.0 += 1;
         Ok(())
     }

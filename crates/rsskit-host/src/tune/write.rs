@@ -18,13 +18,31 @@ pub enum TuneError {
     /// Reading or writing a setting through the sysroot failed.
     #[error(transparent)]
     Host(#[from] SysrootError),
-    /// The save file could not be written.
+    /// The save file (or its directory) is not one rsskit will write.
     #[error("writing the save file {path}: {msg}")]
     Save {
         /// The save file.
         path: PathBuf,
-        /// What went wrong.
+        /// What is wrong with it.
         msg: String,
+    },
+    /// The save file (or its directory) could not be written.
+    #[error("writing the save file {path}: {source}")]
+    SaveIo {
+        /// The save file or directory.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+    /// A file could not be read.
+    #[error("reading {path}: {source}")]
+    ReadIo {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: io::Error,
     },
     /// A file (e.g. a save file) could not be read or is not what it should be.
     #[error("reading {path}: {msg}")]
@@ -113,17 +131,18 @@ fn write_value(p: &Path, v: &str) -> io::Result<()> {
 /// user and writable by no one else, or it is refused.
 pub fn prepare_save_dir(dir: &Path) -> Result<(), TuneError> {
     let err = |msg: String| TuneError::Save { path: dir.to_path_buf(), msg };
+    let io_err = |source| TuneError::SaveIo { path: dir.to_path_buf(), source };
     match fs::DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => return Ok(()),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             // Parents (e.g. a test tree's var/lib) as usual, the last 0700.
-            fs::create_dir_all(dir.parent().unwrap_or(dir)).map_err(|e| err(e.to_string()))?;
-            return fs::DirBuilder::new().mode(0o700).create(dir).map_err(|e| err(e.to_string()));
+            fs::create_dir_all(dir.parent().unwrap_or(dir)).map_err(io_err)?;
+            return fs::DirBuilder::new().mode(0o700).create(dir).map_err(io_err);
         }
-        Err(e) => return Err(err(e.to_string())),
+        Err(e) => return Err(io_err(e)),
     }
-    let m = fs::symlink_metadata(dir).map_err(|e| err(e.to_string()))?;
+    let m = fs::symlink_metadata(dir).map_err(io_err)?;
     let me = rsskit_linux::process::effective_uid();
     if !m.file_type().is_dir() {
         return Err(err("not a directory (or a symlink): refusing to save there".into()));
@@ -142,7 +161,7 @@ pub fn prepare_save_dir(dir: &Path) -> Result<(), TuneError> {
 /// through a symlink and never over an earlier save), flushed to disk.
 /// Fails when it cannot (then nothing is applied).
 pub fn write_save(path: &Path, save: &SaveFile) -> Result<(), TuneError> {
-    let err = |msg: String| TuneError::Save { path: path.to_path_buf(), msg };
+    let io_err = |source| TuneError::SaveIo { path: path.to_path_buf(), source };
     let mut f = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -150,14 +169,15 @@ pub fn write_save(path: &Path, save: &SaveFile) -> Result<(), TuneError> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
         .map_err(|e| match e.kind() {
-            io::ErrorKind::AlreadyExists => {
-                err("it exists: an earlier save is never overwritten; name another --save FILE".into())
-            }
-            _ => err(e.to_string()),
+            io::ErrorKind::AlreadyExists => TuneError::Save {
+                path: path.to_path_buf(),
+                msg: "it exists: an earlier save is never overwritten; name another save file".into(),
+            },
+            _ => io_err(e),
         })?;
     if let Err(e) = f.write_all(save_text(save).as_bytes()).and_then(|()| f.sync_all()) {
         let _ = fs::remove_file(path);
-        return Err(err(e.to_string()));
+        return Err(io_err(e));
     }
     Ok(())
 }
@@ -170,7 +190,9 @@ pub fn read_save(path: &Path) -> Result<SaveFile, TuneError> {
     // never a FIFO to block on; the size is judged below.
     let f = crate::trusted::open(path, u64::MAX)?;
     let mut text = String::new();
-    f.take(MAX_SAVE_BYTES + 1).read_to_string(&mut text).map_err(|e| read_err(e.to_string()))?;
+    f.take(MAX_SAVE_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|source| TuneError::ReadIo { path: path.to_path_buf(), source })?;
     if text.len() as u64 > MAX_SAVE_BYTES {
         return Err(read_err(format!("larger than {MAX_SAVE_BYTES} bytes: not an rsskit save file")));
     }
