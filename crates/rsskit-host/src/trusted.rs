@@ -88,7 +88,9 @@ fn owner_and_mode(path: &Path, m: &Metadata) -> Result<(), TrustError> {
 }
 
 /// Checks that `dir` is a real directory (not a symlink) owned by root or
-/// this user and writable by no one else.
+/// this user and writable by no one else, or a sticky one of root's (like
+/// `/tmp`: others may add files there, but cannot rename, remove or
+/// replace one they do not own, and the file itself is checked too).
 pub fn check_dir(dir: &Path) -> Result<(), TrustError> {
     let m = fs::symlink_metadata(dir).map_err(|source| TrustError::Io { path: dir.to_path_buf(), source })?;
     if !m.file_type().is_dir() {
@@ -96,6 +98,9 @@ pub fn check_dir(dir: &Path) -> Result<(), TrustError> {
             path: dir.to_path_buf(),
             why: format!("{}, not a directory", kind_of(&m)),
         });
+    }
+    if m.uid() == 0 && m.mode() & libc::S_ISVTX != 0 {
+        return Ok(());
     }
     owner_and_mode(dir, &m)
 }
@@ -204,6 +209,11 @@ mod tests {
         let e = read_to_string(&p, 100).unwrap_err();
         assert_eq!(e.path(), d.as_path(), "the directory is named");
         assert!(why(e).starts_with("mode 0777"));
+        // A sticky directory of root's (/tmp): others cannot swap the file.
+        if rsskit_linux::process::effective_uid() == 0 {
+            fs::set_permissions(&d, fs::Permissions::from_mode(0o1777)).unwrap();
+            assert_eq!(read_to_string(&p, 100).unwrap(), "{}");
+        }
         fs::set_permissions(&d, fs::Permissions::from_mode(0o755)).unwrap();
         std::os::unix::fs::symlink(&p, d.join("l.json")).unwrap();
         assert_eq!(why(read_to_string(&d.join("l.json"), 100).unwrap_err()), "a symlink: never followed");

@@ -37,7 +37,8 @@ Signals: SIGHUP reloads the plans; SIGTERM or SIGINT stops. With
 NOTIFY_SOCKET set (systemd Type=notify) it sends READY=1 after the first
 check. Each check takes the host lock (/run/rsskit.lock) while it writes.
 Plan files must be regular files owned by root, writable by no one else, in
-a directory with the same properties; anything else is refused by name.
+a directory with the same properties (or a sticky one of root's, like /tmp);
+anything else is refused by name.
 
 --metrics ADDR:PORT serves Prometheus text at /metrics: rsskit_device_aligned,
 rsskit_device_problems, rsskit_corrections_total, rsskit_rx_queue_packets_total,
