@@ -38,5 +38,5 @@ pub mod toeplitz;
 
 pub use hashtype::{FlowTuple, HashConfig, HashInput, HashType, L4Proto};
 pub use key::RssKey;
-pub use policy::{CpuId, RssPolicy, WorkerId};
+pub use policy::{Buckets, CpuId, RssPolicy, WorkerId};
 pub use toeplitz::Toeplitz;

@@ -64,7 +64,60 @@ pub struct RssPolicy {
     worker_cpu: Vec<CpuId>,
 }
 
+/// How a policy's buckets are laid out over its workers ([`RssPolicy::build`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Buckets<'a> {
+    /// `2^bits` buckets round-robin over the workers (FreeBSD's
+    /// `rss_getcpu`); `None`: [`default_bits`] of the worker count.
+    RoundRobin(Option<u32>),
+    /// A NIC's indirection table: bucket `b` (of `len`, a power of two up to
+    /// 128) is owned by the worker on CPU `table[b]`.
+    Table(&'a [CpuId]),
+}
+
 impl RssPolicy {
+    /// The one constructor: one worker per entry of `worker_cpus` (worker
+    /// `i` runs on `worker_cpus[i]`), buckets laid out as `buckets` says.
+    /// [`new`](Self::new), [`with_workers`](Self::with_workers) and
+    /// [`from_table`](Self::from_table) are shorthands for it.
+    pub fn build(
+        key: RssKey,
+        hash: HashConfig,
+        worker_cpus: &[CpuId],
+        buckets: Buckets<'_>,
+    ) -> Result<Self, RssError> {
+        let (bits, table) = match buckets {
+            Buckets::RoundRobin(bits) => (bits, None),
+            Buckets::Table(t) => {
+                let n = t.len();
+                if !n.is_power_of_two() || n > 1 << MAX_BITS {
+                    return Err(RssError::BadTableLen(n));
+                }
+                (Some(n.trailing_zeros()), Some(t))
+            }
+        };
+        if worker_cpus.is_empty() {
+            return Err(RssError::NoCpus);
+        }
+        let bits = bits.unwrap_or_else(|| default_bits(worker_cpus.len()));
+        if bits == 0 || bits > MAX_BITS {
+            return Err(RssError::BadBits(bits));
+        }
+        let n = worker_cpus.len() as u32;
+        let mut p = RssPolicy {
+            toeplitz: Toeplitz::new(&key),
+            hash,
+            bits,
+            bucket_worker: (0..1u32 << bits).map(|b| WorkerId(b % n)).collect(),
+            worker_cpu: worker_cpus.to_vec(),
+        };
+        for (b, &cpu) in table.unwrap_or_default().iter().enumerate() {
+            let w = p.worker_on(cpu).ok_or(RssError::NoWorkerOnCpu { entry: b as u32, cpu: cpu.0 })?;
+            p.assign(b as u32, w)?;
+        }
+        Ok(p)
+    }
+
     /// One worker per entry of `worker_cpus` (worker `i` runs on
     /// `worker_cpus[i]`), buckets round-robin over the workers (FreeBSD's
     /// `rss_getcpu`), `bits` bucket bits (default: [`default_bits`] of the
@@ -75,22 +128,7 @@ impl RssPolicy {
         worker_cpus: &[CpuId],
         bits: Option<u32>,
     ) -> Result<Self, RssError> {
-        if worker_cpus.is_empty() {
-            return Err(RssError::NoCpus);
-        }
-        let bits = bits.unwrap_or_else(|| default_bits(worker_cpus.len()));
-        if bits == 0 || bits > MAX_BITS {
-            return Err(RssError::BadBits(bits));
-        }
-        let n = worker_cpus.len() as u32;
-        let bucket_worker = (0..1u32 << bits).map(|b| WorkerId(b % n)).collect();
-        Ok(RssPolicy {
-            toeplitz: Toeplitz::new(&key),
-            hash,
-            bits,
-            bucket_worker,
-            worker_cpu: worker_cpus.to_vec(),
-        })
+        Self::build(key, hash, worker_cpus, Buckets::RoundRobin(bits))
     }
 
     /// `workers` workers whose CPUs are not known or do not matter (the
@@ -102,8 +140,13 @@ impl RssPolicy {
         workers: usize,
         bits: Option<u32>,
     ) -> Result<Self, RssError> {
-        let cpus: Vec<CpuId> = (0..workers.min(u32::MAX as usize) as u32).map(CpuId).collect();
-        Self::new(key, hash, &cpus, bits)
+        Self::new(key, hash, &Self::numbered_cpus(workers), bits)
+    }
+
+    /// CPUs `0..workers`: where [`with_workers`](Self::with_workers) says
+    /// its workers run.
+    pub fn numbered_cpus(workers: usize) -> Vec<CpuId> {
+        (0..workers.min(u32::MAX as usize) as u32).map(CpuId).collect()
     }
 
     /// A policy whose buckets follow a NIC's indirection table: bucket `b`
@@ -116,16 +159,7 @@ impl RssPolicy {
         worker_cpus: &[CpuId],
         bucket_cpus: &[CpuId],
     ) -> Result<Self, RssError> {
-        let n = bucket_cpus.len();
-        if !n.is_power_of_two() || n > 1 << MAX_BITS {
-            return Err(RssError::BadTableLen(n));
-        }
-        let mut p = Self::new(key, hash, worker_cpus, Some(n.trailing_zeros()))?;
-        for (b, &cpu) in bucket_cpus.iter().enumerate() {
-            let w = p.worker_on(cpu).ok_or(RssError::NoWorkerOnCpu { entry: b as u32, cpu: cpu.0 })?;
-            p.assign(b as u32, w)?;
-        }
-        Ok(p)
+        Self::build(key, hash, worker_cpus, Buckets::Table(bucket_cpus))
     }
 
     /// Moves `bucket` to `worker` (bucket rebalancing).

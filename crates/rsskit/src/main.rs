@@ -76,12 +76,14 @@ fn main() -> ExitCode {
         return exit_code(cmd::docs::run_gen_docs(args.args));
     }
     let cli = Cli::parse();
-    // `--key` is judged by each command once it knows how it uses the key.
-    cmd::common::set_allow_weak_key(cli.allow_weak_key);
+    // `--key` is judged by each command once it knows how it uses the key,
+    // a weak one refused unless `--allow-weak-key`.
+    let weak = cli.allow_weak_key;
+    cmd::common::set_plan_allow_weak_key(weak);
     let result = match cli.command {
-        Command::Hash(a) => cmd::hash::run(a),
+        Command::Hash(a) => cmd::hash::run(a, weak),
         Command::Table(a) => cmd::table::run(a),
-        Command::Find(a) => cmd::find::run(a),
+        Command::Find(a) => cmd::find::run(a, weak),
         Command::Info(a) => cmd::info::run(a),
         Command::Plan(a) => cmd::plan::run(a),
         Command::Apply(a) => cmd::apply::run(a),
@@ -89,17 +91,17 @@ fn main() -> ExitCode {
         Command::Persist(a) => cmd::persist::run(a),
         Command::Agent(a) => cmd::agent::run(a),
         Command::Top(a) => cmd::top::run(a),
-        Command::Bench(a) => cmd::bench::run(a),
-        Command::Pipeline(a) => cmd::pipeline::run(a),
-        Command::Firewall(a) => cmd::firewall::run(a),
-        Command::UdpLoad(a) => cmd::udp_load::run(a),
-        Command::HttpServe(a) => cmd::http_serve::run(a),
-        Command::HttpLoad(a) => cmd::http_load::run(a),
+        Command::Bench(a) => cmd::bench::run(a, weak),
+        Command::Pipeline(a) => cmd::pipeline::run(a, weak),
+        Command::Firewall(a) => cmd::firewall::run(a, weak),
+        Command::UdpLoad(a) => cmd::udp_load::run(a, weak),
+        Command::HttpServe(a) => cmd::http_serve::run(a, weak),
+        Command::HttpLoad(a) => cmd::http_load::run(a, weak),
         Command::Demo(a) => cmd::demo::run(a),
-        Command::UdpEcho(a) => cmd::udp_echo::run(a),
-        Command::Steer(a) => cmd::steer::run(a),
-        Command::Run(a) => cmd::run::run(a),
-        Command::XdpSteer(a) => cmd::xdp_steer::run(a),
+        Command::UdpEcho(a) => cmd::udp_echo::run(a, weak),
+        Command::Steer(a) => cmd::steer::run(a, weak),
+        Command::Run(a) => cmd::run::run(a, weak),
+        Command::XdpSteer(a) => cmd::xdp_steer::run(a, weak),
         Command::Completions(a) => cmd::docs::run_completions(a),
     };
     exit_code(result)

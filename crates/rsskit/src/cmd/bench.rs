@@ -60,9 +60,9 @@ fn pow2_count(s: &str) -> Result<usize, String> {
     }
 }
 
-pub fn run(c: BenchCommand) -> Result<()> {
+pub fn run(c: BenchCommand, allow_weak_key: bool) -> Result<()> {
     match c {
-        BenchCommand::Toeplitz(a) => toeplitz(a),
+        BenchCommand::Toeplitz(a) => toeplitz(a, allow_weak_key),
         BenchCommand::Firewall(a) => super::bench_firewall::run(a),
     }
 }
@@ -123,12 +123,12 @@ fn batch<'a, const N: usize>(t: &'a Toeplitz, inputs: &'a [[u8; N]]) -> Box<dyn 
     })
 }
 
-fn toeplitz(a: ToeplitzArgs) -> Result<()> {
+fn toeplitz(a: ToeplitzArgs, allow_weak_key: bool) -> Result<()> {
     if !a.count.is_power_of_two() || a.count < 16 {
         bail!("--count must be a power of two, at least 16 (got {})", a.count);
     }
     let key = a.key.clone();
-    super::common::vet_key(&key, rsskit_core::keycheck::KeyUse::full())?;
+    super::common::check_key(&key, rsskit_core::keycheck::KeyUse::full(), allow_weak_key)?;
     let kb = key.as_bytes();
     let t = Toeplitz::new(&key);
     let v4 = gen_inputs::<12>(a.count, a.seed);

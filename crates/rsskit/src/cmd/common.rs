@@ -4,19 +4,21 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::keycheck::KeyUse;
-use rsskit_core::{CpuId, HashConfig, RssKey, RssPolicy};
+use rsskit_core::rss::RssError;
+use rsskit_core::{Buckets, CpuId, HashConfig, L4Proto, RssKey, RssPolicy};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// `--allow-weak-key` (a global flag, set by `main`): read by [`vet_key`],
-/// which every command that takes `--key` calls once it knows its use.
-static ALLOW_WEAK_KEY: AtomicBool = AtomicBool::new(false);
+/// `--allow-weak-key` for `plan` and `apply` only (set by `main`), until
+/// `plan::key_choice` takes it as a parameter like every other command
+/// ([`check_key`]); read by [`vet_key`] alone.
+static PLAN_ALLOW_WEAK_KEY: AtomicBool = AtomicBool::new(false);
 
-/// Sets whether [`vet_key`] accepts a key that cannot reach every bucket.
-pub fn set_allow_weak_key(allow: bool) {
-    ALLOW_WEAK_KEY.store(allow, Ordering::Relaxed);
+/// Sets what [`vet_key`] (`plan`'s key check) does with a weak key.
+pub fn set_plan_allow_weak_key(allow: bool) {
+    PLAN_ALLOW_WEAK_KEY.store(allow, Ordering::Relaxed);
 }
 
 /// `--key default|microsoft|symmetric|random|nic:IF|HEX`. `random`: a fresh
@@ -115,17 +117,6 @@ pub fn key_nic_arg(s: &str) -> Result<KeyArg, String> {
     Ok(KeyArg { key: key_arg(s)?, nic })
 }
 
-impl BucketCpus {
-    /// The policy whose buckets follow this table: worker `i` on `cpus[i]`
-    /// owns the entries that go to its CPU.
-    pub fn policy(&self, key: RssKey, hash: HashConfig, cpus: Option<&[CpuId]>) -> Result<RssPolicy> {
-        let Some(cpus) = cpus else {
-            bail!("--table nic:IF needs --cpus: the workers must be pinned to the queues' CPUs")
-        };
-        Ok(RssPolicy::from_table(key, hash, cpus, &self.0)?)
-    }
-}
-
 /// `--table nic:IF`: table entry -> CPU, from interface IF's indirection
 /// table and its queues' IRQ CPUs.
 pub fn table_arg(s: &str) -> Result<BucketCpus, String> {
@@ -140,11 +131,12 @@ pub fn table_arg(s: &str) -> Result<BucketCpus, String> {
 
 /// The one key check of the CLI ([`rsskit_core::keycheck::vet`]), for the
 /// hash types and bucket bits the command uses: refuses a key that cannot
-/// reach every bucket unless `--allow-weak-key` (the message always offers
-/// it: a NIC's own key must stay usable), and warns on stderr about the
-/// rest (a field that alone cannot reach every bucket, piling ports).
-pub fn vet_key(key: &RssKey, key_use: KeyUse) -> Result<()> {
-    let problems = rsskit_core::keycheck::vet(key, key_use, ALLOW_WEAK_KEY.load(Ordering::Relaxed))
+/// reach every bucket unless `allow_weak_key` (`--allow-weak-key`; the
+/// message always offers it: a NIC's own key must stay usable), and warns
+/// on stderr about the rest (a field that alone cannot reach every bucket,
+/// piling ports).
+pub fn check_key(key: &RssKey, key_use: KeyUse, allow_weak_key: bool) -> Result<()> {
+    let problems = rsskit_core::keycheck::vet(key, key_use, allow_weak_key)
         .map_err(|e| anyhow!("--key: {e}; use --allow-weak-key to use it anyway"))?;
     for p in &problems {
         eprintln!("rsskit: warning: --key: {p}");
@@ -152,11 +144,113 @@ pub fn vet_key(key: &RssKey, key_use: KeyUse) -> Result<()> {
     Ok(())
 }
 
-/// [`vet_key`] for the hash types and bucket bits of `policy`; `ipv6`:
-/// `Some(false)` when the command only sees IPv4 (`Some(true)`: IPv6).
-pub fn vet_policy_key(policy: &RssPolicy, ipv6: Option<bool>) -> Result<()> {
-    let key_use = KeyUse::of_policy(policy);
-    vet_key(policy.key(), ipv6.map_or(key_use, |v6| key_use.only_ipv6(v6)))
+/// [`check_key`] with `plan`'s `--allow-weak-key` ([`set_plan_allow_weak_key`]).
+pub fn vet_key(key: &RssKey, key_use: KeyUse) -> Result<()> {
+    check_key(key, key_use, PLAN_ALLOW_WEAK_KEY.load(Ordering::Relaxed))
+}
+
+/// The policy flags every command that steers by an RSS policy shares:
+/// `--key` (its help is the command's own, see [`PolicyArgs::key`]).
+#[derive(clap::Args, Debug, Clone)]
+pub struct PolicyArgs {
+    /// RSS key: default (Microsoft), symmetric, random, nic:IF (the NIC's
+    /// key, and its UDP hashed fields), or 40+ bytes of hex.
+    #[arg(long, default_value = "default", value_parser = key_nic_arg)]
+    pub key: KeyArg,
+}
+
+/// Where a policy's workers run ([`PolicyArgs::build`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Workers<'a> {
+    /// Worker `i` on the `i`-th CPU.
+    On(&'a [CpuId]),
+    /// This many workers, unpinned (worker `i` said to run on CPU `i`).
+    Count(usize),
+}
+
+/// The uses the key is judged for ([`PolicyArgs::build`]).
+#[derive(Debug, Clone, Copy)]
+pub enum KeyCheck {
+    /// Every hash type of the policy, over its buckets.
+    Policy,
+    /// Only this protocol over the family (`true`: IPv6), over the policy's buckets.
+    Proto(L4Proto, bool),
+    /// Not judged here (the caller's other policy with the same key is).
+    None,
+}
+
+/// Why [`PolicyArgs::build`] failed: the library refused the CPUs, bits or
+/// table (the caller words it: each command has its own error for it), or
+/// the flags (the key check, `--table` without `--cpus`).
+#[derive(Debug)]
+pub enum PolicyError {
+    Policy(RssError),
+    Flags(anyhow::Error),
+}
+
+impl PolicyError {
+    /// As an error, [`PolicyError::Policy`] worded by `f`.
+    pub fn policy_as(self, f: impl FnOnce(RssError) -> anyhow::Error) -> anyhow::Error {
+        match self {
+            PolicyError::Policy(e) => f(e),
+            PolicyError::Flags(e) => e,
+        }
+    }
+}
+
+impl From<PolicyError> for anyhow::Error {
+    fn from(e: PolicyError) -> Self {
+        e.policy_as(anyhow::Error::from)
+    }
+}
+
+impl PolicyArgs {
+    /// A command's own `--key` (its help, its default), for
+    /// `#[command(mut_args(PolicyArgs::key(|a| a.help(..))))]` (`mut_args`
+    /// keeps the flags in their order; `mut_arg` would move `--key` last).
+    pub fn key(mut f: impl FnMut(clap::Arg) -> clap::Arg) -> impl FnMut(clap::Arg) -> clap::Arg {
+        move |a| if a.get_id() == "key" { f(a) } else { a }
+    }
+
+    /// The one way from flags to a policy: the key of `--key`, the hash
+    /// types `hash`, the workers, buckets round-robin over `bits` bucket
+    /// bits or following `table` (`--table nic:IF`, which needs pinned
+    /// workers), through [`RssPolicy::build`]; then the key is judged
+    /// ([`check_key`]) as `check` says, a weak one refused unless
+    /// `allow_weak_key`.
+    pub fn build(
+        &self,
+        hash: HashConfig,
+        workers: Workers<'_>,
+        bits: Option<u32>,
+        table: Option<&BucketCpus>,
+        check: KeyCheck,
+        allow_weak_key: bool,
+    ) -> Result<RssPolicy, PolicyError> {
+        let numbered;
+        let cpus = match (workers, table) {
+            (Workers::On(cpus), _) => cpus,
+            (Workers::Count(_), Some(_)) => {
+                return Err(PolicyError::Flags(anyhow!(
+                    "--table nic:IF needs --cpus: the workers must be pinned to the queues' CPUs"
+                )))
+            }
+            (Workers::Count(n), None) => {
+                numbered = RssPolicy::numbered_cpus(n);
+                &numbered[..]
+            }
+        };
+        let buckets = table.map_or(Buckets::RoundRobin(bits), |t| Buckets::Table(&t.0));
+        let policy =
+            RssPolicy::build(self.key.key.clone(), hash, cpus, buckets).map_err(PolicyError::Policy)?;
+        let key_use = match check {
+            KeyCheck::Policy => KeyUse::of_policy(&policy),
+            KeyCheck::Proto(proto, v6) => KeyUse::of_proto(hash, proto, v6, policy.bits()),
+            KeyCheck::None => return Ok(policy),
+        };
+        check_key(policy.key(), key_use, allow_weak_key).map_err(PolicyError::Flags)?;
+        Ok(policy)
+    }
 }
 
 /// Clap value parser for `--key`.
@@ -343,10 +437,8 @@ pub struct UdpHashArgs {
     /// port); default: addresses only, as FreeBSD (spread by source address).
     #[arg(long)]
     pub udp_4tuple: bool,
-    /// RSS key: default (Microsoft), symmetric, random, nic:IF (the NIC's
-    /// key, and its UDP hashed fields), or 40+ bytes of hex.
-    #[arg(long, default_value = "default", value_parser = key_nic_arg)]
-    pub key: KeyArg,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
     /// Bucket bits of the server's table (1-7); default FreeBSD's
     /// fls(workers-1)+1.
     #[arg(long, value_parser = int_in(1u32, 7))]
@@ -364,7 +456,7 @@ impl UdpHashArgs {
     /// would steer datagrams to workers the NIC does not send them to.
     pub fn hash_config(&self, table: Option<&NicUdp>, v6: bool) -> Result<HashConfig> {
         let fam = if v6 { "udp6" } else { "udp4" };
-        let mut nics: Vec<&NicUdp> = table.into_iter().chain(self.key.nic.as_ref()).collect();
+        let mut nics: Vec<&NicUdp> = table.into_iter().chain(self.policy.key.nic.as_ref()).collect();
         nics.dedup_by(|a, b| a.iface == b.iface);
         let mut four = None::<(bool, &str)>;
         for n in &nics {

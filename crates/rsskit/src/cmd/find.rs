@@ -90,7 +90,7 @@ fn hash_type(v6: bool, proto: Option<Proto>) -> HashType {
     }
 }
 
-pub fn run(a: Args) -> Result<()> {
+pub fn run(a: Args, allow_weak_key: bool) -> Result<()> {
     let Some(dst_port) = a.dst.port else {
         bail!("--dst {} needs a port: ADDR:PORT or [IPV6]:PORT", a.dst.addr)
     };
@@ -100,7 +100,7 @@ pub fn run(a: Args) -> Result<()> {
     let model = Model::new(&a, ncpus)?;
     let (mask, buckets, target, want) = model.target(&a, ncpus)?;
     // Judged for the hash type of the tuples searched and the buckets asked for.
-    super::common::vet_key(&a.table.key, KeyUse::new([ht], mask.count_ones()))?;
+    super::common::check_key(&a.table.key, KeyUse::new([ht], mask.count_ones()), allow_weak_key)?;
     let found: Vec<Found> = match (a.src_ports, a.src_net) {
         (Some((lo, hi)), _) => {
             let src = a.src.unwrap_or(if dst.is_ipv6() {

@@ -31,10 +31,11 @@
 //! count and either engine. `--order none` dispatches as frames come (the
 //! only mode for live input).
 
-use super::common::{int_in, key_arg, print_json, seconds_arg, stop_on_signals};
+use super::common::{int_in, print_json, seconds_arg, stop_on_signals};
+use super::common::{KeyCheck, PolicyArgs, Workers};
 use super::io_args::{self, input_errors, InSpec, OutSpec};
 use anyhow::{bail, Context, Result};
-use rsskit_core::{HashConfig, RssKey, RssPolicy};
+use rsskit_core::HashConfig;
 use rsskit_dataplane::firewall::order::Order;
 use rsskit_dataplane::firewall::{self, Config, Engine, Firewall, FirewallOutcome, FirewallSpec, Snapshot};
 use std::net::IpAddr;
@@ -63,6 +64,11 @@ fn workers_arg(s: &str) -> Result<usize, String> {
 | [NUM] redirect tcp|udp ADDR:PORT -> NEWADDR:NEWPORT | default allow|deny. Example (DragonFly's): \
 'check-state' and 'allow tcp from any to me 80 setup keep-state', default deny. A status line per second \
 goes to stderr; the final per-rule counters and per-worker states to stdout.")]
+#[command(mut_args(PolicyArgs::key(|a| {
+    a.help("RSS key steering flows to workers: symmetric (default), microsoft, random or hex")
+        .default_value("symmetric")
+        .hide_default_value(true)
+})))]
 pub struct Args {
     /// Rule file (at most 65536 rules, 64 MiB).
     #[arg(long)]
@@ -86,9 +92,8 @@ pub struct Args {
     /// Addresses 'me' stands for, comma-separated (or repeated).
     #[arg(long, value_delimiter = ',')]
     pub me: Vec<IpAddr>,
-    /// RSS key steering flows to workers: symmetric (default), microsoft, random or hex.
-    #[arg(long, value_parser = key_arg)]
-    pub key: Option<RssKey>,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
     /// Stop a live run after this many seconds, above 0 and below 10^7
     /// (default: until SIGINT/SIGTERM).
     #[arg(long, value_parser = seconds_arg)]
@@ -192,7 +197,7 @@ fn read_rules(path: &std::path::Path) -> Result<Vec<u8>> {
     Ok(text)
 }
 
-pub fn run(a: Args) -> Result<()> {
+pub fn run(a: Args, allow_weak_key: bool) -> Result<()> {
     let text = read_rules(&a.rules)?;
     let opts = firewall::rules::ParseOptions { me_defined: !a.me.is_empty() };
     let rules =
@@ -203,9 +208,9 @@ pub fn run(a: Args) -> Result<()> {
     let order = a.order()?;
     // The one policy of the run: the firewall steers and redirects with it
     // and the netisr engine dispatches with it.
-    let key = a.key.clone().unwrap_or_else(RssKey::symmetric);
-    let policy = RssPolicy::with_workers(key, HashConfig::default(), a.workers, None)?;
-    super::common::vet_policy_key(&policy, None)?;
+    let workers = Workers::Count(a.workers);
+    let policy =
+        a.policy.build(HashConfig::default(), workers, None, None, KeyCheck::Policy, allow_weak_key)?;
     let cfg = Config {
         policy: Arc::new(policy),
         states_max: a.states_max,

@@ -36,7 +36,7 @@ pub struct Args {
     json: bool,
 }
 
-pub fn run(a: Args) -> Result<()> {
+pub fn run(a: Args, allow_weak_key: bool) -> Result<()> {
     if let (Some(i), Some(f)) = (&a.iface, &a.flows) {
         return super::hash_nic::run_flows(i, f, a.json);
     }
@@ -71,7 +71,7 @@ pub fn run(a: Args) -> Result<()> {
     let rss = RssPolicy::with_workers(a.table.key.clone(), HashConfig::all(), ncpus, a.table.bits)
         .map_err(|e| anyhow!("{e}"))?;
     // Judged for the one hash type this flow uses.
-    super::common::vet_key(rss.key(), KeyUse::new([hash_type], rss.bits()))?;
+    super::common::check_key(rss.key(), KeyUse::new([hash_type], rss.bits()), allow_weak_key)?;
     let input = tuple.input(hash_type).map_err(|e| anyhow!("{e}"))?;
     let hash = rss.toeplitz().hash(input.as_bytes());
     let bucket = rss.bucket(hash);

@@ -2,11 +2,11 @@
 //! thousands of connections, scheduled-start latency with `--rate`).
 
 use super::common::{
-    cpu_list_arg, float_in, int_in, key_arg, print_json, seconds, seconds_arg, stop_on_signals, worker_cpus,
+    cpu_list_arg, float_in, int_in, print_json, seconds, seconds_arg, stop_on_signals, worker_cpus,
 };
+use super::common::{KeyCheck, PolicyArgs, Workers};
 use anyhow::{anyhow, bail, Context, Result};
-use rsskit_core::keycheck::KeyUse;
-use rsskit_core::{CpuId, HashConfig, L4Proto, RssKey, RssPolicy};
+use rsskit_core::{CpuId, HashConfig, L4Proto};
 use rsskit_runtime::http::load::{self, LoadConfig, LoadError, LoadReport, SrcPorts};
 use rsskit_runtime::udp_load::IpNet;
 use std::sync::Arc;
@@ -17,6 +17,7 @@ use std::sync::Arc;
 object). SIGINT or SIGTERM ends the run early and still reports. Exit status 1 when no response came \
 back.\n\nExample:\n  rsskit http-load --url http://127.0.0.1:8080/ --connections 1000 --duration 10 --close"
 )]
+#[command(mut_args(PolicyArgs::key(|a| a.help("RSS key for the tuple finder: default (Microsoft), symmetric, or hex"))))]
 pub struct Args {
     /// Target: http://HOST[:PORT]/PATH.
     #[arg(long)]
@@ -65,9 +66,8 @@ pub struct Args {
     /// worker's CPU under the client's RSS table).
     #[arg(long, default_value = "kernel")]
     src_ports: SrcPorts,
-    /// RSS key for the tuple finder: default (Microsoft), symmetric, or hex.
-    #[arg(long, default_value = "default", value_parser = key_arg)]
-    key: RssKey,
+    #[command(flatten)]
+    policy: PolicyArgs,
     /// The server's worker CPUs (--src-ports server; ids 0-8191), default: ours.
     #[arg(long, value_parser = cpu_list_arg)]
     server_cpus: Option<String>,
@@ -84,7 +84,7 @@ pub struct Args {
 
 /// The configuration, and the worker CPUs as asked (printed as given, even
 /// when fewer connections than threads leave some of them out).
-fn config(a: &Args) -> Result<(LoadConfig, Vec<usize>)> {
+fn config(a: &Args, allow_weak_key: bool) -> Result<(LoadConfig, Vec<usize>)> {
     let url = load::parse_url(&a.url)?;
     let base = worker_cpus(a.cpus.as_deref())?;
     if base.is_empty() {
@@ -112,13 +112,17 @@ fn config(a: &Args) -> Result<(LoadConfig, Vec<usize>)> {
     // The two policies, TCP hashed on the 4-tuple, one key: the client's
     // (worker i on CPU i, at most one worker per connection) and the
     // server's, whose buckets --src-ports server aims at.
-    let over = |cpus: &[usize]| {
+    // The key is judged once, for TCP to the target's family over the
+    // server's buckets.
+    let over = |cpus: &[usize], which: &'static str, check: KeyCheck| {
         let cpus: Vec<CpuId> = cpus.iter().map(|&c| CpuId(c as u32)).collect();
-        RssPolicy::new(a.key.clone(), HashConfig::default(), &cpus, None).map(Arc::new)
+        (a.policy)
+            .build(HashConfig::default(), Workers::On(&cpus), None, None, check, allow_weak_key)
+            .map(Arc::new)
+            .map_err(|e| e.policy_as(|source| LoadError::Table { which, source }.into()))
     };
-    let policy = over(&cpus[..threads.min(a.connections)])
-        .map_err(|source| LoadError::Table { which: "client", source })?;
-    let server_policy = over(&server_cpus).map_err(|source| LoadError::Table { which: "server", source })?;
+    let policy = over(&cpus[..threads.min(a.connections)], "client", KeyCheck::None)?;
+    let server_policy = over(&server_cpus, "server", KeyCheck::Proto(L4Proto::Tcp, url.addr.is_ipv6()))?;
     let cfg = LoadConfig {
         url,
         connections: a.connections,
@@ -134,15 +138,11 @@ fn config(a: &Args) -> Result<(LoadConfig, Vec<usize>)> {
         sched_batch: !a.no_sched_batch,
     };
     cfg.validate()?;
-    // Judged for TCP to the target's family over the server's buckets.
-    let bits = cfg.server_policy.bits();
-    let key_use = KeyUse::of_proto(HashConfig::default(), L4Proto::Tcp, cfg.url.addr.is_ipv6(), bits);
-    super::common::vet_key(cfg.policy.key(), key_use)?;
     Ok((cfg, cpus))
 }
 
-pub fn run(a: Args) -> Result<()> {
-    let (cfg, cpus) = config(&a)?;
+pub fn run(a: Args, allow_weak_key: bool) -> Result<()> {
+    let (cfg, cpus) = config(&a, allow_weak_key)?;
     let stop = stop_on_signals()?;
     eprintln!(
         "http-load: {} ({}) {} connections, {} threads on CPUs {}, {}{}, {}s",

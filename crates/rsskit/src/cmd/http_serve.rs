@@ -2,11 +2,11 @@
 //! CPU, per-worker listener steered inside a SO_REUSEPORT group, accept cap).
 
 use super::common::{
-    cpu_list_arg, int_in, key_arg, print_json, seconds, seconds_arg, stop_on_signals, worker_cpu_ids,
+    cpu_list_arg, int_in, print_json, seconds, seconds_arg, stop_on_signals, worker_cpu_ids,
 };
+use super::common::{KeyCheck, PolicyArgs, Workers};
 use anyhow::{bail, Result};
-use rsskit_core::keycheck::KeyUse;
-use rsskit_core::{HashConfig, L4Proto, RssKey, RssPolicy};
+use rsskit_core::{HashConfig, L4Proto};
 use rsskit_runtime::http::server::{ServeConfig, ServeCounters, ServeError, Server, MAX_GENERATED};
 use rsskit_runtime::rebalance::{round_line, worth_printing, DEFAULT_TARGET, MIN_SAMPLE};
 use rsskit_runtime::steer::Steer;
@@ -24,6 +24,7 @@ stderr (--quiet: none); on SIGINT, SIGTERM or --duration it stops every worker a
 and total counters (--json: one object on stdout).\n\nExample:\n  rsskit http-serve --bind 127.0.0.1:8080 \
 --cpus 0-1 --steer cpu"
 )]
+#[command(mut_args(PolicyArgs::key(|a| a.help("RSS key of the toeplitz program: default (Microsoft), symmetric, or hex"))))]
 pub struct Args {
     /// Address to listen on: ADDR:PORT ([IPV6]:PORT); port 0 picks one.
     #[arg(long)]
@@ -62,9 +63,8 @@ pub struct Args {
     /// listen(2) backlog, 1-1048576 (capped by net.core.somaxconn).
     #[arg(long, default_value_t = 4096, value_parser = int_in(1i32, 1 << 20))]
     backlog: i32,
-    /// RSS key of the toeplitz program: default (Microsoft), symmetric, or hex.
-    #[arg(long, default_value = "default", value_parser = key_arg)]
-    key: RssKey,
+    #[command(flatten)]
+    policy: PolicyArgs,
     /// TCP_DEFER_ACCEPT: wake a listener only when the request has arrived
     /// (the default; a silent connection is accepted about a second later).
     #[arg(long, overrides_with = "no_defer_accept")]
@@ -106,18 +106,19 @@ pub struct Args {
     table: Option<super::common::BucketCpus>,
 }
 
-fn config(a: &Args) -> Result<ServeConfig> {
+fn config(a: &Args, allow_weak_key: bool) -> Result<ServeConfig> {
     // The one RSS policy: worker i on CPU i of --cpus, buckets round-robin
     // or following the NIC's table, TCP hashed on the 4-tuple.
     let cpus = worker_cpu_ids(a.cpus.as_deref())?;
     if cpus.is_empty() {
         return Err(ServeError::NoCpus.into());
     }
-    let policy = match &a.table {
-        Some(t) => RssPolicy::from_table(a.key.clone(), HashConfig::default(), &cpus, &t.0),
-        None => RssPolicy::new(a.key.clone(), HashConfig::default(), &cpus, None),
-    }
-    .map_err(ServeError::Policy)?;
+    // The key is judged for TCP over the bound family (an IPv6 socket also
+    // sees IPv4).
+    let check = KeyCheck::Proto(L4Proto::Tcp, a.bind.is_ipv6());
+    let policy = (a.policy)
+        .build(HashConfig::default(), Workers::On(&cpus), None, a.table.as_ref(), check, allow_weak_key)
+        .map_err(|e| e.policy_as(|e| ServeError::Policy(e).into()))?;
     let mut cfg = ServeConfig::new(a.bind, Arc::new(policy));
     cfg.steer = a.steer;
     cfg.accept_batch = a.accept_batch;
@@ -136,15 +137,11 @@ fn config(a: &Args) -> Result<ServeConfig> {
         bail!("--rebalance needs --steer ebpf (bucket maps that change live), not --steer {}", a.steer);
     }
     cfg.validate()?;
-    // Judged for TCP over the bound family (an IPv6 socket also sees IPv4).
-    let key_use =
-        KeyUse::of_proto(HashConfig::default(), L4Proto::Tcp, cfg.bind.is_ipv6(), cfg.policy.bits());
-    super::common::vet_key(cfg.policy.key(), key_use)?;
     Ok(cfg)
 }
 
-pub fn run(a: Args) -> Result<()> {
-    let cfg = config(&a)?;
+pub fn run(a: Args, allow_weak_key: bool) -> Result<()> {
+    let cfg = config(&a, allow_weak_key)?;
     let duration = a.duration.map(|d| seconds("--duration", d)).transpose()?;
     let stop = stop_on_signals()?;
     let rebalance_every = seconds("--rebalance-every", a.rebalance_every)?;

@@ -5,9 +5,10 @@
 //! sent on with aggregated flushes.
 
 use super::common::{int_in, print_json, seconds_arg, stop_on_signals};
+use super::common::{KeyCheck, PolicyArgs, Workers};
 use super::io_args::{self, input_errors, InSpec, OutSpec};
 use anyhow::{bail, Result};
-use rsskit_core::{CpuId, HashConfig, RssPolicy};
+use rsskit_core::{CpuId, HashConfig};
 use rsskit_dataplane::netisr::{drop_reasons, FlowCounter, NetisrConfig, Prefetch, RunReport, WorkerReport};
 use rsskit_dataplane::output::FlushPolicy;
 use rsskit_dataplane::pipeline::{GenSpec, PipelineSpec};
@@ -44,6 +45,7 @@ pcapng:FILE, afpacket:IFNAME, xdp:IFNAME (AF_XDP TX, worker w on TX queue w mod 
 to stdout, with the per-frame accounting: in = out + dropped by reason + held at exit. A corrupt capture record \
 ends the input with an error naming it (exit 1) unless --stop-at-bad-record."
 )]
+#[command(mut_args(PolicyArgs::key(|a| a.help("RSS key of the NIC-style hash: default (Microsoft), symmetric, nic:IF, or hex"))))]
 pub struct Args {
     /// Input: pcap:FILE | afpacket:IFNAME | xdp:IFNAME[:QUEUES] | gen[:SIZE].
     #[arg(long = "in", value_parser = parse_in)]
@@ -126,9 +128,8 @@ pub struct Args {
     /// No status lines.
     #[arg(long)]
     quiet: bool,
-    /// RSS key of the NIC-style hash: default (Microsoft), symmetric, nic:IF, or hex.
-    #[arg(long, default_value = "default", value_parser = super::common::key_arg)]
-    key: rsskit_core::RssKey,
+    #[command(flatten)]
+    policy: PolicyArgs,
     /// Buckets follow a NIC's table: nic:IF (each entry owned by the worker
     /// pinned to its queue's IRQ CPU; needs --cpus); use with --key nic:IF.
     #[arg(long, value_name = "nic:IF", value_parser = super::common::table_arg)]
@@ -138,7 +139,7 @@ pub struct Args {
     plot: Option<std::path::PathBuf>,
 }
 
-pub fn run(a: Args) -> Result<()> {
+pub fn run(a: Args, allow_weak_key: bool) -> Result<()> {
     let n = a.workers as usize;
     let cpus: Option<Vec<CpuId>> = match &a.cpus {
         Some(c) => {
@@ -156,12 +157,8 @@ pub fn run(a: Args) -> Result<()> {
     // The one policy of the run: workers, their CPUs (pinned when listed),
     // key, hash types and the bucket table.
     let hash = HashConfig::default().with_udp_4tuple(a.udp_4tuple);
-    let policy = match (&a.table, &cpus) {
-        (Some(t), cpus) => t.policy(a.key.clone(), hash, cpus.as_deref())?,
-        (None, Some(cpus)) => RssPolicy::new(a.key.clone(), hash, cpus, None)?,
-        (None, None) => RssPolicy::with_workers(a.key.clone(), hash, n, None)?,
-    };
-    super::common::vet_policy_key(&policy, None)?;
+    let workers = cpus.as_deref().map_or(Workers::Count(n), Workers::On);
+    let policy = a.policy.build(hash, workers, None, a.table.as_ref(), KeyCheck::Policy, allow_weak_key)?;
     let mut reass = ReassConfig::default();
     if let Some(t) = a.frag_timeout {
         let ns = (t * NS as f64) as u64;

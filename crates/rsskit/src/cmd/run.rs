@@ -115,9 +115,9 @@ fn sizes_text(s: &[(String, usize)]) -> String {
         .join(", ")
 }
 
-pub fn run(a: Args) -> Result<()> {
+pub fn run(a: Args, allow_weak_key: bool) -> Result<()> {
     let timeout = seconds("--timeout", a.timeout)?;
-    a.opts.vet_key()?;
+    a.opts.vet_key(allow_weak_key)?;
     let got = forward_signals()?;
     // A server that daemonises (forks, its parent exits 0) is then our
     // child, and is followed.

@@ -33,13 +33,14 @@ impl SteerOpts {
     /// touched: for its hash types and `--bits`, or the full 128-entry table
     /// when the group sizes are not known yet (a key reaching every one of
     /// 128 buckets reaches every one of fewer).
-    pub fn vet_key(&self) -> Result<()> {
+    pub fn vet_key(&self, allow_weak_key: bool) -> Result<()> {
         if self.steer != Mode::Toeplitz {
             return Ok(());
         }
         let hash = HashConfig::default().with_udp_4tuple(self.udp_4tuple);
         let bits = self.bits.unwrap_or(rsskit_core::rss::MAX_BITS);
-        super::common::vet_key(&self.key, rsskit_core::keycheck::KeyUse::of_config(hash, bits))
+        let key_use = rsskit_core::keycheck::KeyUse::of_config(hash, bits);
+        super::common::check_key(&self.key, key_use, allow_weak_key)
     }
 
     /// What the library takes over, from the arguments.
@@ -174,14 +175,14 @@ fn detach(pid: i32, o: &SteerOpts) -> Result<()> {
     Ok(())
 }
 
-pub fn run(a: Args) -> Result<()> {
+pub fn run(a: Args, allow_weak_key: bool) -> Result<()> {
     if a.detach {
         return detach(a.pid, &a.opts);
     }
     // While the server is stopped for the probes, SIGINT/SIGTERM must not
     // kill rsskit before it continues the server: they only set a flag.
     let interrupted = super::common::stop_on_signals()?;
-    a.opts.vet_key()?;
+    a.opts.vet_key(allow_weak_key)?;
     let s = steer(a.pid, &a.opts)?;
     report(&s, &a.opts, &mut std::io::stdout())?;
     if interrupted.load(std::sync::atomic::Ordering::Relaxed) {

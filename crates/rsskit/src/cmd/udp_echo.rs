@@ -3,9 +3,9 @@
 use super::common::{
     cpu_list_arg, int_in, print_json, seconds, seconds_arg, stop_on_signals, worker_cpu_ids, UdpHashArgs,
 };
+use super::common::{KeyCheck, Workers};
 use anyhow::{anyhow, bail, Context, Result};
-use rsskit_core::keycheck::KeyUse;
-use rsskit_core::{L4Proto, RssPolicy};
+use rsskit_core::L4Proto;
 use rsskit_runtime::rebalance::{round_line, worth_printing, DEFAULT_TARGET, MIN_SAMPLE};
 use rsskit_runtime::stats::Counters;
 use rsskit_runtime::steer::Steer;
@@ -102,7 +102,7 @@ fn parse_bind(s: &str) -> Result<SocketAddr> {
         .map_err(|_| anyhow!("--bind '{s}' is not ADDR:PORT or [IPV6]:PORT with PORT 0-65535"))
 }
 
-pub fn run(a: Args) -> Result<()> {
+pub fn run(a: Args, allow_weak_key: bool) -> Result<()> {
     let bind = parse_bind(&a.bind)?;
     let cpus = worker_cpu_ids(a.cpus.as_deref())?;
     if a.batch == 0 {
@@ -117,15 +117,12 @@ pub fn run(a: Args) -> Result<()> {
     // The one RSS policy: worker i on CPU i of --cpus, buckets round-robin
     // (--bits) or following the NIC's table.
     let hash = a.hash.hash_config(a.table.as_ref().map(|t| &t.1), bind.is_ipv6())?;
-    let policy = match &a.table {
-        None => RssPolicy::new(a.hash.key.key.clone(), hash, &cpus, a.hash.bits),
-        Some(t) => RssPolicy::from_table(a.hash.key.key.clone(), hash, &cpus, &t.0),
-    }
-    .map_err(|e| anyhow!("{e}"))?;
-    // Judged for the UDP hash types of the bound family and the server's
-    // buckets, before anything is bound.
-    let key_use = KeyUse::of_proto(hash, L4Proto::Udp, bind.is_ipv6(), policy.bits());
-    super::common::vet_key(policy.key(), key_use)?;
+    // The key is judged for the UDP hash types of the bound family and the
+    // server's buckets, before anything is bound.
+    let check = KeyCheck::Proto(L4Proto::Udp, bind.is_ipv6());
+    let policy = (a.hash.policy)
+        .build(hash, Workers::On(&cpus), a.hash.bits, a.table.as_ref(), check, allow_weak_key)
+        .map_err(|e| e.policy_as(|e| anyhow!("{e}")))?;
     let mut cfg = EchoConfig::new(bind, Arc::new(policy));
     cfg.steer = a.steer;
     cfg.sink = a.sink;
@@ -231,10 +228,10 @@ fn banner(srv: &EchoServer, a: &Args) {
         srv.steer(),
         srv.hash_type(),
         if srv.hash_type().has_ports() { "4-tuple: addresses and ports" } else { "2-tuple: addresses only" },
-        if a.hash.key.key == rsskit_core::RssKey::microsoft() {
+        if a.hash.policy.key.key == rsskit_core::RssKey::microsoft() {
             "microsoft".to_string()
         } else {
-            a.hash.key.key.to_hex()
+            a.hash.policy.key.key.to_hex()
         },
         srv.policy().buckets(),
         srv.workers().len(),

@@ -5,9 +5,9 @@ use super::common::{
     cpu_count_or_list_arg, cpu_list_arg, int_in, print_json, seconds, seconds_arg, stop_on_signals,
     UdpHashArgs,
 };
+use super::common::{KeyCheck, Workers};
 use anyhow::{anyhow, bail, Context, Result};
-use rsskit_core::keycheck::KeyUse;
-use rsskit_core::{CpuId, L4Proto, RssPolicy, WorkerId};
+use rsskit_core::{CpuId, L4Proto, WorkerId};
 use rsskit_runtime::udp_load::{
     self, IpNet, LoadConfig, LoadReport, ServerTable, UdpLoadError, MAX_SIZE, MIN_SIZE,
 };
@@ -143,7 +143,7 @@ fn resolve(target: &str) -> Result<SocketAddr> {
 }
 
 /// Builds the run configuration from the arguments.
-fn config(a: &Args) -> Result<LoadConfig> {
+fn config(a: &Args, allow_weak_key: bool) -> Result<LoadConfig> {
     let target = resolve(&a.target)?;
     let cpus = match &a.server_cpus {
         Some(s) => parse_server_cpus(s)?,
@@ -151,17 +151,12 @@ fn config(a: &Args) -> Result<LoadConfig> {
     };
     // The server's policy as the client must assume it.
     let cpus: Vec<CpuId> = cpus.into_iter().map(|c| CpuId(c as u32)).collect();
-    let policy = RssPolicy::new(
-        a.hash.key.key.clone(),
-        a.hash.hash_config(None, target.is_ipv6())?,
-        &cpus,
-        a.hash.bits,
-    )
-    .map_err(|e| UdpLoadError::Table(e.to_string()))?;
+    let hash = a.hash.hash_config(None, target.is_ipv6())?;
+    let check = KeyCheck::Proto(L4Proto::Udp, target.is_ipv6());
+    let policy = (a.hash.policy)
+        .build(hash, Workers::On(&cpus), a.hash.bits, None, check, allow_weak_key)
+        .map_err(|e| e.policy_as(|e| UdpLoadError::Table(e.to_string()).into()))?;
     let table = ServerTable::from_policy(policy);
-    let p = table.policy();
-    let key_use = KeyUse::of_proto(p.hash_config(), L4Proto::Udp, target.is_ipv6(), p.bits());
-    super::common::vet_key(p.key(), key_use)?;
     let online = rsskit_linux::cpulist::online();
     let pin = match a.client_cpus.as_deref() {
         Some("none") | Some("owner") => vec![],
@@ -191,8 +186,8 @@ fn config(a: &Args) -> Result<LoadConfig> {
     Ok(cfg)
 }
 
-pub fn run(a: Args) -> Result<()> {
-    let cfg = config(&a)?;
+pub fn run(a: Args, allow_weak_key: bool) -> Result<()> {
+    let cfg = config(&a, allow_weak_key)?;
     let stop = stop_on_signals()?;
     let mut report = run_load(&cfg, &stop, !a.json)?;
     report.owner_check = !a.no_owner_check;

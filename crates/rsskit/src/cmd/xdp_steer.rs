@@ -4,11 +4,10 @@
 //! and redirects it through a CPUMAP to the CPU its bucket maps to; prints
 //! the per-CPU counters once a second and detaches on exit.
 
-use crate::cmd::common::{
-    cpu_list_arg, int_in, key_arg, print_json, seconds_arg, stop_on_signals, worker_cpus,
-};
+use super::common::{KeyCheck, PolicyArgs, Workers};
+use crate::cmd::common::{cpu_list_arg, int_in, print_json, seconds_arg, stop_on_signals, worker_cpus};
 use anyhow::{anyhow, bail, Result};
-use rsskit_core::{CpuId, HashConfig, HashType, RssKey, RssPolicy};
+use rsskit_core::{CpuId, HashConfig, HashType};
 use rsskit_linux::xdp_steer::{self, Counters, ModeRequest, XdpSteer, DEFAULT_QUEUE_SIZE, MAX_QUEUE_SIZE};
 use serde_json::json;
 use std::io::Write;
@@ -32,6 +31,7 @@ Example:
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = AFTER_HELP)]
+#[command(mut_args(PolicyArgs::key(|a| a.help("RSS key: default (Microsoft), symmetric, random, nic:IF or 40+ bytes of hex"))))]
 pub struct Args {
     /// The interface to attach to.
     #[arg(long, value_name = "IF")]
@@ -39,9 +39,8 @@ pub struct Args {
     /// CPUs the buckets are spread over (a list such as 0-3,8; default every online CPU).
     #[arg(long, value_name = "LIST", value_parser = cpu_list_arg)]
     pub cpus: Option<String>,
-    /// RSS key: default (Microsoft), symmetric, random, nic:IF or 40+ bytes of hex.
-    #[arg(long, default_value = "default", value_parser = key_arg)]
-    pub key: RssKey,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
     /// Hash types: default (ipv4,tcp-ipv4,ipv6,tcp-ipv6), all, or a comma list of
     /// ipv4,tcp-ipv4,udp-ipv4,ipv6,tcp-ipv6,udp-ipv6.
     #[arg(long, value_name = "LIST", default_value = "default", value_parser = hash_types_arg)]
@@ -90,7 +89,7 @@ pub fn hash_types_arg(s: &str) -> Result<HashConfig, String> {
     Ok(hc)
 }
 
-pub fn run(a: Args) -> Result<()> {
+pub fn run(a: Args, allow_weak_key: bool) -> Result<()> {
     if a.detach {
         return match xdp_steer::detach_left(&a.iface)? {
             Some(d) => {
@@ -117,8 +116,9 @@ pub fn run(a: Args) -> Result<()> {
     if cpus.is_empty() {
         bail!("--cpus: no online CPU in the list");
     }
-    let policy = RssPolicy::new(a.key.clone(), a.hash_types, &cpus, a.bits).map_err(|e| anyhow!("{e}"))?;
-    super::common::vet_policy_key(&policy, None)?;
+    let policy = (a.policy)
+        .build(a.hash_types, Workers::On(&cpus), a.bits, None, KeyCheck::Policy, allow_weak_key)
+        .map_err(|e| e.policy_as(|e| anyhow!("{e}")))?;
     let mode = match a.mode {
         Mode::Auto => ModeRequest::Auto,
         Mode::Native => ModeRequest::Native,
