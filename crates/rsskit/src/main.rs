@@ -79,14 +79,19 @@ fn main() -> ExitCode {
     // `--key` is judged by each command once it knows how it uses the key,
     // a weak one refused unless `--allow-weak-key`.
     let weak = cli.allow_weak_key;
-    cmd::common::set_plan_allow_weak_key(weak);
     let result = match cli.command {
         Command::Hash(a) => cmd::hash::run(a, weak),
         Command::Table(a) => cmd::table::run(a),
         Command::Find(a) => cmd::find::run(a, weak),
         Command::Info(a) => cmd::info::run(a),
-        Command::Plan(a) => cmd::plan::run(a),
-        Command::Apply(a) => cmd::apply::run(a),
+        Command::Plan(mut a) => {
+            a.p.allow_weak_key = weak;
+            cmd::plan::run(a)
+        }
+        Command::Apply(mut a) => {
+            a.p.allow_weak_key = weak;
+            cmd::apply::run(a)
+        }
         Command::Check(a) => cmd::check::run(a),
         Command::Persist(a) => cmd::persist::run(a),
         Command::Agent(a) => cmd::agent::run(a),

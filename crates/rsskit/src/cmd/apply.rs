@@ -50,7 +50,7 @@ pub struct Args {
     #[arg(value_name = "PLAN.json")]
     plan: Option<PathBuf>,
     #[command(flatten)]
-    p: PlanArgs,
+    pub p: PlanArgs,
     /// Show the changes and stop.
     #[arg(long)]
     dry_run: bool,

@@ -7,24 +7,14 @@ use rsskit_core::keycheck::KeyUse;
 use rsskit_core::rss::RssError;
 use rsskit_core::{Buckets, CpuId, HashConfig, L4Proto, RssKey, RssPolicy};
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// `--allow-weak-key` for `plan` and `apply` only (set by `main`), until
-/// `plan::key_choice` takes it as a parameter like every other command
-/// ([`check_key`]); read by [`vet_key`] alone.
-static PLAN_ALLOW_WEAK_KEY: AtomicBool = AtomicBool::new(false);
-
-/// Sets what [`vet_key`] (`plan`'s key check) does with a weak key.
-pub fn set_plan_allow_weak_key(allow: bool) {
-    PLAN_ALLOW_WEAK_KEY.store(allow, Ordering::Relaxed);
-}
 
 /// `--key default|microsoft|symmetric|random|nic:IF|HEX`. `random`: a fresh
 /// key from the OS random source that passed `rsskit_core::keycheck`;
 /// `nic:IF`: the device's own key ([`nic`]). The key is judged later, by
-/// [`vet_key`], once the command knows how it uses it (hash types, bucket
+/// [`check_key`], once the command knows how it uses it (hash types, bucket
 /// bits): every command that takes `--key` calls it before it starts.
 pub fn parse_key(s: &str) -> Result<RssKey> {
     if let Some(iface) = nic_spec(s)? {
@@ -142,11 +132,6 @@ pub fn check_key(key: &RssKey, key_use: KeyUse, allow_weak_key: bool) -> Result<
         eprintln!("rsskit: warning: --key: {p}");
     }
     Ok(())
-}
-
-/// [`check_key`] with `plan`'s `--allow-weak-key` ([`set_plan_allow_weak_key`]).
-pub fn vet_key(key: &RssKey, key_use: KeyUse) -> Result<()> {
-    check_key(key, key_use, PLAN_ALLOW_WEAK_KEY.load(Ordering::Relaxed))
 }
 
 /// The policy flags every command that steers by an RSS policy shares:
@@ -583,11 +568,11 @@ mod tests {
     #[test]
     fn weak_keys_are_refused_offering_the_override() {
         let zero = RssKey::from_hex(&"00".repeat(40)).unwrap();
-        let e = format!("{:#}", vet_key(&zero, KeyUse::full()).unwrap_err());
+        let e = format!("{:#}", check_key(&zero, KeyUse::full(), false).unwrap_err());
         assert!(e.starts_with("--key: weak RSS key: it cannot reach every one of the 128 buckets"), "{e}");
         assert!(e.contains("--allow-weak-key"), "{e}");
         for k in ["default", "microsoft", "symmetric", "random"] {
-            assert!(vet_key(&parse_key(k).unwrap(), KeyUse::full()).is_ok(), "{k}");
+            assert!(check_key(&parse_key(k).unwrap(), KeyUse::full(), false).is_ok(), "{k}");
         }
     }
 

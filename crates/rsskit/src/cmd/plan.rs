@@ -34,6 +34,9 @@ Examples:
 /// The flags `plan` and `apply` share.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct PlanArgs {
+    /// `--allow-weak-key` (a global flag, set by `main`).
+    #[arg(skip)]
+    pub allow_weak_key: bool,
     /// Interface to plan (repeat for several); default: every interface on a device (not lo or virtual ones).
     #[arg(long = "iface", value_name = "IF")]
     pub ifaces: Vec<String>,
@@ -164,7 +167,7 @@ pub fn devices(root: &Sysroot, names: &[String]) -> Result<Vec<DeviceState>> {
     Ok(out)
 }
 
-fn key_choice(s: &str) -> Result<KeyChoice> {
+fn key_choice(s: &str, allow_weak_key: bool) -> Result<KeyChoice> {
     Ok(match s {
         "keep" => KeyChoice::Keep,
         "random" => {
@@ -182,7 +185,7 @@ fn key_choice(s: &str) -> Result<KeyChoice> {
         hex => {
             let k = RssKey::from_hex(hex).map_err(|e| anyhow!("--key: {e}"))?;
             // For every hash type and the 128-entry table: the NIC's use.
-            super::common::vet_key(&k, keycheck::KeyUse::full())?;
+            super::common::check_key(&k, keycheck::KeyUse::full(), allow_weak_key)?;
             KeyChoice::Set { bytes: k.as_bytes().to_vec(), source: "given".into(), fit: false }
         }
     })
@@ -212,7 +215,7 @@ pub fn make_plan_on(root: &Sysroot, p: &PlanArgs) -> Result<Plan> {
     let opts = PlanOptions {
         cpus,
         unit: p.unit,
-        key: key_choice(&p.key)?,
+        key: key_choice(&p.key, p.allow_weak_key)?,
         rps_flow_cnt: p.rps_flow_cnt,
         rps_sock_flow_entries: p.rps_sock_flow_entries,
         hash_fields: p.hash_fields.clone(),
