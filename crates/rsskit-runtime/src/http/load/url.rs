@@ -88,8 +88,8 @@ mod tests {
     fn url_errors_name_the_url_and_the_problem() {
         let e = parse_url("http://1.2.3.4:99999/").unwrap_err();
         assert!(matches!(&e, LoadError::Url { url, .. } if url == "http://1.2.3.4:99999/"), "{e:?}");
-        assert_eq!(e.to_string(), "--url 'http://1.2.3.4:99999/': bad port '99999'");
+        assert_eq!(e.to_string(), "url 'http://1.2.3.4:99999/': bad port '99999'");
         let e = parse_url("ftp://x/").unwrap_err();
-        assert_eq!(e.to_string(), "--url 'ftp://x/': only http:// URLs are supported");
+        assert_eq!(e.to_string(), "url 'ftp://x/': only http:// URLs are supported");
     }
 }
