@@ -147,8 +147,8 @@ pub fn message_with(e: &(dyn Error + 'static), name: Namer) -> Option<String> {
     if let Some(EchoError::Config(c)) = e.downcast_ref() {
         return Some(c.render(name));
     }
-    if let Some(UdpLoadError::Config(c)) = e.downcast_ref() {
-        return Some(c.render(name));
+    if let Some(e) = e.downcast_ref::<UdpLoadError>() {
+        return e.message_with(name);
     }
     if let Some(c) = e.downcast_ref::<ServeError>().and_then(ServeError::config) {
         return Some(c.render(name));
@@ -256,8 +256,11 @@ mod tests {
             note(&e);
         }
         note(&TakeoverError::Itself(1));
+        for net in [None, Some("10.9.0.0/16".parse().unwrap())] {
+            note(&udp_load::UdpLoadError::NoSourceAddress { bucket: 1, net, ipv6: false });
+        }
 
-        assert_eq!(msgs.len(), 24);
+        assert_eq!(msgs.len(), 26);
         for (text, rendered) in &msgs {
             assert!(!text.contains("--"), "names a flag: {text}");
             assert_eq!(rendered.as_deref(), Some(text.as_str()), "not a config error: {text}");

@@ -28,6 +28,7 @@ pub fn flag_of(field: &'static str) -> &'static str {
         "streams" => "--streams",
         "target" => "--target",
         "threads" => "--threads",
+        "udp_4tuple" => "--udp-4tuple",
         "url" => "--url",
         "window" => "--window",
         "workers" => "--workers",

@@ -20,7 +20,7 @@ pub use report::{LoadReport, RttSummary, StreamReport};
 pub use rsskit_linux::clock::monotonic_ns;
 pub use sources::{plan_streams, IpNet, ServerTable, Stream};
 
-use crate::config::ConfigError;
+use crate::config::{ConfigError, Namer};
 use crate::proto;
 use hdrhistogram::Histogram;
 use pacing::{Pacer, Phase, Schedule};
@@ -100,6 +100,17 @@ pub enum UdpLoadError {
     /// No source lands in a bucket (the message says what to do).
     #[error("{0}")]
     NoSource(String),
+    /// No source address (of `net`, else of this host) lands in a bucket:
+    /// UDP is hashed on addresses only (the message says what to do).
+    #[error("{}", no_source_address(*bucket, net.as_ref(), *ipv6, &|f| f))]
+    NoSourceAddress {
+        /// The bucket.
+        bucket: u32,
+        /// The addresses tried: [`LoadConfig::src_net`], else this host's.
+        net: Option<IpNet>,
+        /// Of the IPv6 family.
+        ipv6: bool,
+    },
     /// A send failed for a reason other than back-pressure.
     #[error("sending to {target}")]
     Send {
@@ -126,6 +137,36 @@ pub enum UdpLoadError {
 }
 
 type Result<T, E = UdpLoadError> = std::result::Result<T, E>;
+
+fn no_source_address(bucket: u32, net: Option<&IpNet>, ipv6: bool, name: Namer) -> String {
+    let (src_net, udp_4tuple) = (name("src_net"), name("udp_4tuple"));
+    match net {
+        Some(net) => format!(
+            "no local address in {net} lands in bucket {bucket} (UDP is hashed on addresses only: \
+             add addresses of {net} to an interface, or for IPv4 make the whole network local \
+             with `ip route add local {net} dev lo`, or use {udp_4tuple})"
+        ),
+        None => format!(
+            "none of this host's {} addresses lands in bucket {bucket} (UDP is hashed on addresses \
+             only: give {src_net} with addresses assigned here, or use {udp_4tuple})",
+            if ipv6 { "IPv6" } else { "IPv4" }
+        ),
+    }
+}
+
+impl UdpLoadError {
+    /// The message with each config field called `name(field)`, for the
+    /// errors that name one.
+    pub fn message_with(&self, name: Namer) -> Option<String> {
+        match self {
+            UdpLoadError::Config(c) => Some(c.render(name)),
+            UdpLoadError::NoSourceAddress { bucket, net, ipv6 } => {
+                Some(no_source_address(*bucket, net.as_ref(), *ipv6, name))
+            }
+            _ => None,
+        }
+    }
+}
 
 /// What to run.
 #[derive(Debug, Clone)]
