@@ -62,6 +62,9 @@ pub enum LoadError {
         url: String,
         /// What is wrong with it.
         reason: String,
+        /// The name resolution's error, where that failed.
+        #[source]
+        source: Option<io::Error>,
     },
     /// `connections` of 0.
     #[error("{}", ConfigError::at_least_one("connections", 0))]
@@ -201,7 +204,7 @@ impl LoadError {
     /// The config field refused, for the errors that are one.
     pub fn config(&self) -> Option<ConfigError> {
         match self {
-            LoadError::Url { url, reason } => Some(url_error(url, reason)),
+            LoadError::Url { url, reason, .. } => Some(url_error(url, reason)),
             LoadError::NoConnections => Some(ConfigError::at_least_one("connections", 0)),
             LoadError::BadRate(r) => Some(bad_rate(*r)),
             LoadError::FamilyMismatch { sources, target } => Some(family_mismatch(sources, target)),
