@@ -3,6 +3,7 @@
 //! No `unsafe` here: every system call goes through `rsskit_linux`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+pub mod config;
 pub mod demo;
 pub mod hist;
 pub mod http;

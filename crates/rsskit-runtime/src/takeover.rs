@@ -25,6 +25,7 @@
 //! rules, the policy, which socket a probe reached) are pure functions,
 //! unit-tested below; the rest is the I/O around them.
 
+use crate::config::{ConfigError, Namer};
 use rsskit_core::cbpf::{Insn, Program, BPF_K, BPF_RET};
 use rsskit_core::{CpuId, HashConfig, L4Proto, RssKey, RssPolicy, WorkerId};
 use rsskit_linux::procnet::{self, PidFd, ProcNetError, SockProto, SocketEntry, Stopped};
@@ -77,7 +78,7 @@ pub struct Spec {
 #[derive(Debug, thiserror::Error)]
 pub enum TakeoverError {
     /// The pid is rsskit's own.
-    #[error("--pid {0} is rsskit itself")]
+    #[error("{}", itself(*.0))]
     Itself(i32),
     /// Reading another process failed.
     #[error(transparent)]
@@ -106,6 +107,14 @@ pub enum TakeoverError {
         group: String,
         /// What is wrong, and what to do.
         why: String,
+    },
+    /// A [`Spec`] field that does not fit one group (its name first).
+    #[error("{group}: {error}")]
+    GroupConfig {
+        /// `proto address:port`.
+        group: String,
+        /// The field and its value.
+        error: Box<ConfigError>,
     },
     /// A system call failed; `what` says which step.
     #[error("{what}")]
@@ -140,6 +149,22 @@ type Result<T> = std::result::Result<T, TakeoverError>;
 fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> TakeoverError {
     let what = what.into();
     move |source| TakeoverError::Io { what, source }
+}
+
+fn itself(pid: i32) -> ConfigError {
+    ConfigError::value("pid", pid, " is rsskit itself")
+}
+
+impl TakeoverError {
+    /// The message with each config field called `name(field)`, for the
+    /// errors that name one.
+    pub fn message_with(&self, name: Namer) -> Option<String> {
+        match self {
+            TakeoverError::Itself(pid) => Some(itself(*pid).render(name)),
+            TakeoverError::GroupConfig { group, error } => Some(format!("{group}: {}", error.render(name))),
+            _ => None,
+        }
+    }
 }
 
 fn group_err(g: &Group, why: String) -> TakeoverError {
@@ -363,20 +388,32 @@ pub fn check_owners(g: &Group, o: &Spec) -> Result<()> {
     }
     if let Some(w) = o.workers {
         if w != g.members.len() {
-            return Err(group_err(
-                g,
-                format!("{} sockets in the group, --workers says {w}", g.members.len()),
-            ));
+            return Err(TakeoverError::GroupConfig {
+                group: g.name(),
+                error: Box::new(ConfigError::Said {
+                    before: format!("{} sockets in the group, ", g.members.len()),
+                    field: "workers",
+                    join: " says ",
+                    value: w.to_string(),
+                    after: String::new(),
+                }),
+            });
         }
     }
     if o.mode == Mode::Cpu {
         let mut seen: BTreeMap<usize, i32> = BTreeMap::new();
         for (p, c) in g.members.iter().filter_map(|m| m.owner) {
             if let Some(q) = seen.insert(c, p) {
-                return Err(group_err(
-                    g,
-                    format!("workers {q} and {p} are both pinned to CPU {c}: --steer cpu needs one worker per CPU"),
-                ));
+                return Err(TakeoverError::GroupConfig {
+                    group: g.name(),
+                    error: Box::new(ConfigError::Said {
+                        before: format!("workers {q} and {p} are both pinned to CPU {c}: "),
+                        field: "mode",
+                        join: " ",
+                        value: "cpu".into(),
+                        after: " needs one worker per CPU".into(),
+                    }),
+                });
             }
         }
     }
@@ -839,7 +876,7 @@ mod tests {
     fn owner_rules() {
         assert!(check_owners(&group(&[(1, 0), (2, 1)]), &spec(Mode::Cpu, Some(2))).is_ok());
         let e = check_owners(&group(&[(1, 0), (2, 1)]), &spec(Mode::Cpu, Some(3))).unwrap_err().to_string();
-        assert!(e.contains("2 sockets in the group, --workers says 3"), "{e}");
+        assert!(e.contains("2 sockets in the group, workers says 3"), "{e}");
         let e = check_owners(&group(&[(1, 0), (1, 1)]), &spec(Mode::Cpu, None)).unwrap_err().to_string();
         assert!(e.contains("2 sockets but 1 worker processes"), "{e}");
         let e = check_owners(&group(&[(1, 2), (2, 2)]), &spec(Mode::Cpu, None)).unwrap_err().to_string();

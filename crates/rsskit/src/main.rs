@@ -2,6 +2,7 @@
 //! under `cmd/`, with its own clap `Args` and a `run` function.
 
 mod cmd;
+mod flags;
 mod plot;
 
 use clap::{Parser, Subcommand};
@@ -131,7 +132,7 @@ fn exit_code(result: anyhow::Result<()>) -> ExitCode {
 fn error_line(e: &anyhow::Error) -> String {
     let mut out = String::new();
     for cause in e.chain() {
-        let t = cause.to_string();
+        let t = flags::message(cause);
         if out.is_empty() {
             out = t;
         } else if !out.contains(&t) {

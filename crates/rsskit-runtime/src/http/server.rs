@@ -23,6 +23,7 @@ use super::conn::{Action, ConnConfig, Expiry, Http, Interest, ReadMode, INLINE_B
 use super::event::{self, Epoll};
 use super::files::{Body, CachedRoot, Root};
 use super::{now_ns, unix_secs};
+use crate::config::ConfigError;
 use crate::steer::{self, Steer, SteerSpec, SteeredGroup, Transport};
 use crate::worker::Workers;
 use rsskit_core::rss::RssError;
@@ -49,6 +50,27 @@ const LINGER: Duration = Duration::from_secs(2);
 const SCAN_NS: u64 = 250_000_000;
 const LISTENER: u64 = u64::MAX;
 
+impl From<ConfigError> for ServeError {
+    fn from(e: ConfigError) -> Self {
+        ServeError::Config(Box::new(e))
+    }
+}
+
+fn root_error(path: &str) -> ConfigError {
+    ConfigError::value("root", path, "")
+}
+
+impl ServeError {
+    /// The config field refused, for the errors that are one.
+    pub fn config(&self) -> Option<ConfigError> {
+        match self {
+            ServeError::Config(c) => Some(ConfigError::clone(c)),
+            ServeError::Root { path, .. } => Some(root_error(path)),
+            _ => None,
+        }
+    }
+}
+
 /// Why the server did not start (or stopped badly).
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -58,25 +80,17 @@ pub enum ServeError {
     /// An empty CPU list.
     #[error("no worker CPUs")]
     NoCpus,
-    /// `--accept-batch 0`.
-    #[error("--accept-batch must be at least 1")]
-    AcceptBatch,
-    /// A `/` object larger than the largest generated object.
-    #[error("--object-size {size} exceeds the largest generated object ({max})")]
-    ObjectTooLarge {
-        /// `--object-size`.
-        size: usize,
-        /// The largest generated object.
-        max: usize,
-    },
+    /// A config field refused (`accept_batch`, `object_size`).
+    #[error(transparent)]
+    Config(Box<ConfigError>),
     /// A zero idle or header timeout.
     #[error("timeouts must be positive")]
     Timeouts,
     /// The policy refused the bucket table or CPUs.
     #[error("bucket table")]
     Policy(#[source] RssError),
-    /// `--root` could not be opened as a directory.
-    #[error("--root {path}")]
+    /// `root` could not be opened as a directory.
+    #[error("{}", root_error(path))]
     Root {
         /// The directory.
         path: String,
@@ -177,10 +191,15 @@ impl ServeConfig {
             return Err(ServeError::NoCpus);
         }
         if self.accept_batch == 0 {
-            return Err(ServeError::AcceptBatch);
+            return Err(ConfigError::at_least_one("accept_batch", 0).into());
         }
         if self.object_size > self.max_generated {
-            return Err(ServeError::ObjectTooLarge { size: self.object_size, max: self.max_generated });
+            return Err(ConfigError::value(
+                "object_size",
+                self.object_size,
+                format!(" exceeds the largest generated object ({})", self.max_generated),
+            )
+            .into());
         }
         if self.idle_timeout.is_zero() || self.header_timeout.is_zero() {
             return Err(ServeError::Timeouts);

@@ -1,5 +1,6 @@
 //! The server's configuration, its limits and defaults, and its errors.
 
+use crate::config::ConfigError;
 use crate::proto::{self};
 use crate::steer::{Steer, SteerError};
 use crate::worker::WorkerError;
@@ -13,7 +14,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Largest `--batch` (the kernel's `UIO_MAXIOV`).
+/// Largest [`EchoConfig::batch`] (the kernel's `UIO_MAXIOV`).
 pub const MAX_BATCH: usize = 1024;
 /// How long a worker blocks in a read before it looks at the stop flag (and at its other sockets).
 pub const POLL_INTERVAL: Duration = Duration::from_millis(100);
@@ -24,18 +25,10 @@ pub enum EchoError {
     /// An empty CPU list.
     #[error("no CPUs to run workers on")]
     NoCpus,
-    /// `--batch` out of range.
-    #[error("--batch must be 1..={MAX_BATCH}, not {0}")]
-    Batch(usize),
-    /// `--flush-packets` out of range.
-    #[error("--flush-packets must be 1..={MAX_BATCH}, not {0}")]
-    FlushPackets(usize),
-    /// `--flush-bytes` of zero.
-    #[error("--flush-bytes must be at least 1")]
-    FlushBytes,
-    /// `--rcvbuf` above what `SO_RCVBUF` can take.
-    #[error("--rcvbuf {0} is above the largest SO_RCVBUF request ({MAX_RCVBUF} bytes)")]
-    RcvBufTooLarge(usize),
+    /// A config field refused (`batch`, `flush_packets`, `flush_bytes`,
+    /// `rcvbuf`, or `steer` for a live bucket move).
+    #[error(transparent)]
+    Config(Box<ConfigError>),
     /// A receive buffer that cannot hold a probe header, or over 1 MiB.
     #[error("datagram buffer of {0} bytes: must be {min}..=1048576", min = proto::HEADER_LEN)]
     DatagramBuffer(usize),
@@ -69,9 +62,6 @@ pub enum EchoError {
         #[source]
         source: ReuseportError,
     },
-    /// A live bucket move without `ebpf` steering in force.
-    #[error("moving a bucket live needs --steer ebpf")]
-    NotLive,
     /// A worker's socket failed while it ran.
     #[error("worker {index}")]
     Worker {
@@ -81,6 +71,12 @@ pub enum EchoError {
         #[source]
         source: io::Error,
     },
+}
+
+impl From<ConfigError> for EchoError {
+    fn from(e: ConfigError) -> Self {
+        EchoError::Config(Box::new(e))
+    }
 }
 
 /// Shorthand for this module's results.
@@ -232,16 +228,23 @@ impl EchoConfig {
             return Err(EchoError::NoCpus);
         }
         if self.batch == 0 || self.batch > MAX_BATCH {
-            return Err(EchoError::Batch(self.batch));
+            return Err(ConfigError::range("batch", self.batch as u64, 1, MAX_BATCH as u64).into());
         }
         if self.flush_packets == 0 || self.flush_packets > MAX_BATCH {
-            return Err(EchoError::FlushPackets(self.flush_packets));
+            return Err(
+                ConfigError::range("flush_packets", self.flush_packets as u64, 1, MAX_BATCH as u64).into()
+            );
         }
         if self.flush_bytes == 0 {
-            return Err(EchoError::FlushBytes);
+            return Err(ConfigError::at_least_one("flush_bytes", self.flush_bytes).into());
         }
         if let Some(n) = self.rcvbuf.filter(|&n| n > MAX_RCVBUF) {
-            return Err(EchoError::RcvBufTooLarge(n));
+            return Err(ConfigError::value(
+                "rcvbuf",
+                n,
+                format!(" is above the largest SO_RCVBUF request ({MAX_RCVBUF} bytes)"),
+            )
+            .into());
         }
         if self.max_datagram < proto::HEADER_LEN || self.max_datagram > 1 << 20 {
             return Err(EchoError::DatagramBuffer(self.max_datagram));

@@ -6,6 +6,7 @@
 //! Every probe ([`crate::proto`]) is stamped before it is echoed: worker,
 //! worker CPU, bucket, kernel CPU, hash, flags.
 
+use crate::config::ConfigError;
 use crate::proto::CPU_UNKNOWN;
 use crate::rebalance::{LiveBuckets, Round};
 use crate::stats::Counters;
@@ -305,7 +306,16 @@ impl EchoServer {
 
     /// Moves `bucket` to `worker` live (`ebpf` steering only).
     pub fn move_bucket(&mut self, bucket: u32, worker: u32) -> Result<()> {
-        let Some(live) = self.live.as_mut() else { return Err(EchoError::NotLive) };
+        let Some(live) = self.live.as_mut() else {
+            return Err(ConfigError::Said {
+                before: "moving a bucket live needs ".into(),
+                field: "steer",
+                join: " ",
+                value: "ebpf".into(),
+                after: String::new(),
+            }
+            .into());
+        };
         let from = self.policy.worker_of_bucket(bucket).0;
         live.move_bucket(bucket, worker).map_err(|source| EchoError::Ebpf {
             what: format!("moving bucket {bucket} to worker {worker}"),
@@ -813,7 +823,7 @@ mod tests {
         let base = config("127.0.0.1:0");
         let mut c = base.clone();
         c.batch = 0;
-        assert!(EchoServer::start(c).err().unwrap().to_string().contains("--batch"));
+        assert!(EchoServer::start(c).err().unwrap().to_string().contains("batch must be"));
         // No CPUs and too many bucket bits: no policy to start with.
         assert!(matches!(policy(&[], HashConfig::default(), None), Err(RssError::NoCpus)));
         assert!(policy(&[0], HashConfig::default(), Some(9)).is_err());

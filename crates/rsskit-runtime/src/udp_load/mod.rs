@@ -20,6 +20,7 @@ pub use report::{LoadReport, RttSummary, StreamReport};
 pub use rsskit_linux::clock::monotonic_ns;
 pub use sources::{plan_streams, IpNet, ServerTable, Stream};
 
+use crate::config::{ConfigError, Namer};
 use crate::proto;
 use hdrhistogram::Histogram;
 use pacing::{Pacer, Phase, Schedule};
@@ -44,9 +45,9 @@ pub const MIN_SIZE: usize = proto::HEADER_LEN;
 /// message as `: cause` by the CLI), not in their own message.
 #[derive(Debug, thiserror::Error)]
 pub enum UdpLoadError {
-    /// A setting out of range (the message names the option).
-    #[error("{0}")]
-    Config(String),
+    /// A setting out of range (the message names the config field).
+    #[error(transparent)]
+    Config(Box<ConfigError>),
     /// The server table could not be built (the message says why).
     #[error("server table: {0}")]
     Table(String),
@@ -99,6 +100,17 @@ pub enum UdpLoadError {
     /// No source lands in a bucket (the message says what to do).
     #[error("{0}")]
     NoSource(String),
+    /// No source address (of `net`, else of this host) lands in a bucket:
+    /// UDP is hashed on addresses only (the message says what to do).
+    #[error("{}", no_source_address(*bucket, net.as_ref(), *ipv6, &|f| f))]
+    NoSourceAddress {
+        /// The bucket.
+        bucket: u32,
+        /// The addresses tried: [`LoadConfig::src_net`], else this host's.
+        net: Option<IpNet>,
+        /// Of the IPv6 family.
+        ipv6: bool,
+    },
     /// A send failed for a reason other than back-pressure.
     #[error("sending to {target}")]
     Send {
@@ -126,8 +138,34 @@ pub enum UdpLoadError {
 
 type Result<T, E = UdpLoadError> = std::result::Result<T, E>;
 
-fn config_err(msg: String) -> Result<()> {
-    Err(UdpLoadError::Config(msg))
+fn no_source_address(bucket: u32, net: Option<&IpNet>, ipv6: bool, name: Namer) -> String {
+    let (src_net, udp_4tuple) = (name("src_net"), name("udp_4tuple"));
+    match net {
+        Some(net) => format!(
+            "no local address in {net} lands in bucket {bucket} (UDP is hashed on addresses only: \
+             add addresses of {net} to an interface, or for IPv4 make the whole network local \
+             with `ip route add local {net} dev lo`, or use {udp_4tuple})"
+        ),
+        None => format!(
+            "none of this host's {} addresses lands in bucket {bucket} (UDP is hashed on addresses \
+             only: give {src_net} with addresses assigned here, or use {udp_4tuple})",
+            if ipv6 { "IPv6" } else { "IPv4" }
+        ),
+    }
+}
+
+impl UdpLoadError {
+    /// The message with each config field called `name(field)`, for the
+    /// errors that name one.
+    pub fn message_with(&self, name: Namer) -> Option<String> {
+        match self {
+            UdpLoadError::Config(c) => Some(c.render(name)),
+            UdpLoadError::NoSourceAddress { bucket, net, ipv6 } => {
+                Some(no_source_address(*bucket, net.as_ref(), *ipv6, name))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// What to run.
@@ -207,63 +245,78 @@ impl LoadConfig {
 
     /// Checks the numbers that need no socket.
     pub fn validate(&self) -> Result<()> {
-        if self.streams == 0 {
-            return config_err("--streams must be at least 1".into());
-        }
+        self.check().map_err(|e| UdpLoadError::Config(Box::new(e)))
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        let zero = |field, v: u64| if v == 0 { Err(ConfigError::at_least_one(field, 0)) } else { Ok(()) };
+        zero("streams", self.streams as u64)?;
         if self.size < MIN_SIZE || self.size > MAX_SIZE {
-            return config_err(format!(
-                "--size {} is out of range: a probe datagram is {MIN_SIZE}..={MAX_SIZE} bytes",
-                self.size
+            return Err(ConfigError::value(
+                "size",
+                self.size,
+                format!(" is out of range: a probe datagram is {MIN_SIZE}..={MAX_SIZE} bytes"),
             ));
         }
         if self.target.port() == 0 {
-            return config_err(format!("--target {}: port 0 cannot be a destination", self.target));
+            return Err(ConfigError::value("target", self.target, ": port 0 cannot be a destination"));
         }
         if self.target.ip().is_unspecified() {
-            return config_err(format!(
-                "--target {}: the unspecified address cannot be a destination",
-                self.target
+            return Err(ConfigError::value(
+                "target",
+                self.target,
+                ": the unspecified address cannot be a destination",
             ));
         }
-        if self.threads == 0 {
-            return config_err("--threads must be at least 1".into());
-        }
+        zero("threads", self.threads as u64)?;
         if self.rate == Some(0) {
-            return config_err("--rate must be at least 1 datagram per second".into());
+            return Err(ConfigError::Must {
+                field: "rate",
+                value: "0".into(),
+                need: "at least 1 datagram per second",
+            });
         }
-        if self.count == Some(0) {
-            return config_err("--count must be at least 1".into());
-        }
+        zero("count", self.count.unwrap_or(1))?;
         if self.burst == 0 || self.burst > 4096 {
-            return config_err(format!("--burst must be 1..=4096, not {}", self.burst));
+            return Err(ConfigError::range("burst", self.burst.into(), 1, 4096));
         }
         if self.gso == 0 || self.gso > MAX_GSO {
-            return config_err(format!("--gso must be 1..={MAX_GSO}, not {}", self.gso));
+            return Err(ConfigError::range("gso", self.gso.into(), 1, MAX_GSO.into()));
         }
         if self.gso > 1 && self.size * self.gso as usize > MAX_SIZE {
-            return config_err(format!(
-                "--gso {} with --size {}: a GSO send of {} bytes is above the largest UDP payload ({MAX_SIZE})",
-                self.gso,
-                self.size,
-                self.size * self.gso as usize
-            ));
+            return Err(ConfigError::Pair {
+                field: "gso",
+                value: self.gso.to_string(),
+                join: " with ",
+                other: "size",
+                other_value: self.size.to_string(),
+                why: format!(
+                    ": a GSO send of {} bytes is above the largest UDP payload ({MAX_SIZE})",
+                    self.size * self.gso as usize
+                ),
+            });
         }
         if self.gso > 1 && !rsskit_linux::socket::udp_offload().gso {
-            return config_err(format!(
-                "--gso {}: this kernel refuses UDP_SEGMENT ({})",
+            return Err(ConfigError::value(
+                "gso",
                 self.gso,
-                rsskit_linux::socket::udp_offload().why_not.as_deref().unwrap_or("unknown")
+                format!(
+                    ": this kernel refuses UDP_SEGMENT ({})",
+                    rsskit_linux::socket::udp_offload().why_not.as_deref().unwrap_or("unknown")
+                ),
             ));
         }
-        if self.window == Some(0) {
-            return config_err("--window must be at least 1".into());
-        }
+        zero("window", self.window.unwrap_or(1).into())?;
         if let Some(net) = self.src_net {
             if net.addr.is_ipv4() != self.target.is_ipv4() {
-                return config_err(format!(
-                    "--src-net {net} and --target {} are of different address families",
-                    self.target
-                ));
+                return Err(ConfigError::Pair {
+                    field: "src_net",
+                    value: net.to_string(),
+                    join: " and ",
+                    other: "target",
+                    other_value: self.target.to_string(),
+                    why: " are of different address families".into(),
+                });
             }
         }
         Ok(())
@@ -760,7 +813,7 @@ mod tests {
         c.size = MAX_SIZE + 1;
         assert!(c.validate().unwrap_err().to_string().contains("65507"));
         c.size = MIN_SIZE - 1;
-        assert!(matches!(c.validate(), Err(UdpLoadError::Config(m)) if m.contains("--size 39")));
+        assert!(matches!(c.validate(), Err(UdpLoadError::Config(m)) if m.to_string().contains("size 39")));
         c.size = 64;
         c.streams = 0;
         assert!(c.validate().is_err());

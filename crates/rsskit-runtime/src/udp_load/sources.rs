@@ -286,13 +286,7 @@ pub fn plan_with<H: Host>(cfg: &LoadConfig, host: &mut H) -> Result<Vec<Stream<H
                         break;
                     }
                 }
-                let s = ok.ok_or_else(|| {
-                    UdpLoadError::NoSource(format!(
-                        "no local address in {net} lands in bucket {bucket} (UDP is hashed on addresses only: \
-                         add addresses of {net} to an interface, or for IPv4 make the whole network local \
-                         with `ip route add local {net} dev lo`, or use --udp-4tuple)"
-                    ))
-                })?;
+                let s = ok.ok_or(UdpLoadError::NoSourceAddress { bucket, net: Some(net), ipv6 })?;
                 push(host, s, &mut streams)?;
             }
         }
@@ -317,13 +311,7 @@ pub fn plan_with<H: Host>(cfg: &LoadConfig, host: &mut H) -> Result<Vec<Stream<H
                         break;
                     }
                 }
-                let s = ok.ok_or_else(|| {
-                    UdpLoadError::NoSource(format!(
-                        "none of this host's {} addresses lands in bucket {bucket} (UDP is hashed on addresses \
-                         only: give --src-net with addresses assigned here, or use --udp-4tuple)",
-                        if ipv6 { "IPv6" } else { "IPv4" }
-                    ))
-                })?;
+                let s = ok.ok_or(UdpLoadError::NoSourceAddress { bucket, net: None, ipv6 })?;
                 push(host, s, &mut streams)?;
             }
         }
@@ -490,7 +478,7 @@ mod tests {
             .collect();
         assert!(!h.locals.is_empty());
         let e = plan_with(&c, &mut h).unwrap_err();
-        assert!(matches!(e, UdpLoadError::NoSource(_)));
+        assert!(matches!(e, UdpLoadError::NoSourceAddress { bucket: 1, net: None, .. }));
         assert!(e.to_string().contains("lands in bucket 1"), "{e}");
         c.streams = 1;
         let s = plan_with(&c, &mut h).unwrap();

@@ -166,7 +166,7 @@ pub fn run(a: Args, allow_weak_key: bool) -> Result<()> {
             server.stop();
             bail!("signal {sig} before the server's group was complete: server stopped");
         }
-        let now = survey(server.pid(), &a.opts).map_err(|e| format!("{e:#}"));
+        let now = survey(server.pid(), &a.opts).map_err(|e| crate::flags::chain(&e));
         same = if now.is_ok() && last.as_ref() == Some(&now) { same + 1 } else { 0 };
         last = Some(now);
         if same >= 2 {
@@ -221,9 +221,10 @@ pub fn run(a: Args, allow_weak_key: bool) -> Result<()> {
                 let state = match &now {
                     Ok(_) => "steering again".to_string(),
                     Err(e) if is.iter().all(|g| g.1 < 2) => format!(
-                        "one worker per group: nothing to steer, the kernel gives it every connection ({e:#})"
+                        "one worker per group: nothing to steer, the kernel gives it every connection ({})",
+                        crate::flags::chain(e)
                     ),
-                    Err(e) => format!("cannot steer it now: {e:#}"),
+                    Err(e) => format!("cannot steer it now: {}", crate::flags::chain(e)),
                 };
                 eprintln!(
                     "rsskit run: {name}'s workers changed: {} (was {}); {state}",
@@ -244,7 +245,7 @@ pub fn run(a: Args, allow_weak_key: bool) -> Result<()> {
                     }
                     Err(e) => {
                         // Not retried until the group changes again.
-                        eprintln!("rsskit run: warning: steering again failed: {e:#}");
+                        eprintln!("rsskit run: warning: steering again failed: {}", crate::flags::chain(&e));
                         steered = seen.clone();
                     }
                 }

@@ -34,6 +34,7 @@ pub use url::{parse_url, Url};
 
 use super::event::{self, Epoll};
 use super::now_ns;
+use crate::config::ConfigError;
 use crate::udp_load::IpNet;
 use crate::worker::Workers;
 use conn::{Conn, Done, Next, Params, State, Step};
@@ -54,16 +55,19 @@ use std::time::Duration;
 /// Why a load run could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    /// `--url` could not be used (syntax, scheme, name resolution).
-    #[error("--url '{url}': {reason}")]
+    /// `url` could not be used (syntax, scheme, name resolution).
+    #[error("{}", url_error(url, reason))]
     Url {
         /// The URL as given.
         url: String,
         /// What is wrong with it.
         reason: String,
+        /// The name resolution's error, where that failed.
+        #[source]
+        source: Option<io::Error>,
     },
-    /// `--connections 0`.
-    #[error("--connections must be at least 1")]
+    /// `connections` of 0.
+    #[error("{}", ConfigError::at_least_one("connections", 0))]
     NoConnections,
     /// No CPU to run a worker on.
     #[error("no worker threads")]
@@ -76,11 +80,11 @@ pub enum LoadError {
         /// Connections asked for.
         connections: usize,
     },
-    /// `--rate` not a positive finite number.
-    #[error("--rate must be a positive number of requests per second")]
-    BadRate,
-    /// `--sources` and the target are of different families.
-    #[error("--sources {sources} and the target {target} are of different address families")]
+    /// `rate` not a positive finite number.
+    #[error("{}", bad_rate(*.0))]
+    BadRate(f64),
+    /// `sources` and the target are of different families.
+    #[error("{}", family_mismatch(sources, target))]
     FamilyMismatch {
         /// The source network.
         sources: IpNet,
@@ -176,6 +180,39 @@ pub struct LoadConfig {
     pub sched_batch: bool,
 }
 
+fn url_error(url: &str, reason: &str) -> ConfigError {
+    ConfigError::value("url", format!("'{url}'"), format!(": {reason}"))
+}
+
+fn bad_rate(rate: f64) -> ConfigError {
+    ConfigError::Must {
+        field: "rate",
+        value: rate.to_string(),
+        need: "a positive number of requests per second",
+    }
+}
+
+fn family_mismatch(sources: &IpNet, target: &SocketAddr) -> ConfigError {
+    ConfigError::value(
+        "sources",
+        sources,
+        format!(" and the target {target} are of different address families"),
+    )
+}
+
+impl LoadError {
+    /// The config field refused, for the errors that are one.
+    pub fn config(&self) -> Option<ConfigError> {
+        match self {
+            LoadError::Url { url, reason, .. } => Some(url_error(url, reason)),
+            LoadError::NoConnections => Some(ConfigError::at_least_one("connections", 0)),
+            LoadError::BadRate(r) => Some(bad_rate(*r)),
+            LoadError::FamilyMismatch { sources, target } => Some(family_mismatch(sources, target)),
+            _ => None,
+        }
+    }
+}
+
 impl LoadConfig {
     /// Refuses settings the run cannot use, before anything is opened.
     pub fn validate(&self) -> Result<(), LoadError> {
@@ -195,7 +232,7 @@ impl LoadConfig {
         }
         if let Some(r) = self.rate {
             if !(r.is_finite() && r > 0.0) {
-                return Err(LoadError::BadRate);
+                return Err(LoadError::BadRate(r));
             }
         }
         if let Some(n) = &self.sources {
@@ -723,13 +760,13 @@ pub(crate) mod tests {
         assert!(matches!(bad(|c| c.connections = 0), LoadError::NoConnections));
         let e = bad(|c| c.policy = policy(&[0, 1, 2, 3, 4]));
         assert!(matches!(e, LoadError::IdleWorkers { workers: 5, connections: 4 }));
-        assert!(matches!(bad(|c| c.rate = Some(0.0)), LoadError::BadRate));
-        assert!(matches!(bad(|c| c.rate = Some(f64::NAN)), LoadError::BadRate));
+        assert!(matches!(bad(|c| c.rate = Some(0.0)), LoadError::BadRate(_)));
+        assert!(matches!(bad(|c| c.rate = Some(f64::NAN)), LoadError::BadRate(_)));
         let e = bad(|c| c.sources = Some("::1/128".parse().unwrap()));
         assert!(matches!(e, LoadError::FamilyMismatch { .. }));
         assert_eq!(
             e.to_string(),
-            "--sources ::1/128 and the target 127.0.0.1:8080 are of different address families"
+            "sources ::1/128 and the target 127.0.0.1:8080 are of different address families"
         );
     }
 

@@ -16,7 +16,7 @@ pub struct Url {
 
 /// Parses and resolves an `http://` URL.
 pub fn parse_url(s: &str) -> Result<Url, LoadError> {
-    let bad = |reason: String| LoadError::Url { url: s.to_string(), reason };
+    let bad = |reason: String| LoadError::Url { url: s.to_string(), reason, source: None };
     let rest = s.strip_prefix("http://").ok_or_else(|| bad("only http:// URLs are supported".into()))?;
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
@@ -50,7 +50,11 @@ pub fn parse_url(s: &str) -> Result<Url, LoadError> {
         Ok(ip) => SocketAddr::new(ip, port),
         Err(_) => (host.as_str(), port)
             .to_socket_addrs()
-            .map_err(|e| bad(format!("cannot resolve '{host}': {e}")))?
+            .map_err(|e| LoadError::Url {
+                url: s.to_string(),
+                reason: format!("cannot resolve '{host}'"),
+                source: Some(e),
+            })?
             .next()
             .ok_or_else(|| bad(format!("'{host}' resolves to no address")))?,
     };
@@ -88,8 +92,15 @@ mod tests {
     fn url_errors_name_the_url_and_the_problem() {
         let e = parse_url("http://1.2.3.4:99999/").unwrap_err();
         assert!(matches!(&e, LoadError::Url { url, .. } if url == "http://1.2.3.4:99999/"), "{e:?}");
-        assert_eq!(e.to_string(), "--url 'http://1.2.3.4:99999/': bad port '99999'");
+        assert_eq!(e.to_string(), "url 'http://1.2.3.4:99999/': bad port '99999'");
         let e = parse_url("ftp://x/").unwrap_err();
-        assert_eq!(e.to_string(), "--url 'ftp://x/': only http:// URLs are supported");
+        assert_eq!(e.to_string(), "url 'ftp://x/': only http:// URLs are supported");
+    }
+
+    #[test]
+    fn a_failed_resolution_keeps_its_cause() {
+        let e = parse_url("http://no-such-host.invalid/").unwrap_err();
+        assert!(e.to_string().starts_with("url 'http://no-such-host.invalid/': cannot resolve"), "{e}");
+        assert!(std::error::Error::source(&e).is_some_and(|c| c.is::<std::io::Error>()), "{e:?}");
     }
 }
