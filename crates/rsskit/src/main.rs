@@ -1,5 +1,6 @@
 //! `rsskit`: the command-line front end. Each subcommand is a small module
-//! under `cmd/`, with its own clap `Args` and a `run` function.
+//! under `cmd/FAMILY/` (rss, host, serve, dataplane, bench), with its own
+//! clap `Args` and a `run` function.
 
 mod cmd;
 mod flags;
@@ -23,45 +24,45 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Toeplitz hash of a flow: hash, bucket and CPU.
-    Hash(cmd::hash::Args),
+    Hash(cmd::rss::hash::Args),
     /// DragonFly ringmap: ring -> CPU binding and the NIC redirect table.
-    Table(cmd::table::Args),
+    Table(cmd::rss::table::Args),
     /// Find source ports or addresses whose flows land in a chosen bucket or CPU.
-    Find(cmd::find::Args),
+    Find(cmd::rss::find::Args),
     /// The host's RSS setup: CPUs, NUMA, per-interface queues, keys, tables, IRQs, RPS.
-    Info(cmd::info::Args),
+    Info(cmd::host::info::Args),
     /// Tuning plan per device: CPUs, queue -> CPU (ringmap), table, key, IRQ affinity, XPS, RPS, steering.
-    Plan(cmd::plan::Args),
+    Plan(cmd::host::plan::Args),
     /// Apply a plan (diff, --dry-run, save, read back) or --restore a saved state.
-    Apply(cmd::apply::Args),
+    Apply(cmd::host::apply::Args),
     /// Does this host keep every flow on one CPU? Verdict and reasons per device (exit 1 if not).
-    Check(cmd::check::Args),
+    Check(cmd::host::check::Args),
     /// Persisted plans (from `apply --persist`): list, apply one device's, remove.
-    Persist(cmd::persist::Args),
+    Persist(cmd::host::persist::Args),
     /// Keep every persisted plan applied: watches link events, re-checks, puts back what drifted; Prometheus metrics.
-    Agent(cmd::agent::Args),
+    Agent(cmd::host::agent::Args),
     /// Per-CPU UDP echo/sink server: pinned workers, steered reuseport sockets, per-worker counters.
-    UdpEcho(cmd::udp_echo::Args),
+    UdpEcho(cmd::serve::udp_echo::Args),
     /// UDP load generator: N streams spread over the server's buckets, RTT, per-stream steering check.
-    UdpLoad(cmd::udp_load::Args),
+    UdpLoad(cmd::serve::udp_load::Args),
     /// Loopback demo: echo server (one pinned worker per CPU, toeplitz steering) + spread load.
-    Demo(cmd::demo::Args),
+    Demo(cmd::serve::demo::Args),
     /// CPU-local HTTP/1.1 server: pinned worker per CPU, steered reuseport listeners, accept cap.
-    HttpServe(cmd::http_serve::Args),
+    HttpServe(cmd::serve::http_serve::Args),
     /// HTTP/1.1 load tester: pinned workers, tens of thousands of connections, latency histogram.
-    HttpLoad(cmd::http_load::Args),
+    HttpLoad(cmd::serve::http_load::Args),
     /// Per-CPU stateful firewall (ipfw-style rules, per-worker state tables, redirect) on pcap or AF_PACKET.
-    Firewall(cmd::firewall::Args),
+    Firewall(cmd::dataplane::firewall::Args),
     /// User-space data plane: NIC-style hash, netisr dispatch to per-CPU workers, reassembly, re-injection.
-    Pipeline(cmd::pipeline::Args),
+    Pipeline(cmd::dataplane::pipeline::Args),
     /// Steer a running server's SO_REUSEPORT group (nginx, ...) to its CPU-pinned workers.
-    Steer(cmd::steer::Args),
+    Steer(cmd::serve::steer::Args),
     /// Start a server and steer its SO_REUSEPORT group once its workers are up.
-    Run(cmd::run::Args),
+    Run(cmd::serve::run::Args),
     /// Live per-CPU NET_RX softirqs and packets/s, queue IRQs/s, imbalance (like top, for the network).
-    Top(cmd::top::Args),
+    Top(cmd::host::top::Args),
     /// Software RSS in XDP: Toeplitz-hash each frame and redirect it to its bucket's CPU (cpumap).
-    XdpSteer(cmd::xdp_steer::Args),
+    XdpSteer(cmd::serve::xdp_steer::Args),
     /// Micro-benchmarks.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
@@ -81,33 +82,33 @@ fn main() -> ExitCode {
     // a weak one refused unless `--allow-weak-key`.
     let weak = cli.allow_weak_key;
     let result = match cli.command {
-        Command::Hash(a) => cmd::hash::run(a, weak),
-        Command::Table(a) => cmd::table::run(a),
-        Command::Find(a) => cmd::find::run(a, weak),
-        Command::Info(a) => cmd::info::run(a),
+        Command::Hash(a) => cmd::rss::hash::run(a, weak),
+        Command::Table(a) => cmd::rss::table::run(a),
+        Command::Find(a) => cmd::rss::find::run(a, weak),
+        Command::Info(a) => cmd::host::info::run(a),
         Command::Plan(mut a) => {
             a.p.allow_weak_key = weak;
-            cmd::plan::run(a)
+            cmd::host::plan::run(a)
         }
         Command::Apply(mut a) => {
             a.p.allow_weak_key = weak;
-            cmd::apply::run(a)
+            cmd::host::apply::run(a)
         }
-        Command::Check(a) => cmd::check::run(a),
-        Command::Persist(a) => cmd::persist::run(a),
-        Command::Agent(a) => cmd::agent::run(a),
-        Command::Top(a) => cmd::top::run(a),
+        Command::Check(a) => cmd::host::check::run(a),
+        Command::Persist(a) => cmd::host::persist::run(a),
+        Command::Agent(a) => cmd::host::agent::run(a),
+        Command::Top(a) => cmd::host::top::run(a),
         Command::Bench(a) => cmd::bench::run(a, weak),
-        Command::Pipeline(a) => cmd::pipeline::run(a, weak),
-        Command::Firewall(a) => cmd::firewall::run(a, weak),
-        Command::UdpLoad(a) => cmd::udp_load::run(a, weak),
-        Command::HttpServe(a) => cmd::http_serve::run(a, weak),
-        Command::HttpLoad(a) => cmd::http_load::run(a, weak),
-        Command::Demo(a) => cmd::demo::run(a),
-        Command::UdpEcho(a) => cmd::udp_echo::run(a, weak),
-        Command::Steer(a) => cmd::steer::run(a, weak),
-        Command::Run(a) => cmd::run::run(a, weak),
-        Command::XdpSteer(a) => cmd::xdp_steer::run(a, weak),
+        Command::Pipeline(a) => cmd::dataplane::pipeline::run(a, weak),
+        Command::Firewall(a) => cmd::dataplane::firewall::run(a, weak),
+        Command::UdpLoad(a) => cmd::serve::udp_load::run(a, weak),
+        Command::HttpServe(a) => cmd::serve::http_serve::run(a, weak),
+        Command::HttpLoad(a) => cmd::serve::http_load::run(a, weak),
+        Command::Demo(a) => cmd::serve::demo::run(a),
+        Command::UdpEcho(a) => cmd::serve::udp_echo::run(a, weak),
+        Command::Steer(a) => cmd::serve::steer::run(a, weak),
+        Command::Run(a) => cmd::serve::run::run(a, weak),
+        Command::XdpSteer(a) => cmd::serve::xdp_steer::run(a, weak),
         Command::Completions(a) => cmd::docs::run_completions(a),
     };
     exit_code(result)

@@ -7,19 +7,21 @@
 //! `bench/peers/dpdk/thash_bench.c` reproduces, so the DPDK harness hashes exactly
 //! the same bytes with the same key.
 
-use super::common::{int_in, key_arg, median, print_json, SplitMix};
+use crate::cmd::common::{int_in, key_arg, median, print_json, SplitMix};
 use anyhow::{bail, Context, Result};
 use rsskit_core::{toeplitz::reference, FlowTuple, HashType, L4Proto, RssKey, Toeplitz};
 use serde_json::json;
 use std::hint::black_box;
 use std::time::Instant;
 
+mod firewall;
+
 #[derive(clap::Subcommand, Debug)]
 pub enum BenchCommand {
     /// ns per Toeplitz hash for each implementation (reference, fast, batch).
     Toeplitz(ToeplitzArgs),
     /// Firewall: short-lived TCP flows, per-worker state tables vs the locked table.
-    Firewall(super::bench_firewall::Args),
+    Firewall(firewall::Args),
 }
 
 #[derive(clap::Args, Debug)]
@@ -63,7 +65,7 @@ fn pow2_count(s: &str) -> Result<usize, String> {
 pub fn run(c: BenchCommand, allow_weak_key: bool) -> Result<()> {
     match c {
         BenchCommand::Toeplitz(a) => toeplitz(a, allow_weak_key),
-        BenchCommand::Firewall(a) => super::bench_firewall::run(a),
+        BenchCommand::Firewall(a) => firewall::run(a),
     }
 }
 
@@ -128,7 +130,7 @@ fn toeplitz(a: ToeplitzArgs, allow_weak_key: bool) -> Result<()> {
         bail!("--count must be a power of two, at least 16 (got {})", a.count);
     }
     let key = a.key.clone();
-    super::common::check_key(&key, rsskit_core::keycheck::KeyUse::full(), allow_weak_key)?;
+    crate::cmd::common::check_key(&key, rsskit_core::keycheck::KeyUse::full(), allow_weak_key)?;
     let kb = key.as_bytes();
     let t = Toeplitz::new(&key);
     let v4 = gen_inputs::<12>(a.count, a.seed);

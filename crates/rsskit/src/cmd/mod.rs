@@ -1,30 +1,14 @@
-//! One module per subcommand; shared argument parsing in [`common`].
+//! The subcommands, by family: [`rss`] (the core, no host), [`host`]
+//! (tuning the host), [`serve`] (servers and load generators, steering
+//! another server), [`dataplane`] (pipeline, firewall), [`bench`]; shared
+//! argument parsing in [`common`], man pages and completions in [`docs`].
+//! A subcommand imports only its family's shared module and [`common`],
+//! never another subcommand.
 
-pub mod agent;
-pub mod apply;
 pub mod bench;
-pub mod bench_firewall;
-pub mod check;
-pub mod check_live;
 pub mod common;
-pub mod demo;
+pub mod dataplane;
 pub mod docs;
-pub mod find;
-pub mod firewall;
-pub mod hash;
-pub mod hash_nic;
-pub mod http_load;
-pub mod http_serve;
-pub mod info;
-pub mod io_args;
-pub mod persist;
-pub mod pipeline;
-pub mod plan;
-pub mod rebalance;
-pub mod run;
-pub mod steer;
-pub mod table;
-pub mod top;
-pub mod udp_echo;
-pub mod udp_load;
-pub mod xdp_steer;
+pub mod host;
+pub mod rss;
+pub mod serve;

@@ -5,8 +5,8 @@
 //! reported key, hashed fields and table and counts agreement. Passive:
 //! the rings get copies, the stack still gets every frame.
 
-use super::common::{print_json, steering_root, stop_on_signals};
-use super::plan::devices;
+use crate::cmd::common::{print_json, steering_root, stop_on_signals};
+use crate::cmd::host::devices;
 use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::RssKey;
 use rsskit_dataplane::livecheck::{

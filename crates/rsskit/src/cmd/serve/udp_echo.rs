@@ -1,9 +1,9 @@
 //! `rsskit udp-echo`: the per-CPU UDP echo (or sink) server.
 
-use super::common::{
+use crate::cmd::common::{
     cpu_list_arg, int_in, print_json, seconds, seconds_arg, stop_on_signals, worker_cpu_ids, UdpHashArgs,
 };
-use super::common::{KeyCheck, Workers};
+use crate::cmd::common::{KeyCheck, Workers};
 use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::L4Proto;
 use rsskit_runtime::rebalance::{round_line, worth_printing, DEFAULT_TARGET, MIN_SAMPLE};
@@ -69,8 +69,8 @@ pub struct Args {
     json: bool,
     /// Buckets follow a NIC's table: nic:IF (IF's indirection table, each
     /// entry owned by the worker on its queue's IRQ CPU); use with --key nic:IF.
-    #[arg(long, value_name = "nic:IF", value_parser = super::common::table_arg)]
-    table: Option<super::common::BucketCpus>,
+    #[arg(long, value_name = "nic:IF", value_parser = crate::cmd::common::table_arg)]
+    table: Option<crate::cmd::common::BucketCpus>,
     /// Move buckets live from the busiest worker to the least busy one
     /// (each worker's datagrams over --rebalance-every); needs --steer ebpf.
     /// Every move is printed (and listed under "rebalance" in --json).
@@ -361,7 +361,7 @@ fn print_summary(r: &EchoReport) {
         println!("{why}");
     }
     if let Some(e) = &r.ebpf {
-        println!("{}", super::common::ebpf_line(e, r.rebalance.iter().map(|x| x.moves.len()).sum()));
+        println!("{}", crate::cmd::common::ebpf_line(e, r.rebalance.iter().map(|x| x.moves.len()).sum()));
     }
 }
 

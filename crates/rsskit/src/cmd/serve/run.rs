@@ -5,8 +5,8 @@
 //! and exit with its status. Steering happens after start-up: until then
 //! the kernel's hash spreads connections.
 
-use super::common::seconds;
-use super::steer::{find_groups, report, steer, survey, SteerOpts};
+use super::takeover::{find_groups, report, steer, survey, SteerOpts};
+use crate::cmd::common::seconds;
 use anyhow::{bail, Context, Result};
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -24,7 +24,7 @@ pub struct Args {
     pub opts: SteerOpts,
     /// Give up (and stop the server) if its group is not complete after this
     /// many seconds (above 0, below 10^7).
-    #[arg(long, default_value_t = 30.0, value_parser = super::common::seconds_arg)]
+    #[arg(long, default_value_t = 30.0, value_parser = crate::cmd::common::seconds_arg)]
     pub timeout: f64,
     /// The server command and its arguments (after `--`). It must stay in
     /// the foreground (nginx: `daemon off;`).

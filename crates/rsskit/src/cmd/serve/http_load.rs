@@ -1,10 +1,10 @@
 //! `rsskit http-load`: HTTP/1.1 load tester (pinned worker per CPU, tens of
 //! thousands of connections, scheduled-start latency with `--rate`).
 
-use super::common::{
+use crate::cmd::common::{
     cpu_list_arg, float_in, int_in, print_json, seconds, seconds_arg, stop_on_signals, worker_cpus,
 };
-use super::common::{KeyCheck, PolicyArgs, Workers};
+use crate::cmd::common::{KeyCheck, PolicyArgs, Workers};
 use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::{CpuId, HashConfig, L4Proto};
 use rsskit_runtime::http::load::{self, LoadConfig, LoadError, LoadReport, SrcPorts};

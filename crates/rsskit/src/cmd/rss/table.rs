@@ -2,7 +2,7 @@
 //! binding, the redirect table, and its mismatches beside the plain
 //! replicated table's.
 
-use super::common::{int_in, print_json, MAX_CPUS};
+use crate::cmd::common::{int_in, print_json, MAX_CPUS};
 use anyhow::{anyhow, Result};
 use rsskit_core::ringmap::{is_mismatch, PlanSpec, RingmapPlan, HOST_TABLE_LEN};
 use serde_json::json;

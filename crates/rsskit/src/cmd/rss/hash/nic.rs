@@ -2,7 +2,7 @@
 //! host: the device's key, the fields it hashes for the flow type, its
 //! indirection table, the queue's IRQ CPU and RPS CPUs.
 
-use super::common::{nic, print_json, same_family, Endpoint, Proto};
+use crate::cmd::common::{nic, print_json, same_family, Endpoint, Proto};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::ValueEnum;
 use rsskit_core::{FlowTuple, HashType, L4Proto, Toeplitz};

@@ -2,7 +2,7 @@
 //! steering) + the load generator with its streams spread over the buckets;
 //! shows that every stream is served by the worker owning its bucket.
 
-use super::common::{cpu_list_arg, float_in, int_in, print_json, stop_on_signals};
+use crate::cmd::common::{cpu_list_arg, float_in, int_in, print_json, stop_on_signals};
 use anyhow::{anyhow, bail, Result};
 use rsskit_core::{CpuId, HashConfig, RssKey, RssPolicy};
 use rsskit_runtime::demo::{self, DemoConfig};
@@ -164,7 +164,7 @@ fn print(out: &demo::DemoOutcome) {
             if served.is_empty() { "-".into() } else { served.join(",") },
             s.sent,
             s.echoed,
-            super::udp_load::verdict(s)
+            crate::cmd::serve::verdict(s)
         );
     }
     let l = &out.load;

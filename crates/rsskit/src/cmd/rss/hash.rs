@@ -1,10 +1,12 @@
 //! `rsskit hash`: the Toeplitz hash of one flow, its bucket and its CPU.
 
-use super::common::{print_json, same_family, BucketArgs, Endpoint, Proto};
+use crate::cmd::common::{print_json, same_family, BucketArgs, Endpoint, Proto};
 use anyhow::{anyhow, bail, Result};
 use rsskit_core::keycheck::KeyUse;
 use rsskit_core::{FlowTuple, HashConfig, HashType, L4Proto, RssPolicy};
 use serde_json::json;
+
+mod nic;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Without ports the 2-tuple (addresses) is hashed; with ports and --proto the \
@@ -38,13 +40,13 @@ pub struct Args {
 
 pub fn run(a: Args, allow_weak_key: bool) -> Result<()> {
     if let (Some(i), Some(f)) = (&a.iface, &a.flows) {
-        return super::hash_nic::run_flows(i, f, a.json);
+        return nic::run_flows(i, f, a.json);
     }
     // clap requires both unless --flows, which needs --iface (handled above).
     let (Some(src), Some(dst)) = (a.src, a.dst) else { bail!("give --src and --dst") };
     same_family(src.addr, dst.addr)?;
     if let Some(i) = &a.iface {
-        return super::hash_nic::run(i, src, dst, a.proto, a.json);
+        return nic::run(i, src, dst, a.proto, a.json);
     }
     let (hash_type, tuple) = match (src.port, dst.port, a.proto) {
         (Some(sp), Some(dp), Some(p)) => {
@@ -71,7 +73,7 @@ pub fn run(a: Args, allow_weak_key: bool) -> Result<()> {
     let rss = RssPolicy::with_workers(a.table.key.clone(), HashConfig::all(), ncpus, a.table.bits)
         .map_err(|e| anyhow!("{e}"))?;
     // Judged for the one hash type this flow uses.
-    super::common::check_key(rss.key(), KeyUse::new([hash_type], rss.bits()), allow_weak_key)?;
+    crate::cmd::common::check_key(rss.key(), KeyUse::new([hash_type], rss.bits()), allow_weak_key)?;
     let input = tuple.input(hash_type).map_err(|e| anyhow!("{e}"))?;
     let hash = rss.toeplitz().hash(input.as_bytes());
     let bucket = rss.bucket(hash);

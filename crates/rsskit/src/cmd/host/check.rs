@@ -1,8 +1,8 @@
 //! `rsskit check`: does this host keep every flow on one CPU? A verdict per
 //! device with the reasons; exit 0 when aligned, 1 when not.
 
-use super::common::{int_in, positive, print_json, seconds_arg};
-use super::plan::{devices, sysroot};
+use crate::cmd::common::{int_in, positive, print_json, seconds_arg};
+use crate::cmd::host::{devices, sysroot};
 use anyhow::{bail, Context, Result};
 use rsskit_host::hostcheck::{check_device, DeviceVerdict};
 use rsskit_linux::cpulist;
@@ -14,6 +14,8 @@ use std::io::Write as _;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+mod live;
 
 const AFTER_HELP: &str = "\
 Problems (each makes the device 'not aligned'): a key that fails the key check
@@ -79,7 +81,7 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<()> {
     if a.live {
-        return super::check_live::run(super::check_live::LiveArgs {
+        return live::run(live::LiveArgs {
             ifaces: &a.ifaces,
             seconds: a.seconds.unwrap_or(5.0),
             packets: a.packets,

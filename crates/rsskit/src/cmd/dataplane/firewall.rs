@@ -31,9 +31,9 @@
 //! count and either engine. `--order none` dispatches as frames come (the
 //! only mode for live input).
 
-use super::common::{int_in, print_json, seconds_arg, stop_on_signals};
-use super::common::{KeyCheck, PolicyArgs, Workers};
-use super::io_args::{self, input_errors, InSpec, OutSpec};
+use crate::cmd::common::{int_in, print_json, seconds_arg, stop_on_signals};
+use crate::cmd::common::{KeyCheck, PolicyArgs, Workers};
+use crate::cmd::dataplane::io_args::{self, input_errors, InSpec, OutSpec};
 use anyhow::{bail, Context, Result};
 use rsskit_core::HashConfig;
 use rsskit_dataplane::firewall::order::Order;

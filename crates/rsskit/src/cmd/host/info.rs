@@ -3,7 +3,7 @@
 //! key, indirection table, hashed fields, IRQs and their CPUs, RPS/XPS masks;
 //! and the kernel's default RSS key.
 
-use super::common::print_json;
+use crate::cmd::common::print_json;
 use anyhow::{bail, Result};
 use rsskit_core::key::MICROSOFT_KEY;
 use rsskit_linux::cpulist;

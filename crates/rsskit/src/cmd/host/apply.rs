@@ -3,7 +3,8 @@
 //! setting, reads each back and reports what the kernel or driver refused.
 //! `--restore FILE` writes a save file back.
 
-use super::plan::{make_plan_on, sysroot, PlanArgs};
+use crate::cmd::host::planning::{make_plan_on, PlanArgs};
+use crate::cmd::host::sysroot;
 use anyhow::{bail, Context, Result};
 use rsskit_host::apply::{self, ApplyOptions, HostRestarter, Locked, SaveTo, Step};
 use rsskit_host::plan::Plan;
@@ -64,7 +65,7 @@ pub struct Args {
     #[arg(long, conflicts_with = "restore")]
     persist: bool,
     #[command(flatten)]
-    host: super::persist::HostArgs,
+    host: crate::cmd::host::HostArgs,
 }
 
 fn short(kind: Kind, v: &str) -> String {
@@ -109,7 +110,7 @@ fn load_plan(path: &PathBuf) -> Result<Plan> {
 /// plan left out (a key or hashed fields on a device without them), each
 /// with the plan's reason: reported as refused (exit 2), never dropped
 /// silently.
-fn asked_not_planned(p: &super::plan::PlanArgs, plan: &Plan) -> Vec<String> {
+fn asked_not_planned(p: &crate::cmd::host::planning::PlanArgs, plan: &Plan) -> Vec<String> {
     let mut out = Vec::new();
     for d in plan.devices.iter().filter(|d| p.ifaces.contains(&d.name)) {
         let note = |word: &str, default: &str| {
@@ -261,7 +262,7 @@ fn print_step(step: Step) {
         Step::Unsaved(s) => {
             eprintln!("rsskit: warning: {} {}: current value unreadable, cannot be saved", s.device(), s.what)
         }
-        Step::Banned(c) => super::persist::say_irqbalance(c, "added"),
+        Step::Banned(c) => crate::cmd::host::say_irqbalance(c, "added"),
         Step::Writing => println!("Writing:"),
         Step::Wrote(s, o) => match o {
             Outcome::Applied => {

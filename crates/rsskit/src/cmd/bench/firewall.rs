@@ -22,7 +22,7 @@
 //! of `keep-state` (every SYN, 1 frame in 8, may touch a shared track:
 //! an epoch barrier each).
 
-use super::common::{int_in, median, print_json, SplitMix};
+use crate::cmd::common::{int_in, median, print_json, SplitMix};
 use anyhow::{bail, Result};
 use rsskit_dataplane::craft;
 use rsskit_dataplane::firewall::netisr_handler::FwHandler;

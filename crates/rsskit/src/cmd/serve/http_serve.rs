@@ -1,10 +1,10 @@
 //! `rsskit http-serve`: the CPU-local HTTP/1.1 server (one pinned worker per
 //! CPU, per-worker listener steered inside a SO_REUSEPORT group, accept cap).
 
-use super::common::{
+use crate::cmd::common::{
     cpu_list_arg, int_in, print_json, seconds, seconds_arg, stop_on_signals, worker_cpu_ids,
 };
-use super::common::{KeyCheck, PolicyArgs, Workers};
+use crate::cmd::common::{KeyCheck, PolicyArgs, Workers};
 use anyhow::{bail, Result};
 use rsskit_core::{HashConfig, L4Proto};
 use rsskit_runtime::http::server::{ServeConfig, ServeCounters, ServeError, Server, MAX_GENERATED};
@@ -102,8 +102,8 @@ pub struct Args {
     rebalance_every: f64,
     /// Buckets follow a NIC's table: nic:IF (each entry owned by the worker on
     /// its queue's IRQ CPU); use with --key nic:IF.
-    #[arg(long, value_name = "nic:IF", value_parser = super::common::table_arg)]
-    table: Option<super::common::BucketCpus>,
+    #[arg(long, value_name = "nic:IF", value_parser = crate::cmd::common::table_arg)]
+    table: Option<crate::cmd::common::BucketCpus>,
 }
 
 fn config(a: &Args, allow_weak_key: bool) -> Result<ServeConfig> {
@@ -275,7 +275,7 @@ pub fn run(a: Args, allow_weak_key: bool) -> Result<()> {
         }
         row("total".into(), "-".into(), &total);
         if let Some(e) = &ebpf {
-            println!("{}", super::common::ebpf_line(e, rounds.iter().map(|x| x.moves.len()).sum()));
+            println!("{}", crate::cmd::common::ebpf_line(e, rounds.iter().map(|x| x.moves.len()).sum()));
         }
     }
     Ok(())

@@ -4,9 +4,9 @@
 //! and re-injected where needed, counted in a per-worker flow table, and
 //! sent on with aggregated flushes.
 
-use super::common::{int_in, print_json, seconds_arg, stop_on_signals};
-use super::common::{KeyCheck, PolicyArgs, Workers};
-use super::io_args::{self, input_errors, InSpec, OutSpec};
+use crate::cmd::common::{int_in, print_json, seconds_arg, stop_on_signals};
+use crate::cmd::common::{KeyCheck, PolicyArgs, Workers};
+use crate::cmd::dataplane::io_args::{self, input_errors, InSpec, OutSpec};
 use anyhow::{bail, Result};
 use rsskit_core::{CpuId, HashConfig};
 use rsskit_dataplane::netisr::{drop_reasons, FlowCounter, NetisrConfig, Prefetch, RunReport, WorkerReport};
@@ -132,8 +132,8 @@ pub struct Args {
     policy: PolicyArgs,
     /// Buckets follow a NIC's table: nic:IF (each entry owned by the worker
     /// pinned to its queue's IRQ CPU; needs --cpus); use with --key nic:IF.
-    #[arg(long, value_name = "nic:IF", value_parser = super::common::table_arg)]
-    table: Option<super::common::BucketCpus>,
+    #[arg(long, value_name = "nic:IF", value_parser = crate::cmd::common::table_arg)]
+    table: Option<crate::cmd::common::BucketCpus>,
     /// Write packets/s handled per worker over time as an SVG chart at the end.
     #[arg(long, value_name = "FILE.svg", value_parser = crate::plot::path_arg)]
     plot: Option<std::path::PathBuf>,

@@ -1,11 +1,11 @@
 //! `rsskit udp-load`: the UDP load generator (FreeBSD's `udp-clt`, with the
 //! sources solved by the tuple finder instead of trial and error).
 
-use super::common::{
+use crate::cmd::common::{
     cpu_count_or_list_arg, cpu_list_arg, int_in, print_json, seconds, seconds_arg, stop_on_signals,
     UdpHashArgs,
 };
-use super::common::{KeyCheck, Workers};
+use crate::cmd::common::{KeyCheck, Workers};
 use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::{CpuId, L4Proto, WorkerId};
 use rsskit_runtime::udp_load::{
@@ -292,7 +292,7 @@ pub fn print_report(cfg: &LoadConfig, r: &LoadReport) {
             s.sent,
             s.echoed,
             s.lost,
-            if r.owner_check { verdict(s) } else { "-" }
+            if r.owner_check { super::verdict(s) } else { "-" }
         );
     }
     if r.owner_check && r.streams.iter().any(|s| s.moved) {
@@ -321,15 +321,6 @@ pub fn print_report(cfg: &LoadConfig, r: &LoadReport) {
         r.refused,
         if r.cut_short { "; the run was cut short" } else { "" }
     );
-}
-
-/// The match column: yes, moved (the server moved the bucket), NO.
-pub fn verdict(s: &udp_load::StreamReport) -> &'static str {
-    match (s.matched, s.moved) {
-        (true, true) => "moved",
-        (true, false) => "yes",
-        (false, _) => "NO",
-    }
 }
 
 /// Exit status: an error when nothing came back, or when a stream was

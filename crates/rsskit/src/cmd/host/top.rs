@@ -60,7 +60,7 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<()> {
     let interval = crate::cmd::common::seconds("--interval", a.interval)?;
-    let root = crate::cmd::plan::sysroot(a.sysroot.as_ref())?;
+    let root = crate::cmd::host::sysroot(a.sysroot.as_ref())?;
     let roots = root.roots.clone();
     let cpus = match &a.cpus {
         Some(s) => rsskit_linux::cpulist::parse(s).map_err(|e| anyhow!("--cpus: {e}"))?,

@@ -3,7 +3,7 @@
 //! (SIGHUP reloads the plans, SIGTERM/SIGINT stop), sd_notify for
 //! `Type=notify`, the log on stderr and the `/metrics` thread.
 
-use super::persist::HostArgs;
+use crate::cmd::host::HostArgs;
 use anyhow::{anyhow, Context, Result};
 use rsskit_host::agent::{self, Agent, Notify};
 use rsskit_host::keeper::Cause;
@@ -57,7 +57,7 @@ pub struct Args {
     #[command(flatten)]
     host: HostArgs,
     /// Re-check every S seconds (besides link events), 1-86400.
-    #[arg(long, value_name = "S", default_value_t = 30.0, value_parser = super::common::float_from(1.0, 86400.0, "seconds"))]
+    #[arg(long, value_name = "S", default_value_t = 30.0, value_parser = crate::cmd::common::float_from(1.0, 86400.0, "seconds"))]
     interval: f64,
     /// Serve Prometheus metrics at http://ADDR:PORT/metrics.
     #[arg(long, value_name = "ADDR:PORT")]
@@ -93,8 +93,8 @@ fn sd_notify(msg: &str) {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let sys = super::plan::sysroot(a.sysroot.as_ref())?;
-    let stop = super::common::stop_on_signals()?;
+    let sys = crate::cmd::host::sysroot(a.sysroot.as_ref())?;
+    let stop = crate::cmd::common::stop_on_signals()?;
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(libc::SIGHUP, hup.clone()).context("installing the SIGHUP handler")?;
     let interval = Duration::from_secs_f64(a.interval);

@@ -1,19 +1,16 @@
 //! `rsskit persist`: what `apply --persist` stored (`list`), applying one
 //! device's plan when it appears (`apply IF`, run by the udev rule through
 //! `rsskit-apply@IF.service`), and taking it all away (`remove [IF]`).
-//! Also what `apply` and `agent` share here: the flags naming rsskit's
-//! files. The workflows themselves are `rsskit_host::apply`'s.
+//! The workflows themselves are `rsskit_host::keep`'s.
 
-use super::plan::sysroot;
+use crate::cmd::host::{say_irqbalance, sysroot, HostArgs};
 use anyhow::{anyhow, bail, Result};
-use rsskit_host::apply::{ApplyError, HostFiles, HostRestarter, Locked, Step};
-use rsskit_host::irqbalance;
+use rsskit_host::apply::{ApplyError, HostRestarter, Locked, Step};
 use rsskit_host::keep;
 use rsskit_host::persist;
 use rsskit_host::sysroot::Sysroot;
 use rsskit_host::tune::Outcome;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::PathBuf;
 
 const AFTER_HELP: &str = "\
 `rsskit apply ... --persist` stores each device's plan in
@@ -36,38 +33,6 @@ Examples:
   rsskit persist apply eth0
   rsskit persist remove eth0
   rsskit persist remove";
-
-/// Where rsskit keeps its files, and how long a writer waits for another.
-#[derive(clap::Args, Debug, Clone)]
-pub struct HostArgs {
-    /// Prefix every rsskit file (/etc/rsskit, /run/rsskit.lock, the udev rule, the units, irqbalance's options) with DIR.
-    #[arg(long, value_name = "DIR", default_value = "/")]
-    pub root: PathBuf,
-    /// Seconds to wait for another rsskit writer (apply, persist, agent) before refusing.
-    #[arg(long, value_name = "S", default_value_t = 10.0, value_parser = super::common::float_in(-1.0, 3600.0, "seconds"))]
-    pub lock_wait: f64,
-}
-
-impl HostArgs {
-    /// With a fixture tree (`--sysroot DIR`) and no `--root`, rsskit's own
-    /// files (lock, plans) live in the tree too, never on the real host.
-    pub fn with_fixture(mut self, sysroot: Option<&PathBuf>) -> HostArgs {
-        if let Some(d) = sysroot.filter(|_| self.is_host_root()) {
-            self.root = d.clone();
-        }
-        self
-    }
-
-    /// rsskit's files and the lock wait, as the library takes them.
-    pub fn files(&self) -> HostFiles {
-        HostFiles { root: self.root.clone(), lock_wait: Duration::from_secs_f64(self.lock_wait.max(0.0)) }
-    }
-
-    /// Whether this is the live host's own root (only then is irqbalance restarted).
-    pub fn is_host_root(&self) -> bool {
-        self.root == Path::new("/")
-    }
-}
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = AFTER_HELP)]
@@ -116,11 +81,6 @@ pub fn run(a: Args) -> Result<()> {
             remove(&host.with_fixture(s.as_ref()), &sysroot(s.as_ref())?, iface.as_deref())
         }
     }
-}
-
-/// Prints what an irqbalance ban or unban changed.
-pub fn say_irqbalance(c: &irqbalance::Change, verb: &str) {
-    println!("{}", irqbalance::change_line(c, verb));
 }
 
 fn apply_one(host: &HostArgs, sys: &Sysroot, iface: &str) -> Result<()> {

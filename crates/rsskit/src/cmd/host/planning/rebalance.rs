@@ -13,7 +13,7 @@ use rsskit_host::sysroot::{DeviceState, Sysroot};
 const TARGET: f64 = 1.10;
 
 pub fn rebalance_plan(root: &Sysroot, devs: &[DeviceState], plan: &mut Plan, secs: f64) -> Result<()> {
-    let interval = super::common::seconds("--rebalance", secs)?;
+    let interval = crate::cmd::common::seconds("--rebalance", secs)?;
     if secs > 3600.0 {
         bail!("--rebalance: measure for at most 3600 seconds, not {secs}");
     }

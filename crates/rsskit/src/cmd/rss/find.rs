@@ -2,7 +2,7 @@
 //! destination lands in a chosen bucket or on a chosen CPU, solved over
 //! GF(2) (see `rsskit_core::finder`).
 
-use super::common::{int_in, same_family, BucketArgs, Endpoint, Proto, MAX_CPUS};
+use crate::cmd::common::{int_in, same_family, BucketArgs, Endpoint, Proto, MAX_CPUS};
 use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::finder::{Found, TupleQuery, Vary};
 use rsskit_core::keycheck::KeyUse;
@@ -100,7 +100,7 @@ pub fn run(a: Args, allow_weak_key: bool) -> Result<()> {
     let model = Model::new(&a, ncpus)?;
     let (mask, buckets, target, want) = model.target(&a, ncpus)?;
     // Judged for the hash type of the tuples searched and the buckets asked for.
-    super::common::check_key(&a.table.key, KeyUse::new([ht], mask.count_ones()), allow_weak_key)?;
+    crate::cmd::common::check_key(&a.table.key, KeyUse::new([ht], mask.count_ones()), allow_weak_key)?;
     let found: Vec<Found> = match (a.src_ports, a.src_net) {
         (Some((lo, hi)), _) => {
             let src = a.src.unwrap_or(if dst.is_ipv6() {

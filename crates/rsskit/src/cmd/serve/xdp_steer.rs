@@ -4,8 +4,8 @@
 //! and redirects it through a CPUMAP to the CPU its bucket maps to; prints
 //! the per-CPU counters once a second and detaches on exit.
 
-use super::common::{KeyCheck, PolicyArgs, Workers};
 use crate::cmd::common::{cpu_list_arg, int_in, print_json, seconds_arg, stop_on_signals, worker_cpus};
+use crate::cmd::common::{KeyCheck, PolicyArgs, Workers};
 use anyhow::{anyhow, bail, Result};
 use rsskit_core::{CpuId, HashConfig, HashType};
 use rsskit_linux::xdp_steer::{self, Counters, ModeRequest, XdpSteer, DEFAULT_QUEUE_SIZE, MAX_QUEUE_SIZE};

@@ -1,0 +1,162 @@
+//! The planning flags `plan` and `apply` share ([`PlanArgs`]) and the plan
+//! they ask for, read from the host.
+
+use crate::cmd::host::{devices, sysroot};
+use anyhow::{anyhow, bail, Result};
+use rsskit_core::key::MICROSOFT_KEY;
+use rsskit_core::{keycheck, RssKey};
+use rsskit_host::plan::{self, KeyChoice, Plan, PlanOptions};
+use rsskit_host::sysroot::Sysroot;
+use rsskit_linux::cpulist;
+use std::path::PathBuf;
+
+mod rebalance;
+
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct PlanArgs {
+    /// `--allow-weak-key` (a global flag, set by `main`).
+    #[arg(skip)]
+    pub allow_weak_key: bool,
+    /// Interface to plan (repeat for several); default: every interface on a device (not lo or virtual ones).
+    #[arg(long = "iface", value_name = "IF")]
+    pub ifaces: Vec<String>,
+    /// CPUs to use (e.g. 0-7,16-23); default: the device's NUMA node (topped up if it has fewer CPUs than queues).
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// Device unit of the first NIC: each NIC starts its queues on its own CPU set (0-8191).
+    #[arg(long, default_value_t = 0, value_parser = crate::cmd::common::int_in(0usize, 8191))]
+    pub unit: usize,
+    /// RSS key: keep (the NIC's), random (checked), symmetric, microsoft, or hex of the device's key length.
+    #[arg(long, default_value = "keep", value_name = "KEY")]
+    pub key: String,
+    /// RFS: flow table entries per RX queue (rps_flow_cnt), 0-1073741824.
+    #[arg(long, value_name = "N", value_parser = crate::cmd::common::int_in(0u64, 1 << 30))]
+    pub rps_flow_cnt: Option<u64>,
+    /// RFS: global socket flow table entries (net.core.rps_sock_flow_entries), 0-1073741824.
+    #[arg(long, value_name = "N", value_parser = crate::cmd::common::int_in(0u64, 1 << 30))]
+    pub rps_sock_flow_entries: Option<u64>,
+    /// Hashed fields for a flow type, set with ETHTOOL_SRXFH: FLOW=4-tuple|2-tuple
+    /// (FLOW: tcp4 udp4 sctp4 tcp6 udp6 sctp6; ip4 ip6 take 2-tuple); repeat for several.
+    #[arg(long = "hash-fields", value_name = "FLOW=TUPLE", value_parser = hash_fields_arg)]
+    pub hash_fields: Vec<(String, u64)>,
+    /// Software RSS for devices without hardware RSS: rps (the kernel's hash) or
+    /// xdp (rsskit's Toeplitz in XDP, run by `rsskit xdp-steer`; RPS off).
+    #[arg(long, value_enum, default_value = "rps")]
+    pub software_rss: SoftwareRssArg,
+    /// Bucket rebalancing: measure each RX queue's load for S seconds (default 5)
+    /// and move table entries from the busiest queues to the least busy (the
+    /// current table, not the ringmap's); reports the imbalance before and after.
+    #[arg(long, value_name = "S", num_args = 0..=1, default_missing_value = "5")]
+    pub rebalance: Option<f64>,
+    /// Read and write a tree shaped like /sys and /proc under DIR instead (tests).
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub sysroot: Option<PathBuf>,
+}
+
+/// `--software-rss`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum SoftwareRssArg {
+    #[default]
+    Rps,
+    Xdp,
+}
+
+/// `FLOW=4-tuple|2-tuple` -> (flow, RXH_* mask).
+fn hash_fields_arg(s: &str) -> Result<(String, u64), String> {
+    use rsskit_linux::ethtool::{rxh, FLOW_TYPES};
+    let (flow, tuple) =
+        s.split_once('=').ok_or_else(|| format!("'{s}' is not FLOW=4-tuple or FLOW=2-tuple"))?;
+    if !FLOW_TYPES.iter().any(|f| f.name == flow) {
+        let names: Vec<&str> = FLOW_TYPES.iter().map(|f| f.name).collect();
+        return Err(format!("unknown flow type '{flow}' (one of {})", names.join(", ")));
+    }
+    let raw = match tuple {
+        "4-tuple" if flow.starts_with("ip") => {
+            return Err(format!("{flow} has no ports: only 2-tuple"));
+        }
+        "4-tuple" => rxh::IP_SRC | rxh::IP_DST | rxh::L4_B_0_1 | rxh::L4_B_2_3,
+        "2-tuple" => rxh::IP_SRC | rxh::IP_DST,
+        t => return Err(format!("'{t}' is not 4-tuple or 2-tuple")),
+    };
+    Ok((flow.to_string(), raw))
+}
+
+impl PlanArgs {
+    /// Whether any planning flag differs from its default.
+    pub fn any_set(&self) -> bool {
+        !self.ifaces.is_empty()
+            || self.cpus.is_some()
+            || self.unit != 0
+            || self.key != "keep"
+            || self.rps_flow_cnt.is_some()
+            || self.rps_sock_flow_entries.is_some()
+            || !self.hash_fields.is_empty()
+            || self.rebalance.is_some()
+            || self.software_rss != SoftwareRssArg::Rps
+    }
+}
+
+fn key_choice(s: &str, allow_weak_key: bool) -> Result<KeyChoice> {
+    Ok(match s {
+        "keep" => KeyChoice::Keep,
+        "random" => {
+            // 80 random bytes whose first 40 passed the key check; cut to the
+            // device's key length (the hash of a 4-tuple uses 40 bytes).
+            let a = RssKey::random().map_err(|e| anyhow!("--key random: {e}"))?;
+            let b = RssKey::random().map_err(|e| anyhow!("--key random: {e}"))?;
+            let bytes = [a.as_bytes(), b.as_bytes()].concat();
+            KeyChoice::Set { bytes, source: "random".into(), fit: true }
+        }
+        "symmetric" => KeyChoice::Set { bytes: vec![0x6d, 0x5a], source: "symmetric".into(), fit: true },
+        "microsoft" | "default" => {
+            KeyChoice::Set { bytes: MICROSOFT_KEY.to_vec(), source: "microsoft".into(), fit: false }
+        }
+        hex => {
+            let k = RssKey::from_hex(hex).map_err(|e| anyhow!("--key: {e}"))?;
+            // For every hash type and the 128-entry table: the NIC's use.
+            crate::cmd::common::check_key(&k, keycheck::KeyUse::full(), allow_weak_key)?;
+            KeyChoice::Set { bytes: k.as_bytes().to_vec(), source: "given".into(), fit: false }
+        }
+    })
+}
+
+/// Makes the plan the flags ask for.
+pub fn make_plan(p: &PlanArgs) -> Result<(Sysroot, Plan)> {
+    let root = sysroot(p.sysroot.as_ref())?;
+    let plan = make_plan_on(&root, p)?;
+    Ok((root, plan))
+}
+
+/// The plan the flags ask for, read from `root`.
+pub fn make_plan_on(root: &Sysroot, p: &PlanArgs) -> Result<Plan> {
+    let topo = root.topology();
+    let cpus = match &p.cpus {
+        Some(s) => Some(cpulist::parse(s).map_err(|e| anyhow!("--cpus: {e}"))?),
+        None => None,
+    };
+    for (flag, v) in
+        [("--rps-flow-cnt", p.rps_flow_cnt), ("--rps-sock-flow-entries", p.rps_sock_flow_entries)]
+    {
+        if v.is_some_and(|n| n > 1 << 30) {
+            bail!("{flag}: at most 2^30 entries");
+        }
+    }
+    let opts = PlanOptions {
+        cpus,
+        unit: p.unit,
+        key: key_choice(&p.key, p.allow_weak_key)?,
+        rps_flow_cnt: p.rps_flow_cnt,
+        rps_sock_flow_entries: p.rps_sock_flow_entries,
+        hash_fields: p.hash_fields.clone(),
+        software_rss: match p.software_rss {
+            SoftwareRssArg::Rps => plan::SoftwareRss::Rps,
+            SoftwareRssArg::Xdp => plan::SoftwareRss::Xdp,
+        },
+    };
+    let devs = devices(root, &p.ifaces)?;
+    let mut plan = plan::plan(&topo, &devs, &opts).map_err(|e| anyhow!("{e}"))?;
+    if let Some(s) = p.rebalance {
+        rebalance::rebalance_plan(root, &devs, &mut plan, s)?;
+    }
+    Ok(plan)
+}
