@@ -60,7 +60,10 @@ impl fmt::Display for RssError {
                 1u32 << MAX_BITS
             ),
             RssError::NoWorkerOnCpu { entry, cpu } => {
-                write!(f, "table entry {entry} goes to CPU {cpu}, where no worker runs (add it to --cpus)")
+                write!(
+                    f,
+                    "table entry {entry} goes to CPU {cpu}, where no worker runs (add it to the worker CPUs)"
+                )
             }
         }
     }

@@ -26,7 +26,7 @@ pub const LOCK_PATH: &str = "run/rsskit.lock";
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
     /// Another writer held it for the whole wait.
-    #[error("another rsskit writer holds {path} ({holder}); waited {waited:?}: try again when it is done, or give --lock-wait a longer time")]
+    #[error("another rsskit writer holds {path} ({holder}); waited {waited:?}: try again when it is done, or wait longer")]
     Busy {
         /// The lock file.
         path: PathBuf,

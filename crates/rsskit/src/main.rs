@@ -143,8 +143,12 @@ fn error_line(e: &anyhow::Error) -> String {
     out
 }
 
-/// The likely fix for the common system errors: not root, a read-only file system.
+/// The likely fix for the common system errors: not root, a read-only file
+/// system, another writer holding the host lock.
 fn hint(e: &anyhow::Error) -> Option<&'static str> {
+    if e.chain().any(|c| matches!(c.downcast_ref(), Some(rsskit_host::lock::LockError::Busy { .. }))) {
+        return Some("--lock-wait S waits longer for the other writer (default 10 s)");
+    }
     let os = e.chain().find_map(|c| c.downcast_ref::<std::io::Error>()).and_then(|io| io.raw_os_error())?;
     match os {
         libc::EACCES | libc::EPERM if rsskit_linux::process::effective_uid() != 0 => {

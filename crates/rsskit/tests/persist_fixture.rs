@@ -181,6 +181,7 @@ fn a_held_lock_makes_a_writer_wait_then_refuse_naming_the_holder() {
     assert_eq!(o.status.code(), Some(1), "{}", out(&o));
     let e = String::from_utf8_lossy(&o.stderr).to_string();
     assert!(e.contains(&format!("pid {}: the test holding the lock", std::process::id())), "{e}");
+    assert!(e.contains("rsskit: hint: --lock-wait S waits longer"), "{e}");
     assert_eq!(read(&h.sys("proc/irq/41/smp_affinity_list")), before, "nothing written");
     assert!(!h.tree.0.join("saved.json").exists());
     // Released while the next writer waits: it goes ahead.
