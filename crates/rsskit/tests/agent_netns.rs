@@ -13,51 +13,12 @@ mod common;
 use common::proc::output_text as out;
 
 use common::agent::{get_in_netns, promtool_check, sample, Agent};
-use common::netns::{require_root_and_ip, rsskit, unique, Netns};
-use std::path::PathBuf;
+use common::netns::{require_root_and_ip, rsskit, unique, Netns, TempDir};
 use std::process::Output;
 use std::time::Duration;
 
 const QUEUES: &str = "4";
 const MAC: &str = "02:72:73:6b:00:01";
-
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// The veth pair inside `ns`, `a` with the fixed MAC, both up.
-fn make_veth(ns: &Netns, a: &str, b: &str) {
-    ns.ip(&[
-        "link",
-        "add",
-        a,
-        "address",
-        MAC,
-        "numtxqueues",
-        QUEUES,
-        "numrxqueues",
-        QUEUES,
-        "type",
-        "veth",
-        "peer",
-        "name",
-        b,
-        "numtxqueues",
-        QUEUES,
-        "numrxqueues",
-        QUEUES,
-    ]);
-    ns.ip(&["link", "set", b, "up"]);
-    ns.ip(&["link", "set", a, "up"]);
-}
-
-fn mask(ns: &Netns, path: &str) -> Vec<usize> {
-    rsskit_linux::netdev::parse_hex_mask(&ns.read(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
 
 #[test]
 fn agent_puts_back_rps_xps_and_reapplies_on_a_recreated_veth() {
@@ -68,7 +29,7 @@ fn agent_puts_back_rps_xps_and_reapplies_on_a_recreated_veth() {
     );
     let ns = Netns::new("rsag");
     let (a, b) = (unique("va"), unique("vb"));
-    make_veth(&ns, &a, &b);
+    ns.veth_with_mac(&a, &b, MAC, QUEUES);
     let dir = TempDir(std::env::temp_dir().join(format!("rsskit-agent-netns-{}", unique("d"))));
     let root = dir.0.join("root");
     std::fs::create_dir_all(&root).unwrap();
@@ -130,8 +91,8 @@ fn agent_puts_back_rps_xps_and_reapplies_on_a_recreated_veth() {
         &[&format!("{a}: corrected tx-0 xps_cpus: "), "(cause: found by the periodic re-check)"],
         Duration::from_secs(20),
     );
-    assert_eq!(mask(&ns, &rps), rps_plan);
-    assert_eq!(mask(&ns, &xps), xps_plan);
+    assert_eq!(ns.mask(&rps), rps_plan);
+    assert_eq!(ns.mask(&xps), xps_plan);
     let (status, body) = get_in_netns(&ns.name, &addr, "/metrics");
     assert_eq!(status, "HTTP/1.1 200 OK");
     let counter = |body: &str, setting: &str, cause: &str| {
@@ -166,28 +127,25 @@ fn agent_puts_back_rps_xps_and_reapplies_on_a_recreated_veth() {
         &[&format!("{a}: corrected rx-1 rps_cpus: "), "(cause: the link came up)"],
         Duration::from_secs(20),
     );
-    assert_eq!(mask(&ns, &rps), rps_plan);
+    assert_eq!(ns.mask(&rps), rps_plan);
 
     // Deleted and created again with the same MAC: rtnetlink says so, the plan goes back on.
     let n1 = agent.lines();
     ns.ip(&["link", "del", &a]);
-    make_veth(&ns, &a, &b);
+    ns.veth_with_mac(&a, &b, MAC, QUEUES);
     agent.wait_for(
         n1,
         &[&format!("{a}: corrected rx-1 rps_cpus: "), "(cause: the device appeared (new link))"],
         Duration::from_secs(20),
     );
     assert!(
-        common::netns::wait_until(Duration::from_secs(20), || (0..4).all(|q| !mask(
-            &ns,
-            &format!("/sys/class/net/{a}/queues/rx-{q}/rps_cpus")
-        )
-        .is_empty())),
+        common::netns::wait_until(Duration::from_secs(20), || (0..4)
+            .all(|q| !ns.mask(&format!("/sys/class/net/{a}/queues/rx-{q}/rps_cpus")).is_empty())),
         "RPS back on every queue of the new veth; log:\n{}",
         agent.text()
     );
-    assert_eq!(mask(&ns, &rps), rps_plan);
-    assert_eq!(mask(&ns, &xps), xps_plan);
+    assert_eq!(ns.mask(&rps), rps_plan);
+    assert_eq!(ns.mask(&xps), xps_plan);
     let (_, body) = get_in_netns(&ns.name, &addr, "/metrics");
     assert!(counter(&body, "rps_cpus", "new_link").unwrap_or(0.0) >= 1.0, "{body}");
     assert_eq!(counter(&body, "rps_cpus", "link_up"), Some(1.0), "{body}");

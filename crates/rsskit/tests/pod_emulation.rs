@@ -27,7 +27,7 @@
 mod common;
 
 use common::agent::{get_in_netns, sample, Agent};
-use common::netns::{require_root_and_ip, rsskit, unique, Netns};
+use common::netns::{require_root_and_ip, rsskit, unique, Netns, TempDir};
 use common::proc::output_text as out;
 use std::io::Write as _;
 use std::os::fd::AsRawFd as _;
@@ -40,45 +40,8 @@ const MAC: &str = "02:72:73:6b:00:35";
 /// The extra agent argument: re-check every 2 s instead of the default 30 s.
 const INTERVAL: &str = "2";
 
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn make_veth(ns: &Netns, a: &str, b: &str) {
-    ns.ip(&[
-        "link",
-        "add",
-        a,
-        "address",
-        MAC,
-        "numtxqueues",
-        QUEUES,
-        "numrxqueues",
-        QUEUES,
-        "type",
-        "veth",
-        "peer",
-        "name",
-        b,
-        "numtxqueues",
-        QUEUES,
-        "numrxqueues",
-        QUEUES,
-    ]);
-    ns.ip(&["link", "set", b, "up"]);
-    ns.ip(&["link", "set", a, "up"]);
-}
-
-fn mask(ns: &Netns, path: &str) -> Vec<usize> {
-    rsskit_linux::netdev::parse_hex_mask(&ns.read(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 /// A field of /proc/PID/status.
@@ -234,7 +197,7 @@ fn daemonset_pod_runs_the_agent_which_keeps_the_nodes_plan() {
     }
     let ns = Netns::new("rspod");
     let (a, b) = (unique("vp"), unique("vq"));
-    make_veth(&ns, &a, &b);
+    ns.veth_with_mac(&a, &b, MAC, QUEUES);
 
     // The node's operator: a plan, applied and persisted in the node tree.
     let run = |args: &[&str]| -> Output {
@@ -270,7 +233,7 @@ fn daemonset_pod_runs_the_agent_which_keeps_the_nodes_plan() {
         &[&format!("{a}: corrected rx-1 rps_cpus: "), "(cause: found at start)"],
         Duration::from_secs(1),
     );
-    assert_eq!(mask(&ns, &rps), rps_plan);
+    assert_eq!(ns.mask(&rps), rps_plan);
     let p = pod.pid1;
     let cmdline = std::fs::read_to_string(format!("/proc/{p}/cmdline")).unwrap().replace('\0', " ");
     assert_eq!(cmdline.trim_end(), "/usr/bin/rsskit agent --metrics 0.0.0.0:9477 --interval 2");
@@ -300,7 +263,7 @@ fn daemonset_pod_runs_the_agent_which_keeps_the_nodes_plan() {
         &[&format!("{a}: corrected tx-0 xps_cpus: "), "(cause: found by the periodic re-check)"],
         Duration::from_secs(20),
     );
-    assert_eq!(mask(&ns, &xps), xps_plan);
+    assert_eq!(ns.mask(&xps), xps_plan);
 
     // The liveness probe's GET /metrics on the node's address (hostNetwork).
     let (status, body) = get_in_netns(&ns.name, "127.0.0.1:9477", "/metrics");
@@ -325,11 +288,11 @@ fn daemonset_pod_runs_the_agent_which_keeps_the_nodes_plan() {
     let n = log.lines();
     ns.write(&rps2, "0");
     log.wait_for(n, &["check skipped", "/run/rsskit.lock", "pod_emulation test"], Duration::from_secs(30));
-    assert!(mask(&ns, &rps2).is_empty(), "written while the node held the lock");
+    assert!(ns.mask(&rps2).is_empty(), "written while the node held the lock");
     lock.set_len(0).unwrap();
     drop(lock);
     log.wait_for(n, &[&format!("{a}: corrected rx-2 rps_cpus: ")], Duration::from_secs(30));
-    assert_eq!(mask(&ns, &rps2), rps2_plan);
+    assert_eq!(ns.mask(&rps2), rps2_plan);
     let st = pod.terminate();
     assert!(st.success(), "the pod's exit: {st:?}");
 
@@ -360,7 +323,7 @@ fn daemonset_pod_runs_the_agent_which_keeps_the_nodes_plan() {
     let n = log.lines();
     ns.write(&xps, "0");
     log.wait_for(n, &[&format!("{a}: corrected tx-0 xps_cpus: ")], Duration::from_secs(20));
-    assert_eq!(mask(&ns, &xps), xps_plan);
+    assert_eq!(ns.mask(&xps), xps_plan);
     let st = pod.terminate();
     assert!(st.success(), "the pod's exit: {st:?}");
 
@@ -383,5 +346,5 @@ fn daemonset_pod_runs_the_agent_which_keeps_the_nodes_plan() {
     assert_eq!(o.status.code(), Some(1), "--once with no capabilities: {text}");
     assert!(text.contains(&format!("{a}: cannot apply rx-1 rps_cpus")), "{text}");
     assert!(text.contains("not aligned after one check"), "{text}");
-    assert!(mask(&ns, &rps).is_empty(), "written without CAP_NET_ADMIN: {text}");
+    assert!(ns.mask(&rps).is_empty(), "written without CAP_NET_ADMIN: {text}");
 }

@@ -358,3 +358,47 @@ pub fn json_of(out: &Output, what: &str) -> serde_json::Value {
 pub fn u(v: &serde_json::Value, k: &str) -> u64 {
     v[k].as_u64().unwrap_or_else(|| panic!("no number '{k}' in {v}"))
 }
+
+/// A directory removed (with everything in it) on drop.
+pub struct TempDir(pub PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl Netns {
+    /// The veth pair `a`-`b` inside this namespace, `a` with MAC `mac`
+    /// (a stable identity to persist a plan by), `queues` RX and TX queues
+    /// each, both up.
+    pub fn veth_with_mac(&self, a: &str, b: &str, mac: &str, queues: &str) {
+        self.ip(&[
+            "link",
+            "add",
+            a,
+            "address",
+            mac,
+            "numtxqueues",
+            queues,
+            "numrxqueues",
+            queues,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            b,
+            "numtxqueues",
+            queues,
+            "numrxqueues",
+            queues,
+        ]);
+        self.ip(&["link", "set", b, "up"]);
+        self.ip(&["link", "set", a, "up"]);
+    }
+
+    /// The CPUs of a hex CPU mask file (`rps_cpus`, `xps_cpus`) in this namespace's sysfs.
+    pub fn mask(&self, path: &str) -> Vec<usize> {
+        rsskit_linux::netdev::parse_hex_mask(&self.read(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+}
