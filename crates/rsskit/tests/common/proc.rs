@@ -127,21 +127,24 @@ pub fn output_text(o: &Output) -> String {
 /// `comm_prefix`, waiting for it to appear for up to 10 s.
 pub fn thread_policy(pid: u32, comm_prefix: &str) -> u32 {
     let deadline = Instant::now() + Duration::from_secs(10);
+    let policy_of = |task: &std::path::Path| -> Option<u32> {
+        let stat = std::fs::read_to_string(task.join("stat")).ok()?;
+        // Fields after the command (which may hold spaces): state is field 3.
+        let rest = &stat[stat.rfind(')')? + 2..];
+        rest.split(' ').nth(41 - 3)?.parse::<u32>().ok()
+    };
     loop {
         let found = std::fs::read_dir(format!("/proc/{pid}/task")).ok().and_then(|tasks| {
             tasks.flatten().find_map(|t| {
                 let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
-                if !comm.starts_with(comm_prefix) {
-                    return None;
-                }
-                let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
-                // Fields after the command (which may hold spaces): state is field 3.
-                let rest = &stat[stat.rfind(')')? + 2..];
-                rest.split(' ').nth(41 - 3)?.parse::<u32>().ok()
+                comm.starts_with(comm_prefix).then(|| t.path())
             })
         });
-        if let Some(p) = found {
-            return p;
+        if let Some(task) = found.as_deref().and_then(|t| policy_of(t).map(|p| (t.to_path_buf(), p))) {
+            // The thread sets its own policy once it runs: read it again a
+            // moment later, not as it was at its birth.
+            std::thread::sleep(Duration::from_millis(500));
+            return policy_of(&task.0).unwrap_or(task.1);
         }
         assert!(Instant::now() < deadline, "no thread {comm_prefix}* in /proc/{pid}/task");
         std::thread::sleep(Duration::from_millis(20));
