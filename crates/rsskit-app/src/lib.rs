@@ -48,6 +48,7 @@
 //! Linux has no counterpart an application can set: the kernel's own
 //! `sk_txhash` is random and only XPS (or `SO_INCOMING_CPU`-driven RFS on
 //! the receive side) keeps locality.
+#![warn(unreachable_pub)]
 #![warn(missing_docs)]
 
 mod connect;

@@ -18,6 +18,7 @@
 //!   interpreter that runs them as the kernel does;
 //! - [`netparse`]: the command line's networks and port ranges;
 //! - [`rng`]: the deterministic generators of the tests and benchmarks.
+#![warn(unreachable_pub)]
 #![cfg_attr(not(feature = "std"), no_std)]
 #![warn(missing_docs)]
 

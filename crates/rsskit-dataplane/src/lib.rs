@@ -22,6 +22,7 @@
 //! [`io::spec::SpecError`]); threads start pinned through
 //! `rsskit_linux::affinity::spawn_pinned`.
 
+#![warn(unreachable_pub)]
 #![warn(missing_docs)]
 
 pub mod craft;

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 /// The fake driver of a test tree: `DIR/ethtool/IF.json`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct FakeDriver {
+pub(crate) struct FakeDriver {
     /// The driver name sysfs would show.
     #[serde(default)]
     pub driver: Option<String>,
@@ -35,7 +35,7 @@ pub struct FakeDriver {
 
 /// The fake RSS state of a test tree's driver.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct FakeRss {
+pub(crate) struct FakeRss {
     /// The key, hex.
     pub key: String,
     /// The indirection table: bucket -> RX queue.

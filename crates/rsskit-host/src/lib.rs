@@ -39,6 +39,7 @@
 //!   no I/O;
 //!   [`metrics_server`]: the endpoint that serves that text, bounded per
 //!   client so that none can stall it.
+#![warn(unreachable_pub)]
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 pub mod agent;
@@ -60,3 +61,10 @@ pub mod softnet;
 pub mod sysroot;
 pub mod trusted;
 pub mod tune;
+
+// What an embedder starts from: read the host, plan it, write the plan
+// under the lock, keep it with the agent.
+pub use agent::Agent;
+pub use apply::{ApplyError, ApplyOptions, ApplyReport, HostFiles, HostRestarter, Locked, SaveTo, Step};
+pub use plan::{Plan, PlanOptions};
+pub use sysroot::Sysroot;

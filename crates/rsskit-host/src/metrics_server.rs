@@ -119,7 +119,7 @@ impl Conn {
 }
 
 /// Serves `GET /metrics` with `body()` on `listener` until `stop` is set;
-/// returns within [`TICK`] of it. `Err` only when the epoll set cannot be made.
+/// returns within a tick (100 ms) of it. `Err` only when the epoll set cannot be made.
 pub fn serve(listener: TcpListener, stop: &AtomicBool, mut body: impl FnMut() -> String) -> io::Result<()> {
     listener.set_nonblocking(true)?;
     let mut ep = Epoll::new(MAX_CONNECTIONS + 1)?;

@@ -1,6 +1,7 @@
 //! Thin Linux layer for rsskit: everything that touches the kernel
 //! (sysfs/procfs, ethtool ioctls, CPU affinity, sockets, classic BPF) lives
 //! here, behind small safe wrappers, so the core stays sans-I/O.
+#![warn(unreachable_pub)]
 #![warn(missing_docs)]
 pub mod addrs;
 pub mod affinity;

@@ -1,6 +1,7 @@
 //! rsskit runtime: pinned per-bucket workers and the tools built on them.
 //!
 //! No `unsafe` here: every system call goes through `rsskit_linux`.
+#![warn(unreachable_pub)]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 pub mod config;

@@ -183,12 +183,12 @@ pub(super) fn build<H: Handler>(
 }
 
 impl<H: Handler> WorkerLoop<H> {
-    pub fn id(&self) -> usize {
+    pub(super) fn id(&self) -> usize {
         self.id
     }
 
     /// The worker loop, on its (already pinned) thread, until told to stop.
-    pub fn run(mut self) -> Result<(H, WorkerCounters), NetisrError> {
+    pub(super) fn run(mut self) -> Result<(H, WorkerCounters), NetisrError> {
         self.cpu0 = thread_cpu_ns();
         let mut local: Vec<Mbuf> = Vec::with_capacity(self.batch * 2);
         let mut idle_loops = 0u32;
