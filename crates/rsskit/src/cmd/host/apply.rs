@@ -3,13 +3,13 @@
 //! setting, reads each back and reports what the kernel or driver refused.
 //! `--restore FILE` writes a save file back.
 
-use crate::cmd::host::planning::{make_plan_on, PlanArgs};
+use crate::cmd::host::planning::{asked_not_planned, make_plan_on, refused_exit, PlanArgs};
+use crate::cmd::host::report::{diff_line, irqbalance_advice, print_step};
 use crate::cmd::host::sysroot;
 use anyhow::{bail, Context, Result};
-use rsskit_host::apply::{self, ApplyOptions, HostRestarter, Locked, SaveTo, Step};
+use rsskit_host::apply::{self, ApplyOptions, HostRestarter, Locked, SaveTo};
 use rsskit_host::plan::Plan;
 use rsskit_host::sysroot::Sysroot;
-use rsskit_host::tune::{Kind, Outcome, Setting};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -68,31 +68,6 @@ pub struct Args {
     host: crate::cmd::host::HostArgs,
 }
 
-fn short(kind: Kind, v: &str) -> String {
-    match kind {
-        Kind::RssKey if v.len() > 16 => format!("{}..({} bytes)", &v[..16], v.len() / 2),
-        Kind::RssTable => {
-            let n = v.split(',').count();
-            let head: Vec<&str> = v.split(',').take(8).collect();
-            format!("[{}{}] ({n} entries)", head.join(","), if n > 8 { ",.." } else { "" })
-        }
-        _ => v.to_string(),
-    }
-}
-
-fn diff_line(s: &Setting) -> String {
-    // `old` is only ever a valid value of its kind (tune::valid_value).
-    let old = s.old.as_deref().map_or("(unreadable)".to_string(), |o| short(s.kind(), o));
-    let mut line = format!("  {:<8} {:<40} {old} -> {}", s.device(), s.what, short(s.kind(), &s.new));
-    if s.kind() == Kind::RssTable {
-        if let Some(o) = &s.old {
-            let changed = o.split(',').zip(s.new.split(',')).filter(|(a, b)| a != b).count();
-            line.push_str(&format!("; {changed} entries change"));
-        }
-    }
-    line
-}
-
 fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
@@ -104,45 +79,6 @@ fn load_plan(path: &PathBuf) -> Result<Plan> {
         std::fs::read_to_string(path).with_context(|| format!("reading the plan {}", path.display()))?
     };
     Plan::from_json(&text).with_context(|| format!("{} is not a plan rsskit can apply", path.display()))
-}
-
-/// What the flags asked for on an interface named with --iface that the
-/// plan left out (a key or hashed fields on a device without them), each
-/// with the plan's reason: reported as refused (exit 2), never dropped
-/// silently.
-fn asked_not_planned(p: &crate::cmd::host::planning::PlanArgs, plan: &Plan) -> Vec<String> {
-    let mut out = Vec::new();
-    for d in plan.devices.iter().filter(|d| p.ifaces.contains(&d.name)) {
-        let note = |word: &str, default: &str| {
-            d.notes.iter().find(|n| n.contains(word)).cloned().unwrap_or_else(|| default.to_string())
-        };
-        if p.key != "keep" && d.key.is_none() {
-            out.push(format!("{:<8} RSS key ({}): {}", d.name, p.key, note("key", "no RSS key")));
-        }
-        for (flow, _) in &p.hash_fields {
-            if !d.hash_fields.iter().any(|h| &h.flow == flow) {
-                out.push(format!(
-                    "{:<8} {flow} hashed fields: {}",
-                    d.name,
-                    note("hashed fields", "the device does not report its hashed fields")
-                ));
-            }
-        }
-    }
-    out
-}
-
-/// Exit 2 when settings asked for were not planned (listed above).
-fn refused_exit(unplanned: &[String], written: usize) -> Result<()> {
-    if unplanned.is_empty() {
-        return Ok(());
-    }
-    let _ = std::io::stdout().flush();
-    eprintln!(
-        "rsskit: {} setting(s) asked for could not be planned (REFUSED above); the {written} others are in place.",
-        unplanned.len()
-    );
-    std::process::exit(2);
 }
 
 pub fn run(mut a: Args) -> Result<()> {
@@ -224,70 +160,6 @@ pub fn run(mut a: Args) -> Result<()> {
         std::process::exit(2);
     }
     Ok(())
-}
-
-/// irqbalance moves the IRQ affinities set here unless they are banned:
-/// what `--persist` does about it, or the advice to do it.
-fn irqbalance_advice(sys: &Sysroot, plan: &Plan, bans_them: bool) {
-    let Some((pid, irqs)) = apply::unbanned_irqs(sys, plan) else { return };
-    let missing: Vec<String> = irqs.iter().map(|i| format!("--banirq={i}")).collect();
-    if bans_them {
-        // The apply bans them before writing and says so: no advice to do it by hand.
-        println!(
-            "irqbalance is running (pid {pid}): --persist bans the IRQs pinned here ({}) in its options file",
-            missing.join(" ")
-        );
-    } else {
-        eprintln!(
-            "rsskit: warning: irqbalance is running (pid {pid}): it will move the IRQ affinities set here. \
-             Exclude the IRQs by adding `{}` to IRQBALANCE_ARGS (/etc/default/irqbalance or \
-             /etc/sysconfig/irqbalance) and restarting it, or stop it (systemctl stop irqbalance).",
-            missing.join(" ")
-        );
-    }
-}
-
-/// One line per step of an apply or restore, as it happens.
-fn print_step(step: Step) {
-    match step {
-        Step::NothingToDo => println!("nothing to do"),
-        Step::SockFlowNotPersisted => println!(
-            "note: net.core.rps_sock_flow_entries is host-wide and not persisted per device: set it in /etc/sysctl.d/"
-        ),
-        Step::Saved { path, values } => println!(
-            "Saved the {values} current values to {} (rsskit apply --restore {} puts them back)",
-            path.display(),
-            path.display()
-        ),
-        Step::Unsaved(s) => {
-            eprintln!("rsskit: warning: {} {}: current value unreadable, cannot be saved", s.device(), s.what)
-        }
-        Step::Banned(c) => crate::cmd::host::say_irqbalance(c, "added"),
-        Step::Writing => println!("Writing:"),
-        Step::Wrote(s, o) => match o {
-            Outcome::Applied => {
-                println!("  ok       {:<8} {} = {}", s.device(), s.what, short(s.kind(), &s.new))
-            }
-            Outcome::Refused { reason } => println!("  REFUSED  {:<8} {}: {reason}", s.device(), s.what),
-            Outcome::Changed { read_back, reason } => println!(
-                "  CHANGED  {:<8} {}: asked {}, reads back {} ({reason})",
-                s.device(),
-                s.what,
-                short(s.kind(), &s.new),
-                short(s.kind(), read_back)
-            ),
-        },
-        Step::PartlyTuned { device, total, failed } => println!(
-            "{device}: {} of {total} settings applied, {failed} not: the device is partly tuned",
-            total - failed
-        ),
-        Step::AllApplied(n) => println!("All {n} settings applied and read back."),
-        Step::Persisted { device, identity, path } => {
-            println!("Persisted the plan of {device} ({identity}) in {}", path.display())
-        }
-        Step::Installed(path) => println!("Installed {}", path.display()),
-        Step::ChannelsSet(..) | Step::OfflineCpus(_) | Step::ToPutBack { .. } => {}
-    }
 }
 
 fn restore(sys: &Sysroot, locked: Option<&Locked>, file: &Path) -> Result<()> {

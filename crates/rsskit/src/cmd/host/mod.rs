@@ -11,11 +11,11 @@ pub mod info;
 pub mod persist;
 pub mod plan;
 pub mod planning;
+pub mod report;
 pub mod top;
 
 use anyhow::{bail, Context, Result};
 use rsskit_host::apply::HostFiles;
-use rsskit_host::irqbalance;
 use rsskit_host::sysroot::{DeviceState, Sysroot};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -91,9 +91,4 @@ impl HostArgs {
     pub fn is_host_root(&self) -> bool {
         self.root == Path::new("/")
     }
-}
-
-/// Prints what an irqbalance ban or unban changed.
-pub fn say_irqbalance(c: &irqbalance::Change, verb: &str) {
-    println!("{}", irqbalance::change_line(c, verb));
 }

@@ -3,13 +3,13 @@
 //! `rsskit-apply@IF.service`), and taking it all away (`remove [IF]`).
 //! The workflows themselves are `rsskit_host::keep`'s.
 
-use crate::cmd::host::{say_irqbalance, sysroot, HostArgs};
+use crate::cmd::host::report::{print_put_back, say_irqbalance};
+use crate::cmd::host::{sysroot, HostArgs};
 use anyhow::{anyhow, bail, Result};
-use rsskit_host::apply::{ApplyError, HostRestarter, Locked, Step};
+use rsskit_host::apply::{ApplyError, HostRestarter, Locked};
 use rsskit_host::keep;
 use rsskit_host::persist;
 use rsskit_host::sysroot::Sysroot;
-use rsskit_host::tune::Outcome;
 use std::path::PathBuf;
 
 const AFTER_HELP: &str = "\
@@ -104,23 +104,7 @@ fn apply_one(host: &HostArgs, sys: &Sysroot, iface: &str) -> Result<()> {
     let files = host.files();
     let locked = Locked::take(sys, &files, &format!("rsskit persist apply {iface}"), &|| false)?;
     let mut restarter = HostRestarter::new(&files, sys);
-    let report = locked.put_back(iface, p, &mut restarter, &mut |step| match step {
-        Step::ChannelsSet(ch, Outcome::Applied) => {
-            println!("  ok       {iface:<8} combined channels = {}", ch.new)
-        }
-        Step::ChannelsSet(_, o) => println!("  REFUSED  {iface:<8} combined channels: {o:?}"),
-        Step::OfflineCpus(cpus) => eprintln!("rsskit: warning: {iface}: planned CPUs {cpus:?} are offline"),
-        Step::ToPutBack { changes, total } => {
-            println!("{iface} ({id}): {changes} of {total} settings to put back")
-        }
-        Step::Banned(c) => say_irqbalance(c, "added"),
-        Step::Wrote(s, Outcome::Applied) => println!("  ok       {iface:<8} {} = {}", s.what, s.new),
-        Step::Wrote(s, Outcome::Refused { reason }) => println!("  REFUSED  {iface:<8} {}: {reason}", s.what),
-        Step::Wrote(s, Outcome::Changed { read_back, reason }) => {
-            println!("  CHANGED  {iface:<8} {}: reads back {read_back} ({reason})", s.what)
-        }
-        _ => {}
-    })?;
+    let report = locked.put_back(iface, p, &mut restarter, &mut |step| print_put_back(iface, &id, step))?;
     if report.channels_refused {
         bail!("{iface}: the queues differ from the plan and cannot be set: nothing else written");
     }

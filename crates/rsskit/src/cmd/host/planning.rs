@@ -8,6 +8,7 @@ use rsskit_core::{keycheck, RssKey};
 use rsskit_host::plan::{self, KeyChoice, Plan, PlanOptions};
 use rsskit_host::sysroot::Sysroot;
 use rsskit_linux::cpulist;
+use std::io::Write as _;
 use std::path::PathBuf;
 
 mod rebalance;
@@ -159,4 +160,43 @@ pub fn make_plan_on(root: &Sysroot, p: &PlanArgs) -> Result<Plan> {
         rebalance::rebalance_plan(root, &devs, &mut plan, s)?;
     }
     Ok(plan)
+}
+
+/// What the flags asked for on an interface named with --iface that the
+/// plan left out (a key or hashed fields on a device without them), each
+/// with the plan's reason: reported as refused (exit 2), never dropped
+/// silently.
+pub fn asked_not_planned(p: &PlanArgs, plan: &Plan) -> Vec<String> {
+    let mut out = Vec::new();
+    for d in plan.devices.iter().filter(|d| p.ifaces.contains(&d.name)) {
+        let note = |word: &str, default: &str| {
+            d.notes.iter().find(|n| n.contains(word)).cloned().unwrap_or_else(|| default.to_string())
+        };
+        if p.key != "keep" && d.key.is_none() {
+            out.push(format!("{:<8} RSS key ({}): {}", d.name, p.key, note("key", "no RSS key")));
+        }
+        for (flow, _) in &p.hash_fields {
+            if !d.hash_fields.iter().any(|h| &h.flow == flow) {
+                out.push(format!(
+                    "{:<8} {flow} hashed fields: {}",
+                    d.name,
+                    note("hashed fields", "the device does not report its hashed fields")
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Exit 2 when settings asked for were not planned (listed above).
+pub fn refused_exit(unplanned: &[String], written: usize) -> Result<()> {
+    if unplanned.is_empty() {
+        return Ok(());
+    }
+    let _ = std::io::stdout().flush();
+    eprintln!(
+        "rsskit: {} setting(s) asked for could not be planned (REFUSED above); the {written} others are in place.",
+        unplanned.len()
+    );
+    std::process::exit(2);
 }
