@@ -92,6 +92,6 @@ fn the_own_engine_refuses_af_xdp() {
         // Refused before anything opens (not the missing interface or capture).
         let e = spec.run(&fw, &AtomicBool::new(false), None).expect_err("xdp refused");
         assert!(matches!(e, SpecError::Unsupported(_)), "{e}");
-        assert_eq!(e.to_string(), "xdp: input and output need --engine netisr (the default)");
+        assert_eq!(e.to_string(), "xdp: input and output need the netisr engine (the default)");
     }
 }

@@ -702,7 +702,7 @@ fn steer_group(pid: i32, netns: bool, r: Ready, o: &Spec) -> Result<Steered> {
         if o.mode == Mode::Toeplitz && g.local.is_ipv6() && !reuseport::v6only(c[0]).unwrap_or(true) {
             // The IPv6 program reads an IPv6 header; IPv4 packets get the fallback.
             eprintln!(
-                "rsskit: warning: {} is dual-stack (not IPV6_V6ONLY): --steer toeplitz steers its IPv6 flows \
+                "rsskit: warning: {} is dual-stack (not IPV6_V6ONLY): toeplitz steering steers its IPv6 flows \
                  only, IPv4 ones are spread by the kernel's hash",
                 g.name()
             );

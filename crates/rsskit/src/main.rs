@@ -149,6 +149,10 @@ fn hint(e: &anyhow::Error) -> Option<&'static str> {
     if e.chain().any(|c| matches!(c.downcast_ref(), Some(rsskit_host::lock::LockError::Busy { .. }))) {
         return Some("--lock-wait S waits longer for the other writer (default 10 s)");
     }
+    use rsskit_dataplane::firewall::rules::{ErrorKind, ParseError};
+    if e.chain().any(|c| c.downcast_ref::<ParseError>().is_some_and(|p| p.kind == ErrorKind::MeUndefined)) {
+        return Some("--me ADDR gives the firewall its own address");
+    }
     let os = e.chain().find_map(|c| c.downcast_ref::<std::io::Error>()).and_then(|io| io.raw_os_error())?;
     match os {
         libc::EACCES | libc::EPERM if rsskit_linux::process::effective_uid() != 0 => {

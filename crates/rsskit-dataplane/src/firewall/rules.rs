@@ -661,7 +661,7 @@ fn parse_addr(l: &mut Line<'_>) -> Result<AddrSpec, ParseError> {
             return Err(l.err_at(
                 t,
                 ErrorKind::MeUndefined,
-                "'any' or an address ('me' stands for no address: give --me ADDR)",
+                "'any' or an address ('me' stands for no address: the firewall was given none of its own)",
             ));
         }
         return Ok(AddrSpec::Me);

@@ -83,7 +83,7 @@ pub type Status<'a> = &'a (dyn Fn(&Snapshot, Duration) + Sync);
 pub type Note<'a> = &'a dyn Fn(&str);
 
 /// The own engine's refusal of AF_XDP.
-const XDP_NEEDS_NETISR: &str = "xdp: input and output need --engine netisr (the default)";
+const XDP_NEEDS_NETISR: &str = "xdp: input and output need the netisr engine (the default)";
 
 impl FirewallSpec {
     /// Runs `fw` until the input ends, `interrupted` is set or the duration

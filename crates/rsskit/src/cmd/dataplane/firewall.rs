@@ -206,6 +206,10 @@ pub fn run(a: Args, allow_weak_key: bool) -> Result<()> {
         bail!("--batch must be 1..=4096");
     }
     let order = a.order()?;
+    let xdp = matches!(a.input, InSpec::Xdp(..)) || matches!(a.output, OutSpec::Xdp(..));
+    if xdp && a.engine == EngineArg::Own {
+        bail!("xdp: input and output need --engine netisr (the default)");
+    }
     // The one policy of the run: the firewall steers and redirects with it
     // and the netisr engine dispatches with it.
     let workers = Workers::Count(a.workers);
