@@ -212,30 +212,44 @@ impl PolicyArgs {
         check: KeyCheck,
         allow_weak_key: bool,
     ) -> Result<RssPolicy, PolicyError> {
-        let numbered;
-        let cpus = match (workers, table) {
-            (Workers::On(cpus), _) => cpus,
-            (Workers::Count(_), Some(_)) => {
-                return Err(PolicyError::Flags(anyhow!(
-                    "--table nic:IF needs --cpus: the workers must be pinned to the queues' CPUs"
-                )))
-            }
-            (Workers::Count(n), None) => {
-                numbered = RssPolicy::numbered_cpus(n);
-                &numbered[..]
-            }
-        };
-        let buckets = table.map_or(Buckets::RoundRobin(bits), |t| Buckets::Table(&t.0));
-        let policy =
-            RssPolicy::build(self.key.key.clone(), hash, cpus, buckets).map_err(PolicyError::Policy)?;
-        let key_use = match check {
-            KeyCheck::Policy => KeyUse::of_policy(&policy),
-            KeyCheck::Proto(proto, v6) => KeyUse::of_proto(hash, proto, v6, policy.bits()),
-            KeyCheck::None => return Ok(policy),
-        };
-        check_key(policy.key(), key_use, allow_weak_key).map_err(PolicyError::Flags)?;
-        Ok(policy)
+        build_policy(self.key.key.clone(), hash, workers, bits, table, check, allow_weak_key)
     }
+}
+
+/// [`PolicyArgs::build`] for a key the command holds itself (`hash` and
+/// `find`'s model, the demo's Microsoft key): every policy the CLI makes
+/// from its flags is made here.
+pub fn build_policy(
+    key: RssKey,
+    hash: HashConfig,
+    workers: Workers<'_>,
+    bits: Option<u32>,
+    table: Option<&BucketCpus>,
+    check: KeyCheck,
+    allow_weak_key: bool,
+) -> Result<RssPolicy, PolicyError> {
+    let numbered;
+    let cpus = match (workers, table) {
+        (Workers::On(cpus), _) => cpus,
+        (Workers::Count(_), Some(_)) => {
+            return Err(PolicyError::Flags(anyhow!(
+                "--table nic:IF needs --cpus: the workers must be pinned to the queues' CPUs"
+            )))
+        }
+        (Workers::Count(n), None) => {
+            numbered = RssPolicy::numbered_cpus(n);
+            &numbered[..]
+        }
+    };
+    let buckets = table.map_or(Buckets::RoundRobin(bits), |t| Buckets::Table(&t.0));
+    let policy = RssPolicy::build(key, hash, cpus, buckets).map_err(PolicyError::Policy)?;
+    let key_use = match check {
+        KeyCheck::Policy => KeyUse::of_policy(&policy),
+        KeyCheck::Proto(proto, v6) => KeyUse::of_proto(hash, proto, v6, policy.bits()),
+        KeyCheck::None => return Ok(policy),
+    };
+    check_key(policy.key(), key_use, allow_weak_key).map_err(PolicyError::Flags)?;
+    Ok(policy)
 }
 
 /// Clap value parser for `--key`.

@@ -2,6 +2,7 @@
 //! destination lands in a chosen bucket or on a chosen CPU, solved over
 //! GF(2) (see `rsskit_core::finder`).
 
+use crate::cmd::common::{build_policy, KeyCheck, Workers};
 use crate::cmd::common::{int_in, same_family, BucketArgs, Endpoint, Proto, MAX_CPUS};
 use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::finder::{Found, TupleQuery, Vary};
@@ -244,8 +245,16 @@ impl Model {
                 Ok(Model::Rings(RingmapPlan::new(spec).map_err(|e| anyhow!("{e}"))?))
             }
             None => Ok(Model::Buckets(
-                RssPolicy::with_workers(a.table.key.clone(), HashConfig::all(), ncpus, a.table.bits)
-                    .map_err(|e| anyhow!("{e}"))?,
+                build_policy(
+                    a.table.key.clone(),
+                    HashConfig::all(),
+                    Workers::Count(ncpus),
+                    a.table.bits,
+                    None,
+                    KeyCheck::None,
+                    false,
+                )
+                .map_err(|e| e.policy_as(|e| anyhow!("{e}")))?,
             )),
         }
     }

@@ -2,9 +2,10 @@
 //! steering) + the load generator with its streams spread over the buckets;
 //! shows that every stream is served by the worker owning its bucket.
 
+use crate::cmd::common::{build_policy, KeyCheck, Workers};
 use crate::cmd::common::{cpu_list_arg, float_in, int_in, print_json, stop_on_signals};
 use anyhow::{anyhow, bail, Result};
-use rsskit_core::{CpuId, HashConfig, RssKey, RssPolicy};
+use rsskit_core::{CpuId, HashConfig, RssKey};
 use rsskit_runtime::demo::{self, DemoConfig};
 use rsskit_runtime::udp_load;
 use std::sync::Arc;
@@ -54,7 +55,8 @@ pub fn run(a: Args) -> Result<()> {
     let worker_cpus: Vec<CpuId> = cpus.iter().map(|&c| CpuId(c as u32)).collect();
     let hash = HashConfig::default().with_udp_4tuple(a.udp_4tuple);
     let policy =
-        RssPolicy::new(RssKey::microsoft(), hash, &worker_cpus, None).map_err(|e| anyhow!("--cpus: {e}"))?;
+        build_policy(RssKey::microsoft(), hash, Workers::On(&worker_cpus), None, None, KeyCheck::None, false)
+            .map_err(|e| e.policy_as(|e| anyhow!("--cpus: {e}")))?;
     let mut cfg = DemoConfig::new(Arc::new(policy));
     if let Some(s) = a.streams {
         cfg.streams = s;
