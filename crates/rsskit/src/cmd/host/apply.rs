@@ -3,12 +3,11 @@
 //! setting, reads each back and reports what the kernel or driver refused.
 //! `--restore FILE` writes a save file back.
 
-use crate::cmd::host::planning::{asked_not_planned, make_plan_on, refused_exit, PlanArgs};
+use crate::cmd::host::planning::{asked_not_planned, load_plan, make_plan_on, refused_exit, PlanArgs};
 use crate::cmd::host::report::{diff_line, irqbalance_advice, print_step};
 use crate::cmd::host::sysroot;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use rsskit_host::apply::{self, ApplyOptions, HostRestarter, Locked, SaveTo};
-use rsskit_host::plan::Plan;
 use rsskit_host::sysroot::Sysroot;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -70,15 +69,6 @@ pub struct Args {
 
 fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
-fn load_plan(path: &PathBuf) -> Result<Plan> {
-    let text = if path.as_os_str() == "-" {
-        std::io::read_to_string(std::io::stdin()).context("reading the plan from stdin")?
-    } else {
-        std::fs::read_to_string(path).with_context(|| format!("reading the plan {}", path.display()))?
-    };
-    Plan::from_json(&text).with_context(|| format!("{} is not a plan rsskit can apply", path.display()))
 }
 
 pub fn run(mut a: Args) -> Result<()> {

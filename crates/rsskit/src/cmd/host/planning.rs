@@ -2,7 +2,7 @@
 //! they ask for, read from the host.
 
 use crate::cmd::host::{devices, sysroot};
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::key::MICROSOFT_KEY;
 use rsskit_core::{keycheck, RssKey};
 use rsskit_host::plan::{self, KeyChoice, Plan, PlanOptions};
@@ -199,4 +199,14 @@ pub fn refused_exit(unplanned: &[String], written: usize) -> Result<()> {
         unplanned.len()
     );
     std::process::exit(2);
+}
+
+/// A plan from `rsskit plan --json`: a file, or `-` for stdin.
+pub fn load_plan(path: &PathBuf) -> Result<Plan> {
+    let text = if path.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin()).context("reading the plan from stdin")?
+    } else {
+        std::fs::read_to_string(path).with_context(|| format!("reading the plan {}", path.display()))?
+    };
+    Plan::from_json(&text).with_context(|| format!("{} is not a plan rsskit can apply", path.display()))
 }
