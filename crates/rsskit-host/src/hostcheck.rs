@@ -120,7 +120,8 @@ fn queue_cpus_from_irqs(
                     cpulist::format(c),
                     if irqbalance.is_some() { "" } else { "; pin it to one CPU (rsskit apply)" }
                 )),
-                None => f.notes.push(format!("rx-{q}: IRQ {} affinity unreadable", x.irq)),
+                // Not checked is not aligned: the verdict says so.
+                None => f.problems.push(format!("rx-{q}: IRQ {} affinity unreadable: not checked", x.irq)),
             },
         }
     }
@@ -333,6 +334,17 @@ mod tests {
         let v = check_device(&t, &d, None);
         assert!(v.aligned, "{v:?}");
         assert!(v.notes.iter().any(|n| n.contains("CPU(s) 0-1 have no RX queue")), "{v:?}");
+    }
+
+    #[test]
+    fn an_unreadable_irq_affinity_is_no_aligned_verdict() {
+        let t = topo(4);
+        let mut d = nic("eth0", 2, Some(1), 128);
+        pin(&mut d, &[2, 3]);
+        d.irqs[1].cpus = None;
+        let v = check_device(&t, &d, None);
+        assert!(!v.aligned, "{v:?}");
+        assert!(v.problems.iter().any(|p| p.ends_with("affinity unreadable: not checked")), "{v:?}");
     }
 
     #[test]
