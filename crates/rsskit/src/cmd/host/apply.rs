@@ -67,10 +67,6 @@ pub struct Args {
     host: crate::cmd::host::HostArgs,
 }
 
-fn now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
 pub fn run(mut a: Args) -> Result<()> {
     a.host = a.host.with_fixture(a.p.sysroot.as_ref());
     let files = a.host.files();
@@ -131,7 +127,7 @@ pub fn run(mut a: Args) -> Result<()> {
     let opts = ApplyOptions {
         save: a.save.clone().map_or(SaveTo::StateDir, SaveTo::File),
         persist: a.persist,
-        now: now(),
+        now: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
     };
     let mut restarter = HostRestarter::new(&files, &sys);
     let report = locked.apply(&plan, &changes, &opts, &mut restarter, &mut print_step)?;
