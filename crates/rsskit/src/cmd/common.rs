@@ -426,6 +426,14 @@ impl BucketArgs {
     pub fn ncpus(&self) -> usize {
         self.cpus.unwrap_or_else(online_cpus)
     }
+
+    /// FreeBSD's model: worker i on CPU i, buckets round-robin over them,
+    /// every hash type; the key is judged by the caller for its own use.
+    pub fn policy(&self) -> Result<RssPolicy> {
+        let workers = Workers::Count(self.ncpus());
+        build_policy(self.key.clone(), HashConfig::all(), workers, self.bits, None, KeyCheck::None, false)
+            .map_err(|e| e.policy_as(|e| anyhow!("{e}")))
+    }
 }
 
 /// The server's UDP hash configuration, as `rsskit udp-echo` and `rsskit

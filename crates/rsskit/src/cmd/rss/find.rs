@@ -2,13 +2,12 @@
 //! destination lands in a chosen bucket or on a chosen CPU, solved over
 //! GF(2) (see `rsskit_core::finder`).
 
-use crate::cmd::common::{build_policy, KeyCheck, Workers};
 use crate::cmd::common::{int_in, same_family, BucketArgs, Endpoint, Proto, MAX_CPUS};
 use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::finder::{Found, TupleQuery, Vary};
 use rsskit_core::keycheck::KeyUse;
 use rsskit_core::ringmap::{PlanSpec, RingmapPlan, HOST_TABLE_LEN};
-use rsskit_core::{rss::RssError, HashConfig, HashType, RssPolicy, WorkerId};
+use rsskit_core::{rss::RssError, HashType, RssPolicy, WorkerId};
 use serde_json::json;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -244,18 +243,7 @@ impl Model {
                 };
                 Ok(Model::Rings(RingmapPlan::new(spec).map_err(|e| anyhow!("{e}"))?))
             }
-            None => Ok(Model::Buckets(
-                build_policy(
-                    a.table.key.clone(),
-                    HashConfig::all(),
-                    Workers::Count(ncpus),
-                    a.table.bits,
-                    None,
-                    KeyCheck::None,
-                    false,
-                )
-                .map_err(|e| e.policy_as(|e| anyhow!("{e}")))?,
-            )),
+            None => Ok(Model::Buckets(a.table.policy()?)),
         }
     }
 

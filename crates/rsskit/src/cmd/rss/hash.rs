@@ -1,10 +1,9 @@
 //! `rsskit hash`: the Toeplitz hash of one flow, its bucket and its CPU.
 
-use crate::cmd::common::{build_policy, KeyCheck, Workers};
 use crate::cmd::common::{print_json, same_family, BucketArgs, Endpoint, Proto};
 use anyhow::{anyhow, bail, Result};
 use rsskit_core::keycheck::KeyUse;
-use rsskit_core::{FlowTuple, HashConfig, HashType, L4Proto};
+use rsskit_core::{FlowTuple, HashType, L4Proto};
 use serde_json::json;
 
 mod nic;
@@ -71,16 +70,7 @@ pub fn run(a: Args, allow_weak_key: bool) -> Result<()> {
     let hash_type = if tuple.is_ipv6() && !hash_type.is_ipv6() { HashType::Ipv6 } else { hash_type };
     let ncpus = a.table.ncpus();
     // Worker i on CPU i: FreeBSD's buckets round-robin over the CPUs.
-    let rss = build_policy(
-        a.table.key.clone(),
-        HashConfig::all(),
-        Workers::Count(ncpus),
-        a.table.bits,
-        None,
-        KeyCheck::None,
-        false,
-    )
-    .map_err(|e| e.policy_as(|e| anyhow!("{e}")))?;
+    let rss = a.table.policy()?;
     // Judged for the one hash type this flow uses.
     crate::cmd::common::check_key(rss.key(), KeyUse::new([hash_type], rss.bits()), allow_weak_key)?;
     let input = tuple.input(hash_type).map_err(|e| anyhow!("{e}"))?;
