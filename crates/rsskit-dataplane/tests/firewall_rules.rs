@@ -177,7 +177,9 @@ fn me_needs_local_addresses() {
     let (l, c, k, msg) =
         err_of(parse_with("check-state\nallow tcp from any to me 80 setup keep-state\n", none).unwrap_err());
     assert_eq!((l, c, k), (2, 23, ErrorKind::MeUndefined), "{msg}");
-    assert!(msg.contains("--me") && msg.contains("found 'me'"), "{msg}");
+    // The library names no CLI flag (the CLI adds its `--me ADDR` hint).
+    assert!(msg.contains("the firewall was given none of its own") && msg.contains("found 'me'"), "{msg}");
+    assert!(!msg.contains("--"), "{msg}");
     let (l, c, k, _) = err_of(parse_with("allow ip from me6 to any", none).unwrap_err());
     assert_eq!((l, c, k), (1, 15, ErrorKind::MeUndefined));
     // With local addresses (and by default) `me` is fine; without, rules
