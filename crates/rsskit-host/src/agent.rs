@@ -7,6 +7,7 @@
 //! and sd_notify, and calls [`Agent::run`], or one [`Agent::pass`].
 
 use crate::apply::{self, HostFiles, HostRestarter};
+use crate::causes;
 use crate::irqbalance;
 use crate::keep;
 use crate::keeper::{Cause, Event, Keeper, Policy, Verdict};
@@ -38,21 +39,6 @@ pub enum Notify {
     Reloaded,
     /// Stopping (the stop flag).
     Stopping,
-}
-
-/// An error and its causes on one line, each said once (errors that print
-/// their cause in their own message are not followed by it again).
-pub fn causes(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut next = e.source();
-    while let Some(c) = next {
-        let t = c.to_string();
-        if !out.contains(&t) {
-            out = format!("{out}: {t}");
-        }
-        next = c.source();
-    }
-    out
 }
 
 /// The agent: the persisted plans, the keeper's decisions and what each

@@ -68,3 +68,27 @@ pub use agent::Agent;
 pub use apply::{ApplyError, ApplyOptions, ApplyReport, HostFiles, HostRestarter, Locked, SaveTo, Step};
 pub use plan::{Plan, PlanOptions};
 pub use sysroot::Sysroot;
+
+/// An error and its causes on one line, each said once: errors that print
+/// their cause in their own message are not followed by it again.
+pub fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    causes_worded(e, &|c| c.to_string())
+}
+
+/// [`causes`], each message worded by `word` (the CLI names config fields
+/// by their flags).
+pub fn causes_worded(
+    e: &(dyn std::error::Error + 'static),
+    word: &dyn Fn(&(dyn std::error::Error + 'static)) -> String,
+) -> String {
+    let mut out = word(e);
+    let mut next = e.source();
+    while let Some(c) = next {
+        let t = word(c);
+        if !out.contains(&t) {
+            out = format!("{out}: {t}");
+        }
+        next = c.source();
+    }
+    out
+}

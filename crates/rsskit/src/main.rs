@@ -131,16 +131,7 @@ fn exit_code(result: anyhow::Result<()>) -> ExitCode {
 /// once: library errors that print their cause in their own message (`{path}:
 /// {source}`) are not followed by the same text again.
 fn error_line(e: &anyhow::Error) -> String {
-    let mut out = String::new();
-    for cause in e.chain() {
-        let t = flags::message(cause);
-        if out.is_empty() {
-            out = t;
-        } else if !out.contains(&t) {
-            out = format!("{out}: {t}");
-        }
-    }
-    out
+    rsskit_host::causes_worded(e.as_ref(), &flags::message)
 }
 
 /// The likely fix for the common system errors: not root, a read-only file
