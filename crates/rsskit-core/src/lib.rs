@@ -17,7 +17,8 @@
 //! - [`cbpf`]: classic BPF steering programs (cpu, Toeplitz bucket) and an
 //!   interpreter that runs them as the kernel does;
 //! - [`netparse`]: the command line's networks and port ranges;
-//! - [`rng`]: the deterministic generators of the tests and benchmarks.
+//! - [`rng`]: the deterministic generators of the tests and benchmarks;
+//! - [`xfrm`]: the NIC's input transforms (symmetric-xor, symmetric-or-xor).
 #![warn(unreachable_pub)]
 #![cfg_attr(not(feature = "std"), no_std)]
 #![warn(missing_docs)]
@@ -36,8 +37,10 @@ pub mod ringmap;
 pub mod rng;
 pub mod rss;
 pub mod toeplitz;
+pub mod xfrm;
 
 pub use hashtype::{FlowTuple, HashConfig, HashInput, HashType, L4Proto};
 pub use key::RssKey;
 pub use policy::{Buckets, CpuId, RssPolicy, WorkerId};
 pub use toeplitz::Toeplitz;
+pub use xfrm::InputXfrm;
