@@ -40,6 +40,10 @@ pub(crate) struct FakeRss {
     pub key: String,
     /// The indirection table: bucket -> RX queue.
     pub table: Vec<u32>,
+    /// `input_xfrm` bits as `ETHTOOL_GRSSH` reports them (1 symmetric-xor,
+    /// 2 symmetric-or-xor); absent = 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_xfrm: Option<u8>,
 }
 
 fn hex(b: &[u8]) -> String {
@@ -88,7 +92,7 @@ pub(crate) fn device(dir: &Path, name: &str) -> Result<DriverParts, SysrootError
             key: unhex(&r.key).unwrap_or_default(),
             indir: r.table.clone(),
             hfunc: vec!["toeplitz".into()],
-            input_xfrm: vec![],
+            input_xfrm: ethtool::xfrm_names(r.input_xfrm.unwrap_or(0)),
             source: "ETHTOOL_GRSSH",
         }),
         None => not("ETHTOOL_GRSSH"),

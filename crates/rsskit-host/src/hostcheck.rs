@@ -43,6 +43,10 @@ pub fn check_device(topo: &Topology, d: &DeviceState, irqbalance: Option<&IrqBal
     let mut f = Findings::default();
     key_quality(d, &mut f);
     let queue_cpu = queue_cpus_from_irqs(topo, d, irqbalance, &mut f);
+    // Threaded NAPI polls a queue where its thread runs, not on the IRQ's CPU.
+    let (problems, notes) = crate::napi::judge(&d.name, &d.napi, &queue_cpu);
+    f.problems.extend(problems);
+    f.notes.extend(notes);
     table_against_queues(topo, d, &queue_cpu, &mut f);
     udp_hashed_on_addresses(d, &mut f);
     rps_against_hardware_rss(topo, d, &mut f);

@@ -1,10 +1,12 @@
 //! Where a flow lands on this host, as the NIC steers it: the device's RSS
-//! key and indirection table (read as `info` reads them), the fields it
-//! hashes per flow type, and for each RX queue the CPU its IRQ runs on and
-//! the queue's RPS CPUs. Used by `rsskit hash --iface IF` and by
+//! key and indirection table (read as `info` reads them), its input
+//! transform (symmetric-xor, symmetric-or-xor), the fields it hashes per
+//! flow type, and for each RX queue the CPU its IRQ runs on and the queue's
+//! RPS CPUs. Used by `rsskit hash --iface IF` and by
 //! `--key nic:IF` / `--table nic:IF`.
 
 use crate::sysroot::{Sysroot, SysrootError};
+use rsskit_core::{HashInput, InputXfrm, RssKey, Toeplitz};
 use rsskit_linux::ethtool::FlowHash;
 use rsskit_linux::netdev;
 use serde::Serialize;
@@ -26,6 +28,23 @@ pub enum NicError {
         what: &'static str,
         /// The driver's answer (the errno).
         reason: String,
+    },
+    /// The driver transforms the hash input in a way rsskit does not model:
+    /// any prediction would be wrong.
+    #[error(
+        "{iface}: the driver{driver} reports RSS input transform 0x{bits:02x} ({names}), which rsskit \
+         does not model (it knows symmetric-xor 0x01 and symmetric-or-xor 0x02): it cannot predict \
+         where flows land"
+    )]
+    UnknownXfrm {
+        /// The interface.
+        iface: String,
+        /// ` NAME` (with its leading space) when sysfs names the driver, else empty.
+        driver: String,
+        /// The `input_xfrm` bits the driver reports.
+        bits: u8,
+        /// Their names as `info` prints them.
+        names: String,
     },
 }
 
@@ -55,10 +74,21 @@ pub struct NicSteering {
     pub table: Vec<u32>,
     /// Hash function(s) the driver reports in use (`toeplitz`, `xor`...).
     pub hfunc: Vec<String>,
+    /// What the NIC does to the fields before hashing (`input_xfrm`),
+    /// serialized by its ethtool name.
+    #[serde(serialize_with = "xfrm_name")]
+    pub xfrm: InputXfrm,
     /// Hashed fields per flow type; `None` when the driver does not report them.
     pub hash_fields: Option<Vec<FlowHash>>,
     /// Per RX queue, where its packets are processed.
     pub queues: Vec<QueueCpus>,
+    /// Threaded NAPI is on: a kernel thread, not the IRQ's softirq, polls
+    /// each queue, on whatever CPU it runs ([`crate::napi`]).
+    pub napi_threaded: bool,
+}
+
+fn xfrm_name<S: serde::Serializer>(x: &InputXfrm, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(x.name())
 }
 
 /// Where one hash lands.
@@ -102,6 +132,15 @@ impl NicSteering {
         if rss.key.is_empty() {
             return Err(no("key", "empty key"));
         }
+        let unknown = |bits: u8| NicError::UnknownXfrm {
+            iface: iface.to_string(),
+            driver: d.driver.as_ref().map_or(String::new(), |n| format!(" {n}")),
+            bits,
+            names: rss.input_xfrm.join(","),
+        };
+        // A name `xfrm_names` never gives reads as all bits: refused too.
+        let bits = rsskit_linux::ethtool::xfrm_bits(&rss.input_xfrm).unwrap_or(0xff);
+        let xfrm = InputXfrm::from_bits(bits).map_err(|e| unknown(e.0))?;
         let queues =
             d.rx.iter()
                 .map(|q| {
@@ -125,8 +164,10 @@ impl NicSteering {
             key: rss.key,
             table: rss.indir,
             hfunc: rss.hfunc,
+            xfrm,
             hash_fields: d.hash.ok().cloned(),
             queues,
+            napi_threaded: d.napi.is_threaded(),
         })
     }
 
@@ -160,6 +201,13 @@ impl NicSteering {
             .collect()
     }
 
+    /// The hash the NIC computes for `input`: its transform, then Toeplitz
+    /// with its key (an error when the key is shorter than Toeplitz needs).
+    pub fn hash(&self, input: &HashInput) -> Result<u32, rsskit_core::key::KeyError> {
+        let key = RssKey::from_bytes(&self.key)?;
+        Ok(Toeplitz::new(&key).hash(self.xfrm.apply(input).as_bytes()))
+    }
+
     /// Where `hash` lands.
     pub fn land(&self, hash: u32) -> Landing {
         let index = hash as usize % self.table.len();
@@ -185,7 +233,9 @@ mod tests {
             key: vec![0; 40],
             table: (0..8).map(|i| i % 2).collect(),
             hfunc: vec![],
+            xfrm: InputXfrm::None,
             hash_fields: None,
+            napi_threaded: false,
             queues: vec![
                 QueueCpus { queue: 0, irq: Some(40), irq_cpus: vec![2], rps_cpus: vec![] },
                 QueueCpus { queue: 1, irq: Some(41), irq_cpus: vec![5, 6], rps_cpus: rps },

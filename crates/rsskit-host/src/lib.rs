@@ -18,7 +18,8 @@
 //!   checks, all `plan` uses), `save` the save-file format, `diff` what
 //!   changes, `write` the host side.
 //! - [`hostcheck`]: judges a device's state against the policy (a verdict,
-//!   not a read).
+//!   not a read); [`napi`]: threaded NAPI (the `threaded` file, the
+//!   `napi/IF-N` threads and their CPUs) read and judged, for `check` and `plan`.
 //! - [`nic_rebalance`]: moves NIC indirection-table entries by measured RX
 //!   queue load (core's `rebalance` is the move rule; the runtime's
 //!   rebalances live socket buckets).
@@ -54,6 +55,7 @@ pub mod landing;
 pub mod lock;
 pub mod metrics;
 pub mod metrics_server;
+pub mod napi;
 pub mod nic_rebalance;
 pub mod persist;
 pub mod plan;

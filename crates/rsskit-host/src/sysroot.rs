@@ -68,6 +68,8 @@ pub struct DeviceState {
     pub tx: Vec<TxQueue>,
     /// Its IRQs with what they serve and where they run.
     pub irqs: Vec<IfaceIrq>,
+    /// Threaded NAPI: the `threaded` file and its `napi/IF-N` threads.
+    pub napi: crate::napi::NapiState,
 }
 
 impl DeviceState {
@@ -207,6 +209,7 @@ impl Sysroot {
             rx: netdev::rx_queues(&self.roots, name),
             tx: netdev::tx_queues(&self.roots, name),
             irqs: netdev::iface_irqs(&self.roots, name, &interrupts),
+            napi: crate::napi::read(&self.roots, name),
         })
     }
 
@@ -262,6 +265,11 @@ impl Sysroot {
     /// network namespace).
     pub fn sock_flow_entries_path(&self) -> PathBuf {
         self.roots.proc.join("sys/net/core/rps_sock_flow_entries")
+    }
+
+    /// `/sys/class/net/IF/threaded`.
+    pub fn napi_threaded_path(&self, name: &str) -> PathBuf {
+        self.roots.sys.join(format!("class/net/{name}/threaded"))
     }
 
     /// `/proc/irq/N/smp_affinity_list`.

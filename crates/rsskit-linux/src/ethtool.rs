@@ -312,6 +312,19 @@ pub fn xfrm_names(x: u8) -> Vec<String> {
         .collect()
 }
 
+/// The `input_xfrm` byte back from [`xfrm_names`]' names; `None` for a
+/// name it never gives.
+pub fn xfrm_bits(names: &[String]) -> Option<u8> {
+    names.iter().try_fold(0u8, |acc, n| {
+        let bit = match n.as_str() {
+            "sym-xor" => 0,
+            "sym-or-xor" => 1,
+            b => b.strip_prefix("bit")?.parse::<u8>().ok().filter(|b| *b < 8)?,
+        };
+        Some(acc | 1 << bit)
+    })
+}
+
 // ---------------------------------------------------------------- the handle
 
 /// An ethtool handle on one interface (in the caller's network namespace).
@@ -871,6 +884,10 @@ mod tests {
         assert_eq!(hfunc_names(1), vec!["toeplitz"]);
         assert_eq!(hfunc_names(6), vec!["xor", "crc32"]);
         assert_eq!(xfrm_names(1), vec!["sym-xor"]);
+        for x in 0..=255u8 {
+            assert_eq!(xfrm_bits(&xfrm_names(x)), Some(x));
+        }
+        assert_eq!(xfrm_bits(&["bit8".to_string()]), None);
     }
 
     #[test]

@@ -384,3 +384,58 @@ fn udp_echo_takes_the_nics_udp_hashed_fields() {
         "{err}"
     );
 }
+
+/// Issue 37: a NIC reporting `input_xfrm` symmetric-xor (ice) or
+/// symmetric-or-xor (mlx5) hashes a flow and its reverse alike: `hash
+/// --iface` predicts the one queue for both, with the hashes of the
+/// independent reference (rsskit-core/tests/data/xfrm_vectors.py); a
+/// transform rsskit does not know is refused with exit 2.
+#[test]
+fn symmetric_transform_puts_a_flow_and_its_reverse_on_one_queue() {
+    let t = Tree::new("sym");
+    let (a, b) = ("66.9.149.187:2794", "161.142.100.80:1766");
+    // Without a transform the two directions differ (Microsoft's vector one way).
+    let fwd = t.on_eth0(a, b, "tcp");
+    let rev = t.on_eth0(b, a, "tcp");
+    assert_eq!(fwd["hash_hex"], "0x51ccc178");
+    assert_eq!(fwd["input_xfrm"], "none");
+    assert_ne!(fwd["hash_hex"], rev["hash_hex"]);
+    for (bits, name, want) in [(1, "symmetric-xor", "0xac2b58ca"), (2, "symmetric-or-xor", "0xa65524fa")] {
+        t.edit_driver(|j| j["rss"]["input_xfrm"] = bits.into());
+        let fwd = t.on_eth0(a, b, "tcp");
+        let rev = t.on_eth0(b, a, "tcp");
+        assert_eq!((fwd["hash_hex"].as_str(), fwd["input_xfrm"].as_str()), (Some(want), Some(name)), "{fwd}");
+        assert_eq!(rev["hash_hex"], fwd["hash_hex"], "{name}: {rev}");
+        // 0x...ca / 0x...fa: entry 74 / 122 of the i % 4 table: queue 2.
+        assert_eq!((fwd["queue"].as_u64(), rev["queue"].as_u64()), (Some(2), Some(2)), "{name}");
+        assert_eq!((fwd["cpu"].as_u64(), rev["cpu"].as_u64()), (Some(2), Some(2)), "{name}");
+        let out = t.hash(&["--iface", "eth0", "--src", b, "--dst", a, "--proto", "tcp"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains(&format!("input {name}: the reverse flow lands alike")), "{text}");
+    }
+    for bits in [4, 3, 0x80] {
+        t.edit_driver(|j| j["rss"]["input_xfrm"] = bits.into());
+        let out = t.hash(&["--iface", "eth0", "--src", a, "--dst", b, "--proto", "tcp"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "input_xfrm {bits}: {err}");
+        assert!(
+            err.contains(&format!("eth0: the driver ixgbe reports RSS input transform 0x{bits:02x}"))
+                && err.contains("does not model")
+                && !err.contains("panicked"),
+            "{err}"
+        );
+        assert!(out.stdout.is_empty(), "no prediction printed");
+    }
+}
+
+/// Threaded NAPI on: the IRQ's CPU is not where the queue is polled; the
+/// answer says so instead of naming it with confidence.
+#[test]
+fn threaded_napi_is_said() {
+    let t = Tree::new("threaded");
+    let v = t.on_eth0("66.9.149.187:2794", "161.142.100.80:1766", "tcp");
+    assert!(v["note"].is_null(), "{v}");
+    fs::write(t.0.join("sys/class/net/eth0/threaded"), "1\n").unwrap();
+    let v = t.on_eth0("66.9.149.187:2794", "161.142.100.80:1766", "tcp");
+    assert!(v["note"].as_str().unwrap().contains("threaded NAPI is on for eth0"), "{v}");
+}

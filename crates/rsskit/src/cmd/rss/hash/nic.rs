@@ -1,11 +1,12 @@
 //! `rsskit hash --iface IF`: which queue and CPU a flow lands on, on this
-//! host: the device's key, the fields it hashes for the flow type, its
-//! indirection table, the queue's IRQ CPU and RPS CPUs.
+//! host: the device's key, its input transform (symmetric-xor...), the
+//! fields it hashes for the flow type, its indirection table, the queue's
+//! IRQ CPU and RPS CPUs.
 
 use crate::cmd::common::{nic, print_json, same_family, Endpoint, Proto};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::ValueEnum;
-use rsskit_core::{FlowTuple, HashType, L4Proto, Toeplitz};
+use rsskit_core::{FlowTuple, HashType, InputXfrm, L4Proto};
 use rsskit_host::landing::NicSteering;
 use serde_json::json;
 use std::io::BufRead;
@@ -112,8 +113,14 @@ fn land(
         _ => bail!("give a port on both --src and --dst, or on neither"),
     };
     let input = tuple.input(hash_type).map_err(|e| anyhow!("{e}"))?;
-    let key = rsskit_core::RssKey::from_bytes(&n.key).map_err(|e| anyhow!("{iface}'s key: {e}"))?;
-    let hash = Toeplitz::new(&key).hash(input.as_bytes());
+    let hash = n.hash(&input).map_err(|e| anyhow!("{iface}'s key: {e}"))?;
+    if n.napi_threaded {
+        let t = format!(
+            "threaded NAPI is on for {iface}: a napi/{iface}-N kernel thread polls the queue wherever it \
+             runs, maybe not on the IRQ's CPU (rsskit check)"
+        );
+        note = Some(note.map_or(t.clone(), |n| format!("{n}; {t}")));
+    }
     let l = n.land(hash);
     let key_hex: String = n.key.iter().map(|b| format!("{b:02x}")).collect();
     let opt = |v: Option<usize>| v.map_or("unknown".to_string(), |c| c.to_string());
@@ -123,6 +130,7 @@ fn land(
             "hash": hash,
             "hash_hex": format!("0x{hash:08x}"),
             "hash_type": hash_type.name(),
+            "input_xfrm": n.xfrm.name(),
             "table_index": l.index,
             "table_size": n.table.len(),
             "queue": l.queue,
@@ -154,7 +162,12 @@ fn land(
         );
         return Ok(());
     }
-    println!("hash    0x{hash:08x} ({hash_type}, {iface}'s key)");
+    match n.xfrm {
+        InputXfrm::None => println!("hash    0x{hash:08x} ({hash_type}, {iface}'s key)"),
+        x => println!(
+            "hash    0x{hash:08x} ({hash_type}, {iface}'s key, input {x}: the reverse flow lands alike)"
+        ),
+    }
     println!("entry   {} of {} -> queue {}", l.index, n.table.len(), l.queue);
     println!("irq     {} on CPU {}", l.irq.map_or("none".to_string(), |i| i.to_string()), opt(l.irq_cpu));
     if let Some(c) = l.rps_cpu {
