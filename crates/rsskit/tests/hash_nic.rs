@@ -439,3 +439,42 @@ fn threaded_napi_is_said() {
     let v = t.on_eth0("66.9.149.187:2794", "161.142.100.80:1766", "tcp");
     assert!(v["note"].as_str().unwrap().contains("threaded NAPI is on for eth0"), "{v}");
 }
+
+/// `udp-echo --key nic:eth0` on a symmetric-xor NIC: its workers own
+/// buckets by the NIC's hash (the policy's transform), and the steering
+/// programs that compute plain Toeplitz are refused by name rather than
+/// steer datagrams to workers the NIC does not send them to.
+#[test]
+#[cfg_attr(rsskit_one_cpu, ignore = "needs 2 CPUs for 2 workers")]
+fn udp_echo_on_a_symmetric_nic_refuses_plain_toeplitz_steering() {
+    let t = Tree::new("echosym");
+    t.rps_cpus_rx1("00000000");
+    t.irq_cpus(&[(40, 0), (41, 1), (42, 0), (43, 1)]);
+    t.edit_driver(|j| j["rss"]["input_xfrm"] = 1.into());
+    let run = |steer: &str| {
+        Command::new(assert_cmd::cargo::cargo_bin("rsskit"))
+            .env("RSSKIT_SYSROOT", &t.0)
+            .args(["udp-echo", "--bind", "127.0.0.1:0", "--cpus", "0-1", "--duration", "0.3", "--json"])
+            .args(["--table", "nic:eth0", "--key", "nic:eth0", "--steer", steer])
+            .output()
+            .unwrap()
+    };
+    for steer in ["toeplitz", "ebpf"] {
+        let out = run(steer);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success()
+                && err.contains(
+                    "input transform symmetric-xor, which the Toeplitz steering program does not compute"
+                )
+                && !err.contains("panicked"),
+            "{steer}: {err}"
+        );
+    }
+    let out = run("cpu");
+    assert!(
+        out.status.success(),
+        "steering by CPU follows the NIC: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

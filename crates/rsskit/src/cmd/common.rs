@@ -72,6 +72,8 @@ pub struct NicUdp {
     /// The fields as ethtool names them, per family (for messages).
     pub fields4: String,
     pub fields6: String,
+    /// The NIC's input transform (symmetric-xor...), which the policy applies.
+    pub xfrm: rsskit_core::InputXfrm,
 }
 
 impl NicUdp {
@@ -89,6 +91,7 @@ impl NicUdp {
             udp6: n.tuple("udp6"),
             fields4: fields("udp4"),
             fields6: fields("udp6"),
+            xfrm: n.xfrm,
         }
     }
 }
@@ -212,7 +215,12 @@ impl PolicyArgs {
         check: KeyCheck,
         allow_weak_key: bool,
     ) -> Result<RssPolicy, PolicyError> {
-        build_policy(self.key.key.clone(), hash, workers, bits, table, check, allow_weak_key)
+        let policy = build_policy(self.key.key.clone(), hash, workers, bits, table, check, allow_weak_key)?;
+        // `--key nic:IF`: the NIC's hash, its input transform included.
+        Ok(match &self.key.nic {
+            Some(n) => policy.with_xfrm(n.xfrm),
+            None => policy,
+        })
     }
 }
 
