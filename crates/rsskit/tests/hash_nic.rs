@@ -478,3 +478,28 @@ fn udp_echo_on_a_symmetric_nic_refuses_plain_toeplitz_steering() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `hash --key nic:eth0` takes the NIC's transform with its key (both
+/// directions: the reference's 0xa65524fa on symmetric-or-xor); `find`,
+/// which solves plain Toeplitz, refuses such a NIC by name.
+#[test]
+fn key_nic_takes_the_transform_and_find_refuses_it() {
+    let t = Tree::new("keysym");
+    t.edit_driver(|j| j["rss"]["input_xfrm"] = 2.into());
+    let (a, b) = ("66.9.149.187:2794", "161.142.100.80:1766");
+    for (src, dst) in [(a, b), (b, a)] {
+        let v = t.json(&["--key", "nic:eth0", "--src", src, "--dst", dst, "--proto", "tcp"]);
+        assert_eq!(v["hash_hex"], "0xa65524fa", "{src} -> {dst}: {v}");
+    }
+    let out = Command::new(assert_cmd::cargo::cargo_bin("rsskit"))
+        .env("RSSKIT_SYSROOT", &t.0)
+        .args(["find", "--key", "nic:eth0", "--dst", "10.0.0.1:80", "--proto", "tcp"])
+        .args(["--src-ports", "1000-2000", "--bucket", "3"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("eth0 hashes with input transform symmetric-or-xor"),
+        "{err}"
+    );
+}

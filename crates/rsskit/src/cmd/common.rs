@@ -419,8 +419,8 @@ pub fn stop_on_signals() -> Result<Arc<AtomicBool>> {
 #[derive(clap::Args, Debug, Clone)]
 pub struct BucketArgs {
     /// RSS key: default (Microsoft), symmetric, random (checked), or 40+ bytes of hex.
-    #[arg(long, default_value = "default", value_parser = key_arg)]
-    pub key: RssKey,
+    #[arg(long, default_value = "default", value_parser = key_nic_arg)]
+    pub key: KeyArg,
     /// Bucket bits (1-7); default FreeBSD's fls(ncpus-1)+1.
     #[arg(long, value_parser = int_in(1u32, 7))]
     pub bits: Option<u32>,
@@ -436,11 +436,26 @@ impl BucketArgs {
     }
 
     /// FreeBSD's model: worker i on CPU i, buckets round-robin over them,
-    /// every hash type; the key is judged by the caller for its own use.
+    /// every hash type, with the NIC's input transform when the key is
+    /// `nic:IF`; the key is judged by the caller for its own use.
     pub fn policy(&self) -> Result<RssPolicy> {
         let workers = Workers::Count(self.ncpus());
-        build_policy(self.key.clone(), HashConfig::all(), workers, self.bits, None, KeyCheck::None, false)
-            .map_err(|e| e.policy_as(|e| anyhow!("{e}")))
+        let p = build_policy(
+            self.key.key.clone(),
+            HashConfig::all(),
+            workers,
+            self.bits,
+            None,
+            KeyCheck::None,
+            false,
+        )
+        .map_err(|e| e.policy_as(|e| anyhow!("{e}")))?;
+        Ok(p.with_xfrm(self.xfrm()))
+    }
+
+    /// The input transform of the NIC named by `--key nic:IF` (else none).
+    pub fn xfrm(&self) -> rsskit_core::InputXfrm {
+        self.key.nic.as_ref().map_or(rsskit_core::InputXfrm::None, |n| n.xfrm)
     }
 }
 
