@@ -15,6 +15,10 @@
 //! VLAN tag, user data, the SPI). When such a rule stands before the one
 //! that would match, [`classify`] says it cannot know rather than guess.
 
+mod text;
+
+pub use text::{parse_rule, RuleTextError};
+
 use crate::hashtype::{FlowTuple, L4Proto};
 use alloc::vec::Vec;
 use core::fmt;
@@ -167,6 +171,29 @@ impl Masked<[u8; 6]> {
     }
 }
 
+macro_rules! masked_norm {
+    ($($t:ty),*) => {$(
+        impl Masked<$t> {
+            /// The same field with the bits it does not compare cleared.
+            pub fn normalized(self) -> Self {
+                Masked { value: self.value & self.mask, mask: self.mask }
+            }
+        }
+    )*};
+}
+masked_norm!(u8, u16, u32, u64, u128);
+
+impl Masked<[u8; 6]> {
+    /// The same field with the bits it does not compare cleared.
+    pub fn normalized(self) -> Self {
+        let mut value = self.value;
+        for (v, m) in value.iter_mut().zip(self.mask) {
+            *v &= m;
+        }
+        Masked { value, mask: self.mask }
+    }
+}
+
 /// What a rule compares. Addresses are held as integers (IPv4 in the low 32
 /// bits), in the order the frame carries them: `src` is the sender.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -204,6 +231,29 @@ pub struct RuleMatch {
 }
 
 impl RuleMatch {
+    /// The same match with every value's uncompared bits cleared: two rules
+    /// that take the same frames compare equal (drivers may report any bits
+    /// under a zero mask).
+    pub fn normalized(self) -> Self {
+        RuleMatch {
+            flow: self.flow,
+            src: self.src.normalized(),
+            dst: self.dst.normalized(),
+            src_port: self.src_port.normalized(),
+            dst_port: self.dst_port.normalized(),
+            tos: self.tos.normalized(),
+            l4_proto: self.l4_proto.normalized(),
+            l4_bytes: self.l4_bytes.normalized(),
+            spi: self.spi.normalized(),
+            ethertype: self.ethertype.normalized(),
+            src_mac: self.src_mac.normalized(),
+            dst_mac: self.dst_mac.normalized(),
+            vlan_tci: self.vlan_tci.normalized(),
+            vlan_etype: self.vlan_etype.normalized(),
+            user_data: self.user_data.normalized(),
+        }
+    }
+
     /// A rule of this flow type comparing nothing yet (it takes every frame of the type).
     pub fn any(flow: RuleFlow) -> Self {
         RuleMatch {

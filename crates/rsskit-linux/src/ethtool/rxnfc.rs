@@ -230,7 +230,8 @@ pub fn decode_rule(b: &[u8]) -> Result<FlowRule, RuleDecodeError> {
         vlan_tci: Masked { value: h.vlan_tci, mask: m.vlan_tci },
         vlan_etype: Masked { value: h.vlan_etype, mask: m.vlan_etype },
         user_data: Masked { value: h.user_data, mask: m.user_data },
-    };
+    }
+    .normalized();
     let action = RuleAction::from_cookie(u64ne(b, OFF_COOKIE), flags & FLOW_RSS != 0, u32ne(b, OFF_CONTEXT));
     Ok(FlowRule { location, matcher, action })
 }
@@ -461,7 +462,7 @@ mod tests {
         eth.src_mac = Masked { value: [2, 0, 0, 0, 0, 1], mask: [0xff; 6] };
         let mut user = RuleMatch::any(RuleFlow::Ip4);
         user.l4_proto = Masked { value: 17, mask: 0xff };
-        user.l4_bytes = Masked { value: 0x1234_5678, mask: 0xffff_0000 };
+        user.l4_bytes = Masked { value: 0x1234_0000, mask: 0xffff_0000 };
         user.dst_mac = Masked { value: [1, 2, 3, 4, 5, 6], mask: [0xff; 6] };
         let mut esp = RuleMatch::any(RuleFlow::Esp6);
         esp.spi = Masked { value: 7, mask: u32::MAX };
@@ -493,6 +494,7 @@ mod tests {
         b[16..20].copy_from_slice(&(0x02u32 | 0x2000_0000).to_ne_bytes()); // UDP_V4_FLOW | FLOW_RSS
         b[20 + 10..20 + 12].copy_from_slice(&443u16.to_be_bytes()); // h_u.pdst
         b[92 + 10..92 + 12].copy_from_slice(&[0xff, 0xff]); // m_u.pdst
+        b[20 + 8..20 + 10].copy_from_slice(&77u16.to_be_bytes()); // h_u.psrc under a zero mask: not compared
         b[168..176].copy_from_slice(&8u64.to_ne_bytes()); // ring_cookie
         b[176..180].copy_from_slice(&5u32.to_ne_bytes()); // location
         b[184..188].copy_from_slice(&1u32.to_ne_bytes()); // rss_context
@@ -501,6 +503,7 @@ mod tests {
         assert_eq!(r.matcher.flow, RuleFlow::Udp4);
         assert_eq!(r.matcher.dst_port, Masked { value: 443, mask: 0xffff });
         assert!(!r.matcher.src.is_set() && !r.matcher.tos.is_set());
+        assert_eq!(r.matcher.src_port, Masked { value: 0, mask: 0 }, "uncompared bits are cleared");
         assert_eq!(r.action, RuleAction::Context { context: 1, offset: 8 });
     }
 
