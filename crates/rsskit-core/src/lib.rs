@@ -13,6 +13,7 @@
 //!   bucket -> worker, worker -> CPU; every layer above asks it;
 //! - [`rss`]: FreeBSD's bucket arithmetic (bits, masks, round-robin);
 //! - [`ringmap`]: DragonFly's ring -> CPU grid and redirect table;
+//! - [`flowrule`]: NIC flow classification rules and which one a flow meets;
 //! - [`finder`]: solving for tuples that land in a chosen bucket;
 //! - [`cbpf`]: classic BPF steering programs (cpu, Toeplitz bucket) and an
 //!   interpreter that runs them as the kernel does;
@@ -27,6 +28,7 @@ extern crate alloc;
 
 pub mod cbpf;
 pub mod finder;
+pub mod flowrule;
 pub mod hashtype;
 pub mod key;
 pub mod keycheck;

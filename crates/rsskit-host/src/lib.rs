@@ -11,7 +11,9 @@
 //! - `fixture` (feature `fixtures`): the fake ethtool driver of a fixture
 //!   tree, for tests only, so the shipped binary cannot be pointed at one.
 //! - [`landing`]: where a flow lands on this host, read through a
-//!   [`sysroot::Sysroot`] so `hash --iface` and `nic:IF` work on fixtures.
+//!   [`sysroot::Sysroot`] so `hash --iface` and `nic:IF` work on fixtures;
+//!   [`nic_rules`]: the NIC's flow rules and the RSS contexts they reach,
+//!   looked at before the table (a rule not understood makes "unknown").
 //! - [`plan`]: the tuning decision itself, no I/O (state in, plan out).
 //! - [`tune`]: applies a plan (write, read back, save and restore files);
 //!   `tune/setting` is its no-I/O part (the setting model and value
@@ -57,6 +59,7 @@ pub mod metrics;
 pub mod metrics_server;
 pub mod napi;
 pub mod nic_rebalance;
+pub mod nic_rules;
 pub mod persist;
 pub mod plan;
 pub mod softnet;

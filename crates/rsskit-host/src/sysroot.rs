@@ -9,6 +9,7 @@
 //! `ETHTOOL_SRSSH` writes are built as the ioctl's bytes and parsed back as
 //! the kernel would before they update that file.
 
+use rsskit_linux::ethtool::rxnfc::{ContextRss, RuleTable};
 use rsskit_linux::ethtool::{Channels, Ethtool, EthtoolError, FlowHash, Reported, Rss};
 use rsskit_linux::netdev::{self, IfaceFacts, IfaceIrq, Roots, RxQueue, TxQueue};
 use rsskit_linux::topology::Topology;
@@ -104,6 +105,14 @@ pub struct Sysroot {
 /// The default directory of `apply`'s save files on the running system
 /// (root's, mode 0700: not the current directory, which may be shared).
 pub const STATE_DIR: &str = "/var/lib/rsskit";
+
+/// An ethtool failure as tuning reports it: a missing interface by name.
+fn ethtool_error(e: EthtoolError) -> SysrootError {
+    match e {
+        EthtoolError::NoSuchInterface(n) => SysrootError::NoSuchInterface(n),
+        e => SysrootError::Ethtool(e.to_string()),
+    }
+}
 
 impl Sysroot {
     /// The running system.
@@ -211,6 +220,27 @@ impl Sysroot {
             irqs: netdev::iface_irqs(&self.roots, name, &interrupts),
             napi: crate::napi::read(&self.roots, name),
         })
+    }
+
+    /// The device's flow classification rules (`ethtool -n IF`), by ascending location.
+    pub fn rules(&self, name: &str) -> Result<Reported<RuleTable>, SysrootError> {
+        if !self.exists(name) {
+            return Err(SysrootError::NoSuchInterface(name.to_string()));
+        }
+        #[cfg(any(test, feature = "fixtures"))]
+        if let Some(dir) = self.fixture() {
+            return crate::fixture::rules(dir, name);
+        }
+        Ethtool::open(name).and_then(|eth| eth.rules()).map_err(ethtool_error)
+    }
+
+    /// RSS context `context`'s key and table (`ethtool -x IF context N`).
+    pub fn context_rss(&self, name: &str, context: u32) -> Result<Reported<ContextRss>, SysrootError> {
+        #[cfg(any(test, feature = "fixtures"))]
+        if let Some(dir) = self.fixture() {
+            return crate::fixture::context_rss(dir, name, context);
+        }
+        Ethtool::open(name).and_then(|eth| eth.context_rss(context)).map_err(ethtool_error)
     }
 
     /// Re-reads the RSS key and table of one interface.

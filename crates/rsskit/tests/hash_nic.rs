@@ -503,3 +503,106 @@ fn key_nic_takes_the_transform_and_find_refuses_it() {
         "{err}"
     );
 }
+
+/// The NIC's flow rules come before its table (issue 33). Ground truth from
+/// ethtool.h's semantics, by hand: the lowest location takes the flow; a
+/// context rule hashes with the context's key and table and adds the
+/// rule's offset; `drop` reaches no queue; a rule on a field a tuple lacks
+/// makes the answer unknown. The main key is all zero here (every main
+/// hash is 0: entry 0, queue 0), the context's key is Microsoft's, so the
+/// Microsoft vectors give the context hashes.
+#[test]
+fn rules_and_contexts_come_before_the_table() {
+    let t = Tree::new("rules");
+    t.edit_driver(|j| {
+        j["rss"]["key"] = "00".repeat(40).into();
+        // Listed out of order: the locations decide.
+        j["rules"] = serde_json::json!([
+            "udp4 dst-port 1766 queue 1 loc 5",
+            "udp4 src-ip 66.9.149.0/24 context 1 offset 2 loc 2",
+            "tcp4 dst-port 1766 drop loc 3",
+            "tcp4 dst-port 22 queue 3 loc 4",
+            "udp4 dst-ip 202.188.127.2 vlan 0x2000/0xe000 queue 0 loc 0",
+            "udp4 dst-port 53 context 7 loc 6",
+        ]);
+        j["contexts"] = serde_json::json!({"1": {
+            "key": "6d5a56da255b0ec24167253d43a38fb0d0ca2bcbae7b30b477cb2da38030f20c6a42b73bbeac01fa",
+            "table": [0, 0, 1, 0, 0, 0, 0, 0],
+        }});
+    });
+    // Rules 2 and 5 both take it; 2 is first. udp4 hashes addresses only:
+    // 0x323e8fc2 under context 1's key, entry 0xc2 % 8 = 2 -> 1, + 2 = queue 3
+    // (IRQ 43 on CPU 1). The zero main key would have given entry 0 -> queue 2.
+    let v = t.on_eth0("66.9.149.187:2794", "161.142.100.80:1766", "udp");
+    assert_eq!((v["route"].as_str(), v["context"].as_u64()), (Some("rule-context"), Some(1)), "{v}");
+    assert_eq!(v["rule"]["location"], 2, "{v}");
+    assert_eq!(v["hash_hex"], "0x323e8fc2", "{v}");
+    assert_eq!((v["table_index"].as_u64(), v["table_size"].as_u64()), (Some(2), Some(8)), "{v}");
+    assert_eq!(
+        (v["queue"].as_u64(), v["irq"].as_u64(), v["cpu"].as_u64()),
+        (Some(3), Some(43), Some(1)),
+        "{v}"
+    );
+    assert_eq!(v["path"], "rule 2 -> context 1 -> queue 3 -> IRQ 43 -> CPU 1", "{v}");
+    // Another source: rule 2 passes, rule 5 sends it to queue 1, where RPS
+    // (CPUs 0-1) picks the CPU from a hash rsskit cannot vouch for: unknown.
+    let v = t.on_eth0("10.0.0.1:2794", "161.142.100.80:1766", "udp");
+    assert_eq!((v["route"].as_str(), v["rule"]["location"].as_u64()), (Some("rule-queue"), Some(5)), "{v}");
+    assert_eq!((v["queue"].as_u64(), v["irq_cpu"].as_u64()), (Some(1), Some(4)), "{v}");
+    assert!(v["cpu"].is_null() && v["hash"].is_null(), "{v}");
+    // Rule 3 drops TCP to port 1766: no queue.
+    let v = t.on_eth0("66.9.149.187:2794", "161.142.100.80:1766", "tcp");
+    assert_eq!(
+        (v["route"].as_str(), v["rule"]["action"].as_str()),
+        (Some("rule-no-queue"), Some("drop")),
+        "{v}"
+    );
+    assert!(v["queue"].is_null() && v["cpu"].is_null(), "{v}");
+    // Rule 4: TCP to port 22 goes to queue 3 (IRQ 43 on CPU 1).
+    let v = t.on_eth0("38.27.205.30:48228", "209.142.163.6:22", "tcp");
+    assert_eq!(v["path"], "rule 4 -> queue 3 -> IRQ 43 -> CPU 1", "{v}");
+    // No rule: the main table, whose zero key hashes everything to 0 -> queue 0 (CPU 5).
+    let v = t.on_eth0("38.27.205.30:48228", "209.142.163.6:2217", "tcp");
+    assert_eq!(
+        (v["route"].as_str(), v["hash"].as_u64(), v["queue"].as_u64()),
+        (Some("table"), Some(0), Some(0)),
+        "{v}"
+    );
+    assert!(v["rule"].is_null() && v["context"].is_null(), "{v}");
+    // Rule 0 compares a VLAN tag: rsskit cannot know, and says so (exit 1, nothing on stdout).
+    let out =
+        t.hash(&["--iface", "eth0", "--src", "1.2.3.4:5", "--dst", "202.188.127.2:6", "--proto", "udp"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot tell") && err.contains("rule 0") && err.contains("VLAN tag"), "{err}");
+    assert!(out.stdout.is_empty());
+    // Rule 6 names context 7, which the driver does not show: unknown, not the main table.
+    let out = t.hash(&["--iface", "eth0", "--src", "1.2.3.4:5", "--dst", "10.9.9.9:53", "--proto", "udp"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("context 7") && err.contains("could not be read"), "{err}");
+    // --flows: an unknown line is printed as such, the others answered, exit 1 at the end.
+    let flows = t.0.join("flows.txt");
+    fs::write(&flows, "1.2.3.4:5 202.188.127.2:6 udp\n38.27.205.30:48228 209.142.163.6:22 tcp\n").unwrap();
+    let out = t.hash(&["--iface", "eth0", "--flows", flows.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].contains("unknown") && lines[0].contains("VLAN"), "{text}");
+    assert!(lines[1].ends_with("rule 4 -> queue 3 -> IRQ 43 -> CPU 1"), "{text}");
+    // The text form of one flow names the rule, the context and the offset.
+    let out = t.hash(&[
+        "--iface",
+        "eth0",
+        "--src",
+        "66.9.149.187:2794",
+        "--dst",
+        "161.142.100.80:1766",
+        "--proto",
+        "udp",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("rule    2 (udp4 src-ip 66.9.149.0/24 context 1 offset 2 loc 2)"), "{text}");
+    assert!(text.contains("context 1's key") && text.contains("queue 1 + offset 2 = queue 3"), "{text}");
+}
