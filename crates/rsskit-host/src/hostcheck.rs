@@ -2,7 +2,9 @@
 //! the problems that break it (each makes the verdict "not aligned") and
 //! notes that do not. No I/O: it judges what [`crate::sysroot`] read.
 
+use crate::nic_rules::NicRules;
 use crate::sysroot::{DeviceState, IrqBalance};
+use rsskit_core::flowrule::RuleAction;
 use rsskit_core::keycheck;
 use rsskit_core::ringmap::{is_mismatch, HOST_TABLE_LEN};
 use rsskit_core::RssKey;
@@ -59,6 +61,60 @@ pub fn check_device(topo: &Topology, d: &DeviceState, irqbalance: Option<&IrqBal
     }
     let Findings { problems, notes } = f;
     DeviceVerdict { name: d.name.clone(), aligned: problems.is_empty(), problems, notes }
+}
+
+/// The NIC's flow rules and the RSS contexts they reach ([`NicRules`]): a
+/// rule or context entry naming a queue the device does not have is a
+/// problem (its flows go nowhere rsskit can place); a rule not understood
+/// or a context not shown is a note (predictions through it are unknown);
+/// the rules themselves are listed as notes, since they bypass the table.
+pub fn check_rules(d: &DeviceState, rules: &NicRules, v: &mut DeviceVerdict) {
+    let queues = d.rx.len() as u64;
+    let missing = |q: u64| queues > 0 && q >= queues;
+    for r in &rules.rules {
+        match r.action {
+            RuleAction::Queue(q) if missing(q.into()) => v.problems.push(format!(
+                "rule {} ({r}) sends flows to queue {q}, which {} does not have ({queues} RX queues)",
+                r.location, d.name
+            )),
+            RuleAction::Context { context, offset } => {
+                let table = if context == 0 {
+                    d.rss.ok().map(|x| x.indir.clone())
+                } else {
+                    rules.contexts.get(&context).map(|c| c.table.clone())
+                };
+                let Some(table) = table else { continue };
+                let top = table.iter().map(|&e| u64::from(e) + u64::from(offset)).max();
+                if let Some(top) = top.filter(|&t| missing(t)) {
+                    v.problems.push(format!(
+                        "rule {} ({r}) reaches queue {top} through context {context} plus offset {offset}, \
+                         which {} does not have ({queues} RX queues)",
+                        r.location, d.name
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    if rules.any() {
+        let into = rules.rules.iter().filter(|r| matches!(r.action, RuleAction::Context { .. })).count();
+        v.notes.push(format!(
+            "{} flow rule(s), {into} into RSS contexts: the flows they take bypass the main table \
+             (rsskit hash --iface {} shows where a flow goes)",
+            rules.rules.len() + rules.opaque.len(),
+            d.name
+        ));
+    }
+    for o in &rules.opaque {
+        v.notes.push(format!(
+            "rule {} not understood ({}): where its flows land is unknown",
+            o.location, o.reason
+        ));
+    }
+    for (id, why) in &rules.unreadable_contexts {
+        v.notes.push(format!("RSS context {id} could not be read ({why}): where its flows land is unknown"));
+    }
+    v.aligned = v.problems.is_empty();
 }
 
 /// The NIC's input transform (`input_xfrm`): a symmetric one is said (both

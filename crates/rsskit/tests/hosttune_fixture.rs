@@ -803,3 +803,42 @@ fn threaded_napi_is_checked_turned_off_and_restored() {
     assert_eq!(t.get("sys/class/net/eth0/threaded"), "1", "restored");
     assert_eq!(t.rsskit(&["check"]).status.code(), Some(1), "floating again");
 }
+
+/// The NIC's flow rules (issue 33): `check` lists them (they bypass the
+/// table), fails a rule or context entry naming a queue the device does not
+/// have (4 RX queues here), and says where it cannot know.
+#[test]
+fn check_judges_the_nics_flow_rules() {
+    let t = Tree::new();
+    let ok = t.rsskit(&["apply", "--iface", "eth0", "--save", "first.json"]);
+    assert!(ok.status.success(), "{}", text(&ok.stderr));
+    assert_eq!(t.rsskit(&["check"]).status.code(), Some(0), "aligned, no rules");
+    let mut d = t.driver();
+    d["rules"] = json!(["udp4 dst-port 443 context 1 offset 2 loc 1", "tcp4 dst-port 22 queue 3 loc 2"]);
+    d["contexts"] = json!({"1": {"key": "6d".repeat(40), "table": [0, 1]}});
+    t.set_driver(&d);
+    let out = t.rsskit(&["check", "--iface", "eth0"]);
+    assert_eq!(out.status.code(), Some(0), "queues 2-3 and 3 exist: {}", text(&out.stdout));
+    assert!(text(&out.stdout).contains("2 flow rule(s), 1 into RSS contexts"), "{}", text(&out.stdout));
+    // Offset 3 over a table of queues 0-1 reaches queue 4; queue 7 does not exist either.
+    d["rules"] = json!([
+        "udp4 dst-port 443 context 1 offset 3 loc 1",
+        "tcp4 dst-port 22 queue 7 loc 2",
+        "udp4 dst-port 53 context 9 loc 3"
+    ]);
+    t.set_driver(&d);
+    let out = t.rsskit(&["check", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v = json_of(&out);
+    let problems: Vec<String> = v["devices"][0]["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(problems[0].contains("rule 1") && problems[0].contains("queue 4"), "{problems:?}");
+    assert!(problems[1].contains("rule 2") && problems[1].contains("queue 7"), "{problems:?}");
+    let notes = v["devices"][0]["notes"].to_string();
+    assert!(notes.contains("RSS context 9 could not be read"), "{notes}");
+}

@@ -4,7 +4,8 @@
 use crate::cmd::common::{int_in, positive, print_json, seconds_arg};
 use crate::cmd::host::{devices, sysroot};
 use anyhow::{bail, Context, Result};
-use rsskit_host::hostcheck::{check_device, DeviceVerdict};
+use rsskit_host::hostcheck::{check_device, check_rules, DeviceVerdict};
+use rsskit_host::nic_rules::NicRules;
 use rsskit_linux::cpulist;
 use rsskit_runtime::proto::{self, Probe, CPU_UNKNOWN};
 use serde::Serialize;
@@ -96,7 +97,12 @@ pub fn run(a: Args) -> Result<()> {
     let topo = root.topology();
     let devs = devices(&root, &a.ifaces)?;
     let ib = root.irqbalance();
-    let verdicts: Vec<DeviceVerdict> = devs.iter().map(|d| check_device(&topo, d, ib.as_ref())).collect();
+    let mut verdicts: Vec<DeviceVerdict> = devs.iter().map(|d| check_device(&topo, d, ib.as_ref())).collect();
+    for (d, v) in devs.iter().zip(&mut verdicts) {
+        let rules =
+            NicRules::read(&root, &d.name).with_context(|| format!("reading {}'s flow rules", d.name))?;
+        check_rules(d, &rules, v);
+    }
     if a.probe_flows > 1024 {
         bail!("--probe-flows: at most 1024");
     }
