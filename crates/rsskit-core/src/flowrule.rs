@@ -20,7 +20,6 @@ mod text;
 pub use text::{parse_rule, RuleTextError};
 
 use crate::hashtype::{FlowTuple, L4Proto};
-use alloc::vec::Vec;
 use core::fmt;
 use core::net::IpAddr;
 
@@ -476,20 +475,38 @@ pub enum Classified<'a> {
         /// What it depends on.
         field: UnknownField,
     },
+    /// A rule rsskit could not read, at this location, may take it.
+    Opaque(u32),
 }
 
 /// The rule that takes `flow`: the lowest location first, whatever order `rules` is in.
 pub fn classify<'a>(rules: &'a [FlowRule], flow: &FlowTuple) -> Classified<'a> {
-    let mut order: Vec<&FlowRule> = rules.iter().collect();
-    order.sort_by_key(|r| r.location);
-    for rule in order {
+    classify_among(rules, &[], flow)
+}
+
+/// [`classify`] beside rules rsskit could not read, at locations `opaque`:
+/// one of those before the first rule that takes `flow` (or with none
+/// taking it) may take it, so the answer is [`Classified::Opaque`].
+/// No allocation: it runs per frame in `check --live`.
+pub fn classify_among<'a>(rules: &'a [FlowRule], opaque: &[u32], flow: &FlowTuple) -> Classified<'a> {
+    let mut best: Option<(u32, Classified<'a>)> = None;
+    for rule in rules {
+        if best.as_ref().is_some_and(|(l, _)| *l <= rule.location) {
+            continue;
+        }
         match fit(&rule.matcher, flow) {
-            RuleFit::Takes => return Classified::Rule(rule),
-            RuleFit::Depends(field) => return Classified::Unknown { rule, field },
+            RuleFit::Takes => best = Some((rule.location, Classified::Rule(rule))),
+            RuleFit::Depends(field) => best = Some((rule.location, Classified::Unknown { rule, field })),
             RuleFit::Passes => {}
         }
     }
-    Classified::NoRule
+    let first_opaque = opaque.iter().copied().min();
+    match (best, first_opaque) {
+        (Some((l, _)), Some(o)) if o < l => Classified::Opaque(o),
+        (None, Some(o)) => Classified::Opaque(o),
+        (Some((_, c)), _) => c,
+        (None, None) => Classified::NoRule,
+    }
 }
 
 /// The queue a flow hashed to `hash` reaches through a context's `table` plus the rule's `offset`
@@ -593,6 +610,17 @@ mod tests {
         let mut eth = RuleMatch::any(RuleFlow::Ether);
         eth.ethertype = Masked { value: 0x86dd, mask: 0xffff };
         assert_eq!(classify(&[rule(0, eth, RuleAction::Queue(1))], &f), Classified::NoRule);
+    }
+
+    #[test]
+    fn rules_not_read_count_where_they_stand() {
+        let r = [rule(5, RuleMatch::any(RuleFlow::Udp4), RuleAction::Queue(2))];
+        let f = udp4([1, 1, 1, 1], 1, [2, 2, 2, 2], 2);
+        assert_eq!(classify_among(&r, &[3], &f), Classified::Opaque(3));
+        assert_eq!(classify_among(&r, &[9], &f), Classified::Rule(&r[0]));
+        let tcp = FlowTuple { proto: L4Proto::Tcp, ..f };
+        assert_eq!(classify_among(&r, &[9], &tcp), Classified::Opaque(9), "no rule takes it: rule 9 may");
+        assert_eq!(classify_among(&r, &[], &tcp), Classified::NoRule);
     }
 
     #[test]

@@ -11,6 +11,7 @@
 use crate::hash::PacketHasher;
 use crate::wire::{parse_ethernet, DropReason, ParseConfig};
 use core::net::IpAddr;
+use rsskit_core::flowrule::{classify_among, Classified, FlowRule, RuleAction};
 use rsskit_core::{FlowTuple, HashConfig, HashType, L4Proto, RssKey};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -94,6 +95,35 @@ pub struct LiveSpec {
     pub xfrm: rsskit_core::InputXfrm,
     /// RX queues captured.
     pub queues: usize,
+    /// The NIC's flow rules, looked at before the table (empty: none).
+    pub rules: LiveRules,
+}
+
+/// The NIC's flow rules as `check --live` models them.
+#[derive(Debug, Clone, Default)]
+pub struct LiveRules {
+    /// The rules rsskit read.
+    pub rules: Vec<FlowRule>,
+    /// Locations of rules it could not read (a frame one may take is unchecked).
+    pub opaque: Vec<u32>,
+    /// RSS contexts by id: key, table, input transform. A rule naming one
+    /// not here leaves its frames unchecked.
+    pub contexts: BTreeMap<u32, (RssKey, Vec<u32>, rsskit_core::InputXfrm)>,
+}
+
+/// Packets per flow rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RuleCount {
+    /// The rule's location.
+    pub location: u32,
+    /// The rule as `info` prints it.
+    pub rule: String,
+    /// Flows it took.
+    pub flows: usize,
+    /// Checked packets it took.
+    pub packets: u64,
+    /// Of those, on the queue the rule (and its context) predicts.
+    pub on_predicted: u64,
 }
 
 /// Why a frame was not checked.
@@ -117,6 +147,11 @@ pub enum Unchecked {
     CutShort,
     /// The frame does not parse (the reason).
     Malformed(DropReason),
+    /// A NIC rule may take it on a field rsskit cannot judge, a rule it could
+    /// not read may, or the rule's context was not read.
+    RuleNotModeled,
+    /// A NIC rule sends it nowhere on this device (drop, wake-on-LAN, a VF), yet it arrived.
+    RuleSendsElsewhere,
 }
 
 impl Unchecked {
@@ -132,6 +167,8 @@ impl Unchecked {
             Unchecked::NoRssTable => "no_rss_table".into(),
             Unchecked::CutShort => "cut_short".into(),
             Unchecked::Malformed(r) => format!("malformed_{}", r.name()),
+            Unchecked::RuleNotModeled => "rule_not_modeled".into(),
+            Unchecked::RuleSendsElsewhere => "rule_sends_elsewhere".into(),
         }
     }
 }
@@ -179,6 +216,8 @@ struct FlowState {
     observed: BTreeMap<u16, u64>,
     /// The first `rxhash` the kernel reported for it.
     rxhash: Option<u32>,
+    /// The NIC rule that took it, if one did.
+    rule: Option<u32>,
 }
 
 /// The comparison state: feed frames with [`LiveCheck::observe`], read the
@@ -199,6 +238,10 @@ pub struct LiveCheck {
     rxhash_equal: u64,
     /// Per queue: packets seen, checked packets predicted for it.
     per_queue: Vec<(u64, u64)>,
+    /// Per context: its hasher and table.
+    contexts: BTreeMap<u32, (PacketHasher, Vec<u32>)>,
+    /// Per rule location: checked packets, on the predicted queue.
+    per_rule: BTreeMap<u32, (u64, u64)>,
 }
 
 impl LiveCheck {
@@ -210,6 +253,15 @@ impl LiveCheck {
         let parse =
             ParseConfig { verify_ipv4_checksum: false, decap_tunnels: false, ..ParseConfig::default() };
         let width = spec.queues.max(spec.table.iter().map(|&q| q as usize + 1).max().unwrap_or(0));
+        let config = spec.fields.hash_config();
+        let contexts = spec
+            .rules
+            .contexts
+            .iter()
+            .map(|(&id, (key, table, xfrm))| {
+                (id, (PacketHasher::new(key, config).with_xfrm(*xfrm), table.clone()))
+            })
+            .collect();
         LiveCheck {
             spec,
             hasher,
@@ -224,6 +276,8 @@ impl LiveCheck {
             rxhash_compared: 0,
             rxhash_equal: 0,
             per_queue: vec![(0, 0); width],
+            contexts,
+            per_rule: BTreeMap::new(),
         }
     }
 
@@ -268,24 +322,58 @@ impl LiveCheck {
         if self.spec.fields.of(ip.is_ipv6(), proto) == Some(Fields::NotModeled) {
             return Outcome::Unchecked(Unchecked::FieldsNotModeled);
         }
-        if self.spec.table.is_empty() {
-            return Outcome::Unchecked(Unchecked::NoRssTable);
-        }
         let h = self.hasher.nic(&p);
-        let index = h.hash as usize % self.spec.table.len();
-        let predicted = self.spec.table[index];
+        // The NIC's rules first (lowest location), then the table.
+        let r = &self.spec.rules;
+        let (hash, index, predicted, rule) = match classify_among(&r.rules, &r.opaque, &h.tuple) {
+            Classified::NoRule => {
+                if self.spec.table.is_empty() {
+                    return Outcome::Unchecked(Unchecked::NoRssTable);
+                }
+                let index = h.hash as usize % self.spec.table.len();
+                (h.hash, index, self.spec.table[index], None)
+            }
+            Classified::Opaque(_) | Classified::Unknown { .. } => {
+                return Outcome::Unchecked(Unchecked::RuleNotModeled)
+            }
+            Classified::Rule(rule) => match rule.action {
+                RuleAction::Queue(q) => (0, 0, q, Some(rule.location)),
+                RuleAction::Context { context: 0, offset } if !self.spec.table.is_empty() => {
+                    let index = h.hash as usize % self.spec.table.len();
+                    (h.hash, index, self.spec.table[index].wrapping_add(offset), Some(rule.location))
+                }
+                RuleAction::Context { context, offset } => match self.contexts.get(&context) {
+                    Some((hasher, table)) if !table.is_empty() => {
+                        let hash = hasher.nic(&p).hash;
+                        let index = hash as usize % table.len();
+                        (hash, index, table[index].wrapping_add(offset), Some(rule.location))
+                    }
+                    _ => return Outcome::Unchecked(Unchecked::RuleNotModeled),
+                },
+                RuleAction::Drop | RuleAction::Wake | RuleAction::Vf { .. } => {
+                    return Outcome::Unchecked(Unchecked::RuleSendsElsewhere)
+                }
+            },
+        };
         if let Some(x) = self.per_queue.get_mut(predicted as usize) {
             x.1 += 1;
         }
-        if let Some(r) = o.rxhash {
+        // The rxhash is the main key's hash: compared only where the table decided.
+        if let (Some(r), None) = (o.rxhash, rule) {
             self.rxhash_compared += 1;
             self.rxhash_equal += u64::from(r == h.hash);
         }
         let agreed = u32::from(queue) == predicted;
+        if let Some(loc) = rule {
+            let t = self.per_rule.entry(loc).or_insert((0, 0));
+            t.0 += 1;
+            t.1 += u64::from(agreed);
+        }
         let tracked = self.flows.len() < MAX_FLOWS || self.flows.contains_key(&h.tuple);
         if tracked {
             let f = self.flows.entry(h.tuple).or_insert_with(|| FlowState {
-                hash: h.hash,
+                hash,
+                rule,
                 hash_type: h.hash_type,
                 index,
                 predicted,
@@ -340,6 +428,7 @@ impl LiveCheck {
                         .collect(),
                     packets: f.packets,
                     rxhash: f.rxhash,
+                    rule: f.rule,
                 })
             })
             .collect();
@@ -365,6 +454,23 @@ impl LiveCheck {
             .enumerate()
             .map(|(q, &(seen, predicted))| QueueCount { queue: q, packets: seen, predicted })
             .collect();
+        let rules = self
+            .per_rule
+            .iter()
+            .map(|(&location, &(packets, on_predicted))| RuleCount {
+                location,
+                rule: self
+                    .spec
+                    .rules
+                    .rules
+                    .iter()
+                    .find(|r| r.location == location)
+                    .map_or(String::new(), |r| r.to_string()),
+                flows: self.flows.values().filter(|f| f.rule == Some(location)).count(),
+                packets,
+                on_predicted,
+            })
+            .collect();
         let verdict = self.verdict(&packets, &flows, &rxhash);
         LiveReport {
             iface: self.spec.iface.clone(),
@@ -376,6 +482,7 @@ impl LiveCheck {
             rxhash,
             per_queue,
             disagreements,
+            rules,
             verdict,
         }
     }
@@ -426,8 +533,11 @@ impl LiveCheck {
             Verdict {
                 status: VerdictStatus::Follows,
                 text: format!(
-                    "{iface} follows its reported RSS table: {} of {} flows ({} packets) on the predicted queue",
-                    f.agreed, f.checked, checked
+                    "{iface} follows its reported RSS table{}: {} of {} flows ({} packets) on the predicted queue",
+                    if self.per_rule.is_empty() { "" } else { " and flow rules" },
+                    f.agreed,
+                    f.checked,
+                    checked
                 ),
             }
         } else {
@@ -540,6 +650,8 @@ pub struct Disagreement {
     pub packets: u64,
     /// The first rxhash the kernel reported for it.
     pub rxhash: Option<u32>,
+    /// The NIC rule that took it (`hash` and `table_index` are then its context's, or 0 for a queue rule).
+    pub rule: Option<u32>,
 }
 
 /// The outcome.
@@ -584,6 +696,8 @@ pub struct LiveReport {
     pub per_queue: Vec<QueueCount>,
     /// The first disagreeing flows (at most [`MAX_SHOWN`]).
     pub disagreements: Vec<Disagreement>,
+    /// Packets per NIC flow rule that took any (they bypass the table).
+    pub rules: Vec<RuleCount>,
     /// The verdict.
     pub verdict: Verdict,
 }

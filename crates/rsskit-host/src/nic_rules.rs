@@ -6,7 +6,7 @@
 //! kept as such, so a prediction says "unknown" instead of guessing.
 
 use crate::sysroot::{Sysroot, SysrootError};
-use rsskit_core::flowrule::{classify, Classified, FlowRule, RuleAction};
+use rsskit_core::flowrule::{classify_among, Classified, FlowRule, RuleAction};
 use rsskit_core::{FlowTuple, InputXfrm};
 use rsskit_linux::ethtool::{self, Reported};
 use serde::Serialize;
@@ -157,19 +157,13 @@ impl NicRules {
 
     /// Where the rules send `flow`.
     pub fn route(&self, flow: &FlowTuple) -> Route<'_> {
-        // A rule not understood may stand before the one that takes the flow.
-        let first_opaque = self.opaque.iter().map(|o| o.location).min();
-        let hit = classify(&self.rules, flow);
-        let hit_location = match hit {
-            Classified::NoRule => u32::MAX,
-            Classified::Rule(r) | Classified::Unknown { rule: r, .. } => r.location,
-        };
-        if let Some(loc) = first_opaque.filter(|&l| l < hit_location || matches!(hit, Classified::NoRule)) {
-            let o = self.opaque.iter().find(|o| o.location == loc).expect("first_opaque is one of them");
-            return Route::Unknown { reason: format!("rule {loc} may take it: {}", o.reason) };
-        }
-        let rule = match hit {
+        let opaque: Vec<u32> = self.opaque.iter().map(|o| o.location).collect();
+        let rule = match classify_among(&self.rules, &opaque, flow) {
             Classified::NoRule => return Route::Main,
+            Classified::Opaque(loc) => {
+                let why = self.opaque.iter().find(|o| o.location == loc).map_or("", |o| o.reason.as_str());
+                return Route::Unknown { reason: format!("rule {loc} may take it: {why}") };
+            }
             Classified::Unknown { rule, field } => {
                 return Route::Unknown {
                     reason: format!(

@@ -15,6 +15,7 @@ fn spec(table: Vec<u32>, queues: usize) -> LiveSpec {
         fields: FlowFields { udp4: Fields::FourTuple, ..FlowFields::ALL_FOUR },
         xfrm: rsskit_core::InputXfrm::None,
         queues,
+        rules: LiveRules::default(),
     }
 }
 
@@ -262,4 +263,58 @@ fn symmetric_xor_nic_is_predicted_both_ways() {
     }
     let r = c.report(0);
     assert_eq!((r.rxhash.compared, r.rxhash.equal), (2, 2));
+}
+
+/// The NIC's rules before its table (issue 33), ground truth by hand: the
+/// Microsoft vector flow (TCP 0x51ccc178 under Microsoft's key) taken by a
+/// context rule lands on the context table's entry 0x78 % 8 = 0 plus the
+/// offset; a queue rule's flow on its queue; a drop rule's frame that
+/// arrives anyway, and a rule on the VLAN tag, are not checked.
+#[test]
+fn rules_come_before_the_table_and_are_counted() {
+    use rsskit_core::flowrule::parse_rule;
+    let (s, d) = (Ipv4Addr::new(66, 9, 149, 187), Ipv4Addr::new(161, 142, 100, 80));
+    let tcp_to =
+        |dport: u16| eth(ethertype::IPV4, &[], &ipv4(&V4::new(s, d, proto::TCP), &tcp(2794, dport, b"x")));
+    let mut ctx_table = vec![1u32; 8];
+    ctx_table[0] = 0;
+    let rules = LiveRules {
+        rules: vec![
+            parse_rule("tcp4 dst-port 1766 context 1 offset 2 loc 4").unwrap(),
+            parse_rule("tcp4 dst-port 22 queue 3 loc 1").unwrap(),
+            parse_rule("tcp4 dst-port 23 drop loc 2").unwrap(),
+            parse_rule("tcp4 dst-port 24 vlan 5 queue 0 loc 3").unwrap(),
+        ],
+        opaque: vec![],
+        contexts: BTreeMap::from([(1, (RssKey::microsoft(), ctx_table, rsskit_core::InputXfrm::None))]),
+    };
+    // A main table of zeros: only the rules can send anything to queues 2 or 3.
+    let mut c = LiveCheck::new(LiveSpec { rules, ..spec(vec![0; 128], 4) });
+    fn o(f: &[u8], q: u16) -> Observation<'_> {
+        Observation { queue: Some(q), rxhash: None, frame: f, wire_len: f.len() }
+    }
+    let f = tcp_to(1766);
+    assert_eq!(c.observe(&o(&f, 2)), Outcome::Agreed, "context 1 entry 0 -> queue 0 + 2");
+    assert_eq!(c.observe(&o(&f, 0)), Outcome::Disagreed, "the main table's queue is not the rule's");
+    let f = tcp_to(22);
+    assert_eq!(c.observe(&o(&f, 3)), Outcome::Agreed);
+    assert_eq!(c.observe(&o(&tcp_to(23), 0)), Outcome::Unchecked(Unchecked::RuleSendsElsewhere));
+    assert_eq!(c.observe(&o(&tcp_to(24), 0)), Outcome::Unchecked(Unchecked::RuleNotModeled));
+    assert_eq!(c.observe(&o(&tcp_to(80), 0)), Outcome::Agreed, "no rule: the table");
+    let r = c.report(0);
+    assert!(r.balanced());
+    assert_eq!(r.rules.len(), 2, "{:?}", r.rules);
+    assert_eq!((r.rules[0].location, r.rules[0].packets, r.rules[0].on_predicted), (1, 1, 1));
+    assert_eq!(
+        (r.rules[1].location, r.rules[1].flows, r.rules[1].packets, r.rules[1].on_predicted),
+        (4, 1, 2, 1)
+    );
+    assert_eq!(r.disagreements[0].rule, Some(4));
+    assert_eq!((r.disagreements[0].hash, r.disagreements[0].predicted_queue), (0x51cc_c178, 2));
+    // A rule rsskit could not read ahead of them all: nothing is checked by a guess.
+    let mut c = LiveCheck::new(LiveSpec {
+        rules: LiveRules { opaque: vec![0], ..LiveRules::default() },
+        ..spec(vec![0; 128], 4)
+    });
+    assert_eq!(c.observe(&o(&tcp_to(80), 0)), Outcome::Unchecked(Unchecked::RuleNotModeled));
 }

@@ -10,7 +10,7 @@ use crate::cmd::host::devices;
 use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::RssKey;
 use rsskit_dataplane::livecheck::{
-    Fields, FlowFields, LiveCheck, LiveReport, LiveSpec, Observation, VerdictStatus,
+    Fields, FlowFields, LiveCheck, LiveReport, LiveRules, LiveSpec, Observation, VerdictStatus,
 };
 use rsskit_host::landing::{NicError, NicSteering};
 use rsskit_linux::netdev::{self, Roots};
@@ -171,6 +171,7 @@ fn spec(
                 fields: FlowFields::ALL_FOUR,
                 xfrm: rsskit_core::InputXfrm::None,
                 queues,
+                rules: LiveRules::default(),
             };
             return Ok((spec, None));
         }
@@ -201,8 +202,38 @@ fn spec(
     if n.xfrm.is_symmetric() {
         notes.push(format!("{iface} hashes with input transform {}: predicted as the NIC does", n.xfrm));
     }
-    let spec =
-        LiveSpec { iface: iface.to_string(), key, table: n.table.clone(), fields, xfrm: n.xfrm, queues };
+    // The NIC's rules and their contexts; a context whose key rsskit cannot
+    // use is left out, so its rule's frames are not checked (not guessed).
+    let mut rules = LiveRules {
+        rules: n.rules.rules.clone(),
+        opaque: n.rules.opaque.iter().map(|o| o.location).collect(),
+        contexts: Default::default(),
+    };
+    for (id, c) in &n.rules.contexts {
+        match RssKey::from_bytes(&c.key) {
+            Ok(k) => {
+                rules.contexts.insert(*id, (k, c.table.clone(), c.xfrm));
+            }
+            Err(e) => {
+                notes.push(format!("{iface}: RSS context {id}'s key: {e}: its rules' frames are not checked"))
+            }
+        }
+    }
+    if n.rules.any() {
+        notes.push(format!(
+            "{iface} has {} flow rule(s): the frames they take are predicted by the rule (and its context)",
+            n.rules.rules.len() + n.rules.opaque.len()
+        ));
+    }
+    let spec = LiveSpec {
+        iface: iface.to_string(),
+        key,
+        table: n.table.clone(),
+        fields,
+        xfrm: n.xfrm,
+        queues,
+        rules,
+    };
     Ok((spec, Some(n)))
 }
 
@@ -264,14 +295,24 @@ fn print_text(r: &LiveReport, elapsed: Duration, notes: &[String]) {
                 .map(|o| format!("queue {} x{}", o.queue, o.packets))
                 .collect::<Vec<_>>()
                 .join(", ");
+            let how = match d.rule {
+                Some(loc) => format!("rule {loc}"),
+                None => format!("0x{:08x} ({}), entry {}", d.hash, d.hash_type, d.table_index),
+            };
             println!(
-                "  {}: 0x{:08x} ({}), entry {} -> queue {}; seen on {seen}{}",
+                "  {}: {how} -> queue {}; seen on {seen}{}",
                 d.flow,
-                d.hash,
-                d.hash_type,
-                d.table_index,
                 d.predicted_queue,
                 d.rxhash.map_or(String::new(), |h| format!("; rxhash 0x{h:08x}"))
+            );
+        }
+    }
+    if !r.rules.is_empty() {
+        println!("flow rules (they bypass the table):");
+        for c in &r.rules {
+            println!(
+                "  rule {} ({}): {} flow(s), {} packet(s), {} on the predicted queue",
+                c.location, c.rule, c.flows, c.packets, c.on_predicted
             );
         }
     }
