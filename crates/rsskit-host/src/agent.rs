@@ -335,6 +335,9 @@ impl Agent {
     /// Per RX queue packets (where the driver names them) and the imbalance
     /// over the last interval.
     fn queue_stats(&mut self, name: &str, m: &mut DeviceMetrics) {
+        if let Ok(Some(d)) = softnet::nic_drops(&self.sys.roots, name) {
+            m.nic_drops = d;
+        }
         if !self.sys.is_live() {
             return;
         }

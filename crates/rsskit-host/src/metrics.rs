@@ -19,6 +19,8 @@ pub struct DeviceMetrics {
     pub rx_queue_packets: BTreeMap<usize, u64>,
     /// Busiest RX queue over the mean, over the last interval (packets).
     pub imbalance: Option<f64>,
+    /// Frames the NIC itself lost, by statistics file (`rx_missed_errors`...), those the driver exposes.
+    pub nic_drops: BTreeMap<&'static str, u64>,
 }
 
 /// Everything `/metrics` shows.
@@ -108,6 +110,21 @@ pub fn render(s: &Snapshot) -> String {
     }
     head(
         &mut o,
+        "rsskit_nic_rx_dropped_total",
+        "counter",
+        "Frames the NIC lost before the kernel saw them, by statistics counter (rx_missed_errors, rx_fifo_errors, rx_over_errors).",
+    );
+    for d in &s.devices {
+        for (c, n) in &d.nic_drops {
+            let _ = writeln!(
+                o,
+                "rsskit_nic_rx_dropped_total{{device=\"{}\",counter=\"{c}\"}} {n}",
+                esc(&d.device)
+            );
+        }
+    }
+    head(
+        &mut o,
         "rsskit_rx_queue_imbalance_ratio",
         "gauge",
         "Busiest RX queue over the mean over the last check interval (1 = even).",
@@ -156,6 +173,7 @@ mod tests {
             aligned: false,
             problems: [("refused", 2)].into_iter().collect(),
             rx_queue_packets: [(0, 10), (1, 30)].into_iter().collect(),
+            nic_drops: [("rx_missed_errors", 7)].into_iter().collect(),
             imbalance: Some(1.5),
         });
         s.corrections.insert(("veth\"0".into(), "rps_cpus", "periodic"), 3);
@@ -168,6 +186,7 @@ mod tests {
             "# TYPE rsskit_corrections_total counter\n",
             "rsskit_corrections_total{device=\"veth\\\"0\",setting=\"rps_cpus\",cause=\"periodic\"} 3\n",
             "rsskit_rx_queue_packets_total{device=\"veth\\\"0\",queue=\"1\"} 30\n",
+            "rsskit_nic_rx_dropped_total{device=\"veth\\\"0\",counter=\"rx_missed_errors\"} 7\n",
             "rsskit_rx_queue_imbalance_ratio{device=\"veth\\\"0\"} 1.5\n",
             "rsskit_softnet_processed_packets_total{cpu=\"1\"} 7\n",
             "rsskit_softnet_dropped_packets_total{cpu=\"1\"} 1\n",

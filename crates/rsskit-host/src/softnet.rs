@@ -115,7 +115,15 @@ pub struct IfaceCounters {
     pub tx_packets: u64,
     /// Bytes sent.
     pub tx_bytes: u64,
+    /// Frames the NIC itself lost, before the kernel saw them (out of RX
+    /// buffers, FIFO overruns, ring overruns: `rx_missed_errors`,
+    /// `rx_fifo_errors`, `rx_over_errors`); `None` when the driver exposes
+    /// none of those files.
+    pub nic_dropped: Option<u64>,
 }
+
+/// The statistics files of frames a NIC loses before the kernel sees them.
+pub const NIC_DROP_COUNTERS: [&str; 3] = ["rx_missed_errors", "rx_fifo_errors", "rx_over_errors"];
 
 /// One IRQ of an interface and its count per CPU.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -215,7 +223,26 @@ pub fn iface_counters(roots: &Roots, iface: &str) -> Result<IfaceCounters, Softn
         rx_dropped: read_u64(p("rx_dropped"))?,
         tx_packets: read_u64(p("tx_packets"))?,
         tx_bytes: read_u64(p("tx_bytes"))?,
+        nic_dropped: nic_drops(roots, iface)?.map(|d| d.values().sum()),
     })
+}
+
+/// The NIC's own drop counters by file name ([`NIC_DROP_COUNTERS`]), those
+/// the driver exposes; `None` when it exposes none.
+pub fn nic_drops(roots: &Roots, iface: &str) -> Result<Option<BTreeMap<&'static str, u64>>, SoftnetError> {
+    // The name may come from a plan file: one path component, as the kernel allows.
+    if iface.is_empty() || iface.len() >= 16 || iface.contains('/') || iface == "." || iface == ".." {
+        return Ok(None);
+    }
+    let mut out = BTreeMap::new();
+    for name in NIC_DROP_COUNTERS {
+        let path = roots.sys.join(format!("class/net/{iface}/statistics/{name}"));
+        if !path.exists() {
+            continue;
+        }
+        out.insert(name, read_u64(path)?);
+    }
+    Ok((!out.is_empty()).then_some(out))
 }
 
 /// Reads every counter once; `iface` adds the interface's statistics and
@@ -310,6 +337,8 @@ pub struct IfaceRates {
     pub tx_packets: f64,
     /// Bytes sent per second.
     pub tx_bytes: f64,
+    /// Frames the NIC lost per second ([`IfaceCounters::nic_dropped`]).
+    pub nic_dropped: Option<f64>,
 }
 
 /// Rates between two samples.
@@ -366,6 +395,7 @@ pub fn rates(earlier: &Sample, later: &Sample, cpus: &[usize]) -> Rates {
             rx_dropped: per(a.rx_dropped, b.rx_dropped),
             tx_packets: per(a.tx_packets, b.tx_packets),
             tx_bytes: per(a.tx_bytes, b.tx_bytes),
+            nic_dropped: a.nic_dropped.zip(b.nic_dropped).map(|(a, b)| per(a, b)),
         }),
         _ => None,
     };
@@ -447,6 +477,23 @@ mod tests {
             q.into_iter().collect::<Vec<_>>(),
             vec![(0, (10, 1000)), (3, (5, 500)), (4, (4, 0)), (12, (7, 0))]
         );
+    }
+
+    #[test]
+    fn nic_drops_read_the_files_the_driver_has() {
+        let dir = std::env::temp_dir().join(format!("rsskit-nicdrops-{}", std::process::id()));
+        let stats = dir.join("sys/class/net/eth0/statistics");
+        fs::create_dir_all(&stats).unwrap();
+        let roots = Roots { sys: dir.join("sys"), proc: dir.join("proc") };
+        assert_eq!(nic_drops(&roots, "eth0").unwrap(), None, "no such file: not zero, unknown");
+        fs::write(stats.join("rx_missed_errors"), "12\n").unwrap();
+        fs::write(stats.join("rx_fifo_errors"), "3\n").unwrap();
+        let d = nic_drops(&roots, "eth0").unwrap().unwrap();
+        assert_eq!(d.into_iter().collect::<Vec<_>>(), vec![("rx_fifo_errors", 3), ("rx_missed_errors", 12)]);
+        fs::write(stats.join("rx_over_errors"), "x\n").unwrap();
+        assert!(nic_drops(&roots, "eth0").is_err(), "a file that is not a number is an error");
+        assert_eq!(nic_drops(&roots, "../eth0").unwrap(), None, "a name that is not one component");
+        let _ = fs::remove_dir_all(&dir);
     }
 
     #[test]

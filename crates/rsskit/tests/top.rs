@@ -43,7 +43,18 @@ fn fixture_static_counters_give_zero_rates() {
             v["irqs"].as_array().unwrap().iter().map(|i| i["irq"].as_u64().unwrap()).collect();
         assert_eq!(irqs, vec![40, 41, 42, 43, 44], "eth0's IRQs: {v}");
         assert_eq!(v["irqs"][3]["queue"], 3);
+        assert!(v["iface"]["nic_dropped"].is_null(), "the fixture's driver exposes no NIC drop counter: {v}");
     }
+    // With rx_missed_errors exposed, a static counter is a rate of 0, shown in the text form.
+    fs::write(t.0.join("sys/class/net/eth0/statistics/rx_missed_errors"), "5\n").unwrap();
+    let out = Command::new(netns::rsskit())
+        .args(["top", "--sysroot"])
+        .arg(&t.0)
+        .args(["--iface", "eth0", "--interval", "0.2", "--count", "1"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("nic-drop 0/s"), "{text}");
 }
 
 /// Softnet line for CPU `cpu` (15 columns, CPU number in column 12).

@@ -42,7 +42,8 @@ anything else is refused by name.
 
 --metrics ADDR:PORT serves Prometheus text at /metrics: rsskit_device_aligned,
 rsskit_device_problems, rsskit_corrections_total, rsskit_rx_queue_packets_total,
-rsskit_rx_queue_imbalance_ratio, rsskit_softnet_{processed,dropped}_packets_total,
+rsskit_nic_rx_dropped_total, rsskit_rx_queue_imbalance_ratio,
+rsskit_softnet_{processed,dropped}_packets_total,
 rsskit_softnet_time_squeeze_total, rsskit_plans, rsskit_plans_invalid. It
 serves many clients at once: each connection has 2 s from accept to the
 answer, at most 64 are open (a new one closes the oldest).

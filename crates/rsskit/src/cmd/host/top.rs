@@ -180,10 +180,11 @@ fn render(r: &Rates, t: f64, iface: Option<&str>) -> String {
     }
     if let (Some(name), Some(i)) = (iface, &r.iface) {
         s += &format!(
-            "{name}: rx {} pkt/s {}B/s drop {}/s  tx {} pkt/s {}B/s\n",
+            "{name}: rx {} pkt/s {}B/s drop {}/s nic-drop {}  tx {} pkt/s {}B/s\n",
             human(i.rx_packets),
             human(i.rx_bytes),
             human(i.rx_dropped),
+            i.nic_dropped.map_or("n/a".to_string(), |d| format!("{}/s", human(d))),
             human(i.tx_packets),
             human(i.tx_bytes)
         );

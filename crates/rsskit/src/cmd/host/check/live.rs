@@ -13,6 +13,7 @@ use rsskit_dataplane::livecheck::{
     Fields, FlowFields, LiveCheck, LiveReport, LiveRules, LiveSpec, Observation, VerdictStatus,
 };
 use rsskit_host::landing::{NicError, NicSteering};
+use rsskit_host::softnet::nic_drops;
 use rsskit_linux::netdev::{self, Roots};
 use rsskit_linux::packet::{PacketError, QueueCapture, RingConfig};
 use rsskit_linux::poll::PollSet;
@@ -48,6 +49,8 @@ pub fn run(a: LiveArgs<'_>) -> Result<()> {
     };
     let mut notes = Vec::new();
     let (spec, steering) = spec(&root, &iface, &mut notes)?;
+    // The NIC's own losses: frames it never handed to the kernel, so never captured.
+    let nic_drops_before = nic_drops(&Roots::default(), &iface).ok().flatten();
     let table_queues = spec.table.iter().map(|&q| q as usize + 1).max().unwrap_or(0);
     if table_queues > spec.queues {
         notes.push(format!(
@@ -107,6 +110,21 @@ pub fn run(a: LiveArgs<'_>) -> Result<()> {
                 "{iface}'s key or table changed during the check: flows may disagree for that reason alone"
             )),
             _ => {}
+        }
+    }
+    if let (Some(a), Ok(Some(b))) = (&nic_drops_before, nic_drops(&Roots::default(), &iface)) {
+        let grew: Vec<String> = b
+            .iter()
+            .filter_map(|(k, &v)| {
+                let d = v.saturating_sub(*a.get(k).unwrap_or(&v));
+                (d > 0).then(|| format!("{k} +{d}"))
+            })
+            .collect();
+        if !grew.is_empty() {
+            notes.push(format!(
+                "warning: {iface} itself lost frames during the check ({}): the check never saw them",
+                grew.join(", ")
+            ));
         }
     }
     let report = check.report(drops);
