@@ -12,7 +12,9 @@
 //!   tree, for tests only, so the shipped binary cannot be pointed at one.
 //! - [`landing`]: where a flow lands on this host, read through a
 //!   [`sysroot::Sysroot`] so `hash --iface` and `nic:IF` work on fixtures.
-//! - [`plan`]: the tuning decision itself, no I/O (state in, plan out).
+//! - [`plan`]: the tuning decision itself, no I/O (state in, plan out);
+//!   [`placement`]: its CPU rules (isolated CPUs, SMT, NUMA, NICs sharing
+//!   a node, any size), no I/O.
 //! - [`tune`]: applies a plan (write, read back, save and restore files);
 //!   `tune/setting` is its no-I/O part (the setting model and value
 //!   checks, all `plan` uses), `save` the save-file format, `diff` what
@@ -56,6 +58,7 @@ pub mod metrics;
 pub mod metrics_server;
 pub mod nic_rebalance;
 pub mod persist;
+pub mod placement;
 pub mod plan;
 pub mod softnet;
 pub mod sysroot;

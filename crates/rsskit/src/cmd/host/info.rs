@@ -595,6 +595,8 @@ mod tests {
             cpus: (0..4)
                 .map(|c| CpuPlace { cpu: c, core_id: Some(c), package_id: Some(c / 2), node: Some(c / 2) })
                 .collect(),
+            isolated: vec![],
+            nohz_full: vec![],
         };
         let dk = Ok(DefaultKey { key: vec![0; 52], initialised: false });
         let four = rxh::IP_SRC | rxh::IP_DST | rxh::L4_B_0_1 | rxh::L4_B_2_3;
