@@ -8,6 +8,8 @@
 //! - [`sysroot`]: the host as tuning sees it (one device's whole RSS state,
 //!   single-setting writes, irqbalance); composed from `ethtool` and
 //!   `netdev` reads, and the seam where tests substitute a fixture tree.
+//! - [`capture`]: `rsskit capture`'s directory format, taken from the host
+//!   and read back read-only (`--from DIR`), bounded and checked as untrusted.
 //! - `fixture` (feature `fixtures`): the fake ethtool driver of a fixture
 //!   tree, for tests only, so the shipped binary cannot be pointed at one.
 //! - [`landing`]: where a flow lands on this host, read through a
@@ -46,6 +48,7 @@
 #![forbid(unsafe_code)]
 pub mod agent;
 pub mod apply;
+pub mod capture;
 #[cfg(any(test, feature = "fixtures"))]
 mod fixture;
 pub mod hostcheck;

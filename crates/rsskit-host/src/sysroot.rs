@@ -7,7 +7,9 @@
 //! `/proc` under `DIR/sys` and `DIR/proc`, for tests: there the ethtool
 //! answers come from `DIR/ethtool/IF.json` (a fake driver), and
 //! `ETHTOOL_SRSSH` writes are built as the ioctl's bytes and parsed back as
-//! the kernel would before they update that file.
+//! the kernel would before they update that file. [`Sysroot::capture`] is
+//! an `rsskit capture` directory ([`crate::capture`]): the same layout, read
+//! only, in every build.
 
 use rsskit_linux::ethtool::{Channels, Ethtool, EthtoolError, FlowHash, Reported, Rss};
 use rsskit_linux::netdev::{self, IfaceFacts, IfaceIrq, Roots, RxQueue, TxQueue};
@@ -37,6 +39,12 @@ pub enum SysrootError {
     /// A fixture tree was asked of a build without the fixture driver.
     #[error("{}: this rsskit was built without fixture trees (the `fixtures` feature of rsskit-host, for tests)", .0.display())]
     NoFixtures(PathBuf),
+    /// A capture directory was refused.
+    #[error(transparent)]
+    Capture(#[from] crate::capture::CaptureError),
+    /// A write was asked of a capture.
+    #[error("{}: a capture is read-only (plan, check and info read it; apply writes the live host)", .0.display())]
+    ReadOnly(PathBuf),
     /// A fake driver file of a test tree is unreadable or malformed.
     #[error("fake driver file {path}: {msg}")]
     Fake {
@@ -95,6 +103,8 @@ pub struct Sysroot {
     /// `Some(DIR/ethtool)` for a test tree: the fake driver files.
     #[cfg(any(test, feature = "fixtures"))]
     fake_ethtool: Option<PathBuf>,
+    /// `Some(DIR)` for a capture (read-only).
+    capture: Option<PathBuf>,
     /// Where `apply` keeps its save files by default.
     state_dir: PathBuf,
 }
@@ -110,7 +120,34 @@ impl Sysroot {
             roots: Roots::default(),
             #[cfg(any(test, feature = "fixtures"))]
             fake_ethtool: None,
+            capture: None,
             state_dir: PathBuf::from(STATE_DIR),
+        }
+    }
+
+    /// An `rsskit capture` directory, checked first ([`crate::capture::open`]);
+    /// read-only: every write is refused.
+    pub fn capture(dir: &Path) -> Result<(Sysroot, crate::capture::Manifest), SysrootError> {
+        let manifest = crate::capture::open(dir)?;
+        let root = Sysroot {
+            roots: Roots { sys: dir.join("sys"), proc: dir.join("proc") },
+            #[cfg(any(test, feature = "fixtures"))]
+            fake_ethtool: None,
+            capture: Some(dir.to_path_buf()),
+            state_dir: dir.join(&STATE_DIR[1..]),
+        };
+        Ok((root, manifest))
+    }
+
+    /// The capture directory, when this is one.
+    pub fn capture_dir(&self) -> Option<&Path> {
+        self.capture.as_deref()
+    }
+
+    fn refuse_capture(&self) -> Result<(), SysrootError> {
+        match &self.capture {
+            Some(d) => Err(SysrootError::ReadOnly(d.clone())),
+            None => Ok(()),
         }
     }
 
@@ -121,6 +158,7 @@ impl Sysroot {
         Sysroot {
             roots: Roots { sys: dir.join("sys"), proc: dir.join("proc") },
             fake_ethtool: Some(dir.join("ethtool")),
+            capture: None,
             state_dir: dir.join(&STATE_DIR[1..]),
         }
     }
@@ -140,9 +178,9 @@ impl Sysroot {
         &self.state_dir
     }
 
-    /// Whether this is the running system (not a test tree).
+    /// Whether this is the running system (not a test tree or a capture).
     pub fn is_live(&self) -> bool {
-        self.fixture().is_none()
+        self.fixture().is_none() && self.capture.is_none()
     }
 
     /// The fake driver's directory of a test tree.
@@ -185,6 +223,8 @@ impl Sysroot {
         let fixture = None;
         let (driver, channels, rss, hash) = if let Some(parts) = fixture {
             parts
+        } else if let Some(dir) = &self.capture {
+            crate::capture::ethtool(dir, name)?
         } else {
             let map = |e: EthtoolError| match e {
                 EthtoolError::NoSuchInterface(n) => SysrootError::NoSuchInterface(n),
@@ -223,6 +263,7 @@ impl Sysroot {
         indir: Option<&[u32]>,
         key: Option<&[u8]>,
     ) -> Result<Reported<()>, SysrootError> {
+        self.refuse_capture()?;
         #[cfg(any(test, feature = "fixtures"))]
         if let Some(dir) = self.fixture() {
             return crate::fixture::set_rss(dir, name, indir, key);
@@ -234,6 +275,7 @@ impl Sysroot {
     /// Sets the combined channel count (`ETHTOOL_SCHANNELS`), other counts
     /// kept. A test tree refuses (its queue directories cannot follow).
     pub fn set_combined_channels(&self, name: &str, combined: u32) -> Result<Reported<()>, SysrootError> {
+        self.refuse_capture()?;
         if !self.is_live() {
             return Ok(Reported::Unsupported {
                 reason: "ETHTOOL_SCHANNELS: a fixture tree cannot change its queues".into(),
@@ -250,6 +292,7 @@ impl Sysroot {
 
     /// Sets the fields hashed for one flow type (`ETHTOOL_SRXFH`).
     pub fn set_flow_hash(&self, name: &str, flow: &str, raw: u64) -> Result<Reported<()>, SysrootError> {
+        self.refuse_capture()?;
         #[cfg(any(test, feature = "fixtures"))]
         if let Some(dir) = self.fixture() {
             return crate::fixture::set_flow_hash(dir, name, flow, raw);

@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod apply;
+pub mod capture;
 pub mod check;
 pub mod info;
 pub mod persist;
@@ -19,6 +20,20 @@ use rsskit_host::apply::HostFiles;
 use rsskit_host::sysroot::{DeviceState, Sysroot};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// The host to read: a capture (`--from DIR`, read-only), a fixture tree
+/// (`--sysroot DIR`, tests) or the live host.
+pub fn source(from: Option<&PathBuf>, fixture: Option<&PathBuf>) -> Result<Sysroot> {
+    match (from, fixture) {
+        (Some(_), Some(_)) => bail!("--from and --sysroot: give one"),
+        (Some(d), None) => {
+            let (root, _) = Sysroot::capture(d)
+                .with_context(|| format!("--from {}: not a capture rsskit reads", d.display()))?;
+            Ok(root)
+        }
+        (None, f) => sysroot(f),
+    }
+}
 
 pub fn sysroot(dir: Option<&PathBuf>) -> Result<Sysroot> {
     match dir {

@@ -1,7 +1,7 @@
 //! The planning flags `plan` and `apply` share ([`PlanArgs`]) and the plan
 //! they ask for, read from the host.
 
-use crate::cmd::host::{devices, sysroot};
+use crate::cmd::host::{devices, source};
 use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::key::MICROSOFT_KEY;
 use rsskit_core::{keycheck, RssKey};
@@ -49,6 +49,9 @@ pub struct PlanArgs {
     /// current table, not the ringmap's); reports the imbalance before and after.
     #[arg(long, value_name = "S", num_args = 0..=1, default_missing_value = "5")]
     pub rebalance: Option<f64>,
+    /// Plan the host captured in DIR (`rsskit capture DIR`) instead of this one, offline and read-only.
+    #[arg(long, value_name = "DIR")]
+    pub from: Option<PathBuf>,
     /// Read and write a tree shaped like /sys and /proc under DIR instead (tests).
     #[arg(long, value_name = "DIR", hide = true)]
     pub sysroot: Option<PathBuf>,
@@ -123,7 +126,10 @@ fn key_choice(s: &str, allow_weak_key: bool) -> Result<KeyChoice> {
 
 /// Makes the plan the flags ask for.
 pub fn make_plan(p: &PlanArgs) -> Result<(Sysroot, Plan)> {
-    let root = sysroot(p.sysroot.as_ref())?;
+    let root = source(p.from.as_ref(), p.sysroot.as_ref())?;
+    if p.rebalance.is_some() && p.from.is_some() {
+        bail!("--rebalance measures live queue load: not with --from");
+    }
     let plan = make_plan_on(&root, p)?;
     Ok((root, plan))
 }
