@@ -211,6 +211,27 @@ impl Sysroot {
         netdev::exists(&self.roots, name)
     }
 
+    /// The interfaces that carry `name`'s traffic when it is a bond, a VLAN
+    /// or a stack of them (`lower_IF` links, followed down to interfaces
+    /// with none), in order, each once; empty for any other interface.
+    pub fn members(&self, name: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut stack: Vec<(String, usize)> =
+            netdev::lower_devices(&self.roots, name).into_iter().rev().map(|n| (n, 1)).collect();
+        while let Some((n, depth)) = stack.pop() {
+            let lower = netdev::lower_devices(&self.roots, &n);
+            // Stacks are a few deep; a loop in a (captured) tree stops here.
+            if lower.is_empty() || depth >= 8 {
+                if !out.contains(&n) && n != name {
+                    out.push(n);
+                }
+            } else {
+                stack.extend(lower.into_iter().rev().map(|l| (l, depth + 1)));
+            }
+        }
+        out
+    }
+
     /// Reads one interface.
     pub fn device(&self, name: &str) -> Result<DeviceState, SysrootError> {
         if !self.exists(name) {

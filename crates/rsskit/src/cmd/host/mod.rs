@@ -45,15 +45,25 @@ pub fn sysroot(dir: Option<&PathBuf>) -> Result<Sysroot> {
     }
 }
 
-/// The devices named, or every interface on a device.
+/// The devices named (a bond or VLAN: the NICs below it), or every
+/// interface on a device.
 pub fn devices(root: &Sysroot, names: &[String]) -> Result<Vec<DeviceState>> {
     if !names.is_empty() {
-        let mut out = Vec::new();
+        let mut out: Vec<DeviceState> = Vec::new();
         for n in names {
             if !root.exists(n) {
                 bail!("interface '{n}' does not exist");
             }
-            out.push(root.device(n).with_context(|| format!("reading {n}"))?);
+            let members = root.members(n);
+            if !members.is_empty() {
+                eprintln!("rsskit: {n} is carried by {}: planning each of them", members.join(", "));
+            }
+            let each = if members.is_empty() { vec![n.clone()] } else { members };
+            for m in each {
+                if !out.iter().any(|d| d.name == m) {
+                    out.push(root.device(&m).with_context(|| format!("reading {m}"))?);
+                }
+            }
         }
         return Ok(out);
     }

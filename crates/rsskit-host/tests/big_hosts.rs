@@ -1,0 +1,199 @@
+//! Plans of big (and small) host shapes, read from generated captures
+//! (`tests/bighost`): the placement rules hold, not a copy of today's output.
+
+mod bighost;
+
+use bighost::Shape;
+use rsskit_host::placement::{core_set, CpuMap};
+use rsskit_host::plan::{self, Plan, PlanOptions};
+use rsskit_host::sysroot::{DeviceState, Sysroot};
+use rsskit_linux::topology::Topology;
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// Reads the capture and plans `names` (a bond: its members), as `rsskit plan --from` does.
+fn plan_capture(dir: &Path, names: &[&str]) -> (Topology, Vec<DeviceState>, Plan) {
+    let (root, _) = Sysroot::capture(dir).expect("a capture rsskit reads");
+    let topo = root.topology();
+    let mut devs: Vec<DeviceState> = Vec::new();
+    for n in names {
+        let members = root.members(n);
+        let each = if members.is_empty() { vec![n.to_string()] } else { members };
+        for m in each {
+            devs.push(root.device(&m).unwrap());
+        }
+    }
+    let p = plan::plan(&topo, &devs, &PlanOptions::default()).unwrap();
+    (topo, devs, p)
+}
+
+/// The rules every default plan keeps, whatever the host.
+fn assert_rules(topo: &Topology, devs: &[DeviceState], p: &Plan) {
+    let map = CpuMap::new(topo);
+    let reserved = topo.reserved();
+    let eligible: Vec<usize> = topo.online.iter().copied().filter(|c| !reserved.contains(c)).collect();
+    let mut earlier: Vec<(Option<usize>, usize, BTreeSet<_>)> = Vec::new();
+    for (d, s) in p.devices.iter().zip(devs) {
+        let n = &d.name;
+        // No IRQ and no RPS on an isolated or nohz_full CPU.
+        for x in &d.irqs {
+            assert!(x.cpus.iter().all(|c| !reserved.contains(c)), "{n}: IRQ {} on {:?}", x.irq, x.cpus);
+        }
+        for q in &d.rx {
+            assert!(q.rps_cpus.iter().all(|c| !reserved.contains(c)), "{n}: rx-{} RPS", q.queue);
+        }
+        if !d.hardware_rss {
+            continue;
+        }
+        let bound: Vec<usize> = d.rx.iter().filter_map(|q| q.cpu).collect();
+        let cores = core_set(&map, bound.iter().copied());
+        let eligible_cores = core_set(&map, eligible.iter().copied()).len();
+        // At most one queue IRQ per physical core while the queues do not outnumber the cores.
+        if s.rx.len() <= eligible_cores {
+            assert_eq!(cores.len(), bound.len(), "{n}: two queues share a core: {bound:?}");
+            assert_eq!(bound.len(), s.rx.len(), "{n}: every queue bound");
+        }
+        // Every queue on the NIC's node while the node has enough cores.
+        if let Some(node) = d.numa_node {
+            let node_cores =
+                core_set(&map, eligible.iter().copied().filter(|&c| map.node(c) == Some(node))).len();
+            if s.rx.len() <= node_cores {
+                assert!(
+                    bound.iter().all(|&c| map.node(c) == Some(node)),
+                    "{n}: a queue off node {node}: {bound:?}"
+                );
+            }
+            // Two NICs on one node: disjoint cores while the node has enough.
+            for (other_node, other_q, other_cores) in &earlier {
+                if *other_node == Some(node) && other_q + s.rx.len() <= node_cores {
+                    assert!(cores.is_disjoint(other_cores), "{n}: shares cores with an earlier NIC");
+                }
+            }
+        }
+        // The table names exactly the bound queues.
+        let table: BTreeSet<u32> = d.table.as_ref().expect("a table").iter().copied().collect();
+        let planned: BTreeSet<u32> =
+            d.rx.iter().filter(|q| q.cpu.is_some()).map(|q| q.queue as u32).collect();
+        assert_eq!(table, planned, "{n}: the table covers exactly the planned queues");
+        assert_eq!(
+            d.table.as_ref().unwrap().len(),
+            s.rss.ok().unwrap().indir.len(),
+            "{n}: the device's table size"
+        );
+        // Each queue IRQ on its queue's CPU.
+        for q in d.rx.iter().filter(|q| q.cpu.is_some()) {
+            if let Some(irq) = q.irq {
+                let x = d.irqs.iter().find(|x| x.irq == irq).unwrap();
+                assert_eq!(x.cpus, vec![q.cpu.unwrap()], "{n}: rx-{} IRQ", q.queue);
+            }
+        }
+        earlier.push((d.numa_node, s.rx.len(), cores));
+    }
+}
+
+fn check(shape: &Shape, tag: &str, names: &[&str]) -> Plan {
+    let dir = bighost::write(shape, tag);
+    let (topo, devs, p) = plan_capture(&dir.0, names);
+    assert_eq!(topo.online.len(), shape.cpus());
+    assert_rules(&topo, &devs, &p);
+    // The same capture planned twice gives the same plan.
+    let (_, _, again) = plan_capture(&dir.0, names);
+    assert_eq!(p, again);
+    p
+}
+
+fn has_rule(p: &Plan, dev: usize, rule: &str) -> bool {
+    p.devices[dev].notes.iter().any(|n| n.starts_with(&format!("rule {rule}:")))
+}
+
+#[test]
+fn epyc_384_threads_nps4_mlx5() {
+    let s = bighost::epyc_384();
+    let p = check(&s, "epyc", &["enp65s0f0np0"]);
+    let d = &p.devices[0];
+    assert_eq!(d.rx.iter().filter(|q| q.cpu.is_some()).count(), 63, "all 63 channels bound");
+    // 63 queues, 24 cores on node 2: the node's cores first, then socket 0's other nodes, no sibling.
+    let on_node = d.rx.iter().filter_map(|q| q.cpu).filter(|&c| s.place(c).2 == 2).count();
+    assert_eq!(on_node, 24, "{:?}", d.cpus);
+    assert!(
+        d.rx.iter().filter_map(|q| q.cpu).all(|c| s.place(c).0 == 0 && c < 192),
+        "socket 0, first threads"
+    );
+    assert!(has_rule(&p, 0, "smt") && has_rule(&p, 0, "numa"), "{:?}", d.notes);
+}
+
+#[test]
+fn xeon_224_threads_two_ice_nics_one_per_socket() {
+    let s = bighost::xeon_224();
+    let p = check(&s, "xeon", &["ens1f0", "ens7f0"]);
+    for (i, node) in [(0, 0), (1, 1)] {
+        let d = &p.devices[i];
+        assert!(d.rx.iter().all(|q| q.cpu.is_some_and(|c| s.place(c).2 == node && c < 112)), "{:?}", d.cpus);
+        assert_eq!(d.table.as_ref().unwrap().len(), 2048);
+    }
+}
+
+#[test]
+fn isolated_64_threads_bond_of_two() {
+    let s = bighost::isolated_64();
+    let p = check(&s, "iso", &["bond0"]);
+    let names: Vec<&str> = p.devices.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(names, vec!["eth0", "eth1"], "both bond members planned");
+    assert!(has_rule(&p, 0, "isolated"), "{:?}", p.devices[0].notes);
+    assert!(has_rule(&p, 1, "shared-node"), "{:?}", p.devices[1].notes);
+}
+
+#[test]
+fn vm_4_vcpus_virtio() {
+    let s = bighost::vm_4();
+    let p = check(&s, "vm", &["ens3"]);
+    let d = &p.devices[0];
+    assert!(!d.hardware_rss, "virtio without an RSS table");
+    assert!(d.rx.iter().all(|q| q.rps_cpus == vec![0, 1, 2, 3]), "RPS over every vCPU");
+    assert!(d.notes.iter().all(|n| !n.starts_with("rule ")), "no topology rule applies: {:?}", d.notes);
+    assert_eq!(d.steering.mode, "cpu");
+}
+
+#[test]
+fn huge_1024_threads_256_queues_2048_entries() {
+    let s = bighost::huge_1024();
+    let p = check(&s, "huge", &["eth0"]);
+    let d = &p.devices[0];
+    assert_eq!(d.rx.iter().filter(|q| q.cpu.is_some()).count(), 256, "no 128-CPU cap");
+    assert!(has_rule(&p, 0, "size"), "{:?}", d.notes);
+    assert_eq!(d.table_mismatches, None, "DragonFly's host model is not Linux's");
+}
+
+/// The cost of `plan` on a big host: 4 NICs of 128 queues on the 384-thread
+/// EPYC capture. A benchmark, not a timed test: it prints the figures
+/// (docs/BENCHMARKS.md). `cargo test -p rsskit-host --release --test
+/// big_hosts -- --ignored --nocapture plan_cost`
+#[test]
+#[ignore = "benchmark: run with --ignored --nocapture"]
+fn plan_cost_4_nics_128_queues_384_threads() {
+    let s = bighost::epyc_384_with(4, 128);
+    let dir = bighost::write(&s, "cost");
+    let names: Vec<String> = s.nics.iter().map(|n| n.name.clone()).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let runs = 20;
+    let t = std::time::Instant::now();
+    let mut read = std::time::Duration::ZERO;
+    let mut planned = std::time::Duration::ZERO;
+    for _ in 0..runs {
+        let t0 = std::time::Instant::now();
+        let (root, _) = Sysroot::capture(&dir.0).unwrap();
+        let topo = root.topology();
+        let devs: Vec<DeviceState> = refs.iter().map(|n| root.device(n).unwrap()).collect();
+        let t1 = std::time::Instant::now();
+        let p = plan::plan(&topo, &devs, &PlanOptions::default()).unwrap();
+        planned += t1.elapsed();
+        read += t1 - t0;
+        assert_eq!(p.devices.len(), 4);
+    }
+    println!(
+        "plan, 4 NICs x 128 queues, 384 threads: plan {:.2} ms, reading the capture {:.2} ms (mean of {runs}; {:.2} s in all)",
+        planned.as_secs_f64() * 1e3 / runs as f64,
+        read.as_secs_f64() * 1e3 / runs as f64,
+        t.elapsed().as_secs_f64()
+    );
+}
