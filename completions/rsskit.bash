@@ -272,7 +272,7 @@ _rsskit() {
             return 0
             ;;
         rsskit__subcmd__apply)
-            opts="-h --iface --cpus --unit --key --rps-flow-cnt --rps-sock-flow-entries --hash-fields --software-rss --rebalance --from --sysroot --dry-run --save --restore --persist --root --lock-wait --allow-weak-key --help"
+            opts="-h --iface --cpus --app-cpus --unit --key --rps-flow-cnt --rps-sock-flow-entries --hash-fields --software-rss --rebalance --from --sysroot --dry-run --save --restore --persist --root --lock-wait --allow-weak-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -283,6 +283,10 @@ _rsskit() {
                     return 0
                     ;;
                 --cpus)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --app-cpus)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1608,7 +1612,7 @@ _rsskit() {
             return 0
             ;;
         rsskit__subcmd__plan)
-            opts="-h --iface --cpus --unit --key --rps-flow-cnt --rps-sock-flow-entries --hash-fields --software-rss --rebalance --from --sysroot --json --allow-weak-key --help"
+            opts="-h --iface --cpus --app-cpus --unit --key --rps-flow-cnt --rps-sock-flow-entries --hash-fields --software-rss --rebalance --from --sysroot --json --allow-weak-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1619,6 +1623,10 @@ _rsskit() {
                     return 0
                     ;;
                 --cpus)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --app-cpus)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -100,6 +100,7 @@ complete -c rsskit -n "__fish_rsskit_using_subcommand capture" -l allow-weak-key
 complete -c rsskit -n "__fish_rsskit_using_subcommand capture" -s h -l help -d 'Print help'
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l iface -d 'Interface to plan (repeat for several); default: every interface on a device (not lo or virtual ones)' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l cpus -d 'CPUs to use (e.g. 0-7,16-23); default: the device\'s NUMA node (topped up if it has fewer CPUs than queues)' -r
+complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l app-cpus -d 'CPUs for the application (e.g. 8-15): no IRQ or RPS there; the plan\'s steering runs udp-echo, http-serve and steer workers on them (toeplitz with the NIC\'s key)' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l unit -d 'Device unit of the first NIC: each NIC starts its queues on its own CPU set (0-8191)' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l key -d 'RSS key: keep (the NIC\'s), random (checked), symmetric, microsoft, or hex of the device\'s key length' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l rps-flow-cnt -d 'RFS: flow table entries per RX queue (rps_flow_cnt), 0-1073741824' -r
@@ -115,6 +116,7 @@ complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l allow-weak-key -d
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -s h -l help -d 'Print help'
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l iface -d 'Interface to plan (repeat for several); default: every interface on a device (not lo or virtual ones)' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l cpus -d 'CPUs to use (e.g. 0-7,16-23); default: the device\'s NUMA node (topped up if it has fewer CPUs than queues)' -r
+complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l app-cpus -d 'CPUs for the application (e.g. 8-15): no IRQ or RPS there; the plan\'s steering runs udp-echo, http-serve and steer workers on them (toeplitz with the NIC\'s key)' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l unit -d 'Device unit of the first NIC: each NIC starts its queues on its own CPU set (0-8191)' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l key -d 'RSS key: keep (the NIC\'s), random (checked), symmetric, microsoft, or hex of the device\'s key length' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l rps-flow-cnt -d 'RFS: flow table entries per RX queue (rps_flow_cnt), 0-1073741824' -r

@@ -4,6 +4,8 @@
 //!
 //! - `isolated`: CPUs in `isolcpus=` or `nohz_full=` get no IRQ and no RPS
 //!   unless `--cpus` names them.
+//! - `app-cpus`: CPUs set aside for the application (`--app-cpus`) get no
+//!   IRQ and no RPS; the plan's steering runs rsskit's servers there.
 //! - `smt`: one thread per physical core (package, `core_id`) first; SMT
 //!   siblings only when the queues outnumber the cores.
 //! - `numa`: the NIC's own node first, then the other nodes of its socket,
@@ -113,9 +115,17 @@ pub struct Choice {
 }
 
 /// The CPUs that may take IRQs when `--cpus` is not given: online, not
-/// isolated or `nohz_full` (all online ones, with a rule line saying so,
-/// when every CPU is).
-fn eligible(topo: &Topology, rules: &mut Vec<String>) -> Vec<usize> {
+/// the application's (`app`), not isolated or `nohz_full` (all online
+/// non-application ones, with a rule line saying so, when every CPU is).
+fn eligible(topo: &Topology, app: &[usize], rules: &mut Vec<String>) -> Vec<usize> {
+    let irq_side: Vec<usize> = topo.online.iter().copied().filter(|c| !app.contains(c)).collect();
+    if !app.is_empty() {
+        rules.push(format!(
+            "rule app-cpus: CPUs {} are the application's: no IRQ or RPS there; rsskit's servers run on them",
+            cpulist::format(app)
+        ));
+    }
+    let topo = &Topology { online: irq_side, ..topo.clone() };
     let reserved = topo.reserved();
     let online_reserved: Vec<usize> = topo.online.iter().copied().filter(|c| reserved.contains(c)).collect();
     if online_reserved.is_empty() {
@@ -174,9 +184,10 @@ pub fn default_choice(
     nrx: usize,
     hw: bool,
     used: &BTreeSet<CoreKey>,
+    app: &[usize],
 ) -> Choice {
     let mut rules = Vec::new();
-    let allowed = eligible(topo, &mut rules);
+    let allowed = eligible(topo, app, &mut rules);
     let local_node = node.filter(|&n| allowed.iter().any(|&c| map.node(c) == Some(n)));
     let multi_node = topo.nodes.iter().filter(|n| !n.cpus.is_empty()).count() > 1;
     if !hw {
@@ -356,13 +367,13 @@ mod tests {
     fn cores_before_siblings_and_node_first() {
         let t = host(2, 8, 2);
         let map = CpuMap::new(&t);
-        let c = default_choice(&t, &map, Some(1), 4, true, &BTreeSet::new());
+        let c = default_choice(&t, &map, Some(1), 4, true, &BTreeSet::new(), &[]);
         assert_eq!(c.cpus, (8..16).collect::<Vec<_>>(), "node 1's first threads");
         // 12 queues on a node of 8 cores: 8 more cores of node 0 before any sibling.
-        let c = default_choice(&t, &map, Some(1), 12, true, &BTreeSet::new());
+        let c = default_choice(&t, &map, Some(1), 12, true, &BTreeSet::new(), &[]);
         assert_eq!(core_set(&map, c.cpus.iter().copied()).len(), 12, "{:?}", c.cpus);
         // 20 queues on 16 cores: 4 siblings, node 1's.
-        let c = default_choice(&t, &map, Some(1), 20, true, &BTreeSet::new());
+        let c = default_choice(&t, &map, Some(1), 20, true, &BTreeSet::new(), &[]);
         assert_eq!(c.cpus.len(), 20);
         assert!(c.cpus.iter().filter(|&&x| x >= 16).all(|&x| map.node(x) == Some(1)), "{:?}", c.cpus);
         assert!(
@@ -377,9 +388,9 @@ mod tests {
         let t = host(1, 8, 2);
         let map = CpuMap::new(&t);
         let used = core_set(&map, [0, 1, 2, 3]);
-        let c = default_choice(&t, &map, Some(0), 4, true, &used);
+        let c = default_choice(&t, &map, Some(0), 4, true, &used, &[]);
         assert_eq!(c.cpus, vec![4, 5, 6, 7]);
-        let c = default_choice(&t, &map, Some(0), 6, true, &used);
+        let c = default_choice(&t, &map, Some(0), 6, true, &used, &[]);
         assert_eq!(c.cpus, (0..8).collect::<Vec<_>>(), "not enough free cores: the node's cores");
     }
 
@@ -391,12 +402,23 @@ mod tests {
         let map = CpuMap::new(&t);
         for nrx in [1, 4, 8, 30, 64] {
             for hw in [true, false] {
-                let c = default_choice(&t, &map, Some(0), nrx, hw, &BTreeSet::new());
+                let c = default_choice(&t, &map, Some(0), nrx, hw, &BTreeSet::new(), &[]);
                 assert!(c.cpus.iter().all(|x| !t.reserved().contains(x)), "{nrx} {hw}: {:?}", c.cpus);
                 assert!(c.rules.iter().any(|r| r.starts_with("rule isolated:")));
             }
         }
         assert!(named_rules(&t, &[4, 20])[0].contains("CPUs 4 are isolated"));
+    }
+
+    #[test]
+    fn app_cpus_take_no_irq() {
+        let t = host(1, 8, 2);
+        let map = CpuMap::new(&t);
+        let app: Vec<usize> = (4..8).chain(12..16).collect();
+        let c = default_choice(&t, &map, Some(0), 8, true, &BTreeSet::new(), &app);
+        assert!(c.cpus.iter().all(|x| !app.contains(x)), "{:?}", c.cpus);
+        assert_eq!(c.cpus, vec![0, 1, 2, 3, 8, 9, 10, 11], "4 cores left: their siblings too");
+        assert!(c.rules.iter().any(|r| r.starts_with("rule app-cpus: CPUs 4-7,12-15")), "{:?}", c.rules);
     }
 
     #[test]

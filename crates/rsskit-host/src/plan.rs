@@ -52,6 +52,12 @@ pub enum PlanError {
         /// The online CPUs, as a CPU list.
         online: String,
     },
+    /// CPUs named both for IRQs (`cpus`) and for the application (`app_cpus`).
+    #[error("CPUs {cpus} are named both for IRQs (cpus) and for the application (app_cpus)")]
+    AppOverlap {
+        /// The CPUs in both, as a CPU list.
+        cpus: String,
+    },
     /// A key of another length than the device's.
     #[error("{device}: the key is {given} bytes but the device's key is {device_len} bytes")]
     KeyLength {
@@ -135,6 +141,9 @@ pub struct PlanOptions {
     pub hash_fields: Vec<(String, u64)>,
     /// Software RSS for devices without hardware RSS.
     pub software_rss: SoftwareRss,
+    /// CPUs set aside for the application: no IRQ or RPS there, and the
+    /// steering advice runs rsskit's servers on them (`None`: no split).
+    pub app_cpus: Option<Vec<usize>>,
 }
 
 impl Default for PlanOptions {
@@ -147,6 +156,7 @@ impl Default for PlanOptions {
             rps_sock_flow_entries: None,
             hash_fields: Vec::new(),
             software_rss: SoftwareRss::Rps,
+            app_cpus: None,
         }
     }
 }
@@ -382,6 +392,21 @@ pub fn plan(topo: &Topology, devices: &[DeviceState], opts: &PlanOptions) -> Res
             return Err(PlanError::OfflineCpu { cpu, online: cpulist::format(&topo.online) });
         }
     }
+    if let Some(app) = &opts.app_cpus {
+        if app.is_empty() {
+            return Err(PlanError::NoCpus);
+        }
+        if let Some(&cpu) = app.iter().find(|c| !topo.online.contains(c)) {
+            return Err(PlanError::OfflineCpu { cpu, online: cpulist::format(&topo.online) });
+        }
+        let both: Vec<usize> = opts.cpus.iter().flatten().copied().filter(|c| app.contains(c)).collect();
+        if !both.is_empty() {
+            return Err(PlanError::AppOverlap { cpus: cpulist::format(&sorted(&both)) });
+        }
+        if app.len() >= topo.online.len() {
+            return Err(PlanError::NoCpus);
+        }
+    }
     let map = CpuMap::new(topo);
     let mut unit = opts.unit;
     // The queue cores of each device planned so far (hardware RSS only).
@@ -457,7 +482,17 @@ fn plan_device_on(
         notes.push("no per-queue IRQs found (named after the device or in its msi_irqs): their affinity is not planned".into());
     }
     let nic_key = (!dev_key.is_empty()).then(|| key.clone().unwrap_or_else(|| hex(&dev_key)));
-    let steering = steering_advice(spread, &rings.cpus, d.rx.len(), &rx, nic_key);
+    let steering = match &opts.app_cpus {
+        Some(app) => SteeringAdvice {
+            mode: "toeplitz".into(),
+            cpus: sorted(app),
+            key: nic_key,
+            reason: "IRQ and application CPUs are split: flows arrive on the IRQ CPUs, so the workers on \
+                     the application CPUs pick their flows by the NIC's hash"
+                .into(),
+        },
+        None => steering_advice(spread, &rings.cpus, d.rx.len(), &rx, nic_key),
+    };
     let hash_fields = plan_hash_fields(opts, hw, &mut notes);
     if !hw && d.rss.ok().is_some() && d.rx.len() <= 1 {
         let by = if spread.xdp { "rsskit's XDP program" } else { "RPS" };
@@ -498,7 +533,15 @@ fn device_cpus(
 ) -> Result<placement::Choice, PlanError> {
     let choice = match &opts.cpus {
         Some(c) => placement::Choice { cpus: sorted(c), rules: placement::named_rules(topo, c) },
-        None => placement::default_choice(topo, map, d.facts.numa_node, d.rx.len(), d.hardware_rss(), used),
+        None => placement::default_choice(
+            topo,
+            map,
+            d.facts.numa_node,
+            d.rx.len(),
+            d.hardware_rss(),
+            used,
+            &sorted(opts.app_cpus.as_deref().unwrap_or_default()),
+        ),
     };
     if choice.cpus.is_empty() {
         return Err(PlanError::NoCpus);
@@ -1013,6 +1056,23 @@ pub(crate) mod tests {
         assert_eq!(p.steering.mode, "toeplitz");
         assert_eq!(p.steering.key.as_deref(), Some(hex(&MICROSOFT_KEY).as_str()));
         assert!(p.rx.iter().all(|q| q.rps_cpus.is_empty()), "no RPS over hardware RSS");
+    }
+
+    #[test]
+    fn app_cpus_split_irqs_from_the_servers() {
+        let t = topo(8);
+        let opts = PlanOptions { app_cpus: Some(vec![2, 3, 6, 7]), ..PlanOptions::default() };
+        let p = plan(&t, &[nic("eth0", 4, None, 128)], &opts).unwrap();
+        let d = &p.devices[0];
+        assert_eq!(d.cpus, vec![0, 1, 4, 5]);
+        assert!(d.irqs.iter().all(|x| !x.cpus.iter().any(|c| [2, 3, 6, 7].contains(c))));
+        assert_eq!((d.steering.mode.as_str(), d.steering.cpus.clone()), ("toeplitz", vec![2, 3, 6, 7]));
+        assert!(d.notes.iter().any(|n| n.starts_with("rule app-cpus:")), "{:?}", d.notes);
+        let both = PlanOptions { cpus: Some(vec![0, 1, 2]), ..opts.clone() };
+        let e = plan(&t, &[nic("eth0", 4, None, 128)], &both).unwrap_err();
+        assert_eq!(e, PlanError::AppOverlap { cpus: "2".into() });
+        let all = PlanOptions { app_cpus: Some((0..8).collect()), ..PlanOptions::default() };
+        assert_eq!(plan(&t, &[nic("eth0", 4, None, 128)], &all).unwrap_err(), PlanError::NoCpus);
     }
 
     #[test]

@@ -152,4 +152,21 @@ fn bond_capture_plans_both_members_from_the_cli() {
     let out = rsskit(&["plan", "--from", &s(&cap.0), "--iface", "bond0"]);
     let t = text(&out.stdout);
     assert!(t.contains("note: rule isolated: CPUs 8-31"), "{t}");
+    // An IRQ/application split: no IRQ on the application's CPUs, the servers run there.
+    let out =
+        rsskit(&["plan", "--from", &s(&cap.0), "--iface", "bond0", "--app-cpus", "0-3,32-35", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let app = [0, 1, 2, 3, 32, 33, 34, 35];
+    for d in v["devices"].as_array().unwrap() {
+        for x in d["irqs"].as_array().unwrap() {
+            let c = x["cpus"][0].as_u64().unwrap() as usize;
+            assert!(!app.contains(&c) && !(8..32).contains(&c), "{}: IRQ on {c}", d["name"]);
+        }
+        assert_eq!(d["steering"]["mode"], "toeplitz");
+        assert_eq!(d["steering"]["cpus"], serde_json::json!(app));
+    }
+    let out = rsskit(&["plan", "--from", &s(&cap.0), "--cpus", "0-7", "--app-cpus", "4-9"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("CPUs 4-7 are named both"), "{}", text(&out.stderr));
 }

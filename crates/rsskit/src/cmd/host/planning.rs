@@ -24,6 +24,10 @@ pub struct PlanArgs {
     /// CPUs to use (e.g. 0-7,16-23); default: the device's NUMA node (topped up if it has fewer CPUs than queues).
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
+    /// CPUs for the application (e.g. 8-15): no IRQ or RPS there; the plan's steering runs
+    /// udp-echo, http-serve and steer workers on them (toeplitz with the NIC's key).
+    #[arg(long, value_name = "LIST")]
+    pub app_cpus: Option<String>,
     /// Device unit of the first NIC: each NIC starts its queues on its own CPU set (0-8191).
     #[arg(long, default_value_t = 0, value_parser = crate::cmd::common::int_in(0usize, 8191))]
     pub unit: usize,
@@ -90,6 +94,7 @@ impl PlanArgs {
     pub fn any_set(&self) -> bool {
         !self.ifaces.is_empty()
             || self.cpus.is_some()
+            || self.app_cpus.is_some()
             || self.unit != 0
             || self.key != "keep"
             || self.rps_flow_cnt.is_some()
@@ -141,6 +146,10 @@ pub fn make_plan_on(root: &Sysroot, p: &PlanArgs) -> Result<Plan> {
         Some(s) => Some(cpulist::parse(s).map_err(|e| anyhow!("--cpus: {e}"))?),
         None => None,
     };
+    let app_cpus = match &p.app_cpus {
+        Some(s) => Some(cpulist::parse(s).map_err(|e| anyhow!("--app-cpus: {e}"))?),
+        None => None,
+    };
     for (flag, v) in
         [("--rps-flow-cnt", p.rps_flow_cnt), ("--rps-sock-flow-entries", p.rps_sock_flow_entries)]
     {
@@ -159,6 +168,7 @@ pub fn make_plan_on(root: &Sysroot, p: &PlanArgs) -> Result<Plan> {
             SoftwareRssArg::Rps => plan::SoftwareRss::Rps,
             SoftwareRssArg::Xdp => plan::SoftwareRss::Xdp,
         },
+        app_cpus,
     };
     let devs = devices(root, &p.ifaces)?;
     let mut plan = plan::plan(&topo, &devs, &opts).map_err(|e| anyhow!("{e}"))?;
