@@ -197,3 +197,75 @@ fn plan_cost_4_nics_128_queues_384_threads() {
         t.elapsed().as_secs_f64()
     );
 }
+
+/// Draws one big host's plan as the SVG in docs/host-tuning.md: the EPYC
+/// capture with two mlx5 NICs (63 queues on node 2, 16 on node 6) and node
+/// 7 isolated. `RSSKIT_PLAN_SVG=docs/img/plan-epyc-384.svg cargo test -p
+/// rsskit-host --test big_hosts -- --ignored plan_picture`
+#[test]
+#[ignore = "writes the docs picture: set RSSKIT_PLAN_SVG"]
+fn plan_picture() {
+    let Some(out) = std::env::var_os("RSSKIT_PLAN_SVG") else { panic!("set RSSKIT_PLAN_SVG") };
+    let mut s = bighost::epyc_384();
+    s.nics.push(bighost::epyc_384_with(8, 16).nics[6].clone());
+    s.nics[1].name = "enp66s0f0np0".into();
+    s.isolated = (168..192).chain(360..384).collect();
+    s.nohz_full = s.isolated.clone();
+    let dir = bighost::write(&s, "picture");
+    let (topo, devs, p) = plan_capture(&dir.0, &["enp65s0f0np0", "enp66s0f0np0"]);
+    assert_rules(&topo, &devs, &p);
+    let colors = ["#3b75af", "#ef8636"];
+    let (cw, ch, gap) = (10usize, 16usize, 14usize);
+    let per_node = s.cores_per_socket / s.nodes_per_socket;
+    let node_w = per_node * cw + gap;
+    let width = s.nodes_per_socket * node_w + 40;
+    let height = s.sockets * (2 * ch + 46) + 90;
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"20\" y=\"18\" font-size=\"13\">rsskit plan: 2 x EPYC 9654, NPS4 (384 threads, 8 nodes); CPUs 168-191,360-383 isolated</text>\n"
+    );
+    for c in 0..s.cpus() {
+        let (socket, core, node) = s.place(c);
+        let thread = c / (s.sockets * s.cores_per_socket);
+        let x = 20 + (node % s.nodes_per_socket) * node_w + (core % per_node) * cw;
+        let y = 50 + socket * (2 * ch + 46) + thread * ch;
+        let owner = p.devices.iter().enumerate().find_map(|(i, d)| {
+            d.rx.iter().find(|q| q.cpu == Some(c)).map(|q| (i, q.queue))
+        });
+        let fill = match owner {
+            Some((i, _)) => colors[i],
+            None if topo.reserved().contains(&c) => "#bbbbbb",
+            None => "#f4f4f4",
+        };
+        svg += &format!(
+            "<rect x=\"{x}\" y=\"{y}\" width=\"{}\" height=\"{}\" fill=\"{fill}\" stroke=\"white\"><title>CPU {c}{}</title></rect>\n",
+            cw,
+            ch,
+            owner.map(|(i, q)| format!(": {} rx-{q}", p.devices[i].name)).unwrap_or_default()
+        );
+        if core % per_node == 0 && thread == 0 {
+            svg += &format!("<text x=\"{x}\" y=\"{}\">node {node}</text>\n", y - 4);
+        }
+    }
+    for socket in 0..s.sockets {
+        let y = 50 + socket * (2 * ch + 46) + 2 * ch + 14;
+        svg += &format!("<text x=\"20\" y=\"{y}\" fill=\"#555\">socket {socket}: first threads (top row), SMT siblings (bottom row)</text>\n");
+    }
+    let ly = height - 28;
+    for (i, d) in p.devices.iter().enumerate() {
+        let x = 20 + i * 330;
+        svg += &format!(
+            "<rect x=\"{x}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/><text x=\"{}\" y=\"{ly}\">{}: {} queues, NUMA node {}</text>\n",
+            ly - 10,
+            colors[i],
+            x + 16,
+            d.name,
+            d.rx.len(),
+            d.numa_node.unwrap()
+        );
+    }
+    svg += &format!(
+        "<rect x=\"680\" y=\"{}\" width=\"12\" height=\"12\" fill=\"#bbbbbb\"/><text x=\"696\" y=\"{ly}\">isolated: no IRQ</text>\n</svg>\n",
+        ly - 10
+    );
+    std::fs::write(out, svg).unwrap();
+}
