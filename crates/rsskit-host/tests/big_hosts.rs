@@ -228,9 +228,11 @@ fn plan_picture() {
         let thread = c / (s.sockets * s.cores_per_socket);
         let x = 20 + (node % s.nodes_per_socket) * node_w + (core % per_node) * cw;
         let y = 50 + socket * (2 * ch + 46) + thread * ch;
-        let owner = p.devices.iter().enumerate().find_map(|(i, d)| {
-            d.rx.iter().find(|q| q.cpu == Some(c)).map(|q| (i, q.queue))
-        });
+        let owner = p
+            .devices
+            .iter()
+            .enumerate()
+            .find_map(|(i, d)| d.rx.iter().find(|q| q.cpu == Some(c)).map(|q| (i, q.queue)));
         let fill = match owner {
             Some((i, _)) => colors[i],
             None if topo.reserved().contains(&c) => "#bbbbbb",
