@@ -661,6 +661,86 @@ mod tests {
         assert!(unhex("é1").is_none());
     }
 
+    /// A minimal capture: 2 CPUs, no interface, and one ethtool file.
+    fn tiny(tag: &str, facts: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("rsskit-capture-unit-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(d.join("sys/devices/system/cpu")).unwrap();
+        fs::create_dir_all(d.join("sys/class/net")).unwrap();
+        fs::create_dir_all(d.join("proc")).unwrap();
+        fs::create_dir_all(d.join("ethtool")).unwrap();
+        fs::write(d.join("sys/devices/system/cpu/online"), "0-1\n").unwrap();
+        fs::write(d.join("ethtool/eth0.json"), facts).unwrap();
+        let m = Manifest {
+            format: FORMAT,
+            rsskit_version: "test".into(),
+            kernel: None,
+            taken_unix: 0,
+            interfaces: vec![],
+            skipped: vec![],
+        };
+        write_manifest(&d, &m).unwrap();
+        d
+    }
+
+    fn facts(rss: &str, hash: &str) -> String {
+        format!(r#"{{"driver": "ixgbe", "channels": {{"unsupported": "no"}}, "rss": {rss}, "hash": {hash}}}"#)
+    }
+
+    #[test]
+    fn ethtool_values_are_checked() {
+        let ok_rss = r#"{"supported": {"key": "6d5a", "table": [0, 1, 1, 0], "hfunc": ["toeplitz"], "input_xfrm": [], "source": "ETHTOOL_GRSSH"}}"#;
+        let d = tiny("ok", &facts(ok_rss, r#"{"supported": {"udp4": 192, "tcp4": 240}}"#));
+        assert!(open(&d).is_ok());
+        let (driver, _, rss, hash) = ethtool(&d, "eth0").unwrap();
+        assert_eq!(driver.as_deref(), Some("ixgbe"));
+        assert_eq!(rss.ok().unwrap().indir, vec![0, 1, 1, 0]);
+        let flows: Vec<&str> = hash.ok().unwrap().iter().map(|h| h.flow).collect();
+        assert_eq!(flows, vec!["tcp4", "udp4"], "in the ioctl's order");
+        // No file: a driver that answers nothing.
+        assert!(ethtool(&d, "eth9").unwrap().2.ok().is_none());
+        let _ = fs::remove_dir_all(&d);
+        let long_key = format!(
+            r#"{{"supported": {{"key": "{}", "table": [0], "hfunc": [], "input_xfrm": [], "source": "x"}}}}"#,
+            "ab".repeat(300)
+        );
+        let big_table = format!(
+            r#"{{"supported": {{"key": "", "table": [{}], "hfunc": [], "input_xfrm": [], "source": "x"}}}}"#,
+            vec!["0"; 70_000].join(",")
+        );
+        for (tag, f, want) in [
+            ("hex", facts(&ok_rss.replace("6d5a", "6d5"), r#"{"unsupported": "no"}"#), "not hex"),
+            ("key", facts(&long_key, r#"{"unsupported": "no"}"#), "longer than 256"),
+            ("table", facts(&big_table, r#"{"unsupported": "no"}"#), "more than 65536"),
+            ("flow", facts(ok_rss, r#"{"supported": {"smtp4": 1}}"#), "not a flow type"),
+            (
+                "name",
+                facts(&ok_rss.replace("toeplitz", "to\\u001b[2J"), r#"{"unsupported": "no"}"#),
+                "printable",
+            ),
+            ("json", "{\"driver\": 7}".to_string(), "invalid type"),
+        ] {
+            let d = tiny(tag, &f);
+            let e = ethtool(&d, "eth0").unwrap_err().to_string();
+            assert!(e.contains(want) && e.contains("eth0.json"), "{tag}: {e}");
+            let _ = fs::remove_dir_all(&d);
+        }
+    }
+
+    #[test]
+    fn open_refuses_links_special_files_and_other_formats() {
+        let d = tiny("open", "{}");
+        std::os::unix::fs::symlink("/etc/hostname", d.join("proc/interrupts")).unwrap();
+        assert!(open(&d).unwrap_err().to_string().contains("a symbolic link"));
+        fs::remove_file(d.join("proc/interrupts")).unwrap();
+        assert!(open(&d).is_ok());
+        fs::write(d.join(MANIFEST), "{\"format\": 2}").unwrap();
+        assert!(open(&d).unwrap_err().to_string().contains("missing field"));
+        fs::remove_file(d.join(MANIFEST)).unwrap();
+        assert!(open(&d).unwrap_err().to_string().contains("not an `rsskit capture` directory"));
+        let _ = fs::remove_dir_all(&d);
+    }
+
     #[test]
     fn denied_reasons() {
         assert!(denied("ETHTOOL_GRSSH: Operation not permitted (os error 1)"));

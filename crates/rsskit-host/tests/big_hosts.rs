@@ -162,6 +162,9 @@ fn huge_1024_threads_256_queues_2048_entries() {
     assert_eq!(d.rx.iter().filter(|q| q.cpu.is_some()).count(), 256, "no 128-CPU cap");
     assert!(has_rule(&p, 0, "size"), "{:?}", d.notes);
     assert_eq!(d.table_mismatches, None, "DragonFly's host model is not Linux's");
+    // `apply` reads the plan file back whole: 1,024 CPUs and a 2,048-entry table pass its checks.
+    let back = Plan::from_json(&serde_json::to_string(&p).unwrap()).unwrap();
+    assert_eq!(back, p);
 }
 
 /// The cost of `plan` on a big host: 4 NICs of 128 queues on the 384-thread
@@ -270,4 +273,27 @@ fn plan_picture() {
         ly - 10
     );
     std::fs::write(out, svg).unwrap();
+}
+
+/// Writes every generated capture under `$RSSKIT_CAPTURES` (to try the CLI
+/// on them: `rsskit plan --from $RSSKIT_CAPTURES/epyc`).
+#[test]
+#[ignore = "writes captures: set RSSKIT_CAPTURES"]
+fn write_captures() {
+    let Some(out) = std::env::var_os("RSSKIT_CAPTURES") else { panic!("set RSSKIT_CAPTURES") };
+    let out = std::path::PathBuf::from(out);
+    for (name, shape) in [
+        ("epyc", bighost::epyc_384()),
+        ("xeon", bighost::xeon_224()),
+        ("isolated", bighost::isolated_64()),
+        ("vm", bighost::vm_4()),
+        ("huge", bighost::huge_1024()),
+    ] {
+        let dir = bighost::write(&shape, name);
+        let to = out.join(name);
+        let _ = std::fs::remove_dir_all(&to);
+        std::fs::create_dir_all(&out).unwrap();
+        // Renamed away, the drop guard finds nothing to remove.
+        std::fs::rename(&dir.0, &to).unwrap();
+    }
 }
