@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, Read as _};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 /// The capture format this build writes and reads.
@@ -76,6 +77,20 @@ pub enum CaptureError {
         path: PathBuf,
         /// What it is.
         what: String,
+    },
+    /// As root, an entry another user owns or may write.
+    #[error(
+        "{}: owned by uid {uid} with mode {mode:o}: as root rsskit reads only a capture that is root's \
+         and writable by no one else; read it as its owner (--from needs no root) or chown -R root it",
+        .path.display()
+    )]
+    Swappable {
+        /// The entry.
+        path: PathBuf,
+        /// Its owner.
+        uid: u32,
+        /// Its permission bits.
+        mode: u32,
     },
     /// A capture past the size bounds.
     #[error("{}: {what}", .path.display())]
@@ -221,6 +236,16 @@ fn denied(reason: &str) -> bool {
     r.contains("not permitted") || r.contains("permission denied")
 }
 
+/// `create_dir_all` with mode 0755.
+fn mkdirs(path: &Path) -> Result<(), CaptureError> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(path)
+        .map_err(|source| CaptureError::Io { path: path.to_path_buf(), source })
+}
+
 struct Writer<'a> {
     src: &'a Roots,
     dir: &'a Path,
@@ -232,12 +257,14 @@ impl Writer<'_> {
     fn put(&mut self, rel: &Path, bytes: &[u8]) -> Result<(), CaptureError> {
         let path = self.dir.join(rel);
         if let Some(p) = path.parent() {
-            fs::create_dir_all(p).map_err(|source| CaptureError::Io { path: p.to_path_buf(), source })?;
+            mkdirs(p)?;
         }
-        // A new file in the directory we made: never through a link.
+        // A new file in the directory we made: never through a link; never
+        // group- or world-writable whatever the umask (root reads only such).
         let mut f = fs::OpenOptions::new()
             .write(true)
             .create_new(true)
+            .mode(0o644)
             .open(&path)
             .map_err(|source| CaptureError::Io { path: path.clone(), source })?;
         io::Write::write_all(&mut f, bytes).map_err(|source| CaptureError::Io { path, source })?;
@@ -246,8 +273,7 @@ impl Writer<'_> {
     }
 
     fn mkdir(&mut self, rel: &Path) -> Result<(), CaptureError> {
-        let path = self.dir.join(rel);
-        fs::create_dir_all(&path).map_err(|source| CaptureError::Io { path, source })
+        mkdirs(&self.dir.join(rel))
     }
 
     /// Copies `root/rel` to `DIR/top/rel`; a missing file is left out
@@ -291,7 +317,12 @@ impl Writer<'_> {
 /// into the new directory `dir`. Facts the caller may not read (without
 /// root) are listed in the manifest's `skipped`.
 pub fn take(src: &Roots, dir: &Path, taken_unix: u64) -> Result<CaptureReport, CaptureError> {
-    match fs::create_dir(dir) {
+    // The NICs' RSS keys are in it: the taker's alone until they share it.
+    let made = {
+        use std::os::unix::fs::DirBuilderExt as _;
+        fs::DirBuilder::new().mode(0o700).create(dir)
+    };
+    match made {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
             return Err(CaptureError::Exists { path: dir.to_path_buf() })
@@ -457,6 +488,8 @@ pub fn open(dir: &Path) -> Result<Manifest, CaptureError> {
     if !meta.is_dir() {
         return Err(CaptureError::Unsafe { path: dir.to_path_buf(), what: "not a directory".into() });
     }
+    let euid = rsskit_linux::process::effective_uid();
+    unswappable(dir, &meta, euid)?;
     let (mut entries, mut total) = (0usize, 0u64);
     let mut stack = vec![(dir.to_path_buf(), 0usize)];
     while let Some((d, depth)) = stack.pop() {
@@ -474,6 +507,9 @@ pub fn open(dir: &Path) -> Result<Manifest, CaptureError> {
             let m = fs::symlink_metadata(&path)
                 .map_err(|source| CaptureError::Io { path: path.clone(), source })?;
             let ft = m.file_type();
+            if ft.is_dir() || ft.is_file() {
+                unswappable(&path, &m, euid)?;
+            }
             if ft.is_dir() {
                 if depth + 1 >= MAX_DEPTH {
                     return Err(CaptureError::TooBig { path, what: format!("deeper than {MAX_DEPTH}") });
@@ -525,6 +561,18 @@ pub fn open(dir: &Path) -> Result<Manifest, CaptureError> {
         }
     }
     Ok(m)
+}
+
+/// As root, a capture another user could change between this check and
+/// the reads (swap a file for a link to a root-only file) is refused:
+/// every entry must be root's and writable by no one else. Reading a
+/// capture needs no root, so its owner can read it as themself.
+fn unswappable(path: &Path, m: &fs::Metadata, euid: u32) -> Result<(), CaptureError> {
+    use std::os::unix::fs::MetadataExt as _;
+    if euid != 0 || (m.uid() == 0 && m.mode() & 0o022 == 0) {
+        return Ok(());
+    }
+    Err(CaptureError::Swappable { path: path.to_path_buf(), uid: m.uid(), mode: m.mode() & 0o7777 })
 }
 
 fn read_bounded(path: &Path, max: u64) -> io::Result<String> {
@@ -680,7 +728,23 @@ mod tests {
             skipped: vec![],
         };
         write_manifest(&d, &m).unwrap();
+        tighten(&d);
         d
+    }
+
+    /// Modes a capture has whatever the umask (root refuses group-writable ones).
+    pub(crate) fn tighten(d: &Path) {
+        use std::os::unix::fs::PermissionsExt as _;
+        fs::set_permissions(d, fs::Permissions::from_mode(0o755)).unwrap();
+        for e in fs::read_dir(d).unwrap().flatten() {
+            let ft = e.file_type().unwrap();
+            if ft.is_dir() {
+                fs::set_permissions(e.path(), fs::Permissions::from_mode(0o755)).unwrap();
+                tighten(&e.path());
+            } else if ft.is_file() {
+                fs::set_permissions(e.path(), fs::Permissions::from_mode(0o644)).unwrap();
+            }
+        }
     }
 
     fn facts(rss: &str, hash: &str) -> String {
@@ -738,6 +802,14 @@ mod tests {
         assert!(open(&d).unwrap_err().to_string().contains("missing field"));
         fs::remove_file(d.join(MANIFEST)).unwrap();
         assert!(open(&d).unwrap_err().to_string().contains("not an `rsskit capture` directory"));
+        // As root: a file others may swap is refused.
+        let p = d.join("sys/devices/system/cpu/online");
+        let m = fs::metadata(&p).unwrap();
+        assert!(unswappable(&p, &m, 1000).is_ok(), "a user reads their own capture");
+        use std::os::unix::fs::PermissionsExt as _;
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o666)).unwrap();
+        let m = fs::metadata(&p).unwrap();
+        assert!(unswappable(&p, &m, 0).unwrap_err().to_string().contains("writable by no one else"));
         let _ = fs::remove_dir_all(&d);
     }
 
