@@ -6,10 +6,12 @@
 //!   unless `--cpus` names them.
 //! - `app-cpus`: CPUs set aside for the application (`--app-cpus`) get no
 //!   IRQ and no RPS; the plan's steering runs rsskit's servers there.
-//! - `smt`: one thread per physical core (package, `core_id`) first; SMT
-//!   siblings only when the queues outnumber the cores.
-//! - `numa`: the NIC's own node first, then the other nodes of its socket,
-//!   then the rest (lowest node first).
+//! - `numa`: the NIC's own node first (its cores, then their SMT
+//!   siblings), then the other nodes of its socket, then the rest (lowest
+//!   node first): `check` flags queues off a node that has a CPU for each.
+//! - `smt`: within those, one thread per physical core (package,
+//!   `core_id`) first; SMT siblings only when the node's cores are fewer
+//!   than the queues.
 //! - `shared-node`: a NIC gets cores that no earlier NIC's queues use, while
 //!   its node has enough of them.
 //! - `size`: past 128 CPUs or queues DragonFly's model (the host looks at
@@ -174,8 +176,8 @@ pub fn named_rules(topo: &Topology, cpus: &[usize]) -> Vec<String> {
 /// The default CPUs of a device on NUMA node `node` with `nrx` RX queues.
 /// With hardware RSS: the node's cores (one thread each) when it has enough
 /// for the queues, free ones (no earlier NIC's queue on them, `used`) first;
-/// else topped up with other nodes' cores (same socket first), then with
-/// SMT siblings when the queues outnumber the cores. Without hardware RSS
+/// else the node's cores and then their SMT siblings, then other nodes'
+/// cores (same socket first), then their siblings. Without hardware RSS
 /// (RPS spreads the flows): every allowed CPU of the node, else all of them.
 pub fn default_choice(
     topo: &Topology,
@@ -206,48 +208,47 @@ pub fn default_choice(
     });
     let local_total = order.iter().filter(|c| is_local(c)).count();
     let local_free = order.iter().filter(|c| is_local(c) && !used.contains(&c.key)).count();
-    let take = if local_free >= nrx {
-        local_free
-    } else if local_total >= nrx {
-        local_total
-    } else {
-        nrx.min(order.len())
-    };
-    let mut cpus: Vec<usize> = order[..take].iter().map(|c| c.cpus[0]).collect();
-    // More queues than cores: SMT siblings, round by round, in core order.
-    let mut round = 1;
-    while cpus.len() < nrx && order.iter().any(|c| c.cpus.len() > round) {
-        for c in &order {
-            if cpus.len() >= nrx {
-                break;
-            }
-            if let Some(&s) = c.cpus.get(round) {
-                cpus.push(s);
-            }
+    let (local, remote): (Vec<&Core>, Vec<&Core>) = order.iter().partition(|c| is_local(c));
+    // Preference: the node's cores, then their siblings, then other
+    // nodes' cores, then theirs (siblings round by round, in core order).
+    let siblings_of = |group: &[&Core], pref: &mut Vec<usize>| {
+        let mut round = 1;
+        while group.iter().any(|c| c.cpus.len() > round) {
+            pref.extend(group.iter().filter_map(|c| c.cpus.get(round).copied()));
+            round += 1;
         }
-        round += 1;
-    }
+    };
+    let mut pref: Vec<usize> = local.iter().map(|c| c.cpus[0]).collect();
+    siblings_of(&local, &mut pref);
+    let local_threads = pref.len();
+    pref.extend(remote.iter().map(|c| c.cpus[0]));
+    siblings_of(&remote, &mut pref);
+    let mut cpus: Vec<usize> = if local_free >= nrx {
+        local.iter().filter(|c| !used.contains(&c.key)).map(|c| c.cpus[0]).collect()
+    } else if local_total >= nrx {
+        local.iter().map(|c| c.cpus[0]).collect()
+    } else {
+        pref[..nrx.min(pref.len())].to_vec()
+    };
     let threads: usize = cores.iter().map(|c| c.cpus.len()).sum();
     if threads > cores.len() {
-        let siblings = cpus.len().saturating_sub(take);
-        let tail = if siblings > 0 {
-            format!("; {nrx} queues outnumber the {} cores: {siblings} siblings take queues too", cores.len())
-        } else {
-            String::new()
-        };
+        let primaries: BTreeSet<usize> = cores.iter().map(|c| c.cpus[0]).collect();
+        let siblings = cpus.iter().filter(|c| !primaries.contains(c)).count();
+        let tail =
+            if siblings > 0 { format!("; {siblings} siblings take queues here") } else { String::new() };
         rules.push(format!(
             "rule smt: one thread per physical core ({} cores, {threads} threads here); SMT siblings \
-             only when the queues outnumber the cores{tail}",
+             only when a node's cores are fewer than the queues{tail}",
             cores.len()
         ));
     }
     if multi_node {
         rules.push(match local_node {
-            Some(n) if take <= local_total => {
-                format!("rule numa: the NIC's node {n} first: its cores hold the {nrx} queues")
+            Some(n) if nrx <= local_threads => {
+                format!("rule numa: the NIC's node {n} first: its CPUs hold the {nrx} queues")
             }
             Some(n) => format!(
-                "rule numa: the NIC's node {n} first; it has {local_total} cores for {nrx} queues: \
+                "rule numa: the NIC's node {n} first; it has {local_threads} CPUs for {nrx} queues: \
                  topped up with other nodes' cores, same socket first"
             ),
             None => "rule numa: the NIC's node is unknown: cores of every node".into(),
@@ -255,7 +256,7 @@ pub fn default_choice(
     }
     let local_used = local_total - local_free;
     if local_used > 0 {
-        rules.push(if take == local_free {
+        rules.push(if local_free >= nrx {
             format!(
                 "rule shared-node: {local_used} cores already take an earlier NIC's queues: left out \
                  while this node has enough free ones"
@@ -369,18 +370,19 @@ mod tests {
         let map = CpuMap::new(&t);
         let c = default_choice(&t, &map, Some(1), 4, true, &BTreeSet::new(), &[]);
         assert_eq!(c.cpus, (8..16).collect::<Vec<_>>(), "node 1's first threads");
-        // 12 queues on a node of 8 cores: 8 more cores of node 0 before any sibling.
+        // 12 queues on a node of 8 cores / 16 threads: the node's cores, then 4 of their siblings.
         let c = default_choice(&t, &map, Some(1), 12, true, &BTreeSet::new(), &[]);
-        assert_eq!(core_set(&map, c.cpus.iter().copied()).len(), 12, "{:?}", c.cpus);
-        // 20 queues on 16 cores: 4 siblings, node 1's.
-        let c = default_choice(&t, &map, Some(1), 20, true, &BTreeSet::new(), &[]);
-        assert_eq!(c.cpus.len(), 20);
-        assert!(c.cpus.iter().filter(|&&x| x >= 16).all(|&x| map.node(x) == Some(1)), "{:?}", c.cpus);
+        assert_eq!(c.cpus, vec![8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27]);
         assert!(
             c.rules.iter().any(|r| r.starts_with("rule smt:") && r.contains("4 siblings")),
             "{:?}",
             c.rules
         );
+        // 20 queues: node 1's 16 threads, then 4 cores of node 0 (first threads).
+        let c = default_choice(&t, &map, Some(1), 20, true, &BTreeSet::new(), &[]);
+        assert_eq!(c.cpus.len(), 20);
+        let off: Vec<usize> = c.cpus.iter().copied().filter(|&x| map.node(x) != Some(1)).collect();
+        assert_eq!(off, vec![0, 1, 2, 3], "{:?}", c.cpus);
     }
 
     #[test]

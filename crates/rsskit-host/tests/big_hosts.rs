@@ -47,17 +47,20 @@ fn assert_rules(topo: &Topology, devs: &[DeviceState], p: &Plan) {
         }
         let bound: Vec<usize> = d.rx.iter().filter_map(|q| q.cpu).collect();
         let cores = core_set(&map, bound.iter().copied());
-        let eligible_cores = core_set(&map, eligible.iter().copied()).len();
-        // At most one queue IRQ per physical core while the queues do not outnumber the cores.
-        if s.rx.len() <= eligible_cores {
+        let node_cpus: Vec<usize> = match d.numa_node {
+            Some(node) => eligible.iter().copied().filter(|&c| map.node(c) == Some(node)).collect(),
+            None => eligible.clone(),
+        };
+        let node_cores = core_set(&map, node_cpus.iter().copied()).len();
+        // At most one queue IRQ per physical core while the queues do not
+        // outnumber the NIC node's cores (the host's when the node is unknown).
+        if s.rx.len() <= node_cores {
             assert_eq!(cores.len(), bound.len(), "{n}: two queues share a core: {bound:?}");
             assert_eq!(bound.len(), s.rx.len(), "{n}: every queue bound");
         }
-        // Every queue on the NIC's node while the node has enough cores.
         if let Some(node) = d.numa_node {
-            let node_cores =
-                core_set(&map, eligible.iter().copied().filter(|&c| map.node(c) == Some(node))).len();
-            if s.rx.len() <= node_cores {
+            // Every queue on the NIC's node while it has a CPU for each (what `check` asks).
+            if s.rx.len() <= node_cpus.len() {
                 assert!(
                     bound.iter().all(|&c| map.node(c) == Some(node)),
                     "{n}: a queue off node {node}: {bound:?}"
@@ -91,11 +94,50 @@ fn assert_rules(topo: &Topology, devs: &[DeviceState], p: &Plan) {
     }
 }
 
+/// The topology a generated capture describes.
+fn topo_of(shape: &Shape) -> Topology {
+    let dir = bighost::write(shape, "topo");
+    Sysroot::capture(&dir.0).unwrap().0.topology()
+}
+
+/// The device as it would read after `apply` wrote the plan.
+fn as_applied(d: &DeviceState, p: &rsskit_host::plan::DevicePlan) -> DeviceState {
+    use rsskit_linux::ethtool::Reported;
+    let mut d = d.clone();
+    for x in &mut d.irqs {
+        if let Some(i) = p.irqs.iter().find(|i| i.irq == x.irq) {
+            x.cpus = Some(i.cpus.clone());
+            x.effective_cpus = Some(i.cpus[..1].to_vec());
+        }
+    }
+    if let (Reported::Supported(r), Some(t)) = (&mut d.rss, &p.table) {
+        r.indir = t.clone();
+    }
+    for (q, pq) in d.rx.iter_mut().zip(&p.rx) {
+        q.rps_cpus = Some(pq.rps_cpus.clone());
+    }
+    for (q, pq) in d.tx.iter_mut().zip(&p.tx) {
+        q.xps_cpus = pq.xps_cpus.clone();
+    }
+    d
+}
+
+/// What `rsskit check` would say once each plan is applied: aligned, so
+/// the placement rules and `check` agree (queues on the NIC's node while
+/// it has a CPU for each, one CPU per queue IRQ, XPS, RPS).
+fn assert_checks_aligned(topo: &Topology, devs: &[DeviceState], p: &Plan) {
+    for (d, pd) in devs.iter().zip(&p.devices) {
+        let v = rsskit_host::hostcheck::check_device(topo, &as_applied(d, pd), None);
+        assert!(v.aligned, "{}: check after the plan: {:?}", d.name, v.problems);
+    }
+}
+
 fn check(shape: &Shape, tag: &str, names: &[&str]) -> Plan {
     let dir = bighost::write(shape, tag);
     let (topo, devs, p) = plan_capture(&dir.0, names);
     assert_eq!(topo.online.len(), shape.cpus());
     assert_rules(&topo, &devs, &p);
+    assert_checks_aligned(&topo, &devs, &p);
     // The same capture planned twice gives the same plan.
     let (_, _, again) = plan_capture(&dir.0, names);
     assert_eq!(p, again);
@@ -112,13 +154,13 @@ fn epyc_384_threads_nps4_mlx5() {
     let p = check(&s, "epyc", &["enp65s0f0np0"]);
     let d = &p.devices[0];
     assert_eq!(d.rx.iter().filter(|q| q.cpu.is_some()).count(), 63, "all 63 channels bound");
-    // 63 queues, 24 cores on node 2: the node's cores first, then socket 0's other nodes, no sibling.
+    // 63 queues, 24 cores / 48 threads on node 2: all of node 2, then 15
+    // cores of socket 0's other nodes, first threads only.
     let on_node = d.rx.iter().filter_map(|q| q.cpu).filter(|&c| s.place(c).2 == 2).count();
-    assert_eq!(on_node, 24, "{:?}", d.cpus);
-    assert!(
-        d.rx.iter().filter_map(|q| q.cpu).all(|c| s.place(c).0 == 0 && c < 192),
-        "socket 0, first threads"
-    );
+    assert_eq!(on_node, 48, "{:?}", d.cpus);
+    let off: Vec<usize> = d.rx.iter().filter_map(|q| q.cpu).filter(|&c| s.place(c).2 != 2).collect();
+    assert!(off.iter().all(|&c| s.place(c).0 == 0 && c < 192), "socket 0, first threads: {off:?}");
+    assert_eq!(core_set(&CpuMap::new(&topo_of(&s)), off.iter().copied()).len(), 15);
     assert!(has_rule(&p, 0, "smt") && has_rule(&p, 0, "numa"), "{:?}", d.notes);
 }
 
@@ -126,9 +168,12 @@ fn epyc_384_threads_nps4_mlx5() {
 fn xeon_224_threads_two_ice_nics_one_per_socket() {
     let s = bighost::xeon_224();
     let p = check(&s, "xeon", &["ens1f0", "ens7f0"]);
-    for (i, node) in [(0, 0), (1, 1)] {
+    // 48 queues on 56 cores: first threads; 64 on 56 cores / 112 threads:
+    // every core of the node, then 8 of its siblings, never the other socket.
+    for (i, node, siblings) in [(0, 0, 0), (1, 1, 8)] {
         let d = &p.devices[i];
-        assert!(d.rx.iter().all(|q| q.cpu.is_some_and(|c| s.place(c).2 == node && c < 112)), "{:?}", d.cpus);
+        assert!(d.rx.iter().all(|q| q.cpu.is_some_and(|c| s.place(c).2 == node)), "{:?}", d.cpus);
+        assert_eq!(d.rx.iter().filter(|q| q.cpu.is_some_and(|c| c >= 112)).count(), siblings, "{:?}", d.cpus);
         assert_eq!(d.table.as_ref().unwrap().len(), 2048);
     }
 }

@@ -11,7 +11,8 @@
 //!   size for 63 channels) named `mlx5_compN@pci:...` as mlx5 names them.
 //! - [`xeon_224`]: 2 x Intel Xeon Platinum 8480+ (Sapphire Rapids, 56 cores
 //!   / 112 threads per socket, Intel ARK), SNC off (one node per socket),
-//!   two E810 (ice) NICs, one per socket, 2048-entry PF tables (ice's
+//!   two E810 (ice) NICs, one per socket (48 and 64 queues: the second has
+//!   more queues than its node has cores), 2048-entry PF tables (ice's
 //!   `ICE_LUT_PF_SIZE`), 52-byte keys, vectors `ice-IF-TxRx-N`.
 //! - [`isolated_64`]: 1 socket, 32 cores / 64 threads, `isolcpus=8-31
 //!   nohz_full=8-31` (first threads only, as often written), two i40e NICs
@@ -120,7 +121,7 @@ pub fn xeon_224() -> Shape {
         nohz_full: vec![],
         nics: vec![
             nic("ens1f0", "ice", 48, Some(0), 2048, 52, Vectors::TxRx("ice")),
-            nic("ens7f0", "ice", 48, Some(1), 2048, 52, Vectors::TxRx("ice")),
+            nic("ens7f0", "ice", 64, Some(1), 2048, 52, Vectors::TxRx("ice")),
         ],
         bonds: vec![],
     }

@@ -13,9 +13,10 @@ use std::fmt::Write as _;
 
 const AFTER_HELP: &str = "\
 CPUs: --cpus, else by rules printed as `note: rule NAME:` lines: isolated and
-nohz_full CPUs get no IRQ; one thread per physical core before SMT siblings;
-the NIC's NUMA node first (then its socket's other nodes); cores already
-taking an earlier NIC's queues left out while the node has enough
+nohz_full CPUs (and --app-cpus) get no IRQ; the NIC's NUMA node first (then
+its socket's other nodes); within each, one thread per physical core before
+SMT siblings; cores already taking an earlier NIC's queues left out while the
+node has enough
 (docs/host-tuning.md). Queues are bound to those CPUs (ascending) with
 DragonFly's ringmap (as `rsskit table`); the indirection table is the
 ringmap's: fewest entries whose ring runs on another CPU than the host's
