@@ -186,6 +186,9 @@ fn isolated_64_threads_bond_of_two() {
     assert_eq!(names, vec!["eth0", "eth1"], "both bond members planned");
     assert!(has_rule(&p, 0, "isolated"), "{:?}", p.devices[0].notes);
     assert!(has_rule(&p, 1, "shared-node"), "{:?}", p.devices[1].notes);
+    // A VLAN on the bond resolves through it to the same NICs.
+    let (_, _, vlan) = plan_capture(&bighost::write(&s, "vlan").0, &["bond0.100"]);
+    assert_eq!(vlan, p, "bond0.100 plans as bond0");
 }
 
 #[test]

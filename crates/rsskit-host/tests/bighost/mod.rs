@@ -16,7 +16,7 @@
 //!   `ICE_LUT_PF_SIZE`), 52-byte keys, vectors `ice-IF-TxRx-N`.
 //! - [`isolated_64`]: 1 socket, 32 cores / 64 threads, `isolcpus=8-31
 //!   nohz_full=8-31` (first threads only, as often written), two i40e NICs
-//!   in `bond0`.
+//!   in `bond0`, and VLAN `bond0.100` on the bond.
 //! - [`vm_4`]: a 4-vCPU guest, no SMT, one virtio-net NIC with 4 queue
 //!   pairs and no RSS table (virtio without the RSS feature), its IRQs on
 //!   the virtio PCI function (`device/..`).
@@ -66,7 +66,7 @@ pub struct Shape {
     pub isolated: Vec<usize>,
     pub nohz_full: Vec<usize>,
     pub nics: Vec<Nic>,
-    /// Bonds: name and members.
+    /// Bonds and VLANs: name and the interfaces below it (`lower_*`).
     pub bonds: Vec<(String, Vec<String>)>,
 }
 
@@ -139,7 +139,11 @@ pub fn isolated_64() -> Shape {
             nic("eth0", "i40e", 16, Some(0), 512, 52, Vectors::TxRx("i40e")),
             nic("eth1", "i40e", 16, Some(0), 512, 52, Vectors::TxRx("i40e")),
         ],
-        bonds: vec![("bond0".into(), vec!["eth0".into(), "eth1".into()])],
+        // A VLAN on the bond: its one lower link is the bond.
+        bonds: vec![
+            ("bond0".into(), vec!["eth0".into(), "eth1".into()]),
+            ("bond0.100".into(), vec!["bond0".into()]),
+        ],
     }
 }
 

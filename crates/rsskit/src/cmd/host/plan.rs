@@ -89,7 +89,12 @@ fn device_text(s: &mut String, d: &DevicePlan) {
         d.unit
     );
     let order: Vec<String> = d.cpus.iter().map(usize::to_string).collect();
-    let _ = writeln!(s, "  CPUs: {} (ringmap index order); grid {}", order.join(","), d.grid);
+    let how = if d.notes.iter().any(|n| n.starts_with("rule size:")) {
+        "queues bound in order"
+    } else {
+        "ringmap index order"
+    };
+    let _ = writeln!(s, "  CPUs: {} ({how}); grid {}", order.join(","), d.grid);
     let _ = writeln!(s, "  {:<7} {:>4}  {:<22} {:<10} xps / rfs", "queue", "cpu", "irq", "rps");
     let irq_of = |irq: Option<u32>| match irq.and_then(|i| d.irqs.iter().find(|x| x.irq == i)) {
         Some(x) => format!("{} {}", x.irq, x.name),
