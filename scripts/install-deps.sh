@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Debian packages the build and the tests need, installed when missing (as
-# root): `ip` for namespaces and veths, nginx as the HTTP peer, clang and
-# libbpf's headers to compile the eBPF programs in crates/rsskit-linux/bpf;
+# root): `ip` for namespaces and veths, nginx as the HTTP peer and wrk as
+# its load, clang and libbpf's headers to compile the eBPF programs in
+# crates/rsskit-linux/bpf;
 # for the Debian package test (scripts/test-package.sh): lintian, mmdebstrap,
 # pkg-config; python3-venv for the Kubernetes manifest validator (PyPI).
 #
@@ -20,6 +21,8 @@ cd "${here%/*}/.."
 need=()
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx)
+# wrk: the HTTP load of bench/scale, whose short mode is a test (tests/bench_scale.rs).
+command -v wrk >/dev/null 2>&1 || need+=(wrk)
 command -v clang >/dev/null 2>&1 || need+=(clang)
 [ -f /usr/include/bpf/bpf_helpers.h ] || need+=(libbpf-dev)
 [ -f /usr/include/linux/bpf.h ] || need+=(linux-libc-dev)

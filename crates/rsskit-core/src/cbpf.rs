@@ -171,6 +171,9 @@ pub enum BpfError {
     },
     /// No sockets.
     Empty,
+    /// The NIC transforms the input first (`input_xfrm`), which the
+    /// program does not compute: its buckets would not be the NIC's.
+    InputXfrm(crate::InputXfrm),
 }
 
 impl fmt::Display for BpfError {
@@ -182,6 +185,10 @@ impl fmt::Display for BpfError {
                 write!(f, "{key}-byte key is too short for a {input}-byte hash input")
             }
             BpfError::Empty => f.write_str("no sockets to steer to"),
+            BpfError::InputXfrm(x) => write!(
+                f,
+                "the NIC hashes with input transform {x}, which the Toeplitz steering program does not compute"
+            ),
         }
     }
 }

@@ -323,6 +323,11 @@ impl HashInput {
     pub fn as_bytes(&self) -> &[u8] {
         &self.buf[..self.len as usize]
     }
+
+    /// The input bytes, to transform in place ([`crate::xfrm`]).
+    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.buf[..self.len as usize]
+    }
 }
 
 impl fmt::Debug for HashInput {

@@ -10,8 +10,9 @@
 //! CPU number, and the two differ as soon as workers run on a CPU subset.
 
 use crate::cbpf::{self, BpfError, Program};
+use crate::hashtype::HashInput;
 use crate::rss::{default_bits, RssError, MAX_BITS};
-use crate::{FlowTuple, HashConfig, HashType, L4Proto, RssKey, Toeplitz};
+use crate::{FlowTuple, HashConfig, HashType, InputXfrm, L4Proto, RssKey, Toeplitz};
 use alloc::vec::Vec;
 use core::fmt;
 
@@ -59,6 +60,8 @@ pub struct RssPolicy {
     /// far more than a hash.
     toeplitz: Toeplitz,
     hash: HashConfig,
+    /// What the NIC does to the fields before hashing (`input_xfrm`).
+    xfrm: InputXfrm,
     bits: u32,
     bucket_worker: Vec<WorkerId>,
     worker_cpu: Vec<CpuId>,
@@ -107,6 +110,7 @@ impl RssPolicy {
         let mut p = RssPolicy {
             toeplitz: Toeplitz::new(&key),
             hash,
+            xfrm: InputXfrm::None,
             bits,
             bucket_worker: (0..1u32 << bits).map(|b| WorkerId(b % n)).collect(),
             worker_cpu: worker_cpus.to_vec(),
@@ -179,7 +183,25 @@ impl RssPolicy {
         self.toeplitz.key()
     }
 
-    /// The Toeplitz hasher for the key (for batch hashing).
+    /// The same policy for a NIC that transforms the fields first
+    /// (`input_xfrm`: symmetric-xor, symmetric-or-xor).
+    pub fn with_xfrm(mut self, xfrm: InputXfrm) -> Self {
+        self.xfrm = xfrm;
+        self
+    }
+
+    /// The NIC's input transform ([`InputXfrm::None`] unless [`with_xfrm`](Self::with_xfrm)).
+    pub fn xfrm(&self) -> InputXfrm {
+        self.xfrm
+    }
+
+    /// The hash of an input as the NIC computes it: transformed, then Toeplitz.
+    pub fn hash_input(&self, input: &HashInput) -> u32 {
+        self.toeplitz.hash(self.xfrm.apply(input).as_bytes())
+    }
+
+    /// The Toeplitz hasher for the key (for batch hashing; it does not
+    /// apply [`xfrm`](Self::xfrm): callers that hash raw inputs check it).
     pub fn toeplitz(&self) -> &Toeplitz {
         &self.toeplitz
     }
@@ -223,7 +245,7 @@ impl RssPolicy {
     /// The hash of `t` with hash type `ht` (0 if the families disagree,
     /// which [`FlowTuple::new`] callers rule out).
     pub fn hash_tuple_as(&self, t: &FlowTuple, ht: HashType) -> u32 {
-        t.input(ht).map_or(0, |i| self.toeplitz.hash(i.as_bytes()))
+        t.input(ht).map_or(0, |i| self.hash_input(&i))
     }
 
     /// The bucket of a hash: its low `bits` bits.
@@ -290,6 +312,9 @@ impl RssPolicy {
     /// The classic BPF program computing this policy's socket for hash type
     /// `ht` in the kernel (a reuseport group of this family).
     pub fn toeplitz_program(&self, ht: HashType) -> Result<Program, BpfError> {
+        if self.xfrm != InputXfrm::None {
+            return Err(BpfError::InputXfrm(self.xfrm));
+        }
         cbpf::toeplitz_program(self.key(), ht, &self.socket_table())
     }
 

@@ -13,7 +13,7 @@
 use crate::wire::ip::proto;
 use crate::wire::{ethertype, ipv4, udp, EthernetFrame, IpLayer, Ipv4Packet, Ipv6Packet, Packet};
 use core::net::IpAddr;
-use rsskit_core::{FlowTuple, HashConfig, HashType, L4Proto, RssKey, RssPolicy, WorkerId};
+use rsskit_core::{FlowTuple, HashConfig, HashType, InputXfrm, L4Proto, RssKey, RssPolicy, WorkerId};
 
 /// A packet's RSS hash, the type it was computed with, and the tuple.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +46,12 @@ impl PacketHasher {
     /// A hasher for `policy`'s key and hash types that also knows its owners.
     pub fn from_policy(policy: RssPolicy) -> Self {
         PacketHasher { policy }
+    }
+
+    /// The same hasher for a NIC that transforms the fields first
+    /// (`input_xfrm`: symmetric-xor, symmetric-or-xor).
+    pub fn with_xfrm(self, xfrm: InputXfrm) -> Self {
+        PacketHasher { policy: self.policy.with_xfrm(xfrm) }
     }
 
     /// The policy.
@@ -86,6 +92,10 @@ impl PacketHasher {
         let ht = self.policy.hash_type(ip.is_ipv6(), proto, ip.is_fragment());
         let (sp, dp) = if ip.is_fragment() { (0, 0) } else { ports.unwrap_or((0, 0)) };
         let tuple = FlowTuple::new(ip.src, sp, ip.dst, dp, proto);
+        if self.policy.xfrm() != InputXfrm::None {
+            // Symmetric NICs: the policy's transform, then Toeplitz.
+            return RssHash { hash: self.policy.hash_tuple_as(&tuple, ht), hash_type: ht, tuple };
+        }
         // The hash input (Microsoft layout, as `FlowTuple::input` builds it)
         // written straight from the addresses, and hashed on the core's
         // fixed-length table path: measured 4x faster per packet here than
@@ -131,6 +141,10 @@ impl PacketHasher {
     /// checksums, so a corrupt packet is dropped by the owning worker's parse.
     #[inline]
     pub fn nic_frame(&self, f: &[u8]) -> Option<u32> {
+        if self.policy.xfrm() != InputXfrm::None {
+            // The fixed offsets hash raw fields: a transform takes the parser.
+            return None;
+        }
         let (t, cfg) = (self.policy.toeplitz(), self.policy.hash_config());
         let eth = EthernetFrame::new_checked(f).ok()?;
         // The views only borrow `f`: the Toeplitz input is copied once, below.
@@ -190,7 +204,7 @@ impl PacketHasher {
     pub fn tuple(&self, tuple: &FlowTuple, ht: HashType) -> RssHash {
         // Mixed families cannot come from one IP header; 0 rather than panic.
         let hash = match tuple.input(ht) {
-            Ok(input) => self.policy.toeplitz().hash_table(input.as_bytes()),
+            Ok(input) => self.policy.toeplitz().hash_table(self.policy.xfrm().apply(&input).as_bytes()),
             Err(_) => 0,
         };
         RssHash { hash, hash_type: ht, tuple: *tuple }

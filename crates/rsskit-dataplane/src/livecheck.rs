@@ -90,6 +90,8 @@ pub struct LiveSpec {
     pub table: Vec<u32>,
     /// The hashed fields per flow type.
     pub fields: FlowFields,
+    /// The NIC's input transform (`input_xfrm`: symmetric-xor...).
+    pub xfrm: rsskit_core::InputXfrm,
     /// RX queues captured.
     pub queues: usize,
 }
@@ -202,7 +204,7 @@ pub struct LiveCheck {
 impl LiveCheck {
     /// A check of `spec`.
     pub fn new(spec: LiveSpec) -> LiveCheck {
-        let hasher = PacketHasher::new(&spec.key, spec.fields.hash_config());
+        let hasher = PacketHasher::new(&spec.key, spec.fields.hash_config()).with_xfrm(spec.xfrm);
         // What the NIC sees: no checksum check, no decapsulation (it hashes
         // the outer header).
         let parse =

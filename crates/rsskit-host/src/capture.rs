@@ -35,7 +35,7 @@ pub const SYS_CPU_FILES: &[&str] = &["online", "isolated", "nohz_full"];
 pub const SYS_TOPOLOGY_FILES: &[&str] = &["core_id", "physical_package_id"];
 /// Under each `sys/class/net/IF` (queues, `msi_irqs` and `lower_*` links
 /// are walked besides).
-pub const SYS_IFACE_FILES: &[&str] = &["operstate", "mtu", "device/numa_node", "device/irq"];
+pub const SYS_IFACE_FILES: &[&str] = &["operstate", "mtu", "threaded", "device/numa_node", "device/irq"];
 /// Under `proc` (each IRQ's `proc/irq/N/{smp,effective}_affinity_list` besides).
 pub const PROC_FILES: &[&str] =
     &["interrupts", "sys/net/core/rps_sock_flow_entries", "sys/net/core/netdev_rss_key"];

@@ -6,6 +6,8 @@
 //! binary: nothing there can point rsskit's reads and writes at a tree.
 
 use crate::sysroot::SysrootError;
+use rsskit_core::flowrule::parse_rule;
+use rsskit_linux::ethtool::rxnfc::{self, ContextRss, RuleEntry, RuleTable};
 use rsskit_linux::ethtool::{self, Channels, FlowHash, Reported, Rss};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -31,6 +33,13 @@ pub(crate) struct FakeDriver {
     /// Refuse `ETHTOOL_SRSSH` and `ETHTOOL_SRXFH` with this reason (a driver without `set_rxfh`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refuse_set: Option<String>,
+    /// Flow classification rules, one line each in `flowrule`'s text
+    /// (`udp4 dst-port 443 context 1 loc 3`); absent = no `ETHTOOL_GRXCLSRLCNT`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rules: Option<Vec<String>>,
+    /// Additional RSS contexts by id (`"1"`); each its key and table.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub contexts: BTreeMap<String, FakeRss>,
 }
 
 /// The fake RSS state of a test tree's driver.
@@ -40,6 +49,10 @@ pub(crate) struct FakeRss {
     pub key: String,
     /// The indirection table: bucket -> RX queue.
     pub table: Vec<u32>,
+    /// `input_xfrm` bits as `ETHTOOL_GRSSH` reports them (1 symmetric-xor,
+    /// 2 symmetric-or-xor); absent = 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_xfrm: Option<u8>,
 }
 
 fn hex(b: &[u8]) -> String {
@@ -88,7 +101,7 @@ pub(crate) fn device(dir: &Path, name: &str) -> Result<DriverParts, SysrootError
             key: unhex(&r.key).unwrap_or_default(),
             indir: r.table.clone(),
             hfunc: vec!["toeplitz".into()],
-            input_xfrm: vec![],
+            input_xfrm: ethtool::xfrm_names(r.input_xfrm.unwrap_or(0)),
             source: "ETHTOOL_GRSSH",
         }),
         None => not("ETHTOOL_GRSSH"),
@@ -106,6 +119,50 @@ pub(crate) fn device(dir: &Path, name: &str) -> Result<DriverParts, SysrootError
         None => not("ETHTOOL_GRXFH"),
     };
     Ok((f.driver.clone(), channels, rss, hash))
+}
+
+/// The fake driver's rules as the ioctls would answer: each line parsed,
+/// built as the kernel's `ethtool_rxnfc` bytes, and decoded from them.
+pub(crate) fn rules(dir: &Path, name: &str) -> Result<Reported<RuleTable>, SysrootError> {
+    let f = read(dir, name)?;
+    let Some(lines) = &f.rules else {
+        return Ok(Reported::Unsupported {
+            reason: "ETHTOOL_GRXCLSRLCNT: operation not supported by the driver".into(),
+        });
+    };
+    let mut entries = Vec::new();
+    for line in lines {
+        let rule =
+            parse_rule(line).map_err(|e| SysrootError::Fake { path: path(dir, name), msg: e.to_string() })?;
+        let bytes = rxnfc::encode_rule(rxnfc::ETHTOOL_SRXCLSRLINS, &rule);
+        entries.push(RuleEntry { location: rule.location, rule: rxnfc::decode_rule(&bytes) });
+    }
+    entries.sort_by_key(|e| e.location);
+    Ok(Reported::Supported(RuleTable { size: 1024, special_locations: true, entries }))
+}
+
+/// The fake driver's RSS context `context` (`ETHTOOL_GRSSH` with `rss_context`).
+pub(crate) fn context_rss(
+    dir: &Path,
+    name: &str,
+    context: u32,
+) -> Result<Reported<ContextRss>, SysrootError> {
+    let f = read(dir, name)?;
+    match f.contexts.get(&context.to_string()) {
+        Some(r) => Ok(Reported::Supported(ContextRss {
+            context,
+            rss: Rss {
+                key: unhex(&r.key).unwrap_or_default(),
+                indir: r.table.clone(),
+                hfunc: vec!["toeplitz".into()],
+                input_xfrm: vec![],
+                source: "ETHTOOL_GRSSH",
+            },
+        })),
+        None => Ok(Reported::Unsupported {
+            reason: "ETHTOOL_GRSSH: No such file or directory (os error 2)".into(),
+        }),
+    }
 }
 
 /// `ETHTOOL_SRSSH` on the fake driver.

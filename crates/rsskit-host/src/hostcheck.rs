@@ -41,8 +41,13 @@ struct Findings {
 /// Judges one device.
 pub fn check_device(topo: &Topology, d: &DeviceState, irqbalance: Option<&IrqBalance>) -> DeviceVerdict {
     let mut f = Findings::default();
+    input_transform(d, &mut f);
     key_quality(d, &mut f);
     let queue_cpu = queue_cpus_from_irqs(topo, d, irqbalance, &mut f);
+    // Threaded NAPI polls a queue where its thread runs, not on the IRQ's CPU.
+    let (problems, notes) = crate::napi::judge(&d.name, &d.napi, &queue_cpu);
+    f.problems.extend(problems);
+    f.notes.extend(notes);
     table_against_queues(topo, d, &queue_cpu, &mut f);
     udp_hashed_on_addresses(d, &mut f);
     rps_against_hardware_rss(topo, d, &mut f);
@@ -54,6 +59,26 @@ pub fn check_device(topo: &Topology, d: &DeviceState, irqbalance: Option<&IrqBal
     }
     let Findings { problems, notes } = f;
     DeviceVerdict { name: d.name.clone(), aligned: problems.is_empty(), problems, notes }
+}
+
+/// The NIC's input transform (`input_xfrm`): a symmetric one is said (both
+/// directions of a flow on one queue); one rsskit does not model breaks
+/// every prediction of where a flow lands.
+fn input_transform(d: &DeviceState, f: &mut Findings) {
+    let Some(r) = d.rss.ok().filter(|r| !r.input_xfrm.is_empty()) else { return };
+    let bits = rsskit_linux::ethtool::xfrm_bits(&r.input_xfrm).unwrap_or(0xff);
+    match rsskit_core::InputXfrm::from_bits(bits) {
+        Ok(x) if x.is_symmetric() => f.notes.push(format!(
+            "input transform {x}: both directions of a flow land on one queue (rsskit predicts with it; \
+             the key check below judges the plain hash)"
+        )),
+        Ok(_) => {}
+        Err(e) => f.problems.push(format!(
+            "RSS input transform 0x{:02x} ({}) is not one rsskit models: where flows land cannot be predicted",
+            e.0,
+            r.input_xfrm.join(",")
+        )),
+    }
 }
 
 /// Key quality: the check random keys get.
@@ -381,6 +406,28 @@ mod tests {
         let v = check_device(&t, &d, None);
         assert!(v.aligned, "{v:?}");
         assert!(v.notes.iter().any(|n| n.contains("fewer CPUs than queues")), "{v:?}");
+    }
+
+    #[test]
+    fn input_transforms() {
+        let t = topo(4);
+        let mut d = nic("eth0", 2, Some(1), 128);
+        pin(&mut d, &[2, 3]);
+        let set = |d: &mut DeviceState, bits: u8| {
+            if let rsskit_linux::ethtool::Reported::Supported(r) = &mut d.rss {
+                r.input_xfrm = rsskit_linux::ethtool::xfrm_names(bits);
+            }
+        };
+        set(&mut d, 1);
+        let v = check_device(&t, &d, None);
+        assert!(v.aligned && v.notes.iter().any(|n| n.starts_with("input transform symmetric-xor")), "{v:?}");
+        set(&mut d, 0x84);
+        let v = check_device(&t, &d, None);
+        assert!(!v.aligned, "{v:?}");
+        assert_eq!(
+            v.problems,
+            vec!["RSS input transform 0x84 (bit2,bit7) is not one rsskit models: where flows land cannot be predicted"]
+        );
     }
 
     #[test]

@@ -1,10 +1,15 @@
 //! Where a flow lands on this host, as the NIC steers it: the device's RSS
-//! key and indirection table (read as `info` reads them), the fields it
-//! hashes per flow type, and for each RX queue the CPU its IRQ runs on and
-//! the queue's RPS CPUs. Used by `rsskit hash --iface IF` and by
+//! key and indirection table (read as `info` reads them), its input
+//! transform (symmetric-xor, symmetric-or-xor), the fields it hashes per
+//! flow type, and for each RX queue the CPU its IRQ runs on and the queue's
+//! RPS CPUs. Used by `rsskit hash --iface IF` and by
 //! `--key nic:IF` / `--table nic:IF`.
 
+use crate::nic_rules::{NicRules, Route};
 use crate::sysroot::{Sysroot, SysrootError};
+use rsskit_core::flowrule::FlowRule;
+use rsskit_core::FlowTuple;
+use rsskit_core::{HashInput, InputXfrm, RssKey, Toeplitz};
 use rsskit_linux::ethtool::FlowHash;
 use rsskit_linux::netdev;
 use serde::Serialize;
@@ -26,6 +31,23 @@ pub enum NicError {
         what: &'static str,
         /// The driver's answer (the errno).
         reason: String,
+    },
+    /// The driver transforms the hash input in a way rsskit does not model:
+    /// any prediction would be wrong.
+    #[error(
+        "{iface}: the driver{driver} reports RSS input transform 0x{bits:02x} ({names}), which rsskit \
+         does not model (it knows symmetric-xor 0x01 and symmetric-or-xor 0x02): it cannot predict \
+         where flows land"
+    )]
+    UnknownXfrm {
+        /// The interface.
+        iface: String,
+        /// ` NAME` (with its leading space) when sysfs names the driver, else empty.
+        driver: String,
+        /// The `input_xfrm` bits the driver reports.
+        bits: u8,
+        /// Their names as `info` prints them.
+        names: String,
     },
 }
 
@@ -55,10 +77,63 @@ pub struct NicSteering {
     pub table: Vec<u32>,
     /// Hash function(s) the driver reports in use (`toeplitz`, `xor`...).
     pub hfunc: Vec<String>,
+    /// What the NIC does to the fields before hashing (`input_xfrm`),
+    /// serialized by its ethtool name.
+    #[serde(serialize_with = "xfrm_name")]
+    pub xfrm: InputXfrm,
     /// Hashed fields per flow type; `None` when the driver does not report them.
     pub hash_fields: Option<Vec<FlowHash>>,
     /// Per RX queue, where its packets are processed.
     pub queues: Vec<QueueCpus>,
+    /// Threaded NAPI is on: a kernel thread, not the IRQ's softirq, polls
+    /// each queue, on whatever CPU it runs ([`crate::napi`]).
+    pub napi_threaded: bool,
+    /// The NIC's flow rules and the contexts they reach: looked at before the table.
+    pub rules: NicRules,
+}
+
+/// Where one flow lands: the rule that took it, if any, and the queue and CPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FlowLanding {
+    /// No rule: the main key and table.
+    Table {
+        /// The NIC's hash.
+        hash: u32,
+        /// Where it lands.
+        landing: Landing,
+    },
+    /// A rule sent it to one queue (no hash involved).
+    RuleQueue {
+        /// The rule.
+        rule: FlowRule,
+        /// Where it lands (`index` is not used).
+        landing: Landing,
+    },
+    /// A rule sent it into an RSS context: that context's key, transform and table, plus the rule's offset.
+    RuleContext {
+        /// The rule.
+        rule: FlowRule,
+        /// The context id (0: the main table, with an offset).
+        context: u32,
+        /// The hash under the context's key.
+        hash: u32,
+        /// Where it lands: `index` is the context table's entry, `queue` includes the offset.
+        landing: Landing,
+    },
+    /// A rule keeps it from this device's queues (drop, wake-on-LAN, a VF).
+    RuleNoQueue {
+        /// The rule.
+        rule: FlowRule,
+    },
+    /// rsskit cannot know.
+    Unknown {
+        /// Why.
+        reason: String,
+    },
+}
+
+fn xfrm_name<S: serde::Serializer>(x: &InputXfrm, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(x.name())
 }
 
 /// Where one hash lands.
@@ -102,6 +177,15 @@ impl NicSteering {
         if rss.key.is_empty() {
             return Err(no("key", "empty key"));
         }
+        let unknown = |bits: u8| NicError::UnknownXfrm {
+            iface: iface.to_string(),
+            driver: d.driver.as_ref().map_or(String::new(), |n| format!(" {n}")),
+            bits,
+            names: rss.input_xfrm.join(","),
+        };
+        // A name `xfrm_names` never gives reads as all bits: refused too.
+        let bits = rsskit_linux::ethtool::xfrm_bits(&rss.input_xfrm).unwrap_or(0xff);
+        let xfrm = InputXfrm::from_bits(bits).map_err(|e| unknown(e.0))?;
         let queues =
             d.rx.iter()
                 .map(|q| {
@@ -125,8 +209,11 @@ impl NicSteering {
             key: rss.key,
             table: rss.indir,
             hfunc: rss.hfunc,
+            xfrm,
             hash_fields: d.hash.ok().cloned(),
             queues,
+            napi_threaded: d.napi.is_threaded(),
+            rules: NicRules::read(root, iface)?,
         })
     }
 
@@ -160,17 +247,71 @@ impl NicSteering {
             .collect()
     }
 
+    /// The hash the NIC computes for `input`: its transform, then Toeplitz
+    /// with its key (an error when the key is shorter than Toeplitz needs).
+    pub fn hash(&self, input: &HashInput) -> Result<u32, rsskit_core::key::KeyError> {
+        let key = RssKey::from_bytes(&self.key)?;
+        Ok(Toeplitz::new(&key).hash(self.xfrm.apply(input).as_bytes()))
+    }
+
+    /// Where `flow` lands: the NIC's rules first, then the main table or
+    /// the context a rule names. `input` is the flow's hash input (the
+    /// fields the NIC hashes for its type; a context is assumed to hash the
+    /// same fields as the main table).
+    pub fn land_flow(
+        &self,
+        flow: &FlowTuple,
+        input: &HashInput,
+    ) -> Result<FlowLanding, rsskit_core::key::KeyError> {
+        Ok(match self.rules.route(flow) {
+            Route::Main => {
+                let hash = self.hash(input)?;
+                FlowLanding::Table { hash, landing: self.land(hash) }
+            }
+            Route::Queue { rule, queue } => {
+                FlowLanding::RuleQueue { rule: *rule, landing: self.land_queue(0, queue, None) }
+            }
+            Route::Context { rule, context, offset } => {
+                let (id, key, table, xfrm) = match context {
+                    Some(c) => (c.id, c.key.as_slice(), c.table.as_slice(), c.xfrm),
+                    None => (0, self.key.as_slice(), self.table.as_slice(), self.xfrm),
+                };
+                let key = RssKey::from_bytes(key)?;
+                let hash = Toeplitz::new(&key).hash(xfrm.apply(input).as_bytes());
+                let index = hash as usize % table.len();
+                let queue = table[index].wrapping_add(offset);
+                FlowLanding::RuleContext {
+                    rule: *rule,
+                    context: id,
+                    hash,
+                    landing: self.land_queue(index, queue, Some(hash)),
+                }
+            }
+            Route::NoQueue { rule } => FlowLanding::RuleNoQueue { rule: *rule },
+            Route::Unknown { reason } => FlowLanding::Unknown { reason },
+        })
+    }
+
     /// Where `hash` lands.
     pub fn land(&self, hash: u32) -> Landing {
         let index = hash as usize % self.table.len();
-        let queue = self.table[index];
+        self.land_queue(index, self.table[index], Some(hash))
+    }
+
+    /// Queue `queue` reached through table entry `index`; RPS needs the hash.
+    fn land_queue(&self, index: usize, queue: u32, hash: Option<u32>) -> Landing {
         let q = self.queues.iter().find(|q| q.queue == queue as usize);
         let irq_cpu = q.and_then(|q| q.irq_cpus.first().copied());
-        let rps_cpu = q.filter(|q| !q.rps_cpus.is_empty()).map(|q| {
-            let i = ((u64::from(hash) * q.rps_cpus.len() as u64) >> 32) as usize;
-            q.rps_cpus[i]
+        // A queue a rule picks has no hash rsskit can vouch for (the NIC may
+        // or may not compute one): RPS's CPU is then unknown, not guessed.
+        let rps_cpu = q.filter(|q| !q.rps_cpus.is_empty()).and_then(|q| {
+            let i = ((u64::from(hash?) * q.rps_cpus.len() as u64) >> 32) as usize;
+            Some(q.rps_cpus[i])
         });
-        Landing { index, queue, irq: q.and_then(|q| q.irq), irq_cpu, rps_cpu, cpu: rps_cpu.or(irq_cpu) }
+        let rps_on = q.is_some_and(|q| !q.rps_cpus.is_empty());
+        // With RPS on, the CPU is RPS's pick: unknown without the hash.
+        let cpu = if rps_on { rps_cpu } else { irq_cpu };
+        Landing { index, queue, irq: q.and_then(|q| q.irq), irq_cpu, rps_cpu, cpu }
     }
 }
 
@@ -185,7 +326,10 @@ mod tests {
             key: vec![0; 40],
             table: (0..8).map(|i| i % 2).collect(),
             hfunc: vec![],
+            xfrm: InputXfrm::None,
             hash_fields: None,
+            napi_threaded: false,
+            rules: NicRules::default(),
             queues: vec![
                 QueueCpus { queue: 0, irq: Some(40), irq_cpus: vec![2], rps_cpus: vec![] },
                 QueueCpus { queue: 1, irq: Some(41), irq_cpus: vec![5, 6], rps_cpus: rps },

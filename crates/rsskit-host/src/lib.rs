@@ -13,7 +13,9 @@
 //! - `fixture` (feature `fixtures`): the fake ethtool driver of a fixture
 //!   tree, for tests only, so the shipped binary cannot be pointed at one.
 //! - [`landing`]: where a flow lands on this host, read through a
-//!   [`sysroot::Sysroot`] so `hash --iface` and `nic:IF` work on fixtures.
+//!   [`sysroot::Sysroot`] so `hash --iface` and `nic:IF` work on fixtures;
+//!   [`nic_rules`]: the NIC's flow rules and the RSS contexts they reach,
+//!   looked at before the table (a rule not understood makes "unknown").
 //! - [`plan`]: the tuning decision itself, no I/O (state in, plan out);
 //!   [`placement`]: its CPU rules (isolated CPUs, SMT, NUMA, NICs sharing
 //!   a node, any size), no I/O.
@@ -22,7 +24,8 @@
 //!   checks, all `plan` uses), `save` the save-file format, `diff` what
 //!   changes, `write` the host side.
 //! - [`hostcheck`]: judges a device's state against the policy (a verdict,
-//!   not a read).
+//!   not a read); [`napi`]: threaded NAPI (the `threaded` file, the
+//!   `napi/IF-N` threads and their CPUs) read and judged, for `check` and `plan`.
 //! - [`nic_rebalance`]: moves NIC indirection-table entries by measured RX
 //!   queue load (core's `rebalance` is the move rule; the runtime's
 //!   rebalances live socket buckets).
@@ -59,7 +62,9 @@ pub mod landing;
 pub mod lock;
 pub mod metrics;
 pub mod metrics_server;
+pub mod napi;
 pub mod nic_rebalance;
+pub mod nic_rules;
 pub mod persist;
 pub mod placement;
 pub mod plan;

@@ -245,6 +245,9 @@ impl Plan {
             if let Some(x) = &d.xdp_steer {
                 cpus_ok("xdp_steer cpus", n, &x.cpus)?;
             }
+            if d.napi_threaded.is_some_and(|t| t != 0) {
+                return Err(format!("{n}: napi_threaded is only ever planned 0 (off)"));
+            }
             if let Some(k) = &d.key {
                 valid_value(Kind::RssKey, k).map_err(|e| format!("{n}: the key is {e}"))?;
             }
@@ -307,6 +310,10 @@ pub struct DevicePlan {
     /// XDP software RSS instead of RPS (`--software-rss xdp`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub xdp_steer: Option<XdpSteerPlan>,
+    /// `/sys/class/net/IF/threaded` to write: `Some(0)` turns threaded
+    /// NAPI off when its threads cannot be pinned to their queues' CPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub napi_threaded: Option<u32>,
     /// What rsskit's servers should use on this host.
     pub steering: SteeringAdvice,
     /// What could not be planned, or should be known, in words.
@@ -439,6 +446,30 @@ pub fn plan(topo: &Topology, devices: &[DeviceState], opts: &PlanOptions) -> Res
     })
 }
 
+/// Threaded NAPI on: its `napi/IF-N` threads run wherever the scheduler
+/// puts them. Pinning each to its queue's CPU needs the queue -> thread map
+/// (netdev netlink); without it no pinning holds for every queue, so
+/// threading is turned off and the queues are polled in the softirq of
+/// their IRQ's CPU again (`--restore` writes the old value back).
+fn plan_napi_threaded(d: &DeviceState, notes: &mut Vec<String>) -> Option<u32> {
+    if !d.napi.is_threaded() {
+        return None;
+    }
+    let why = if d.napi.map.is_some() {
+        "pinning each thread to its queue's CPU is not planned yet"
+    } else {
+        "this kernel does not say which queue each napi/IF-N thread polls (no netdev netlink map), \
+         so no thread can be pinned to its queue's CPU"
+    };
+    notes.push(format!(
+        "threaded NAPI is on (threaded={}, {} thread(s)): {why}; threading is turned off (threaded=0) so \
+         each queue is polled on its IRQ's CPU; --restore turns it back on",
+        d.napi.threaded.unwrap_or(1),
+        d.napi.threads.len()
+    ));
+    Some(0)
+}
+
 /// Plans one device as unit `unit`, alone on the host.
 pub fn plan_device(
     topo: &Topology,
@@ -494,6 +525,7 @@ fn plan_device_on(
         None => steering_advice(spread, &rings.cpus, d.rx.len(), &rx, nic_key),
     };
     let hash_fields = plan_hash_fields(opts, hw, &mut notes);
+    let napi_threaded = plan_napi_threaded(d, &mut notes);
     if !hw && d.rss.ok().is_some() && d.rx.len() <= 1 {
         let by = if spread.xdp { "rsskit's XDP program" } else { "RPS" };
         notes.push(format!("one RX queue: {by} spreads its flows instead of the NIC"));
@@ -518,6 +550,7 @@ fn plan_device_on(
         key_source,
         hash_fields,
         xdp_steer,
+        napi_threaded,
         steering,
         notes,
     })
@@ -936,6 +969,7 @@ pub(crate) mod tests {
                     effective_cpus: Some(vec![0]),
                 })
                 .collect(),
+            napi: Default::default(),
         }
     }
 

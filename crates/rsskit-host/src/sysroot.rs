@@ -11,6 +11,7 @@
 //! an `rsskit capture` directory ([`crate::capture`]): the same layout, read
 //! only, in every build.
 
+use rsskit_linux::ethtool::rxnfc::{ContextRss, RuleTable};
 use rsskit_linux::ethtool::{Channels, Ethtool, EthtoolError, FlowHash, Reported, Rss};
 use rsskit_linux::netdev::{self, IfaceFacts, IfaceIrq, Roots, RxQueue, TxQueue};
 use rsskit_linux::topology::Topology;
@@ -76,6 +77,8 @@ pub struct DeviceState {
     pub tx: Vec<TxQueue>,
     /// Its IRQs with what they serve and where they run.
     pub irqs: Vec<IfaceIrq>,
+    /// Threaded NAPI: the `threaded` file and its `napi/IF-N` threads.
+    pub napi: crate::napi::NapiState,
 }
 
 impl DeviceState {
@@ -112,6 +115,14 @@ pub struct Sysroot {
 /// The default directory of `apply`'s save files on the running system
 /// (root's, mode 0700: not the current directory, which may be shared).
 pub const STATE_DIR: &str = "/var/lib/rsskit";
+
+/// An ethtool failure as tuning reports it: a missing interface by name.
+fn ethtool_error(e: EthtoolError) -> SysrootError {
+    match e {
+        EthtoolError::NoSuchInterface(n) => SysrootError::NoSuchInterface(n),
+        e => SysrootError::Ethtool(e.to_string()),
+    }
+}
 
 impl Sysroot {
     /// The running system.
@@ -268,7 +279,36 @@ impl Sysroot {
             rx: netdev::rx_queues(&self.roots, name),
             tx: netdev::tx_queues(&self.roots, name),
             irqs: netdev::iface_irqs(&self.roots, name, &interrupts),
+            napi: crate::napi::read(&self.roots, name),
         })
+    }
+
+    /// The device's flow classification rules (`ethtool -n IF`), by ascending location.
+    pub fn rules(&self, name: &str) -> Result<Reported<RuleTable>, SysrootError> {
+        if !self.exists(name) {
+            return Err(SysrootError::NoSuchInterface(name.to_string()));
+        }
+        #[cfg(any(test, feature = "fixtures"))]
+        if let Some(dir) = self.fixture() {
+            return crate::fixture::rules(dir, name);
+        }
+        if self.capture.is_some() {
+            // Never the live NIC of the same name.
+            return Ok(Reported::Unsupported { reason: "flow rules: not in a capture (format 1)".into() });
+        }
+        Ethtool::open(name).and_then(|eth| eth.rules()).map_err(ethtool_error)
+    }
+
+    /// RSS context `context`'s key and table (`ethtool -x IF context N`).
+    pub fn context_rss(&self, name: &str, context: u32) -> Result<Reported<ContextRss>, SysrootError> {
+        #[cfg(any(test, feature = "fixtures"))]
+        if let Some(dir) = self.fixture() {
+            return crate::fixture::context_rss(dir, name, context);
+        }
+        if self.capture.is_some() {
+            return Ok(Reported::Unsupported { reason: "RSS contexts: not in a capture (format 1)".into() });
+        }
+        Ethtool::open(name).and_then(|eth| eth.context_rss(context)).map_err(ethtool_error)
     }
 
     /// Re-reads the RSS key and table of one interface.
@@ -326,6 +366,11 @@ impl Sysroot {
     /// network namespace).
     pub fn sock_flow_entries_path(&self) -> PathBuf {
         self.roots.proc.join("sys/net/core/rps_sock_flow_entries")
+    }
+
+    /// `/sys/class/net/IF/threaded`.
+    pub fn napi_threaded_path(&self, name: &str) -> PathBuf {
+        self.roots.sys.join(format!("class/net/{name}/threaded"))
     }
 
     /// `/proc/irq/N/smp_affinity_list`.

@@ -2,7 +2,7 @@
 //! indirection table and hash function (`ETHTOOL_GRSSH`, falling back to
 //! `ETHTOOL_GRXFHINDIR`), the fields hashed per flow type (`ETHTOOL_GRXFH`),
 //! channel counts (`ETHTOOL_GCHANNELS`) and the driver name
-//! (`ETHTOOL_GDRVINFO`).
+//! (`ETHTOOL_GDRVINFO`); flow rules and RSS contexts in [`rxnfc`].
 //!
 //! A driver that does not implement a query (veth and lo have no RSS) gives
 //! [`Reported::Unsupported`], not an error: callers show it and go on.
@@ -15,6 +15,8 @@ use socket2::{Domain, Socket, Type};
 use std::fmt;
 use std::io;
 use std::os::fd::AsRawFd;
+
+pub mod rxnfc;
 
 // <linux/sockios.h>, <linux/ethtool.h>
 const SIOCETHTOOL: libc::c_ulong = 0x8946;
@@ -312,6 +314,19 @@ pub fn xfrm_names(x: u8) -> Vec<String> {
         .collect()
 }
 
+/// The `input_xfrm` byte back from [`xfrm_names`]' names; `None` for a
+/// name it never gives.
+pub fn xfrm_bits(names: &[String]) -> Option<u8> {
+    names.iter().try_fold(0u8, |acc, n| {
+        let bit = match n.as_str() {
+            "sym-xor" => 0,
+            "sym-or-xor" => 1,
+            b => b.strip_prefix("bit")?.parse::<u8>().ok().filter(|b| *b < 8)?,
+        };
+        Some(acc | 1 << bit)
+    })
+}
+
 // ---------------------------------------------------------------- the handle
 
 /// An ethtool handle on one interface (in the caller's network namespace).
@@ -440,14 +455,20 @@ impl Ethtool {
     }
 
     fn grssh(&self) -> io::Result<Rss> {
+        self.grssh_context(0)
+    }
+
+    /// `ETHTOOL_GRSSH` of RSS context `context` (0: the main table).
+    fn grssh_context(&self, context: u32) -> io::Result<Rss> {
         // First ask for the sizes only (indir_size = key_size = 0).
-        let mut head = EthtoolRxfh { cmd: ETHTOOL_GRSSH, ..EthtoolRxfh::default() };
+        let mut head = EthtoolRxfh { cmd: ETHTOOL_GRSSH, rss_context: context, ..EthtoolRxfh::default() };
         self.ioctl(&mut head)?;
         let (n_indir, n_key) = (head.indir_size as usize, head.key_size as usize);
         if n_indir > 1 << 16 || n_key > 1 << 12 {
             return Err(io::Error::new(io::ErrorKind::InvalidData, "implausible RSS table or key size"));
         }
         let mut buf = rssh_request(n_indir, n_key);
+        buf[1] = context;
         self.ioctl_slice(&mut buf)?;
         Ok(decode_rssh(&buf, n_indir, n_key))
     }
@@ -871,6 +892,10 @@ mod tests {
         assert_eq!(hfunc_names(1), vec!["toeplitz"]);
         assert_eq!(hfunc_names(6), vec!["xor", "crc32"]);
         assert_eq!(xfrm_names(1), vec!["sym-xor"]);
+        for x in 0..=255u8 {
+            assert_eq!(xfrm_bits(&xfrm_names(x)), Some(x));
+        }
+        assert_eq!(xfrm_bits(&["bit8".to_string()]), None);
     }
 
     #[test]

@@ -231,6 +231,11 @@ pub fn build(spec: &SteerSpec<'_>) -> Result<SteeredGroup> {
     }
     let proto = if tcp { L4Proto::Tcp } else { L4Proto::Udp };
     let (mut mode, mut fallback) = (spec.mode, None);
+    // Both hashing programs compute plain Toeplitz: a symmetric NIC's
+    // transform would put flows on other workers than the NIC's queues.
+    if matches!(spec.mode, Steer::Ebpf | Steer::Toeplitz) && spec.policy.xfrm().is_symmetric() {
+        return Err(SteerError::Program(BpfError::InputXfrm(spec.policy.xfrm())));
+    }
     if spec.mode == Steer::Ebpf {
         match ebpf_steering(spec.policy, proto, &sockets) {
             Ok(st) => {

@@ -125,7 +125,18 @@ fn exit_code(result: anyhow::Result<()>) -> ExitCode {
             if let Some(h) = hint(&e) {
                 eprintln!("rsskit: hint: {h}");
             }
-            ExitCode::FAILURE
+            // A NIC whose hash rsskit does not model: refused like bad input.
+            let unmodelled = e.chain().any(|c| {
+                matches!(
+                    c.downcast_ref::<rsskit_host::landing::NicError>(),
+                    Some(rsskit_host::landing::NicError::UnknownXfrm { .. })
+                )
+            });
+            if unmodelled {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

@@ -384,3 +384,225 @@ fn udp_echo_takes_the_nics_udp_hashed_fields() {
         "{err}"
     );
 }
+
+/// Issue 37: a NIC reporting `input_xfrm` symmetric-xor (ice) or
+/// symmetric-or-xor (mlx5) hashes a flow and its reverse alike: `hash
+/// --iface` predicts the one queue for both, with the hashes of the
+/// independent reference (rsskit-core/tests/data/xfrm_vectors.py); a
+/// transform rsskit does not know is refused with exit 2.
+#[test]
+fn symmetric_transform_puts_a_flow_and_its_reverse_on_one_queue() {
+    let t = Tree::new("sym");
+    let (a, b) = ("66.9.149.187:2794", "161.142.100.80:1766");
+    // Without a transform the two directions differ (Microsoft's vector one way).
+    let fwd = t.on_eth0(a, b, "tcp");
+    let rev = t.on_eth0(b, a, "tcp");
+    assert_eq!(fwd["hash_hex"], "0x51ccc178");
+    assert_eq!(fwd["input_xfrm"], "none");
+    assert_ne!(fwd["hash_hex"], rev["hash_hex"]);
+    for (bits, name, want) in [(1, "symmetric-xor", "0xac2b58ca"), (2, "symmetric-or-xor", "0xa65524fa")] {
+        t.edit_driver(|j| j["rss"]["input_xfrm"] = bits.into());
+        let fwd = t.on_eth0(a, b, "tcp");
+        let rev = t.on_eth0(b, a, "tcp");
+        assert_eq!((fwd["hash_hex"].as_str(), fwd["input_xfrm"].as_str()), (Some(want), Some(name)), "{fwd}");
+        assert_eq!(rev["hash_hex"], fwd["hash_hex"], "{name}: {rev}");
+        // 0x...ca / 0x...fa: entry 74 / 122 of the i % 4 table: queue 2.
+        assert_eq!((fwd["queue"].as_u64(), rev["queue"].as_u64()), (Some(2), Some(2)), "{name}");
+        assert_eq!((fwd["cpu"].as_u64(), rev["cpu"].as_u64()), (Some(2), Some(2)), "{name}");
+        let out = t.hash(&["--iface", "eth0", "--src", b, "--dst", a, "--proto", "tcp"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains(&format!("input {name}: the reverse flow lands alike")), "{text}");
+    }
+    for bits in [4, 3, 0x80] {
+        t.edit_driver(|j| j["rss"]["input_xfrm"] = bits.into());
+        let out = t.hash(&["--iface", "eth0", "--src", a, "--dst", b, "--proto", "tcp"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "input_xfrm {bits}: {err}");
+        assert!(
+            err.contains(&format!("eth0: the driver ixgbe reports RSS input transform 0x{bits:02x}"))
+                && err.contains("does not model")
+                && !err.contains("panicked"),
+            "{err}"
+        );
+        assert!(out.stdout.is_empty(), "no prediction printed");
+    }
+}
+
+/// Threaded NAPI on: the IRQ's CPU is not where the queue is polled; the
+/// answer says so instead of naming it with confidence.
+#[test]
+fn threaded_napi_is_said() {
+    let t = Tree::new("threaded");
+    let v = t.on_eth0("66.9.149.187:2794", "161.142.100.80:1766", "tcp");
+    assert!(v["note"].is_null(), "{v}");
+    fs::write(t.0.join("sys/class/net/eth0/threaded"), "1\n").unwrap();
+    let v = t.on_eth0("66.9.149.187:2794", "161.142.100.80:1766", "tcp");
+    assert!(v["note"].as_str().unwrap().contains("threaded NAPI is on for eth0"), "{v}");
+}
+
+/// `udp-echo --key nic:eth0` on a symmetric-xor NIC: its workers own
+/// buckets by the NIC's hash (the policy's transform), and the steering
+/// programs that compute plain Toeplitz are refused by name rather than
+/// steer datagrams to workers the NIC does not send them to.
+#[test]
+#[cfg_attr(rsskit_one_cpu, ignore = "needs 2 CPUs for 2 workers")]
+fn udp_echo_on_a_symmetric_nic_refuses_plain_toeplitz_steering() {
+    let t = Tree::new("echosym");
+    t.rps_cpus_rx1("00000000");
+    t.irq_cpus(&[(40, 0), (41, 1), (42, 0), (43, 1)]);
+    t.edit_driver(|j| j["rss"]["input_xfrm"] = 1.into());
+    let run = |steer: &str| {
+        Command::new(assert_cmd::cargo::cargo_bin("rsskit"))
+            .env("RSSKIT_SYSROOT", &t.0)
+            .args(["udp-echo", "--bind", "127.0.0.1:0", "--cpus", "0-1", "--duration", "0.3", "--json"])
+            .args(["--table", "nic:eth0", "--key", "nic:eth0", "--steer", steer])
+            .output()
+            .unwrap()
+    };
+    for steer in ["toeplitz", "ebpf"] {
+        let out = run(steer);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success()
+                && err.contains(
+                    "input transform symmetric-xor, which the Toeplitz steering program does not compute"
+                )
+                && !err.contains("panicked"),
+            "{steer}: {err}"
+        );
+    }
+    let out = run("cpu");
+    assert!(
+        out.status.success(),
+        "steering by CPU follows the NIC: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `hash --key nic:eth0` takes the NIC's transform with its key (both
+/// directions: the reference's 0xa65524fa on symmetric-or-xor); `find`,
+/// which solves plain Toeplitz, refuses such a NIC by name.
+#[test]
+fn key_nic_takes_the_transform_and_find_refuses_it() {
+    let t = Tree::new("keysym");
+    t.edit_driver(|j| j["rss"]["input_xfrm"] = 2.into());
+    let (a, b) = ("66.9.149.187:2794", "161.142.100.80:1766");
+    for (src, dst) in [(a, b), (b, a)] {
+        let v = t.json(&["--key", "nic:eth0", "--src", src, "--dst", dst, "--proto", "tcp"]);
+        assert_eq!(v["hash_hex"], "0xa65524fa", "{src} -> {dst}: {v}");
+    }
+    let out = Command::new(assert_cmd::cargo::cargo_bin("rsskit"))
+        .env("RSSKIT_SYSROOT", &t.0)
+        .args(["find", "--key", "nic:eth0", "--dst", "10.0.0.1:80", "--proto", "tcp"])
+        .args(["--src-ports", "1000-2000", "--bucket", "3"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("eth0 hashes with input transform symmetric-or-xor"),
+        "{err}"
+    );
+}
+
+/// The NIC's flow rules come before its table (issue 33). Ground truth from
+/// ethtool.h's semantics, by hand: the lowest location takes the flow; a
+/// context rule hashes with the context's key and table and adds the
+/// rule's offset; `drop` reaches no queue; a rule on a field a tuple lacks
+/// makes the answer unknown. The main key is all zero here (every main
+/// hash is 0: entry 0, queue 0), the context's key is Microsoft's, so the
+/// Microsoft vectors give the context hashes.
+#[test]
+fn rules_and_contexts_come_before_the_table() {
+    let t = Tree::new("rules");
+    t.edit_driver(|j| {
+        j["rss"]["key"] = "00".repeat(40).into();
+        // Listed out of order: the locations decide.
+        j["rules"] = serde_json::json!([
+            "udp4 dst-port 1766 queue 1 loc 5",
+            "udp4 src-ip 66.9.149.0/24 context 1 offset 2 loc 2",
+            "tcp4 dst-port 1766 drop loc 3",
+            "tcp4 dst-port 22 queue 3 loc 4",
+            "udp4 dst-ip 202.188.127.2 vlan 0x2000/0xe000 queue 0 loc 0",
+            "udp4 dst-port 53 context 7 loc 6",
+        ]);
+        j["contexts"] = serde_json::json!({"1": {
+            "key": "6d5a56da255b0ec24167253d43a38fb0d0ca2bcbae7b30b477cb2da38030f20c6a42b73bbeac01fa",
+            "table": [0, 0, 1, 0, 0, 0, 0, 0],
+        }});
+    });
+    // Rules 2 and 5 both take it; 2 is first. udp4 hashes addresses only:
+    // 0x323e8fc2 under context 1's key, entry 0xc2 % 8 = 2 -> 1, + 2 = queue 3
+    // (IRQ 43 on CPU 1). The zero main key would have given entry 0 -> queue 2.
+    let v = t.on_eth0("66.9.149.187:2794", "161.142.100.80:1766", "udp");
+    assert_eq!((v["route"].as_str(), v["context"].as_u64()), (Some("rule-context"), Some(1)), "{v}");
+    assert_eq!(v["rule"]["location"], 2, "{v}");
+    assert_eq!(v["hash_hex"], "0x323e8fc2", "{v}");
+    assert_eq!((v["table_index"].as_u64(), v["table_size"].as_u64()), (Some(2), Some(8)), "{v}");
+    assert_eq!(
+        (v["queue"].as_u64(), v["irq"].as_u64(), v["cpu"].as_u64()),
+        (Some(3), Some(43), Some(1)),
+        "{v}"
+    );
+    assert_eq!(v["path"], "rule 2 -> context 1 -> queue 3 -> IRQ 43 -> CPU 1", "{v}");
+    // Another source: rule 2 passes, rule 5 sends it to queue 1, where RPS
+    // (CPUs 0-1) picks the CPU from a hash rsskit cannot vouch for: unknown.
+    let v = t.on_eth0("10.0.0.1:2794", "161.142.100.80:1766", "udp");
+    assert_eq!((v["route"].as_str(), v["rule"]["location"].as_u64()), (Some("rule-queue"), Some(5)), "{v}");
+    assert_eq!((v["queue"].as_u64(), v["irq_cpu"].as_u64()), (Some(1), Some(4)), "{v}");
+    assert!(v["cpu"].is_null() && v["hash"].is_null(), "{v}");
+    // Rule 3 drops TCP to port 1766: no queue.
+    let v = t.on_eth0("66.9.149.187:2794", "161.142.100.80:1766", "tcp");
+    assert_eq!(
+        (v["route"].as_str(), v["rule"]["action"].as_str()),
+        (Some("rule-no-queue"), Some("drop")),
+        "{v}"
+    );
+    assert!(v["queue"].is_null() && v["cpu"].is_null(), "{v}");
+    // Rule 4: TCP to port 22 goes to queue 3 (IRQ 43 on CPU 1).
+    let v = t.on_eth0("38.27.205.30:48228", "209.142.163.6:22", "tcp");
+    assert_eq!(v["path"], "rule 4 -> queue 3 -> IRQ 43 -> CPU 1", "{v}");
+    // No rule: the main table, whose zero key hashes everything to 0 -> queue 0 (CPU 5).
+    let v = t.on_eth0("38.27.205.30:48228", "209.142.163.6:2217", "tcp");
+    assert_eq!(
+        (v["route"].as_str(), v["hash"].as_u64(), v["queue"].as_u64()),
+        (Some("table"), Some(0), Some(0)),
+        "{v}"
+    );
+    assert!(v["rule"].is_null() && v["context"].is_null(), "{v}");
+    // Rule 0 compares a VLAN tag: rsskit cannot know, and says so (exit 1, nothing on stdout).
+    let out =
+        t.hash(&["--iface", "eth0", "--src", "1.2.3.4:5", "--dst", "202.188.127.2:6", "--proto", "udp"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot tell") && err.contains("rule 0") && err.contains("VLAN tag"), "{err}");
+    assert!(out.stdout.is_empty());
+    // Rule 6 names context 7, which the driver does not show: unknown, not the main table.
+    let out = t.hash(&["--iface", "eth0", "--src", "1.2.3.4:5", "--dst", "10.9.9.9:53", "--proto", "udp"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("context 7") && err.contains("could not be read"), "{err}");
+    // --flows: an unknown line is printed as such, the others answered, exit 1 at the end.
+    let flows = t.0.join("flows.txt");
+    fs::write(&flows, "1.2.3.4:5 202.188.127.2:6 udp\n38.27.205.30:48228 209.142.163.6:22 tcp\n").unwrap();
+    let out = t.hash(&["--iface", "eth0", "--flows", flows.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].contains("unknown") && lines[0].contains("VLAN"), "{text}");
+    assert!(lines[1].ends_with("rule 4 -> queue 3 -> IRQ 43 -> CPU 1"), "{text}");
+    // The text form of one flow names the rule, the context and the offset.
+    let out = t.hash(&[
+        "--iface",
+        "eth0",
+        "--src",
+        "66.9.149.187:2794",
+        "--dst",
+        "161.142.100.80:1766",
+        "--proto",
+        "udp",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("rule    2 (udp4 src-ip 66.9.149.0/24 context 1 offset 2 loc 2)"), "{text}");
+    assert!(text.contains("context 1's key") && text.contains("queue 1 + offset 2 = queue 3"), "{text}");
+}

@@ -739,3 +739,67 @@ fn a_fields_only_apply_writes_the_key_again_after_them() {
     assert!(out.status.success() && s.contains("RSS key written again"), "{s}");
     assert_eq!(t.driver()["hash"]["udp4"], 0x30);
 }
+
+/// Issue 37, threaded NAPI on a kernel without netdev netlink (6.1): the
+/// `napi/eth0-N` threads carry NAPI ids, not queues. `check` does not call
+/// floating threads aligned; `plan` turns threading off (it cannot pin a
+/// thread to a queue it cannot name) and says why; `apply` writes
+/// `threaded` 0 with read-back; `--restore` writes the old 1 back.
+#[test]
+fn threaded_napi_is_checked_turned_off_and_restored() {
+    let t = Tree::new();
+    let out = t.rsskit(&["apply", "--iface", "eth0", "--save", "first.json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(t.rsskit(&["check"]).status.code(), Some(0), "aligned before threading");
+    t.put("sys/class/net/eth0/threaded", "1\n");
+    for (i, pid) in (812..816).enumerate() {
+        t.put(&format!("proc/{pid}/comm"), &format!("napi/eth0-{}\n", 8193 + i));
+        t.put(
+            &format!("proc/{pid}/status"),
+            &format!("Name:\tnapi/eth0-{}\nPPid:\t2\nCpus_allowed_list:\t0-5\n", 8193 + i),
+        );
+    }
+    let out = t.rsskit(&["check", "--iface", "eth0"]);
+    let s = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{s}");
+    assert!(s.contains("eth0: NOT aligned"), "{s}");
+    assert!(s.contains("processed by thread napi/eth0-8193 (PID 812), allowed on CPUs 0-5"), "{s}");
+    assert!(s.contains("which queue each napi/eth0-N thread polls is not known on this kernel"), "{s}");
+    // Pinned to one CPU each is no better: which queue each polls is unknown.
+    for pid in 812..816 {
+        let st = t.get(&format!("proc/{pid}/status")).replace("0-5", &(pid - 812).to_string());
+        t.put(&format!("proc/{pid}/status"), &st);
+    }
+    let out = t.rsskit(&["check", "--iface", "eth0"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+
+    let plan = json_of(&t.rsskit(&["plan", "--iface", "eth0", "--json"]));
+    let d = &plan["devices"][0];
+    assert_eq!(d["napi_threaded"], 0, "{d}");
+    let notes: Vec<&str> = d["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+    assert!(
+        notes.iter().any(|n| n.contains("threaded NAPI is on (threaded=1, 4 thread(s))")
+            && n.contains("threading is turned off (threaded=0)")
+            && n.contains("--restore turns it back on")),
+        "{notes:?}"
+    );
+    let out = t.rsskit(&["plan", "--iface", "eth0"]);
+    assert!(
+        text(&out.stdout).contains("threaded NAPI is on"),
+        "the text plan says it: {}",
+        text(&out.stdout)
+    );
+
+    let out = t.rsskit(&["apply", "--iface", "eth0", "--save", "s.json"]);
+    let s = text(&out.stdout);
+    assert!(out.status.success(), "{s}\n{}", text(&out.stderr));
+    assert!(s.contains("threaded NAPI"), "{s}");
+    assert_eq!(t.get("sys/class/net/eth0/threaded"), "0");
+    let out = t.rsskit(&["check", "--iface", "eth0"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+
+    let out = t.rsskit(&["apply", "--restore", "s.json"]);
+    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(t.get("sys/class/net/eth0/threaded"), "1", "restored");
+    assert_eq!(t.rsskit(&["check"]).status.code(), Some(1), "floating again");
+}

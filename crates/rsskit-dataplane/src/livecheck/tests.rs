@@ -13,6 +13,7 @@ fn spec(table: Vec<u32>, queues: usize) -> LiveSpec {
         key: RssKey::microsoft(),
         table,
         fields: FlowFields { udp4: Fields::FourTuple, ..FlowFields::ALL_FOUR },
+        xfrm: rsskit_core::InputXfrm::None,
         queues,
     }
 }
@@ -242,4 +243,23 @@ fn flows_beyond_the_cap_are_counted_per_packet() {
     let r = c.report(0);
     assert!(r.balanced());
     assert_eq!((r.flows.checked, r.flows.untracked_packets, r.packets.agreed), (MAX_FLOWS, 10, n));
+}
+
+/// A symmetric-xor NIC (ice): both directions of the Microsoft vector flow
+/// hash to the reference's 0xac2b58ca (rsskit-core/tests/data/xfrm_vectors.py),
+/// entry 74; a plain Toeplitz prediction would put the reverse elsewhere.
+#[test]
+fn symmetric_xor_nic_is_predicted_both_ways() {
+    let mut table = vec![0u32; 128];
+    table[74] = 2;
+    let mut c = LiveCheck::new(LiveSpec { xfrm: rsskit_core::InputXfrm::SymXor, ..spec(table, 4) });
+    let (s, d) = (Ipv4Addr::new(66, 9, 149, 187), Ipv4Addr::new(161, 142, 100, 80));
+    let fwd = eth(ethertype::IPV4, &[], &ipv4(&V4::new(s, d, proto::TCP), &tcp(2794, 1766, b"x")));
+    let rev = eth(ethertype::IPV4, &[], &ipv4(&V4::new(d, s, proto::TCP), &tcp(1766, 2794, b"x")));
+    for f in [&fwd, &rev] {
+        let o = Observation { queue: Some(2), rxhash: Some(0xac2b_58ca), frame: f, wire_len: f.len() };
+        assert_eq!(c.observe(&o), Outcome::Agreed);
+    }
+    let r = c.report(0);
+    assert_eq!((r.rxhash.compared, r.rxhash.equal), (2, 2));
 }

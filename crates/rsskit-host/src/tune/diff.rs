@@ -104,6 +104,11 @@ fn device_settings(
         Ok(())
     };
     let device = || d.name.clone();
+    // Threading off first: from then on each queue is polled in its IRQ's
+    // softirq, on the CPU the IRQ affinity below sets.
+    if let Some(t) = d.napi_threaded {
+        add(Target::NapiThreaded { device: device() }, t.to_string())?;
+    }
     // Hashed fields before key and table: virtio_net (6.1) sends its
     // hash types to the device only with the RSS command of ETHTOOL_SRSSH,
     // so fields written after the table would read back while the device

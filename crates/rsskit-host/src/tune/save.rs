@@ -127,6 +127,7 @@ impl Entry {
             "rps_cpus" => Target::RpsCpus { device, queue },
             "rps_flow_cnt" => Target::RpsFlowCnt { device, queue },
             "xps_cpus" => Target::XpsCpus { device, queue },
+            "napi_threaded" => Target::NapiThreaded { device },
             _ => Target::RpsSockFlowEntries,
         };
         valid_value(target.kind(), &self.value).map_err(|e| format!("the value is {e}"))?;

@@ -75,6 +75,11 @@ pub enum Target {
     },
     /// `/proc/sys/net/core/rps_sock_flow_entries` (global).
     RpsSockFlowEntries,
+    /// `/sys/class/net/IF/threaded`: threaded NAPI (0 off).
+    NapiThreaded {
+        /// Interface.
+        device: String,
+    },
     /// The combined channel count of a device (`ETHTOOL_SCHANNELS`): only a
     /// persisted plan sets it (`persist apply`, the agent); `apply` never
     /// writes it, so a save file never names it.
@@ -85,7 +90,7 @@ pub enum Target {
 }
 
 /// The kinds a save file names, as it spells them.
-pub const TARGET_KINDS: [&str; 8] = [
+pub const TARGET_KINDS: [&str; 9] = [
     "rss_table",
     "rss_key",
     "hash_fields",
@@ -94,6 +99,7 @@ pub const TARGET_KINDS: [&str; 8] = [
     "rps_flow_cnt",
     "xps_cpus",
     "rps_sock_flow_entries",
+    "napi_threaded",
 ];
 
 impl Target {
@@ -105,7 +111,10 @@ impl Target {
             Target::HashFields { .. } => Kind::HashFields,
             Target::IrqAffinity { .. } => Kind::CpuList,
             Target::RpsCpus { .. } | Target::XpsCpus { .. } => Kind::CpuMask,
-            Target::RpsFlowCnt { .. } | Target::RpsSockFlowEntries | Target::Channels { .. } => Kind::Count,
+            Target::RpsFlowCnt { .. }
+            | Target::RpsSockFlowEntries
+            | Target::Channels { .. }
+            | Target::NapiThreaded { .. } => Kind::Count,
         }
     }
 
@@ -121,6 +130,7 @@ impl Target {
             Target::XpsCpus { .. } => "xps_cpus",
             Target::RpsSockFlowEntries => "rps_sock_flow_entries",
             Target::Channels { .. } => "channels",
+            Target::NapiThreaded { .. } => "napi_threaded",
         }
     }
 
@@ -134,7 +144,8 @@ impl Target {
             | Target::RpsCpus { device, .. }
             | Target::RpsFlowCnt { device, .. }
             | Target::XpsCpus { device, .. }
-            | Target::Channels { device } => device,
+            | Target::Channels { device }
+            | Target::NapiThreaded { device } => device,
             Target::RpsSockFlowEntries => "host",
         }
     }
@@ -155,6 +166,7 @@ impl Target {
             Target::XpsCpus { queue, .. } => format!("tx-{queue} xps_cpus"),
             Target::RpsSockFlowEntries => "net.core.rps_sock_flow_entries".into(),
             Target::Channels { .. } => "combined channels".into(),
+            Target::NapiThreaded { .. } => "threaded NAPI".into(),
         }
     }
 }

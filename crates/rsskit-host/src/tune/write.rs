@@ -92,6 +92,7 @@ pub fn file_of(root: &Sysroot, t: &Target) -> Option<PathBuf> {
         }
         Target::XpsCpus { device, queue } => Some(root.queue_path(device, "tx", *queue as usize, "xps_cpus")),
         Target::RpsSockFlowEntries => Some(root.sock_flow_entries_path()),
+        Target::NapiThreaded { device } => Some(root.napi_threaded_path(device)),
     }
 }
 
@@ -306,6 +307,9 @@ pub fn write_one(root: &Sysroot, s: &Setting) -> Result<Outcome, TuneError> {
         Some(b) if same(s.kind(), &b, &s.new) => Outcome::Applied,
         Some(b) => Outcome::Changed {
             reason: match s.kind() {
+                Kind::Count if matches!(s.target, Target::NapiThreaded { .. }) => {
+                    "the kernel kept threaded NAPI as it was".into()
+                }
                 Kind::Count => "the kernel rounds RFS sizes up to a power of two".into(),
                 Kind::CpuList => "the kernel or irqbalance changed the IRQ's CPUs".into(),
                 _ => "the kernel stored another value".into(),

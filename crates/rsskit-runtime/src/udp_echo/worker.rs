@@ -37,7 +37,8 @@ impl Classifier {
         }
         let t = FlowTuple::new(from.ip(), from.port(), local_ip, self.local.port(), L4Proto::Udp);
         let input = t.input(self.hash_type).ok()?;
-        let h = self.policy.toeplitz().hash(input.as_bytes());
+        // Through the policy: a symmetric NIC's transform (`--key nic:IF`) included.
+        let h = self.policy.hash_input(&input);
         let v = (h, self.policy.bucket(h));
         if let Some(k) = key {
             self.memo.put(k, v);

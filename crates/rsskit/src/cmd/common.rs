@@ -72,6 +72,8 @@ pub struct NicUdp {
     /// The fields as ethtool names them, per family (for messages).
     pub fields4: String,
     pub fields6: String,
+    /// The NIC's input transform (symmetric-xor...), which the policy applies.
+    pub xfrm: rsskit_core::InputXfrm,
 }
 
 impl NicUdp {
@@ -89,6 +91,7 @@ impl NicUdp {
             udp6: n.tuple("udp6"),
             fields4: fields("udp4"),
             fields6: fields("udp6"),
+            xfrm: n.xfrm,
         }
     }
 }
@@ -212,7 +215,12 @@ impl PolicyArgs {
         check: KeyCheck,
         allow_weak_key: bool,
     ) -> Result<RssPolicy, PolicyError> {
-        build_policy(self.key.key.clone(), hash, workers, bits, table, check, allow_weak_key)
+        let policy = build_policy(self.key.key.clone(), hash, workers, bits, table, check, allow_weak_key)?;
+        // `--key nic:IF`: the NIC's hash, its input transform included.
+        Ok(match &self.key.nic {
+            Some(n) => policy.with_xfrm(n.xfrm),
+            None => policy,
+        })
     }
 }
 
@@ -411,8 +419,8 @@ pub fn stop_on_signals() -> Result<Arc<AtomicBool>> {
 #[derive(clap::Args, Debug, Clone)]
 pub struct BucketArgs {
     /// RSS key: default (Microsoft), symmetric, random (checked), or 40+ bytes of hex.
-    #[arg(long, default_value = "default", value_parser = key_arg)]
-    pub key: RssKey,
+    #[arg(long, default_value = "default", value_parser = key_nic_arg)]
+    pub key: KeyArg,
     /// Bucket bits (1-7); default FreeBSD's fls(ncpus-1)+1.
     #[arg(long, value_parser = int_in(1u32, 7))]
     pub bits: Option<u32>,
@@ -428,11 +436,26 @@ impl BucketArgs {
     }
 
     /// FreeBSD's model: worker i on CPU i, buckets round-robin over them,
-    /// every hash type; the key is judged by the caller for its own use.
+    /// every hash type, with the NIC's input transform when the key is
+    /// `nic:IF`; the key is judged by the caller for its own use.
     pub fn policy(&self) -> Result<RssPolicy> {
         let workers = Workers::Count(self.ncpus());
-        build_policy(self.key.clone(), HashConfig::all(), workers, self.bits, None, KeyCheck::None, false)
-            .map_err(|e| e.policy_as(|e| anyhow!("{e}")))
+        let p = build_policy(
+            self.key.key.clone(),
+            HashConfig::all(),
+            workers,
+            self.bits,
+            None,
+            KeyCheck::None,
+            false,
+        )
+        .map_err(|e| e.policy_as(|e| anyhow!("{e}")))?;
+        Ok(p.with_xfrm(self.xfrm()))
+    }
+
+    /// The input transform of the NIC named by `--key nic:IF` (else none).
+    pub fn xfrm(&self) -> rsskit_core::InputXfrm {
+        self.key.nic.as_ref().map_or(rsskit_core::InputXfrm::None, |n| n.xfrm)
     }
 }
 

@@ -100,7 +100,15 @@ pub fn run(a: Args, allow_weak_key: bool) -> Result<()> {
     let model = Model::new(&a, ncpus)?;
     let (mask, buckets, target, want) = model.target(&a, ncpus)?;
     // Judged for the hash type of the tuples searched and the buckets asked for.
-    crate::cmd::common::check_key(&a.table.key, KeyUse::new([ht], mask.count_ones()), allow_weak_key)?;
+    crate::cmd::common::check_key(&a.table.key.key, KeyUse::new([ht], mask.count_ones()), allow_weak_key)?;
+    if let Some(n) = a.table.key.nic.as_ref().filter(|n| n.xfrm.is_symmetric()) {
+        bail!(
+            "{} hashes with input transform {}: find solves plain Toeplitz, whose tuples would land \
+             elsewhere on it",
+            n.iface,
+            n.xfrm
+        );
+    }
     let found: Vec<Found> = match (a.src_ports, a.src_net) {
         (Some((lo, hi)), _) => {
             let src = a.src.unwrap_or(if dst.is_ipv6() {
@@ -115,7 +123,7 @@ pub fn run(a: Args, allow_weak_key: bool) -> Result<()> {
                      source port changes nothing; use --src-net to vary the address"
                 );
             }
-            TupleQuery::new(&a.table.key, ht, src, 0, dst, dst_port)
+            TupleQuery::new(&a.table.key.key, ht, src, 0, dst, dst_port)
                 .vary(Vary::SrcPort(lo..=hi))
                 .buckets(mask, &buckets)
                 .max(a.count)
@@ -131,7 +139,7 @@ pub fn run(a: Args, allow_weak_key: bool) -> Result<()> {
                 (None, None) => 0,
                 (None, Some(_)) => bail!("--src-net with --proto needs --src-port: the 4-tuple hashes it"),
             };
-            TupleQuery::new(&a.table.key, ht, net, src_port, dst, dst_port)
+            TupleQuery::new(&a.table.key.key, ht, net, src_port, dst, dst_port)
                 .vary(Vary::SrcAddr { prefix_len: len })
                 .buckets(mask, &buckets)
                 .max(a.count)

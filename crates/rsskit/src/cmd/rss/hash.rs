@@ -74,7 +74,8 @@ pub fn run(a: Args, allow_weak_key: bool) -> Result<()> {
     // Judged for the one hash type this flow uses.
     crate::cmd::common::check_key(rss.key(), KeyUse::new([hash_type], rss.bits()), allow_weak_key)?;
     let input = tuple.input(hash_type).map_err(|e| anyhow!("{e}"))?;
-    let hash = rss.toeplitz().hash(input.as_bytes());
+    // Through the policy: `--key nic:IF` brings the NIC's input transform.
+    let hash = rss.hash_input(&input);
     let bucket = rss.bucket(hash);
     let cpu = rss.worker_of_hash(hash).index();
     if a.json {
@@ -86,13 +87,13 @@ pub fn run(a: Args, allow_weak_key: bool) -> Result<()> {
             "buckets": rss.buckets(),
             "cpu": cpu,
             "cpus": ncpus,
-            "key": a.table.key.to_hex(),
+            "key": a.table.key.key.to_hex(),
         }))
     } else {
         println!("hash    0x{hash:08x} ({hash_type})");
         println!("bucket  {bucket} of {}", rss.buckets());
         println!("cpu     {cpu} of {ncpus}");
-        println!("key     {}", a.table.key.to_hex());
+        println!("key     {}", a.table.key.key.to_hex());
         Ok(())
     }
 }

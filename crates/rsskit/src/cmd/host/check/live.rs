@@ -169,6 +169,7 @@ fn spec(
                 key: RssKey::microsoft(),
                 table: Vec::new(),
                 fields: FlowFields::ALL_FOUR,
+                xfrm: rsskit_core::InputXfrm::None,
                 queues,
             };
             return Ok((spec, None));
@@ -197,7 +198,11 @@ fn spec(
             assumed.join(", ")
         ));
     }
-    let spec = LiveSpec { iface: iface.to_string(), key, table: n.table.clone(), fields, queues };
+    if n.xfrm.is_symmetric() {
+        notes.push(format!("{iface} hashes with input transform {}: predicted as the NIC does", n.xfrm));
+    }
+    let spec =
+        LiveSpec { iface: iface.to_string(), key, table: n.table.clone(), fields, xfrm: n.xfrm, queues };
     Ok((spec, Some(n)))
 }
 

@@ -1,0 +1,228 @@
+//! A NIC's flow rules and the RSS contexts they reach, as landing needs
+//! them: a flow meets the rules first (lowest location first), and only a
+//! flow no rule takes is hashed with the main table. A context is read
+//! when a rule names it. What cannot be known (a rule not understood, a
+//! context the driver does not show, a rule on a field a tuple lacks) is
+//! kept as such, so a prediction says "unknown" instead of guessing.
+
+use crate::sysroot::{Sysroot, SysrootError};
+use rsskit_core::flowrule::{classify, Classified, FlowRule, RuleAction};
+use rsskit_core::{FlowTuple, InputXfrm};
+use rsskit_linux::ethtool::{self, Reported};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// An RSS context other than the main one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NicContext {
+    /// Its id.
+    pub id: u32,
+    /// Its key.
+    pub key: Vec<u8>,
+    /// Its indirection table (entries are queue numbers before the rule's offset).
+    pub table: Vec<u32>,
+    /// Its input transform, by ethtool name.
+    #[serde(serialize_with = "xfrm_name")]
+    pub xfrm: InputXfrm,
+}
+
+fn xfrm_name<S: serde::Serializer>(x: &InputXfrm, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(x.name())
+}
+
+/// A rule whose bytes rsskit did not understand.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OpaqueRule {
+    /// Its location.
+    pub location: u32,
+    /// Why it was not understood.
+    pub reason: String,
+}
+
+/// The rules of one device and the contexts they reach.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct NicRules {
+    /// The rules rsskit understood, by ascending location.
+    #[serde(serialize_with = "rule_texts")]
+    pub rules: Vec<FlowRule>,
+    /// Rules it did not understand: any flow that reaches one is "unknown".
+    pub opaque: Vec<OpaqueRule>,
+    /// The contexts the rules name, by id; a missing one could not be read.
+    pub contexts: BTreeMap<u32, NicContext>,
+    /// Why a named context could not be read, by id.
+    pub unreadable_contexts: BTreeMap<u32, String>,
+    /// When the driver lists no rules: its answer (a driver without rules support).
+    pub not_listed: Option<String>,
+}
+
+fn rule_texts<S: serde::Serializer>(rules: &[FlowRule], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(rules.iter().map(|r| r.to_string()))
+}
+
+/// Where the NIC's rules send one flow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route<'a> {
+    /// No rule takes it: the main table.
+    Main,
+    /// A rule sends it to one queue.
+    Queue {
+        /// The rule.
+        rule: &'a FlowRule,
+        /// The queue.
+        queue: u32,
+    },
+    /// A rule hashes it with a context's key and table, plus an offset.
+    Context {
+        /// The rule.
+        rule: &'a FlowRule,
+        /// The context (id 0: the main table's key and table).
+        context: Option<&'a NicContext>,
+        /// Added to the table's queue.
+        offset: u32,
+    },
+    /// A rule keeps it from every queue of this device: dropped, wake-on-LAN, or a VF's queue.
+    NoQueue {
+        /// The rule.
+        rule: &'a FlowRule,
+    },
+    /// rsskit cannot know which way the NIC sends it.
+    Unknown {
+        /// Why, naming the rule or context.
+        reason: String,
+    },
+}
+
+impl NicRules {
+    /// Reads `iface`'s rules and the contexts they name. A driver that
+    /// lists no rules has none in effect for rsskit (it says so in `not_listed`).
+    pub fn read(root: &Sysroot, iface: &str) -> Result<NicRules, SysrootError> {
+        let mut out = NicRules::default();
+        let table = match root.rules(iface)? {
+            Reported::Supported(t) => t,
+            Reported::Unsupported { reason } => {
+                out.not_listed = Some(reason);
+                return Ok(out);
+            }
+        };
+        for e in table.entries {
+            match e.rule {
+                Ok(r) => out.rules.push(r),
+                Err(err) => out.opaque.push(OpaqueRule { location: e.location, reason: err.to_string() }),
+            }
+        }
+        let wanted: Vec<u32> = out
+            .rules
+            .iter()
+            .filter_map(|r| match r.action {
+                RuleAction::Context { context, .. } if context != 0 => Some(context),
+                _ => None,
+            })
+            .collect();
+        for id in wanted {
+            if out.contexts.contains_key(&id) || out.unreadable_contexts.contains_key(&id) {
+                continue;
+            }
+            match root.context_rss(iface, id)? {
+                Reported::Supported(c) => {
+                    let bits = ethtool::xfrm_bits(&c.rss.input_xfrm).unwrap_or(0xff);
+                    match InputXfrm::from_bits(bits) {
+                        Ok(xfrm) if !c.rss.indir.is_empty() && !c.rss.key.is_empty() => {
+                            out.contexts
+                                .insert(id, NicContext { id, key: c.rss.key, table: c.rss.indir, xfrm });
+                        }
+                        Ok(_) => {
+                            out.unreadable_contexts
+                                .insert(id, "the driver reports no key or table for it".into());
+                        }
+                        Err(e) => {
+                            out.unreadable_contexts.insert(
+                                id,
+                                format!("input transform 0x{:02x}, which rsskit does not model", e.0),
+                            );
+                        }
+                    }
+                }
+                Reported::Unsupported { reason } => {
+                    out.unreadable_contexts.insert(id, reason);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether the device has any rule (understood or not).
+    pub fn any(&self) -> bool {
+        !self.rules.is_empty() || !self.opaque.is_empty()
+    }
+
+    /// Where the rules send `flow`.
+    pub fn route(&self, flow: &FlowTuple) -> Route<'_> {
+        // A rule not understood may stand before the one that takes the flow.
+        let first_opaque = self.opaque.iter().map(|o| o.location).min();
+        let hit = classify(&self.rules, flow);
+        let hit_location = match hit {
+            Classified::NoRule => u32::MAX,
+            Classified::Rule(r) | Classified::Unknown { rule: r, .. } => r.location,
+        };
+        if let Some(loc) = first_opaque.filter(|&l| l < hit_location || matches!(hit, Classified::NoRule)) {
+            let o = self.opaque.iter().find(|o| o.location == loc).expect("first_opaque is one of them");
+            return Route::Unknown { reason: format!("rule {loc} may take it: {}", o.reason) };
+        }
+        let rule = match hit {
+            Classified::NoRule => return Route::Main,
+            Classified::Unknown { rule, field } => {
+                return Route::Unknown {
+                    reason: format!(
+                        "rule {} ({rule}) compares the {}, which a flow's addresses and ports do not give",
+                        rule.location,
+                        field.name()
+                    ),
+                }
+            }
+            Classified::Rule(rule) => rule,
+        };
+        match rule.action {
+            RuleAction::Queue(queue) => Route::Queue { rule, queue },
+            RuleAction::Context { context: 0, offset } => Route::Context { rule, context: None, offset },
+            RuleAction::Context { context, offset } => match self.contexts.get(&context) {
+                Some(c) => Route::Context { rule, context: Some(c), offset },
+                None => Route::Unknown {
+                    reason: format!(
+                        "rule {} sends it into RSS context {context}, which could not be read ({})",
+                        rule.location,
+                        self.unreadable_contexts.get(&context).map_or("not listed", String::as_str)
+                    ),
+                },
+            },
+            RuleAction::Drop | RuleAction::Wake | RuleAction::Vf { .. } => Route::NoQueue { rule },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rsskit_core::flowrule::parse_rule;
+    use rsskit_core::L4Proto;
+
+    fn flow(dport: u16) -> FlowTuple {
+        FlowTuple::new([10, 0, 0, 1].into(), 1000, [10, 0, 0, 2].into(), dport, L4Proto::Udp)
+    }
+
+    #[test]
+    fn a_rule_not_understood_before_the_match_makes_it_unknown() {
+        let rules = NicRules {
+            rules: vec![parse_rule("udp4 dst-port 443 queue 2 loc 5").unwrap()],
+            opaque: vec![OpaqueRule { location: 3, reason: "flow type 0x4".into() }],
+            ..NicRules::default()
+        };
+        // Rule 3 (not understood) stands before rule 5, and before "no rule".
+        assert!(matches!(rules.route(&flow(443)), Route::Unknown { reason } if reason.contains("rule 3")));
+        assert!(matches!(rules.route(&flow(80)), Route::Unknown { .. }));
+        // Behind the match, it does not matter.
+        let later = NicRules { opaque: vec![OpaqueRule { location: 9, reason: "x".into() }], ..rules };
+        assert!(matches!(later.route(&flow(443)), Route::Queue { queue: 2, .. }));
+        assert!(matches!(later.route(&flow(80)), Route::Unknown { .. }), "no rule matched: rule 9 may");
+        assert!(matches!(NicRules::default().route(&flow(80)), Route::Main));
+    }
+}
