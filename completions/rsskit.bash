@@ -25,6 +25,9 @@ _rsskit() {
             rsskit,bench)
                 cmd="rsskit__subcmd__bench"
                 ;;
+            rsskit,capture)
+                cmd="rsskit__subcmd__capture"
+                ;;
             rsskit,check)
                 cmd="rsskit__subcmd__check"
                 ;;
@@ -111,6 +114,9 @@ _rsskit() {
                 ;;
             rsskit__subcmd__help,bench)
                 cmd="rsskit__subcmd__help__subcmd__bench"
+                ;;
+            rsskit__subcmd__help,capture)
+                cmd="rsskit__subcmd__help__subcmd__capture"
                 ;;
             rsskit__subcmd__help,check)
                 cmd="rsskit__subcmd__help__subcmd__check"
@@ -218,7 +224,7 @@ _rsskit() {
 
     case "${cmd}" in
         rsskit)
-            opts="-h -V --allow-weak-key --help --version hash table find info plan apply check persist agent udp-echo udp-load demo http-serve http-load firewall pipeline steer run top xdp-steer bench completions help"
+            opts="-h -V --allow-weak-key --help --version hash table find info capture plan apply check persist agent udp-echo udp-load demo http-serve http-load firewall pipeline steer run top xdp-steer bench completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -266,7 +272,7 @@ _rsskit() {
             return 0
             ;;
         rsskit__subcmd__apply)
-            opts="-h --iface --cpus --unit --key --rps-flow-cnt --rps-sock-flow-entries --hash-fields --software-rss --rebalance --sysroot --dry-run --save --restore --persist --root --lock-wait --allow-weak-key --help"
+            opts="-h --iface --cpus --app-cpus --unit --key --rps-flow-cnt --rps-sock-flow-entries --hash-fields --software-rss --rebalance --from --sysroot --dry-run --save --restore --persist --root --lock-wait --allow-weak-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -277,6 +283,10 @@ _rsskit() {
                     return 0
                     ;;
                 --cpus)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --app-cpus)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -305,6 +315,10 @@ _rsskit() {
                     return 0
                     ;;
                 --rebalance)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --from)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -485,8 +499,22 @@ _rsskit() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        rsskit__subcmd__capture)
+            opts="-h --json --allow-weak-key --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         rsskit__subcmd__check)
-            opts="-h --iface --json --probe --probe-flows --sysroot --live --seconds --packets --allow-weak-key --help"
+            opts="-h --iface --json --probe --probe-flows --from --sysroot --live --seconds --packets --allow-weak-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -501,6 +529,10 @@ _rsskit() {
                     return 0
                     ;;
                 --probe-flows)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --from)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -750,7 +782,7 @@ _rsskit() {
             return 0
             ;;
         rsskit__subcmd__help)
-            opts="hash table find info plan apply check persist agent udp-echo udp-load demo http-serve http-load firewall pipeline steer run top xdp-steer bench completions help"
+            opts="hash table find info capture plan apply check persist agent udp-echo udp-load demo http-serve http-load firewall pipeline steer run top xdp-steer bench completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -822,6 +854,20 @@ _rsskit() {
         rsskit__subcmd__help__subcmd__bench__subcmd__toeplitz)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rsskit__subcmd__help__subcmd__capture)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1292,13 +1338,17 @@ _rsskit() {
             return 0
             ;;
         rsskit__subcmd__info)
-            opts="-h --iface --json --allow-weak-key --help"
+            opts="-h --iface --json --from --allow-weak-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --iface)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --from)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1562,7 +1612,7 @@ _rsskit() {
             return 0
             ;;
         rsskit__subcmd__plan)
-            opts="-h --iface --cpus --unit --key --rps-flow-cnt --rps-sock-flow-entries --hash-fields --software-rss --rebalance --sysroot --json --allow-weak-key --help"
+            opts="-h --iface --cpus --app-cpus --unit --key --rps-flow-cnt --rps-sock-flow-entries --hash-fields --software-rss --rebalance --from --sysroot --json --allow-weak-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1573,6 +1623,10 @@ _rsskit() {
                     return 0
                     ;;
                 --cpus)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --app-cpus)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1601,6 +1655,10 @@ _rsskit() {
                     return 0
                     ;;
                 --rebalance)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --from)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -8,13 +8,17 @@
 //! - [`sysroot`]: the host as tuning sees it (one device's whole RSS state,
 //!   single-setting writes, irqbalance); composed from `ethtool` and
 //!   `netdev` reads, and the seam where tests substitute a fixture tree.
+//! - [`capture`]: `rsskit capture`'s directory format, taken from the host
+//!   and read back read-only (`--from DIR`), bounded and checked as untrusted.
 //! - `fixture` (feature `fixtures`): the fake ethtool driver of a fixture
 //!   tree, for tests only, so the shipped binary cannot be pointed at one.
 //! - [`landing`]: where a flow lands on this host, read through a
 //!   [`sysroot::Sysroot`] so `hash --iface` and `nic:IF` work on fixtures;
 //!   [`nic_rules`]: the NIC's flow rules and the RSS contexts they reach,
 //!   looked at before the table (a rule not understood makes "unknown").
-//! - [`plan`]: the tuning decision itself, no I/O (state in, plan out).
+//! - [`plan`]: the tuning decision itself, no I/O (state in, plan out);
+//!   [`placement`]: its CPU rules (isolated CPUs, SMT, NUMA, NICs sharing
+//!   a node, any size), no I/O.
 //! - [`tune`]: applies a plan (write, read back, save and restore files);
 //!   `tune/setting` is its no-I/O part (the setting model and value
 //!   checks, all `plan` uses), `save` the save-file format, `diff` what
@@ -47,6 +51,7 @@
 #![forbid(unsafe_code)]
 pub mod agent;
 pub mod apply;
+pub mod capture;
 #[cfg(any(test, feature = "fixtures"))]
 mod fixture;
 pub mod hostcheck;
@@ -61,6 +66,7 @@ pub mod napi;
 pub mod nic_rebalance;
 pub mod nic_rules;
 pub mod persist;
+pub mod placement;
 pub mod plan;
 pub mod softnet;
 pub mod sysroot;

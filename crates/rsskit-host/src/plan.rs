@@ -1,17 +1,20 @@
 //! The tuning plan: from what [`crate::sysroot`] reads (queues, IRQs, the
-//! device's NUMA node, online CPUs and their nodes, key and table), the
-//! layout that keeps each flow on one CPU. No I/O: `rsskit plan` prints
-//! it, `rsskit apply` writes it.
+//! device's NUMA node, online CPUs, their cores and nodes, isolated CPUs,
+//! key and table), the layout that keeps each flow on one CPU. No I/O:
+//! `rsskit plan` prints it, `rsskit apply` writes it.
 //!
-//! - CPUs: `--cpus`, else those of the device's NUMA node, topped up with
-//!   others when it has fewer CPUs than queues ([`default_cpus`]); at most
-//!   128 (the host picks `(hash & 127) % N`), ascending.
+//! - CPUs: `--cpus`, else [`crate::placement`]'s rules (isolated CPUs
+//!   left out, one thread per core first, the NIC's node first, cores of
+//!   earlier NICs left out while there are enough), each printed as a
+//!   `rule NAME:` note; ascending.
 //! - Queue -> CPU: DragonFly's ringmap ([`rsskit_core::ringmap`]) over those
 //!   CPUs, device unit `unit` (several NICs start on different CPU sets);
+//!   past 128 CPUs or queues, in order ([`Bind::Direct`]: the `size` rule);
 //!   RX and TX aligned when the IRQs serve both (combined channels),
 //!   matched otherwise.
 //! - Table: the ringmap's redirect table of the device's size: the fewest
-//!   entries whose ring sits on another CPU than `(hash & 127) % N`.
+//!   entries whose ring sits on another CPU than `(hash & 127) % N`; past
+//!   the ringmap, the bound queues spread evenly.
 //! - Key: kept, or the one asked for (random keys are checked by the caller).
 //! - IRQ affinity: each queue IRQ on its queue's CPU. XPS: every CPU sends
 //!   on the TX queue bound to it (round robin for CPUs without one).
@@ -25,6 +28,7 @@
 //!   (aligned per-queue IRQs, or RPS), `toeplitz` with the NIC's key
 //!   otherwise.
 
+use crate::placement::{self, Bind, CoreKey, CpuMap};
 use crate::sysroot::DeviceState;
 use crate::tune::setting::{hex, printable, quoted, valid_value, Kind, MAX_TABLE_ENTRIES};
 use rsskit_core::ringmap::{Ringmap, HOST_TABLE_LEN, MAX_CPUS};
@@ -32,6 +36,7 @@ use rsskit_linux::cpulist;
 use rsskit_linux::netdev::IrqKind;
 use rsskit_linux::topology::Topology;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 
 /// Why no plan was made.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -46,6 +51,12 @@ pub enum PlanError {
         cpu: usize,
         /// The online CPUs, as a CPU list.
         online: String,
+    },
+    /// CPUs named both for IRQs (`cpus`) and for the application (`app_cpus`).
+    #[error("CPUs {cpus} are named both for IRQs (cpus) and for the application (app_cpus)")]
+    AppOverlap {
+        /// The CPUs in both, as a CPU list.
+        cpus: String,
     },
     /// A key of another length than the device's.
     #[error("{device}: the key is {given} bytes but the device's key is {device_len} bytes")]
@@ -130,6 +141,9 @@ pub struct PlanOptions {
     pub hash_fields: Vec<(String, u64)>,
     /// Software RSS for devices without hardware RSS.
     pub software_rss: SoftwareRss,
+    /// CPUs set aside for the application: no IRQ or RPS there, and the
+    /// steering advice runs rsskit's servers on them (`None`: no split).
+    pub app_cpus: Option<Vec<usize>>,
 }
 
 impl Default for PlanOptions {
@@ -142,6 +156,7 @@ impl Default for PlanOptions {
             rps_sock_flow_entries: None,
             hash_fields: Vec::new(),
             software_rss: SoftwareRss::Rps,
+            app_cpus: None,
         }
     }
 }
@@ -368,34 +383,6 @@ pub struct SteeringAdvice {
     pub reason: String,
 }
 
-/// The default CPUs of a device, ascending (ringmap index i = the i-th;
-/// rsskit's workers take CPUs in ascending order too, so the host's pick
-/// `(hash & 127) % N` indexes the same list): the CPUs of its NUMA node;
-/// when the node has fewer CPUs than the device has RX queues (hardware
-/// RSS), as many other CPUs as needed, lowest first; every online CPU when
-/// the node is unknown.
-pub fn default_cpus(
-    topo: &Topology,
-    node: Option<usize>,
-    rx_queues: usize,
-    hardware_rss: bool,
-) -> Vec<usize> {
-    let mut local: Vec<usize> = node
-        .and_then(|n| topo.nodes.iter().find(|x| x.node == n))
-        .map(|n| n.cpus.iter().copied().filter(|c| topo.online.contains(c)).collect())
-        .unwrap_or_default();
-    if local.is_empty() {
-        return topo.online.clone();
-    }
-    if hardware_rss && local.len() < rx_queues {
-        let need = rx_queues - local.len();
-        let others: Vec<usize> =
-            topo.online.iter().copied().filter(|c| !local.contains(c)).take(need).collect();
-        local.extend(others);
-    }
-    sorted(&local)
-}
-
 /// Rounds up to a power of two, as the kernel does for RFS sizes.
 pub fn pow2_up(n: u64) -> u64 {
     n.max(1).checked_next_power_of_two().unwrap_or(1 << 63)
@@ -412,12 +399,42 @@ pub fn plan(topo: &Topology, devices: &[DeviceState], opts: &PlanOptions) -> Res
             return Err(PlanError::OfflineCpu { cpu, online: cpulist::format(&topo.online) });
         }
     }
+    if let Some(app) = &opts.app_cpus {
+        if app.is_empty() {
+            return Err(PlanError::NoCpus);
+        }
+        if let Some(&cpu) = app.iter().find(|c| !topo.online.contains(c)) {
+            return Err(PlanError::OfflineCpu { cpu, online: cpulist::format(&topo.online) });
+        }
+        let both: Vec<usize> = opts.cpus.iter().flatten().copied().filter(|c| app.contains(c)).collect();
+        if !both.is_empty() {
+            return Err(PlanError::AppOverlap { cpus: cpulist::format(&sorted(&both)) });
+        }
+        if app.len() >= topo.online.len() {
+            return Err(PlanError::NoCpus);
+        }
+    }
+    let map = CpuMap::new(topo);
     let mut unit = opts.unit;
+    // The queue cores of each device planned so far (hardware RSS only).
+    let mut taken: Vec<BTreeSet<CoreKey>> = Vec::new();
     let mut out = Vec::new();
     for d in devices {
-        let p = plan_device(topo, d, opts, unit)?;
+        let used: BTreeSet<CoreKey> = taken.iter().flatten().copied().collect();
+        let choice = device_cpus(topo, &map, d, opts, &used)?;
+        // Units count the NICs before this one on the same CPUs: with
+        // --cpus every NIC shares them; by default only those whose
+        // queues it could not avoid.
+        let dev_unit = if opts.cpus.is_some() {
+            unit
+        } else {
+            let mine = placement::core_set(&map, choice.cpus.iter().copied());
+            opts.unit.saturating_add(taken.iter().filter(|t| !t.is_disjoint(&mine)).count())
+        };
+        let p = plan_device_on(topo, d, opts, dev_unit, choice)?;
         if p.hardware_rss {
             unit = unit.saturating_add(1);
+            taken.push(placement::core_set(&map, p.rx.iter().filter_map(|q| q.cpu)));
         }
         out.push(p);
     }
@@ -453,16 +470,28 @@ fn plan_napi_threaded(d: &DeviceState, notes: &mut Vec<String>) -> Option<u32> {
     Some(0)
 }
 
-/// Plans one device as unit `unit`.
+/// Plans one device as unit `unit`, alone on the host.
 pub fn plan_device(
     topo: &Topology,
     d: &DeviceState,
     opts: &PlanOptions,
     unit: usize,
 ) -> Result<DevicePlan, PlanError> {
-    let mut notes = Vec::new();
+    let choice = device_cpus(topo, &CpuMap::new(topo), d, opts, &BTreeSet::new())?;
+    plan_device_on(topo, d, opts, unit, choice)
+}
+
+/// Plans one device as unit `unit` on the CPUs chosen for it.
+fn plan_device_on(
+    topo: &Topology,
+    d: &DeviceState,
+    opts: &PlanOptions,
+    unit: usize,
+    choice: placement::Choice,
+) -> Result<DevicePlan, PlanError> {
     let hw = d.hardware_rss();
-    let cpus = device_cpus(topo, d, opts, &mut notes)?;
+    let mut notes = choice.rules;
+    let cpus = choice.cpus;
     let dev_unit = if hw { unit } else { 0 };
     let rings = Rings::bind(d, cpus, dev_unit, &mut notes)?;
     let table = plan_table(d, &rings.rx, &mut notes)?;
@@ -484,14 +513,24 @@ pub fn plan_device(
         notes.push("no per-queue IRQs found (named after the device or in its msi_irqs): their affinity is not planned".into());
     }
     let nic_key = (!dev_key.is_empty()).then(|| key.clone().unwrap_or_else(|| hex(&dev_key)));
-    let steering = steering_advice(spread, &rings.cpus, d.rx.len(), &rx, nic_key);
+    let steering = match &opts.app_cpus {
+        Some(app) => SteeringAdvice {
+            mode: "toeplitz".into(),
+            cpus: sorted(app),
+            key: nic_key,
+            reason: "IRQ and application CPUs are split: flows arrive on the IRQ CPUs, so the workers on \
+                     the application CPUs pick their flows by the NIC's hash"
+                .into(),
+        },
+        None => steering_advice(spread, &rings.cpus, d.rx.len(), &rx, nic_key),
+    };
     let hash_fields = plan_hash_fields(opts, hw, &mut notes);
     let napi_threaded = plan_napi_threaded(d, &mut notes);
     if !hw && d.rss.ok().is_some() && d.rx.len() <= 1 {
         let by = if spread.xdp { "rsskit's XDP program" } else { "RPS" };
         notes.push(format!("one RX queue: {by} spreads its flows instead of the NIC"));
     }
-    let Rings { cpus, rx: rxm, .. } = rings;
+    let Rings { cpus, rx: rxb, .. } = rings;
     Ok(DevicePlan {
         name: d.name.clone(),
         driver: d.driver.clone(),
@@ -499,7 +538,7 @@ pub fn plan_device(
         cpus,
         unit: dev_unit,
         hardware_rss: hw,
-        grid: rxm.grid(),
+        grid: rxb.grid(),
         rx,
         tx,
         irqs,
@@ -517,29 +556,30 @@ pub fn plan_device(
     })
 }
 
-/// The device's CPUs: `--cpus`, else [`default_cpus`]; at most
-/// [`MAX_CPUS`] (the host picks `(hash & 127) % N`).
+/// The device's CPUs, ascending: `--cpus`, else [`placement::default_choice`].
 fn device_cpus(
     topo: &Topology,
+    map: &CpuMap,
     d: &DeviceState,
     opts: &PlanOptions,
-    notes: &mut Vec<String>,
-) -> Result<Vec<usize>, PlanError> {
-    let mut cpus = match &opts.cpus {
-        Some(c) => sorted(c),
-        None => default_cpus(topo, d.facts.numa_node, d.rx.len(), d.hardware_rss()),
+    used: &BTreeSet<CoreKey>,
+) -> Result<placement::Choice, PlanError> {
+    let choice = match &opts.cpus {
+        Some(c) => placement::Choice { cpus: sorted(c), rules: placement::named_rules(topo, c) },
+        None => placement::default_choice(
+            topo,
+            map,
+            d.facts.numa_node,
+            d.rx.len(),
+            d.hardware_rss(),
+            used,
+            &sorted(opts.app_cpus.as_deref().unwrap_or_default()),
+        ),
     };
-    if cpus.is_empty() {
+    if choice.cpus.is_empty() {
         return Err(PlanError::NoCpus);
     }
-    if cpus.len() > MAX_CPUS {
-        notes.push(format!(
-            "only the first {MAX_CPUS} of {} CPUs take part: the host picks (hash & 127) % N",
-            cpus.len()
-        ));
-        cpus.truncate(MAX_CPUS);
-    }
-    Ok(cpus)
+    Ok(choice)
 }
 
 fn ringmap_err(d: &DeviceState) -> impl Fn(rsskit_core::ringmap::RingmapError) -> PlanError + '_ {
@@ -551,12 +591,13 @@ fn has_queue_irqs(d: &DeviceState) -> bool {
     d.irqs.iter().any(|x| x.kind != IrqKind::Other && x.queue.is_some())
 }
 
-/// A device's queues bound to its CPUs: DragonFly's ringmaps, RX and TX.
+/// A device's queues bound to its CPUs: DragonFly's ringmaps, RX and TX,
+/// or past them in order.
 struct Rings {
     /// The CPUs, ascending; ringmap index i is the i-th.
     cpus: Vec<usize>,
-    rx: Ringmap,
-    tx: Ringmap,
+    rx: Bind,
+    tx: Bind,
 }
 
 impl Rings {
@@ -575,13 +616,24 @@ impl Rings {
         let rm_err = ringmap_err(d);
         let combined = d.irqs.iter().any(|x| x.kind == IrqKind::RxTx)
             || (!has_queue_irqs(d) && d.channels.ok().is_some_and(|c| c.combined_count > 0));
-        let mut rx = Ringmap::alloc(n, nrx, unit).map_err(&rm_err)?;
-        let mut tx = Ringmap::alloc(n, ntx.max(1), unit).map_err(&rm_err)?;
-        if combined {
-            Ringmap::align(&mut rx, &mut tx).map_err(&rm_err)?;
+        let (rx, tx) = if n > MAX_CPUS || nrx > MAX_CPUS || ntx > MAX_CPUS {
+            notes.push(format!(
+                "rule size: {n} CPUs, {nrx} RX queues: past DragonFly's 128-CPU model (the host there \
+                 looks at hash & 127), queues are bound to the CPUs in order and the table spreads \
+                 evenly over the bound queues"
+            ));
+            // Same list, unit and order: RX and TX queue q share a CPU.
+            (Bind::direct(n, nrx, unit), Bind::direct(n, ntx.max(1), unit))
         } else {
-            Ringmap::match_rings(&mut rx, &mut tx).map_err(&rm_err)?;
-        }
+            let mut rx = Ringmap::alloc(n, nrx, unit).map_err(&rm_err)?;
+            let mut tx = Ringmap::alloc(n, ntx.max(1), unit).map_err(&rm_err)?;
+            if combined {
+                Ringmap::align(&mut rx, &mut tx).map_err(&rm_err)?;
+            } else {
+                Ringmap::match_rings(&mut rx, &mut tx).map_err(&rm_err)?;
+            }
+            (Bind::Ring(rx), Bind::Ring(tx))
+        };
         if nrx > rx.count() {
             let what = if d.hardware_rss() {
                 "get no table entries (one queue per CPU is enough)"
@@ -613,9 +665,20 @@ struct TablePlan {
 
 /// The table (hardware RSS only): the ringmap's redirect table when its
 /// size is a multiple of [`HOST_TABLE_LEN`], else the rings spread evenly.
-fn plan_table(d: &DeviceState, rxm: &Ringmap, notes: &mut Vec<String>) -> Result<TablePlan, PlanError> {
+fn plan_table(d: &DeviceState, rxb: &Bind, notes: &mut Vec<String>) -> Result<TablePlan, PlanError> {
     let Some(r) = d.rss.ok().filter(|_| d.hardware_rss()) else { return Ok(TablePlan::default()) };
     let len = r.indir.len();
+    let Bind::Ring(rxm) = rxb else {
+        let count = rxb.count();
+        if len < count {
+            notes.push(format!(
+                "the device's table has {len} entries for {count} bound queues: queues {len}-{} get none",
+                count - 1
+            ));
+        }
+        let table = Some((0..len).map(|i| (i % count) as u32).collect());
+        return Ok(TablePlan { table, ..TablePlan::default() });
+    };
     if !len.is_multiple_of(HOST_TABLE_LEN) {
         notes.push(format!(
             "the device's table has {len} entries, not a multiple of {HOST_TABLE_LEN}: it cannot line up \
@@ -722,9 +785,16 @@ fn plan_tx(topo: &Topology, d: &DeviceState, rings: &Rings) -> Vec<TxPlan> {
 /// online CPUs outside the set still send, so they are spread too.
 fn xps_cpus(topo: &Topology, rings: &Rings, ntx: usize) -> Vec<Vec<usize>> {
     let txm = &rings.tx;
+    // CPU index -> the TX ring bound to it.
+    let mut bound: Vec<Option<usize>> = vec![None; rings.cpus.len()];
+    for (r, i) in txm.cpus().into_iter().enumerate() {
+        if let Some(b) = bound.get_mut(i) {
+            b.get_or_insert(r);
+        }
+    }
     let mut xps: Vec<Vec<usize>> = vec![Vec::new(); ntx];
     for (i, &cpu) in rings.cpus.iter().enumerate() {
-        let ring = txm.cpus().iter().position(|&c| c == i).unwrap_or(i % txm.count());
+        let ring = bound[i].unwrap_or(i % txm.count());
         if ring < ntx {
             xps[ring].push(cpu);
         }
@@ -852,6 +922,8 @@ pub(crate) mod tests {
                     node: Some(c / half),
                 })
                 .collect(),
+            isolated: vec![],
+            nohz_full: vec![],
         }
     }
 
@@ -1018,6 +1090,23 @@ pub(crate) mod tests {
         assert_eq!(p.steering.mode, "toeplitz");
         assert_eq!(p.steering.key.as_deref(), Some(hex(&MICROSOFT_KEY).as_str()));
         assert!(p.rx.iter().all(|q| q.rps_cpus.is_empty()), "no RPS over hardware RSS");
+    }
+
+    #[test]
+    fn app_cpus_split_irqs_from_the_servers() {
+        let t = topo(8);
+        let opts = PlanOptions { app_cpus: Some(vec![2, 3, 6, 7]), ..PlanOptions::default() };
+        let p = plan(&t, &[nic("eth0", 4, None, 128)], &opts).unwrap();
+        let d = &p.devices[0];
+        assert_eq!(d.cpus, vec![0, 1, 4, 5]);
+        assert!(d.irqs.iter().all(|x| !x.cpus.iter().any(|c| [2, 3, 6, 7].contains(c))));
+        assert_eq!((d.steering.mode.as_str(), d.steering.cpus.clone()), ("toeplitz", vec![2, 3, 6, 7]));
+        assert!(d.notes.iter().any(|n| n.starts_with("rule app-cpus:")), "{:?}", d.notes);
+        let both = PlanOptions { cpus: Some(vec![0, 1, 2]), ..opts.clone() };
+        let e = plan(&t, &[nic("eth0", 4, None, 128)], &both).unwrap_err();
+        assert_eq!(e, PlanError::AppOverlap { cpus: "2".into() });
+        let all = PlanOptions { app_cpus: Some((0..8).collect()), ..PlanOptions::default() };
+        assert_eq!(plan(&t, &[nic("eth0", 4, None, 128)], &all).unwrap_err(), PlanError::NoCpus);
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //! `/proc` under `DIR/sys` and `DIR/proc`, for tests: there the ethtool
 //! answers come from `DIR/ethtool/IF.json` (a fake driver), and
 //! `ETHTOOL_SRSSH` writes are built as the ioctl's bytes and parsed back as
-//! the kernel would before they update that file.
+//! the kernel would before they update that file. [`Sysroot::capture`] is
+//! an `rsskit capture` directory ([`crate::capture`]): the same layout, read
+//! only, in every build.
 
 use rsskit_linux::ethtool::rxnfc::{ContextRss, RuleTable};
 use rsskit_linux::ethtool::{Channels, Ethtool, EthtoolError, FlowHash, Reported, Rss};
@@ -38,6 +40,12 @@ pub enum SysrootError {
     /// A fixture tree was asked of a build without the fixture driver.
     #[error("{}: this rsskit was built without fixture trees (the `fixtures` feature of rsskit-host, for tests)", .0.display())]
     NoFixtures(PathBuf),
+    /// A capture directory was refused.
+    #[error(transparent)]
+    Capture(#[from] crate::capture::CaptureError),
+    /// A write was asked of a capture.
+    #[error("{}: a capture is read-only (plan, check and info read it; apply writes the live host)", .0.display())]
+    ReadOnly(PathBuf),
     /// A fake driver file of a test tree is unreadable or malformed.
     #[error("fake driver file {path}: {msg}")]
     Fake {
@@ -98,6 +106,8 @@ pub struct Sysroot {
     /// `Some(DIR/ethtool)` for a test tree: the fake driver files.
     #[cfg(any(test, feature = "fixtures"))]
     fake_ethtool: Option<PathBuf>,
+    /// `Some(DIR)` for a capture (read-only).
+    capture: Option<PathBuf>,
     /// Where `apply` keeps its save files by default.
     state_dir: PathBuf,
 }
@@ -121,7 +131,34 @@ impl Sysroot {
             roots: Roots::default(),
             #[cfg(any(test, feature = "fixtures"))]
             fake_ethtool: None,
+            capture: None,
             state_dir: PathBuf::from(STATE_DIR),
+        }
+    }
+
+    /// An `rsskit capture` directory, checked first ([`crate::capture::open`]);
+    /// read-only: every write is refused.
+    pub fn capture(dir: &Path) -> Result<(Sysroot, crate::capture::Manifest), SysrootError> {
+        let manifest = crate::capture::open(dir)?;
+        let root = Sysroot {
+            roots: Roots { sys: dir.join("sys"), proc: dir.join("proc") },
+            #[cfg(any(test, feature = "fixtures"))]
+            fake_ethtool: None,
+            capture: Some(dir.to_path_buf()),
+            state_dir: dir.join(&STATE_DIR[1..]),
+        };
+        Ok((root, manifest))
+    }
+
+    /// The capture directory, when this is one.
+    pub fn capture_dir(&self) -> Option<&Path> {
+        self.capture.as_deref()
+    }
+
+    fn refuse_capture(&self) -> Result<(), SysrootError> {
+        match &self.capture {
+            Some(d) => Err(SysrootError::ReadOnly(d.clone())),
+            None => Ok(()),
         }
     }
 
@@ -132,6 +169,7 @@ impl Sysroot {
         Sysroot {
             roots: Roots { sys: dir.join("sys"), proc: dir.join("proc") },
             fake_ethtool: Some(dir.join("ethtool")),
+            capture: None,
             state_dir: dir.join(&STATE_DIR[1..]),
         }
     }
@@ -151,9 +189,9 @@ impl Sysroot {
         &self.state_dir
     }
 
-    /// Whether this is the running system (not a test tree).
+    /// Whether this is the running system (not a test tree or a capture).
     pub fn is_live(&self) -> bool {
-        self.fixture().is_none()
+        self.fixture().is_none() && self.capture.is_none()
     }
 
     /// The fake driver's directory of a test tree.
@@ -184,6 +222,27 @@ impl Sysroot {
         netdev::exists(&self.roots, name)
     }
 
+    /// The interfaces that carry `name`'s traffic when it is a bond, a VLAN
+    /// or a stack of them (`lower_IF` links, followed down to interfaces
+    /// with none), in order, each once; empty for any other interface.
+    pub fn members(&self, name: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut stack: Vec<(String, usize)> =
+            netdev::lower_devices(&self.roots, name).into_iter().rev().map(|n| (n, 1)).collect();
+        while let Some((n, depth)) = stack.pop() {
+            let lower = netdev::lower_devices(&self.roots, &n);
+            // Stacks are a few deep; a loop in a (captured) tree stops here.
+            if lower.is_empty() || depth >= 8 {
+                if !out.contains(&n) && n != name {
+                    out.push(n);
+                }
+            } else {
+                stack.extend(lower.into_iter().rev().map(|l| (l, depth + 1)));
+            }
+        }
+        out
+    }
+
     /// Reads one interface.
     pub fn device(&self, name: &str) -> Result<DeviceState, SysrootError> {
         if !self.exists(name) {
@@ -196,6 +255,8 @@ impl Sysroot {
         let fixture = None;
         let (driver, channels, rss, hash) = if let Some(parts) = fixture {
             parts
+        } else if let Some(dir) = &self.capture {
+            crate::capture::ethtool(dir, name)?
         } else {
             let map = |e: EthtoolError| match e {
                 EthtoolError::NoSuchInterface(n) => SysrootError::NoSuchInterface(n),
@@ -231,6 +292,10 @@ impl Sysroot {
         if let Some(dir) = self.fixture() {
             return crate::fixture::rules(dir, name);
         }
+        if self.capture.is_some() {
+            // Never the live NIC of the same name.
+            return Ok(Reported::Unsupported { reason: "flow rules: not in a capture (format 1)".into() });
+        }
         Ethtool::open(name).and_then(|eth| eth.rules()).map_err(ethtool_error)
     }
 
@@ -239,6 +304,9 @@ impl Sysroot {
         #[cfg(any(test, feature = "fixtures"))]
         if let Some(dir) = self.fixture() {
             return crate::fixture::context_rss(dir, name, context);
+        }
+        if self.capture.is_some() {
+            return Ok(Reported::Unsupported { reason: "RSS contexts: not in a capture (format 1)".into() });
         }
         Ethtool::open(name).and_then(|eth| eth.context_rss(context)).map_err(ethtool_error)
     }
@@ -256,6 +324,7 @@ impl Sysroot {
         indir: Option<&[u32]>,
         key: Option<&[u8]>,
     ) -> Result<Reported<()>, SysrootError> {
+        self.refuse_capture()?;
         #[cfg(any(test, feature = "fixtures"))]
         if let Some(dir) = self.fixture() {
             return crate::fixture::set_rss(dir, name, indir, key);
@@ -267,6 +336,7 @@ impl Sysroot {
     /// Sets the combined channel count (`ETHTOOL_SCHANNELS`), other counts
     /// kept. A test tree refuses (its queue directories cannot follow).
     pub fn set_combined_channels(&self, name: &str, combined: u32) -> Result<Reported<()>, SysrootError> {
+        self.refuse_capture()?;
         if !self.is_live() {
             return Ok(Reported::Unsupported {
                 reason: "ETHTOOL_SCHANNELS: a fixture tree cannot change its queues".into(),
@@ -283,6 +353,7 @@ impl Sysroot {
 
     /// Sets the fields hashed for one flow type (`ETHTOOL_SRXFH`).
     pub fn set_flow_hash(&self, name: &str, flow: &str, raw: u64) -> Result<Reported<()>, SysrootError> {
+        self.refuse_capture()?;
         #[cfg(any(test, feature = "fixtures"))]
         if let Some(dir) = self.fixture() {
             return crate::fixture::set_flow_hash(dir, name, flow, raw);

@@ -335,6 +335,19 @@ pub fn tx_queues(roots: &Roots, iface: &str) -> Vec<TxQueue> {
         .collect()
 }
 
+/// The interfaces directly below `iface`: a bond's members, a VLAN's or
+/// macvlan's parent (its `lower_IF` links in sysfs), sorted.
+pub fn lower_devices(roots: &Roots, iface: &str) -> Vec<String> {
+    let Ok(rd) = fs::read_dir(roots.sys.join("class/net").join(iface)) else { return Vec::new() };
+    let mut v: Vec<String> = rd
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok()?.strip_prefix("lower_").map(str::to_string))
+        .filter(|n| valid_name(n))
+        .collect();
+    v.sort();
+    v
+}
+
 /// The driver bound to the interface's device (`device/driver` link), if it
 /// has a device at all (virtual interfaces such as `lo` and veth have none).
 pub fn sysfs_driver(roots: &Roots, iface: &str) -> Option<String> {

@@ -42,6 +42,12 @@ pub struct Topology {
     pub nodes: Vec<NumaNode>,
     /// One entry per online CPU.
     pub cpus: Vec<CpuPlace>,
+    /// CPUs isolated from the scheduler's domains (`isolcpus=`,
+    /// `/sys/devices/system/cpu/isolated`); empty when none or unknown.
+    pub isolated: Vec<usize>,
+    /// CPUs running without the tick (`nohz_full=`,
+    /// `/sys/devices/system/cpu/nohz_full`); empty when none or unknown.
+    pub nohz_full: Vec<usize>,
 }
 
 fn read_trim(p: &Path) -> Option<String> {
@@ -76,7 +82,22 @@ impl Topology {
                 }
             })
             .collect();
-        Topology { online, nodes, cpus }
+        let cpu_list = |f: &str| {
+            // "(null)" is what the kernel prints for an empty nohz_full mask.
+            read_trim(&sys.join("devices/system/cpu").join(f))
+                .filter(|s| !s.is_empty() && s != "(null)")
+                .and_then(|s| cpulist::parse(&s).ok())
+                .unwrap_or_default()
+        };
+        Topology { online, nodes, cpus, isolated: cpu_list("isolated"), nohz_full: cpu_list("nohz_full") }
+    }
+
+    /// CPUs that take no IRQ unless named: isolated or `nohz_full`, sorted.
+    pub fn reserved(&self) -> Vec<usize> {
+        let mut v: Vec<usize> = self.isolated.iter().chain(&self.nohz_full).copied().collect();
+        v.sort_unstable();
+        v.dedup();
+        v
     }
 
     /// The NUMA node holding `cpu`, if known.
@@ -141,6 +162,8 @@ mod tests {
         t.put("devices/system/node/possible", "0-2\n");
         t.put("devices/system/cpu/cpu2/topology/core_id", "5\n");
         t.put("devices/system/cpu/cpu2/topology/physical_package_id", "1\n");
+        t.put("devices/system/cpu/isolated", "2-3\n");
+        t.put("devices/system/cpu/nohz_full", "1,3\n");
         let topo = Topology::read_from(&t.0);
         assert_eq!(topo.online, vec![0, 1, 2, 3]);
         assert_eq!(
@@ -155,6 +178,8 @@ mod tests {
         assert_eq!(topo.cpus[0].core_id, None);
         assert_eq!(topo.node_of(3), Some(1));
         assert_eq!(topo.node_of(9), None);
+        assert_eq!((topo.isolated.clone(), topo.nohz_full.clone()), (vec![2, 3], vec![1, 3]));
+        assert_eq!(topo.reserved(), vec![1, 2, 3]);
     }
 
     #[test]
@@ -164,6 +189,7 @@ mod tests {
         let topo = Topology::read_from(&t.0);
         assert_eq!(topo.online, vec![0]);
         assert!(topo.nodes.is_empty());
+        assert!(topo.reserved().is_empty(), "no isolated or nohz_full file: none reserved");
     }
 
     #[test]

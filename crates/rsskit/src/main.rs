@@ -31,6 +31,8 @@ enum Command {
     Find(cmd::rss::find::Args),
     /// The host's RSS setup: CPUs, NUMA, per-interface queues, keys, tables, IRQs, RPS.
     Info(cmd::host::info::Args),
+    /// Copy the host facts rsskit reads into DIR, for `plan`, `check` and `info --from DIR` offline.
+    Capture(cmd::host::capture::Args),
     /// Tuning plan per device: CPUs, queue -> CPU (ringmap), table, key, IRQ affinity, XPS, RPS, steering.
     Plan(cmd::host::plan::Args),
     /// Apply a plan (diff, --dry-run, save, read back) or --restore a saved state.
@@ -86,6 +88,7 @@ fn main() -> ExitCode {
         Command::Table(a) => cmd::rss::table::run(a),
         Command::Find(a) => cmd::rss::find::run(a, weak),
         Command::Info(a) => cmd::host::info::run(a),
+        Command::Capture(a) => cmd::host::capture::run(a),
         Command::Plan(mut a) => {
             a.p.allow_weak_key = weak;
             cmd::host::plan::run(a)

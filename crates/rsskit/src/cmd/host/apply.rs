@@ -82,6 +82,13 @@ pub fn run(mut a: Args) -> Result<()> {
         (Some(path), None) => Some(load_plan(path)?),
         _ => None,
     };
+    if let Some(d) = &a.p.from {
+        bail!(
+            "--from {}: apply writes the live host and a capture is read-only; plan it with \
+             `rsskit plan --from DIR --json > plan.json`, then apply that plan on the host it came from",
+            d.display()
+        );
+    }
     let sys = sysroot(a.p.sysroot.as_ref())?;
     // One writer at a time, from before the current values are read (the
     // save file must hold what this run replaces, not a half-written state).

@@ -2,7 +2,7 @@
 //! device with the reasons; exit 0 when aligned, 1 when not.
 
 use crate::cmd::common::{int_in, positive, print_json, seconds_arg};
-use crate::cmd::host::{devices, sysroot};
+use crate::cmd::host::{devices, source};
 use anyhow::{bail, Context, Result};
 use rsskit_host::hostcheck::{check_device, check_rules, DeviceVerdict};
 use rsskit_host::nic_rules::NicRules;
@@ -66,6 +66,9 @@ pub struct Args {
     /// Flows the probe sends (each from its own source port), 1-1024.
     #[arg(long, default_value_t = 32, value_parser = positive)]
     probe_flows: usize,
+    /// Check the host captured in DIR (`rsskit capture DIR`) instead of this one, offline.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["live", "probe"])]
+    from: Option<PathBuf>,
     /// Read a tree shaped like /sys and /proc under DIR instead (tests).
     #[arg(long, value_name = "DIR", hide = true, conflicts_with = "live")]
     sysroot: Option<PathBuf>,
@@ -93,7 +96,7 @@ pub fn run(a: Args) -> Result<()> {
     if a.seconds.is_some() || a.packets.is_some() {
         bail!("--seconds and --packets go with --live");
     }
-    let root = sysroot(a.sysroot.as_ref())?;
+    let root = source(a.from.as_ref(), a.sysroot.as_ref())?;
     let topo = root.topology();
     let devs = devices(&root, &a.ifaces)?;
     let ib = root.irqbalance();

@@ -67,6 +67,9 @@ pub struct Args {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    /// Show the host captured in DIR (`rsskit capture DIR`) instead of this one.
+    #[arg(long, value_name = "DIR")]
+    from: Option<std::path::PathBuf>,
 }
 
 /// Everything known about one interface.
@@ -105,8 +108,24 @@ fn gather(roots: &Roots, name: &str, interrupts: &[netdev::IrqLine]) -> Result<I
     })
 }
 
+/// An interface as a capture holds it.
+fn from_state(d: rsskit_host::sysroot::DeviceState) -> Iface {
+    Iface {
+        name: d.name,
+        driver: d.driver,
+        facts: d.facts,
+        channels: d.channels,
+        rss: d.rss,
+        hash: d.hash,
+        rx: d.rx,
+        tx: d.tx,
+        irqs: d.irqs,
+    }
+}
+
 pub fn run(a: Args) -> Result<()> {
-    let roots = Roots::default();
+    let capture = a.from.as_ref().map(|d| super::source(Some(d), None)).transpose()?;
+    let roots = capture.as_ref().map_or_else(Roots::default, |c| c.roots.clone());
     let names = match &a.iface {
         Some(n) => {
             if !netdev::exists(&roots, n) {
@@ -116,12 +135,16 @@ pub fn run(a: Args) -> Result<()> {
         }
         None => netdev::interfaces(&roots).map_err(|e| anyhow::anyhow!("reading /sys/class/net: {e}"))?,
     };
-    let topo = Topology::read();
+    let topo = capture.as_ref().map_or_else(Topology::read, |c| c.topology());
     let default_key = netdev::default_rss_key(&roots);
     let interrupts = netdev::interrupts(&roots);
     let mut ifaces = Vec::new();
     for n in &names {
-        match gather(&roots, n, &interrupts) {
+        let got = match &capture {
+            Some(c) => c.device(n).map(from_state).map_err(anyhow::Error::from),
+            None => gather(&roots, n, &interrupts),
+        };
+        match got {
             Ok(i) => ifaces.push(i),
             // An interface that vanished between listing and asking: skip it
             // when listing all, fail when it was asked for by name.
@@ -595,6 +618,8 @@ mod tests {
             cpus: (0..4)
                 .map(|c| CpuPlace { cpu: c, core_id: Some(c), package_id: Some(c / 2), node: Some(c / 2) })
                 .collect(),
+            isolated: vec![],
+            nohz_full: vec![],
         };
         let dk = Ok(DefaultKey { key: vec![0; 52], initialised: false });
         let four = rxh::IP_SRC | rxh::IP_DST | rxh::L4_B_0_1 | rxh::L4_B_2_3;

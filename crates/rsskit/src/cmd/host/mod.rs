@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod apply;
+pub mod capture;
 pub mod check;
 pub mod info;
 pub mod persist;
@@ -20,6 +21,20 @@ use rsskit_host::sysroot::{DeviceState, Sysroot};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// The host to read: a capture (`--from DIR`, read-only), a fixture tree
+/// (`--sysroot DIR`, tests) or the live host.
+pub fn source(from: Option<&PathBuf>, fixture: Option<&PathBuf>) -> Result<Sysroot> {
+    match (from, fixture) {
+        (Some(_), Some(_)) => bail!("--from and --sysroot: give one"),
+        (Some(d), None) => {
+            let (root, _) = Sysroot::capture(d)
+                .with_context(|| format!("--from {}: not a capture rsskit reads", d.display()))?;
+            Ok(root)
+        }
+        (None, f) => sysroot(f),
+    }
+}
+
 pub fn sysroot(dir: Option<&PathBuf>) -> Result<Sysroot> {
     match dir {
         None => Ok(Sysroot::live()),
@@ -30,15 +45,25 @@ pub fn sysroot(dir: Option<&PathBuf>) -> Result<Sysroot> {
     }
 }
 
-/// The devices named, or every interface on a device.
+/// The devices named (a bond or VLAN: the NICs below it), or every
+/// interface on a device.
 pub fn devices(root: &Sysroot, names: &[String]) -> Result<Vec<DeviceState>> {
     if !names.is_empty() {
-        let mut out = Vec::new();
+        let mut out: Vec<DeviceState> = Vec::new();
         for n in names {
             if !root.exists(n) {
                 bail!("interface '{n}' does not exist");
             }
-            out.push(root.device(n).with_context(|| format!("reading {n}"))?);
+            let members = root.members(n);
+            if !members.is_empty() {
+                eprintln!("rsskit: {n} is carried by {}: planning each of them", members.join(", "));
+            }
+            let each = if members.is_empty() { vec![n.clone()] } else { members };
+            for m in each {
+                if !out.iter().any(|d| d.name == m) {
+                    out.push(root.device(&m).with_context(|| format!("reading {m}"))?);
+                }
+            }
         }
         return Ok(out);
     }

@@ -12,11 +12,16 @@ use rsskit_linux::cpulist;
 use std::fmt::Write as _;
 
 const AFTER_HELP: &str = "\
-CPUs: --cpus, else the CPUs of the device's NUMA node (topped up with the
-lowest other CPUs when it has fewer CPUs than RX queues), ascending.
-Queues are bound to CPUs with DragonFly's ringmap (as `rsskit table`); the
-indirection table is the ringmap's: fewest entries whose ring runs on another
-CPU than the host's (hash & 127) % N. Devices without hardware RSS (veth,
+CPUs: --cpus, else by rules printed as `note: rule NAME:` lines: isolated and
+nohz_full CPUs (and --app-cpus) get no IRQ; the NIC's NUMA node first (then
+its socket's other nodes); within each, one thread per physical core before
+SMT siblings; cores already taking an earlier NIC's queues left out while the
+node has enough
+(docs/host-tuning.md). Queues are bound to those CPUs (ascending) with
+DragonFly's ringmap (as `rsskit table`); the indirection table is the
+ringmap's: fewest entries whose ring runs on another CPU than the host's
+(hash & 127) % N. Past 128 CPUs or queues (rule size) queues are bound in
+order and the table spreads evenly over them. Devices without hardware RSS (veth,
 single-queue virtio) get RPS over the CPUs instead (or, with --software-rss
 xdp, rsskit's XDP Toeplitz steering: `rsskit xdp-steer`); devices with it get
 RPS off (no double steering). RFS sizes only when asked (rounded up to a power of
@@ -84,7 +89,12 @@ fn device_text(s: &mut String, d: &DevicePlan) {
         d.unit
     );
     let order: Vec<String> = d.cpus.iter().map(usize::to_string).collect();
-    let _ = writeln!(s, "  CPUs: {} (ringmap index order); grid {}", order.join(","), d.grid);
+    let how = if d.notes.iter().any(|n| n.starts_with("rule size:")) {
+        "queues bound in order"
+    } else {
+        "ringmap index order"
+    };
+    let _ = writeln!(s, "  CPUs: {} ({how}); grid {}", order.join(","), d.grid);
     let _ = writeln!(s, "  {:<7} {:>4}  {:<22} {:<10} xps / rfs", "queue", "cpu", "irq", "rps");
     let irq_of = |irq: Option<u32>| match irq.and_then(|i| d.irqs.iter().find(|x| x.irq == i)) {
         Some(x) => format!("{} {}", x.irq, x.name),
@@ -114,8 +124,10 @@ fn device_text(s: &mut String, d: &DevicePlan) {
             _ => String::new(),
         };
         let n = d.cpus.len();
-        let _ =
-            writeln!(s, "  indirection table ({} entries{mm}; * = ring not on (i & 127) % {n}):", t.len());
+        // The host-pick marks are DragonFly's model: only where the ringmap laid the table.
+        let model = d.table_mismatches.is_some();
+        let legend = if model { format!("; * = ring not on (i & 127) % {n}") } else { String::new() };
+        let _ = writeln!(s, "  indirection table ({} entries{mm}{legend}):", t.len());
         let ring_cpu: Vec<Option<usize>> = d.rx.iter().map(|q| q.cpu).collect();
         for (row, chunk) in t.chunks(16).enumerate().take(8) {
             let cells: String = chunk
@@ -123,14 +135,16 @@ fn device_text(s: &mut String, d: &DevicePlan) {
                 .enumerate()
                 .map(|(j, &r)| {
                     let i = row * 16 + j;
-                    let mark = if is_mismatch(i, r as usize, &ring_cpu, &d.cpus) { '*' } else { ' ' };
-                    format!("{r:>3}{mark}")
+                    let off = model && is_mismatch(i, r as usize, &ring_cpu, &d.cpus);
+                    format!("{r:>3}{}", if off { '*' } else { ' ' })
                 })
                 .collect();
             let _ = writeln!(s, "    {:>4}:{cells}", row * 16);
         }
         if t.len() > 128 {
-            let _ = writeln!(s, "    (entries 128-{} repeat the first 128)", t.len() - 1);
+            let repeats = t.chunks(128).all(|c| c == &t[..c.len()]);
+            let what = if repeats { "repeat the first 128" } else { "not shown" };
+            let _ = writeln!(s, "    (entries 128-{} {what})", t.len() - 1);
         }
     }
     match &d.key {

@@ -1,7 +1,7 @@
 //! The planning flags `plan` and `apply` share ([`PlanArgs`]) and the plan
 //! they ask for, read from the host.
 
-use crate::cmd::host::{devices, sysroot};
+use crate::cmd::host::{devices, source};
 use anyhow::{anyhow, bail, Context, Result};
 use rsskit_core::key::MICROSOFT_KEY;
 use rsskit_core::{keycheck, RssKey};
@@ -24,6 +24,10 @@ pub struct PlanArgs {
     /// CPUs to use (e.g. 0-7,16-23); default: the device's NUMA node (topped up if it has fewer CPUs than queues).
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
+    /// CPUs for the application (e.g. 8-15): no IRQ or RPS there; the plan's steering runs
+    /// udp-echo, http-serve and steer workers on them (toeplitz with the NIC's key).
+    #[arg(long, value_name = "LIST")]
+    pub app_cpus: Option<String>,
     /// Device unit of the first NIC: each NIC starts its queues on its own CPU set (0-8191).
     #[arg(long, default_value_t = 0, value_parser = crate::cmd::common::int_in(0usize, 8191))]
     pub unit: usize,
@@ -49,6 +53,9 @@ pub struct PlanArgs {
     /// current table, not the ringmap's); reports the imbalance before and after.
     #[arg(long, value_name = "S", num_args = 0..=1, default_missing_value = "5")]
     pub rebalance: Option<f64>,
+    /// Plan the host captured in DIR (`rsskit capture DIR`) instead of this one, offline and read-only.
+    #[arg(long, value_name = "DIR")]
+    pub from: Option<PathBuf>,
     /// Read and write a tree shaped like /sys and /proc under DIR instead (tests).
     #[arg(long, value_name = "DIR", hide = true)]
     pub sysroot: Option<PathBuf>,
@@ -87,6 +94,7 @@ impl PlanArgs {
     pub fn any_set(&self) -> bool {
         !self.ifaces.is_empty()
             || self.cpus.is_some()
+            || self.app_cpus.is_some()
             || self.unit != 0
             || self.key != "keep"
             || self.rps_flow_cnt.is_some()
@@ -123,7 +131,10 @@ fn key_choice(s: &str, allow_weak_key: bool) -> Result<KeyChoice> {
 
 /// Makes the plan the flags ask for.
 pub fn make_plan(p: &PlanArgs) -> Result<(Sysroot, Plan)> {
-    let root = sysroot(p.sysroot.as_ref())?;
+    let root = source(p.from.as_ref(), p.sysroot.as_ref())?;
+    if p.rebalance.is_some() && p.from.is_some() {
+        bail!("--rebalance measures live queue load: not with --from");
+    }
     let plan = make_plan_on(&root, p)?;
     Ok((root, plan))
 }
@@ -133,6 +144,10 @@ pub fn make_plan_on(root: &Sysroot, p: &PlanArgs) -> Result<Plan> {
     let topo = root.topology();
     let cpus = match &p.cpus {
         Some(s) => Some(cpulist::parse(s).map_err(|e| anyhow!("--cpus: {e}"))?),
+        None => None,
+    };
+    let app_cpus = match &p.app_cpus {
+        Some(s) => Some(cpulist::parse(s).map_err(|e| anyhow!("--app-cpus: {e}"))?),
         None => None,
     };
     for (flag, v) in
@@ -153,6 +168,7 @@ pub fn make_plan_on(root: &Sysroot, p: &PlanArgs) -> Result<Plan> {
             SoftwareRssArg::Rps => plan::SoftwareRss::Rps,
             SoftwareRssArg::Xdp => plan::SoftwareRss::Xdp,
         },
+        app_cpus,
     };
     let devs = devices(root, &p.ifaces)?;
     let mut plan = plan::plan(&topo, &devs, &opts).map_err(|e| anyhow!("{e}"))?;
