@@ -7,8 +7,9 @@
 # Targets: parse (wire parser + hash), reassemble, rules (firewall rule
 # parser), http (request head, path normalisation against a root), pcap
 # (pcap/pcapng reader), netparse (CPU lists, CIDRs, port ranges), savefile
-# (`apply --restore`'s save-file reader), plan (`apply`'s plan reader). CI
-# runs `scripts/fuzz-smoke.sh 10`: 8 x 10 s of fuzzing, the stage under ~3
+# (`apply --restore`'s save-file reader), plan (`apply`'s plan reader),
+# netdev_nl (the kernel's netdev generic netlink replies). CI
+# runs `scripts/fuzz-smoke.sh 10`: 9 x 10 s of fuzzing, the stage under ~3
 # minutes with the build.
 #
 # Preferred: nightly + cargo-fuzz (coverage-guided, AddressSanitizer).
@@ -18,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-20}"
-targets=(parse reassemble rules http pcap netparse savefile plan)
+targets=(parse reassemble rules http pcap netparse savefile plan netdev_nl)
 
 have_nightly() { rustup toolchain list 2>/dev/null | grep -q '^nightly'; }
 
