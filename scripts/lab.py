@@ -771,7 +771,7 @@ def qemu_args(accel, system=False, kernel="6.1"):
     if system:
         # Kernel names (eth0: virtio-net, loaded first), multi-user only.
         append += " lab.system net.ifnames=0 systemd.unit=multi-user.target systemd.show_status=0"
-    qemu, firmware, rom = "qemu-system-x86_64", [], []
+    qemu, firmware, rom = "qemu-system-x86_64", [], ""
     if kernel == "7.3":
         _, qdir = cached_73()
         qemu = os.path.join(qdir, "usr/bin/qemu-system-x86_64")
