@@ -15,7 +15,8 @@
 //! treated as untrusted like any other input.
 
 use socket2::{Domain, Protocol, Socket, Type};
-use std::io::{self, Read as _, Write as _};
+use std::io::{self, Write as _};
+use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 const NLMSG_HDR: usize = 16;
@@ -349,6 +350,38 @@ impl Genl {
         Ok(Genl { sock, buf: vec![0; 1 << 16], seq: 0 })
     }
 
+    /// One datagram from the kernel (port id 0); one from another socket
+    /// (a privileged process can send to ours) is dropped.
+    fn recv_from_kernel(&mut self) -> Result<usize, NetdevNlError> {
+        loop {
+            // SAFETY: sockaddr_nl is plain integers; all-zero is valid.
+            let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+            let mut len = std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t;
+            // SAFETY: buf is a live buffer of buf.len() bytes, sa and len
+            // a live sockaddr_nl and its size; the fd is ours.
+            let n = unsafe {
+                libc::recvfrom(
+                    self.sock.as_raw_fd(),
+                    self.buf.as_mut_ptr().cast(),
+                    self.buf.len(),
+                    0,
+                    (&mut sa as *mut libc::sockaddr_nl).cast(),
+                    &mut len,
+                )
+            };
+            if n < 0 {
+                let source = io::Error::last_os_error();
+                if source.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(NetdevNlError::Io { what: "recv", source });
+            }
+            if sa.nl_pid == 0 {
+                return Ok(n as usize);
+            }
+        }
+    }
+
     /// Sends one request and collects the reply's messages up to its end
     /// (an ack, an error or `NLMSG_DONE`). A kernel error is `Err(errno)`.
     fn transact(
@@ -366,9 +399,7 @@ impl Genl {
         // A dump of a few thousand queues fits in far fewer datagrams; a
         // kernel that never ends its reply is cut off.
         for _ in 0..4096 {
-            let n = (&self.sock)
-                .read(&mut self.buf)
-                .map_err(|source| NetdevNlError::Io { what: "recv", source })?;
+            let n = self.recv_from_kernel()?;
             let msgs =
                 parse_messages(&self.buf[..n]).map_err(|source| NetdevNlError::Parse { what, source })?;
             for m in msgs {
