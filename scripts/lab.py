@@ -825,8 +825,17 @@ def ns_sh(cmd):
     sh(["ip", "netns", "exec", NETNS, "sh", "-c", cmd], stdout=subprocess.DEVNULL)
 
 
+# Set by start() when it gave up on a guest stuck in an RCU stall.
+STALLED = [False]
+# Seconds a guest may stay silent after an RCU stall report before start()
+# gives up on it (one that recovers answers well within this).
+STALL_GRACE = 60
+
+
 def start(accel, timeout):
     """Starts QEMU in the lab's namespace; True once the agent answers."""
+    STALLED[0] = False
+    stall_at = None
     for f in ["qemu.pid", "agent.sock", "console.log"]:
         try:
             os.unlink(state_path(f))
@@ -861,9 +870,24 @@ def start(accel, timeout):
                 return True
             except (OSError, TimeoutError):
                 pass
+        if stall_at is None and console_has("rcu_preempt kthread starved"):
+            stall_at = time.monotonic()
+        if stall_at is not None and time.monotonic() - stall_at > STALL_GRACE:
+            log(f"the guest ({accel}) reported an RCU stall and has not answered {STALL_GRACE} s later; console tail:\n"
+                + console_tail())
+            STALLED[0] = True
+            return False
         time.sleep(1)
     log(f"the guest did not answer within {timeout} s ({accel}); console tail:\n" + console_tail())
     return False
+
+
+def console_has(text):
+    try:
+        with open(state_path("console.log"), errors="replace") as f:
+            return text in f.read()
+    except OSError:
+        return False
 
 
 def console_tail():
@@ -909,7 +933,14 @@ def cmd_boot(args):
             why = "KVM did not boot the guest (recorded in target/lab/kvm-failed)"
             kill_qemu()
     if accel is None:
-        if start("tcg", args.timeout):
+        ok = start("tcg", args.timeout)
+        if not ok and STALLED[0]:
+            # A guest whose vCPU starved (host overloaded) does not recover:
+            # one fresh boot.
+            log("the guest stalled at boot (RCU stall under TCG on a loaded host): booting it again once")
+            kill_qemu()
+            ok = start("tcg", args.timeout)
+        if ok:
             accel = "tcg"
         else:
             cmd_stop(quiet=True)

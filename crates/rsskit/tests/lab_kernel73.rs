@@ -6,7 +6,8 @@
 //!
 //! 1. `info`'s queue -> NAPI -> IRQ map is the kernel's, as an independent
 //!    reader (tests/support/netdev_genl.py, Python's socket module over the
-//!    netdev generic netlink family) reads it, on both NICs.
+//!    netdev generic netlink family) reads it, on both NICs, and on igb
+//!    again with threaded NAPI (the NAPI threads' PIDs).
 //! 2. On both NICs, under a random key and an uneven table written with
 //!    ethtool, 200 flows land on the queue `rsskit hash --iface` names
 //!    (the per-queue counters of `ethtool -S`).
@@ -46,7 +47,7 @@ fn reader() -> String {
 }
 
 /// Step 1: info's map against the independent reader's, queue by queue.
-fn map_matches_kernel(lab: &Lab, nic: &str, want_irqs: bool) {
+fn map_matches_kernel(lab: &Lab, nic: &str, want_irqs: bool, want_threads: bool) {
     let info = rsskit_json(lab, &format!("info --iface {nic} --json"));
     let i = &info["interfaces"][0];
     let k: Value =
@@ -57,6 +58,7 @@ fn map_matches_kernel(lab: &Lab, nic: &str, want_irqs: bool) {
         k["napis"].as_array().unwrap().iter().map(|n| (n["id"].as_u64().unwrap(), n)).collect();
     let mut rx_irqs = Vec::new();
     let mut linked = 0;
+    let mut threads = 0;
     for q in k["queues"].as_array().unwrap() {
         let (id, ty) = (q["id"].as_u64().unwrap() as usize, q["type"].as_str().unwrap());
         let mine = &i[if ty == "rx" { "rx_queues" } else { "tx_queues" }][id];
@@ -66,6 +68,9 @@ fn map_matches_kernel(lab: &Lab, nic: &str, want_irqs: bool) {
         let napi = q["napi_id"].as_u64().and_then(|n| napis.get(&n));
         let pid = napi.and_then(|n| n.get("pid")).cloned().unwrap_or(Value::Null);
         assert_eq!(mine["napi_pid"], pid, "{what}");
+        if ty == "rx" && !pid.is_null() {
+            threads += 1;
+        }
         match napi.and_then(|n| n.get("irq")) {
             Some(irq) => {
                 assert_eq!(&mine["irq"], irq, "{what}");
@@ -84,6 +89,7 @@ fn map_matches_kernel(lab: &Lab, nic: &str, want_irqs: bool) {
     let rx = k["queues"].as_array().unwrap().iter().filter(|q| q["type"] == "rx").count();
     assert_eq!(rx, QUEUES, "{nic}: {QUEUES} RX queues in the kernel's map: {k}");
     assert_eq!(i["rx_queues"].as_array().unwrap().len(), rx);
+    assert_eq!(threads, if want_threads { QUEUES } else { 0 }, "{nic}: RX queues with a NAPI thread: {k}");
     if want_irqs {
         rx_irqs.sort();
         rx_irqs.dedup();
@@ -257,8 +263,12 @@ fn lab_kernel73_igb_and_kernel_map() {
         "\n== 7.3 step 1 (at {:.0} s): info's queue -> NAPI -> IRQ map equals the kernel's",
         t.elapsed().as_secs_f64()
     );
-    map_matches_kernel(&lab, "eth0", false);
-    map_matches_kernel(&lab, "eth1", true);
+    map_matches_kernel(&lab, "eth0", false, false);
+    map_matches_kernel(&lab, "eth1", true, false);
+    // Threaded NAPI: each NAPI instance gets a kthread, its PID in both maps.
+    lab.ok("echo 1 > /sys/class/net/eth1/threaded");
+    map_matches_kernel(&lab, "eth1", true, true);
+    lab.ok("echo 0 > /sys/class/net/eth1/threaded");
 
     eprintln!(
         "\n== 7.3 step 2 (at {:.0} s): 200 flows land where hash --iface says, on virtio-net and igb",
