@@ -3,8 +3,8 @@
 lab tests: the netdev generic netlink family's queue-get and napi-get dumps
 (include/uapi/linux/netdev.h), written from the UAPI with Python's socket
 module only, so that `rsskit info` is checked against something that shares
-none of its code. Debian 12 has no `ynl`, and its python3-pyroute2 (0.7)
-has no netdev family.
+none of its code. Debian 12 has no `ynl`; its python3-pyroute2 (0.7.2) was
+not checked for the netdev family and is not used (not installed here).
 
 Usage: netdev_genl.py IFNAME   prints {"ifindex", "queues": [...], "napis": [...]}
 or {"unavailable": reason} (exit 0 either way; 1 on anything unexpected).
