@@ -8,8 +8,9 @@
 # parser), http (request head, path normalisation against a root), pcap
 # (pcap/pcapng reader), netparse (CPU lists, CIDRs, port ranges), savefile
 # (`apply --restore`'s save-file reader), plan (`apply`'s plan reader),
-# nicrule (a NIC flow rule as the driver answers it). CI
-# runs `scripts/fuzz-smoke.sh 10`: 9 x 10 s of fuzzing, the stage under ~3
+# nicrule (a NIC flow rule as the driver answers it), netdev_nl (the
+# kernel's netdev generic netlink replies). CI
+# runs `scripts/fuzz-smoke.sh 10`: 10 x 10 s of fuzzing, the stage under ~3
 # minutes with the build.
 #
 # Preferred: nightly + cargo-fuzz (coverage-guided, AddressSanitizer).
@@ -19,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-20}"
-targets=(parse reassemble rules http pcap netparse savefile plan nicrule)
+targets=(parse reassemble rules http pcap netparse savefile plan nicrule netdev_nl)
 
 have_nightly() { rustup toolchain list 2>/dev/null | grep -q '^nightly'; }
 

@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
-"""The rsskit lab: a QEMU guest with a hardware-RSS virtio-net NIC.
+"""The rsskit lab: a QEMU guest with hardware-RSS NICs, on two kernels.
 
-A Debian 6.1 kernel (fetched with `apt-get download`, unpacked under
-target/lab/, never into the host's /boot) boots a busybox initramfs on
-4 vCPUs in 2 NUMA nodes. The guest mounts the host's root read-only over 9p
+`boot --kernel 6.1` (the default): Debian 12's 6.1 kernel (fetched with
+`apt-get download`, unpacked under target/lab/, never into the host's
+/boot) and the host's QEMU; eth1 is an e1000e (no RSS: refusal paths).
+`boot --kernel 7.3`: trixie-backports' 7.3 kernel and bookworm-backports'
+QEMU 10.0 (which emulates igb), fetched with a private apt state (the
+host's sources are never changed) into the cache (RSSKIT_LAB_CACHE,
+default /var/cache/rsskit-lab/<package>_<version>/, shared by checkouts);
+eth1 is an igb (82576: hardware RSS, one MSI-X vector per queue pair).
+Either guest boots a busybox initramfs on 4 vCPUs in 2 NUMA nodes. The guest mounts the host's root read-only over 9p
 and runs every command chrooted into it, so it runs the freshly built
 rsskit, ethtool and iproute2 of the host. eth0 is a 4-queue virtio-net with
-RSS (QEMU hashes in software), eth1 an e1000e without RSS (refusal paths).
+RSS (QEMU hashes in software), eth1 the e1000e or igb above.
 QEMU runs inside a network namespace the lab creates, so both taps live
 there and the host's own interfaces are never touched; `send` writes raw
 frames into tap0 from that namespace.
@@ -16,7 +22,7 @@ one answer (exit status, base64 stdout and stderr), so no terminal echo or
 line discipline gets in the way. The serial console goes to
 target/lab/run/console.log.
 
-Usage: scripts/lab setup | boot | run [--timeout S] -- CMD | shell | send | stop | status
+Usage: scripts/lab setup [--kernel K] | boot [--kernel K] | run [--timeout S] -- CMD | shell | send | stop | status
 """
 
 import argparse
@@ -46,9 +52,20 @@ GUEST_MAC1 = "52:54:00:77:01:02"
 TAP_MAC = "02:00:00:00:77:01"
 GUEST_V4, TAP_V4 = "10.77.0.2", "10.77.0.1"
 GUEST_V6, TAP_V6 = "fd77:77::2", "fd77:77::1"
+# eth1's addresses (7.3's igb gets traffic of its own through tap1).
+GUEST1_V4, GUEST1_V6 = "10.77.1.2", "fd77:78::2"
 # Modules the guest loads, in dependency order (resolved from each .ko's
 # .modinfo `depends=`: the package ships no modules.dep).
 WANTED = ["virtio_pci", "virtio_net", "virtio_console", "e1000e", "9pnet_virtio", "9p"]
+# 7.3: igb instead of e1000e; built-in ones (virtio_pci, virtio_console
+# there) are skipped through the package's modules.builtin.
+WANTED_73 = ["virtio_pci", "virtio_net", "virtio_console", "igb", "9pnet_virtio", "9p"]
+KERNELS = ["6.1", "7.3"]
+# Where the 7.3 lab's downloads and unpacked packages live, outside any
+# checkout: <package>_<version>/ each, reused by every later run.
+CACHE = os.environ.get("RSSKIT_LAB_CACHE", "/var/cache/rsskit-lab")
+KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+MIRROR = os.environ.get("RSSKIT_LAB_MIRROR", "http://deb.debian.org/debian")
 
 # The guest's end of the command channel (`agent_request`), the same loop in
 # both guests: each sets `port` (the virtio-serial port), `d` (where a
@@ -105,12 +122,12 @@ mount -t tmpfs tmp /host/tmp
 mount -t tmpfs run /host/run
 if [ -n "$KEEP" ]; then mkdir -p "/host$KEEP" && mount -o bind /keep "/host$KEEP" || echo "lab: $KEEP not put back"; fi
 mkdir -p /host/tmp/lab
-# eth0: the virtio-net NIC, eth1: the e1000e, whatever the probe order.
+# eth0: the virtio-net NIC, eth1: the e1000e (6.1) or igb (7.3), whatever the probe order.
 for d in /sys/class/net/*; do
   n=${d##*/}; drv=$(basename "$(readlink $d/device/driver 2>/dev/null)" 2>/dev/null)
   case "$drv" in
     virtio_net) ip link set "$n" name labv ;;
-    e1000e) ip link set "$n" name labe ;;
+    e1000e|igb) ip link set "$n" name labe ;;
   esac
 done
 ip link set labv name eth0; ip link set labe name eth1
@@ -128,6 +145,7 @@ $H ip neigh replace @TAP_V4@ lladdr @TAP_MAC@ dev eth0 nud permanent
 $H ip -6 neigh replace @TAP_V6@ lladdr @TAP_MAC@ dev eth0 nud permanent
 # Packets counted per queue and per CPU one by one (no GRO merging).
 $H ethtool -K eth0 gro off >/dev/null 2>&1
+@ETH1@
 port=$(ls /dev/vport*p1 | head -n 1)
 echo "lab: agent on $port"
 d=/host/tmp/lab
@@ -159,8 +177,20 @@ def sh(args, check=True, **kw):
 # ---------------------------------------------------------------- setup
 
 
-def kernel_paths():
-    return os.path.join(LAB, "vmlinuz"), os.path.join(LAB, "initramfs.cpio.gz")
+def kernel_paths(kernel="6.1"):
+    """(vmlinuz, initramfs) of KERNEL's guest."""
+    if kernel == "6.1":
+        return os.path.join(LAB, "vmlinuz"), os.path.join(LAB, "initramfs.cpio.gz")
+    kdir, _ = cached_73()
+    return find_vmlinuz(kdir), os.path.join(LAB, "k7.3", "initramfs.cpio.gz")
+
+
+def find_vmlinuz(tree):
+    for dirpath, _, files in os.walk(tree):
+        for f in files:
+            if f.startswith("vmlinuz"):
+                return os.path.join(dirpath, f)
+    die(f"no vmlinuz in {tree}")
 
 
 def fetch_kernel():
@@ -197,37 +227,231 @@ def fetch_kernel():
     shutil.rmtree(dl, ignore_errors=True)
 
 
-def module_files():
+# ---------------------------------------------------------------- the 7.3 cache
+
+
+def check_cache_dir():
+    """The cache holds what runs as root (QEMU, the kernel): root's, and
+    writable by no one else, or refused."""
+    os.makedirs(CACHE, mode=0o755, exist_ok=True)
+    st = os.stat(CACHE)
+    if st.st_uid != 0 or st.st_mode & 0o022:
+        die(f"the lab cache {CACHE} (RSSKIT_LAB_CACHE) must be root's and not group/world-writable "
+            f"(owner uid {st.st_uid}, mode {st.st_mode & 0o777:o})")
+
+
+def apt_opts():
+    """apt with its own sources, lists and archives under the cache: the
+    host's /etc/apt and /var/lib/apt are not touched."""
+    a = os.path.join(CACHE, "apt")
+    return ["-o", f"Dir::Etc::SourceList={a}/sources.list", "-o", "Dir::Etc::SourceParts=/dev/null",
+            "-o", f"Dir::State::Lists={a}/lists", "-o", f"Dir::Cache={a}/cache",
+            "-o", "Dir::Etc::Preferences=/dev/null", "-o", "Dir::Etc::PreferencesParts=/dev/null",
+            # The downloads go to root's cache, which _apt cannot write.
+            "-o", "APT::Sandbox::User=root", "-o", "Debug::NoLocking=1"]
+
+
+def apt_update():
+    a = os.path.join(CACHE, "apt")
+    for d in ["lists/partial", "cache/archives/partial"]:
+        os.makedirs(os.path.join(a, d), exist_ok=True)
+    with open(os.path.join(a, "sources.list"), "w") as f:
+        for suite in ["trixie-backports", "bookworm-backports"]:
+            # Verified with Debian's archive keyring, whatever the host trusts.
+            f.write(f"deb [signed-by={KEYRING}] {MIRROR} {suite} main\n")
+    log(f"apt-get update (private state under {a})")
+    sh(["apt-get", *apt_opts(), "update", "-qq"])
+
+
+def apt_versions(pkg):
+    """{suite: version} of PKG in the private lists (apt-cache madison)."""
+    out = subprocess.run(["apt-cache", *apt_opts(), "madison", pkg], capture_output=True, text=True).stdout
+    found = {}
+    for line in out.splitlines():
+        f = [x.strip() for x in line.split("|")]
+        if len(f) == 3 and f[0] == pkg:
+            suite = f[2].split()[1].split("/")[0] if len(f[2].split()) > 1 else ""
+            found.setdefault(suite, f[1])
+    return found
+
+
+def newest_kernel_abi(series):
+    """The newest ABI name of SERIES (7.3 -> 7.3.4+deb13-amd64) in trixie-backports."""
+    out = subprocess.run(["apt-cache", *apt_opts(), "search", "--names-only",
+                          f"^linux-binary-unsigned-{re.escape(series)}\\.[0-9]+\\+deb[0-9]+-amd64$"],
+                         capture_output=True, text=True).stdout
+    abis = re.findall(rf"^linux-binary-unsigned-({re.escape(series)}\.([0-9]+)\+deb[0-9]+-amd64) ", out, re.M)
+    if not abis:
+        die(f"no linux-binary-unsigned-{series}.* package in trixie-backports ({MIRROR})")
+    return max(abis, key=lambda a: int(a[1]))[0]
+
+
+def cache_name(pkg, version):
+    # No ':' (LD_LIBRARY_PATH and QEMU's option syntax split on it).
+    return f"{pkg}_{version.replace(':', '%3a')}"
+
+
+def fetch_unpack(name, pkgs):
+    """apt-get download PKGS (pkg=version) into CACHE/NAME.tmp, dpkg-deb -x
+    each, then rename to CACHE/NAME: a half-done fetch is never used."""
+    final = os.path.join(CACHE, name)
+    if os.path.isdir(final):
+        return final
+    tmp = final + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    dl = os.path.join(tmp, ".dl")
+    os.makedirs(dl)
+    log(f"fetching {', '.join(pkgs)} into {final}")
+    sh(["apt-get", *apt_opts(), "download", "-qq", *pkgs], cwd=dl)
+    for deb in sorted(os.listdir(dl)):
+        sh(["dpkg-deb", "-x", os.path.join(dl, deb), tmp])
+    shutil.rmtree(dl)
+    os.rename(tmp, final)
+    return final
+
+
+def cached_73(refresh=False):
+    """(kernel tree, QEMU tree) of the 7.3 lab, fetched once into the cache;
+    later runs read CACHE/current-7.3.json and download nothing."""
+    current = os.path.join(CACHE, "current-7.3.json")
+    if not refresh:
+        try:
+            cur = json.load(open(current))
+            if os.path.isdir(cur["kernel"]) and os.path.isdir(cur["qemu"]):
+                return cur["kernel"], cur["qemu"]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    check_cache_dir()
+    lock = open(os.path.join(CACHE, ".lock"), "w")
+    # Two checkouts fetching at once: one fetches, the other then reuses.
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        if not refresh:
+            try:
+                cur = json.load(open(current))
+                if os.path.isdir(cur["kernel"]) and os.path.isdir(cur["qemu"]):
+                    return cur["kernel"], cur["qemu"]
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
+        for tool in ["apt-get", "apt-cache", "dpkg-deb"]:
+            if not shutil.which(tool):
+                die(f"{tool} is missing (Debian's apt and dpkg)")
+        apt_update()
+        abi = newest_kernel_abi("7.3")
+        kver = apt_versions(f"linux-binary-unsigned-{abi}").get("trixie-backports")
+        if not kver:
+            die(f"linux-binary-unsigned-{abi} is not in trixie-backports")
+        kdir = fetch_unpack(cache_name(f"linux-{abi}", kver),
+                            [f"linux-binary-unsigned-{abi}={kver}", f"linux-modules-{abi}={kver}",
+                             f"linux-base-{abi}={kver}"])
+        qver = apt_versions("qemu-system-x86").get("bookworm-backports")
+        sver = apt_versions("seabios").get("bookworm-backports")
+        if not qver or not sver:
+            die("qemu-system-x86 or seabios is not in bookworm-backports (QEMU >= 8.0 is needed for igb)")
+        qdir = fetch_unpack(cache_name("qemu", qver),
+                            [f"qemu-system-x86={qver}", f"qemu-system-common={qver}",
+                             f"qemu-system-data={qver}", f"seabios={sver}"])
+        check_qemu(qdir)
+        with open(current + ".tmp", "w") as f:
+            json.dump({"kernel": kdir, "qemu": qdir, "kernel_version": kver, "qemu_version": qver}, f)
+        os.rename(current + ".tmp", current)
+        return kdir, qdir
+    finally:
+        lock.close()
+
+
+def qemu_env(qdir):
+    """QEMU's environment: its own modules (the host's 7.2 ones refuse to
+    load into another build) and any unpacked libraries."""
+    env = dict(os.environ)
+    env["QEMU_MODULE_DIR"] = os.path.join(qdir, "usr/lib/x86_64-linux-gnu/qemu")
+    libs = os.path.join(qdir, "usr/lib/x86_64-linux-gnu")
+    env["LD_LIBRARY_PATH"] = libs + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    return env
+
+
+def check_qemu(qdir):
+    """The cached QEMU runs on this host and emulates igb, or a clear error
+    naming the libraries it lacks."""
+    binary = os.path.join(qdir, "usr/bin/qemu-system-x86_64")
+    ldd = subprocess.run(["ldd", binary], capture_output=True, text=True, env=qemu_env(qdir)).stdout
+    missing = [line.split()[0] for line in ldd.splitlines() if "not found" in line]
+    if missing:
+        die(f"{binary} needs libraries this host lacks: {', '.join(missing)}")
+    # `-device igb,help`, not `-device help`: that loads every module, and
+    # those this package lacks (OpenGL, GUI) come from the host's QEMU 7.2,
+    # which aborts it; a lab run loads none of them.
+    r = subprocess.run([binary, "-device", "igb,help"], capture_output=True, text=True, env=qemu_env(qdir))
+    if r.returncode != 0 or "igb options" not in r.stdout:
+        die(f"{binary} does not emulate igb: {(r.stdout + r.stderr)[-500:]}")
+
+
+# ---------------------------------------------------------------- initramfs
+
+
+def module_files(tree):
+    """{name: path} of every module under TREE, compressed or not."""
     mods = {}
-    for dirpath, _, files in os.walk(os.path.join(LAB, "kernel", "lib", "modules")):
+    for dirpath, _, files in os.walk(tree):
         for f in files:
-            if f.endswith(".ko"):
-                mods[f[:-3].replace("-", "_")] = os.path.join(dirpath, f)
+            m = re.match(r"(.+)\.ko(\.xz|\.zst|\.gz)?$", f)
+            if m:
+                mods[m.group(1).replace("-", "_")] = os.path.join(dirpath, f)
     return mods
+
+
+def builtin_modules(tree):
+    """Names in the package's modules.builtin (7.3 builds virtio_pci in)."""
+    names = set()
+    for dirpath, _, files in os.walk(tree):
+        if "modules.builtin" in files:
+            for line in open(os.path.join(dirpath, "modules.builtin")):
+                names.add(os.path.basename(line.strip()).removesuffix(".ko").replace("-", "_"))
+    return names
+
+
+def module_bytes(path):
+    """A module's ELF bytes: busybox's insmod reads no compressed ones."""
+    if path.endswith(".xz"):
+        import lzma
+
+        return lzma.decompress(open(path, "rb").read())
+    if path.endswith(".gz"):
+        import gzip
+
+        return gzip.decompress(open(path, "rb").read())
+    if path.endswith(".zst"):
+        if not shutil.which("zstd"):
+            die(f"{path} is zstd-compressed and zstd is missing (apt-get install zstd)")
+        return sh(["zstd", "-dc", path], capture_output=True).stdout
+    return open(path, "rb").read()
 
 
 class MissingModule(Exception):
     pass
 
 
-def module_order(mods):
+def module_order(mods, wanted, builtin=frozenset()):
+    """WANTED and their dependencies (each .ko's .modinfo `depends=`: the
+    packages ship no modules.dep), in load order, built-in ones left out."""
     order = []
+    data = {}
 
     def visit(name):
         name = name.replace("-", "_")
-        if name in order:
+        if name in order or name in builtin:
             return
         if name not in mods:
             raise MissingModule(name)
-        data = open(mods[name], "rb").read()
-        m = re.search(rb"\x00depends=([^\x00]*)\x00", data)
+        data[name] = module_bytes(mods[name])
+        m = re.search(rb"\x00depends=([^\x00]*)\x00", data[name])
         for dep in (m.group(1).decode().split(",") if m and m.group(1) else []):
             visit(dep)
         order.append(name)
 
-    for w in WANTED:
+    for w in wanted:
         visit(w)
-    return order
+    return order, data
 
 
 def under(path, top):
@@ -251,41 +475,61 @@ def hidden_checkout():
     return ""
 
 
-def build_initramfs():
-    _, initrd = kernel_paths()
+def init_text(kernel):
     init = INIT
+    eth1 = ""
+    if kernel == "7.3":
+        # The igb gets frames of its own (send --nic eth1), counted one by one.
+        eth1 = "\n".join([
+            f"$H ip addr add {GUEST1_V4}/24 dev eth1",
+            f"$H ip -6 addr add {GUEST1_V6}/64 dev eth1 nodad",
+            "$H ethtool -K eth1 gro off >/dev/null 2>&1",
+        ])
     # The stamp below covers KEEP: a checkout moved gets its initramfs again.
     keep = hidden_checkout()
     for k, v in dict(GUEST_V4=GUEST_V4, GUEST_V6=GUEST_V6, TAP_V4=TAP_V4, TAP_V6=TAP_V6, TAP_MAC=TAP_MAC,
-                     KEEP=shlex.quote(keep)).items():
+                     KEEP=shlex.quote(keep), ETH1=eth1).items():
         init = init.replace(f"@{k}@", v)
-    stamp = hashlib.sha1((init + ",".join(WANTED)).encode()).hexdigest()
+    return init
+
+
+def build_initramfs(kernel="6.1"):
+    _, initrd = kernel_paths(kernel)
+    init = init_text(kernel)
+    wanted = WANTED if kernel == "6.1" else WANTED_73
+    tree_src = os.path.join(LAB, "kernel", "lib", "modules") if kernel == "6.1" else cached_73()[0]
+    stamp = hashlib.sha1((init + ",".join(wanted) + tree_src).encode()).hexdigest()
     stamp_file = initrd + ".stamp"
     if os.path.exists(initrd) and os.path.exists(stamp_file) and open(stamp_file).read() == stamp:
         return
     busybox = shutil.which("busybox") or "/bin/busybox"
     if not os.path.exists(busybox):
         die("busybox is missing (scripts/install-deps.sh installs busybox-static)")
-    mods = module_files()
+    builtin = builtin_modules(tree_src) if kernel != "6.1" else frozenset()
+    mods = module_files(tree_src)
     try:
-        order = module_order(mods)
-    except MissingModule:
+        order, data = module_order(mods, wanted, builtin)
+    except MissingModule as e:
+        if kernel != "6.1":
+            die(f"kernel module {e} not in {tree_src}")
         # Pruned for an older module list: fetch the package again.
         shutil.rmtree(os.path.join(LAB, "kernel"), ignore_errors=True)
         os.unlink(os.path.join(LAB, "vmlinuz"))
         fetch_kernel()
-        mods = module_files()
+        mods = module_files(tree_src)
         try:
-            order = module_order(mods)
+            order, data = module_order(mods, wanted, builtin)
         except MissingModule as e:
             die(f"kernel module {e} not in the kernel package")
-    tree = os.path.join(LAB, "initramfs")
+    os.makedirs(os.path.dirname(initrd), exist_ok=True)
+    tree = initrd + ".tree"
     shutil.rmtree(tree, ignore_errors=True)
     for d in ["bin", "proc", "sys", "dev", "tmp", "host", "lib/modules"]:
         os.makedirs(os.path.join(tree, d))
     shutil.copy(busybox, os.path.join(tree, "bin", "busybox"))
     for name in order:
-        shutil.copy(mods[name], os.path.join(tree, "lib", "modules", name + ".ko"))
+        with open(os.path.join(tree, "lib", "modules", name + ".ko"), "wb") as f:
+            f.write(data[name])
     with open(os.path.join(tree, "modules.list"), "w") as f:
         f.write("\n".join(order) + "\n")
     with open(os.path.join(tree, "init"), "w") as f:
@@ -300,24 +544,30 @@ def build_initramfs():
     os.rename(initrd + ".tmp", initrd)
     open(stamp_file, "w").write(stamp)
     shutil.rmtree(tree, ignore_errors=True)
-    # Keep only the modules the guest loads (the package unpacks to 400 MB).
-    keep = {mods[name] for name in order}
-    for path in mods.values():
-        if path not in keep:
-            os.unlink(path)
+    if kernel == "6.1":
+        # Keep only the modules the guest loads (the package unpacks to 400 MB);
+        # the 7.3 cache is shared and kept whole.
+        keep = {mods[name] for name in order}
+        for path in mods.values():
+            if path not in keep:
+                os.unlink(path)
 
 
-def cmd_setup(_args=None):
+def cmd_setup(args=None):
     if os.geteuid() != 0:
         die("the lab needs root (network namespace, tap devices)")
+    kernel = getattr(args, "kernel", "6.1") or "6.1"
     # A checkout the guest cannot see is refused now, not deep in a test.
     hidden_checkout()
     sh([os.path.join(ROOT, "scripts", "install-deps.sh")])
     for tool in ["qemu-system-x86_64", "cpio", "dpkg-deb", "apt-get"]:
         if not shutil.which(tool):
             die(f"{tool} is missing (scripts/install-deps.sh installs qemu-system-x86 and cpio)")
-    fetch_kernel()
-    build_initramfs()
+    if kernel == "6.1":
+        fetch_kernel()
+    else:
+        cached_73(refresh=getattr(args, "refresh", False))
+    build_initramfs(kernel)
 
 
 # ---------------------------------------------------------------- system image
@@ -508,14 +758,30 @@ def system_mode():
     return os.path.exists(state_path("system"))
 
 
-def qemu_args(accel, system=False):
-    vmlinuz, initrd = kernel_paths()
+def booted_kernel():
+    try:
+        return open(state_path("kernel")).read().strip() or "6.1"
+    except OSError:
+        return "6.1"
+
+
+def qemu_args(accel, system=False, kernel="6.1"):
+    vmlinuz, initrd = kernel_paths(kernel)
     append = "console=ttyS0 loglevel=4 panic=-1 mitigations=off"
     if system:
         # Kernel names (eth0: virtio-net, loaded first), multi-user only.
         append += " lab.system net.ifnames=0 systemd.unit=multi-user.target systemd.show_status=0"
+    qemu, firmware, rom = "qemu-system-x86_64", [], ""
+    if kernel == "7.3":
+        _, qdir = cached_73()
+        qemu = os.path.join(qdir, "usr/bin/qemu-system-x86_64")
+        # Its own firmware (the host's SeaBIOS is older than it wants), and
+        # no option ROMs: the guest boots with -kernel, not over the network.
+        firmware = ["-L", os.path.join(qdir, "usr/share/qemu"), "-L", os.path.join(qdir, "usr/share/seabios")]
+        rom = ",romfile="
     args = [
-        "qemu-system-x86_64",
+        qemu,
+        *firmware,
         "-name", "rsskit-lab",
         "-machine", f"q35,accel={accel}",
         "-cpu", "max" if accel == "tcg" else "host",
@@ -541,9 +807,11 @@ def qemu_args(accel, system=False):
         "-device", "pxb-pcie,id=pxb1,bus_nr=128,numa_node=1,bus=pcie.0",
         "-device", "pcie-root-port,id=rp1,bus=pxb1,chassis=1,slot=1",
         "-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no,queues=4,vhost=off",
-        "-device", f"virtio-net-pci,netdev=n0,bus=rp1,mac={GUEST_MAC},mq=on,rss=on,vectors=10",
+        "-device", f"virtio-net-pci,netdev=n0,bus=rp1,mac={GUEST_MAC},mq=on,rss=on,vectors=10{rom}",
         "-netdev", "tap,id=n1,ifname=tap1,script=no,downscript=no,vhost=off",
-        "-device", f"e1000e,netdev=n1,bus=pcie.0,mac={GUEST_MAC1}",
+        # 6.1: e1000e (no RSS: the refusal paths); 7.3: igb, the 82576
+        # model (hardware RSS, 8 queue pairs, one MSI-X vector each).
+        "-device", f"{'igb' if kernel == '7.3' else 'e1000e'},netdev=n1,bus=pcie.0,mac={GUEST_MAC1}{rom}",
     ]
     if system:
         # A guest reboot restarts the guest (the persistence proofs reboot).
@@ -557,8 +825,17 @@ def ns_sh(cmd):
     sh(["ip", "netns", "exec", NETNS, "sh", "-c", cmd], stdout=subprocess.DEVNULL)
 
 
+# Set by start() when it gave up on a guest stuck in an RCU stall.
+STALLED = [False]
+# Seconds a guest may stay silent after an RCU stall report before start()
+# gives up on it (one that recovers answers well within this).
+STALL_GRACE = 60
+
+
 def start(accel, timeout):
     """Starts QEMU in the lab's namespace; True once the agent answers."""
+    STALLED[0] = False
+    stall_at = None
     for f in ["qemu.pid", "agent.sock", "console.log"]:
         try:
             os.unlink(state_path(f))
@@ -567,9 +844,11 @@ def start(accel, timeout):
     log_f = open(state_path("qemu.log"), "w")
     # Its own session: a test's Ctrl-C does not reach QEMU half-way; `stop`
     # (or the watcher) ends it.
+    kernel = booted_kernel()
     p = subprocess.Popen(
-        ["ip", "netns", "exec", NETNS] + qemu_args(accel, system_mode()),
+        ["ip", "netns", "exec", NETNS] + qemu_args(accel, system_mode(), kernel),
         stdin=subprocess.DEVNULL, stdout=log_f, stderr=log_f, start_new_session=True,
+        env=qemu_env(cached_73()[1]) if kernel == "7.3" else None,
     )
     open(state_path("accel"), "w").write(accel)
     deadline = time.monotonic() + timeout
@@ -591,9 +870,24 @@ def start(accel, timeout):
                 return True
             except (OSError, TimeoutError):
                 pass
+        if stall_at is None and console_has("rcu_preempt kthread starved"):
+            stall_at = time.monotonic()
+        if stall_at is not None and time.monotonic() - stall_at > STALL_GRACE:
+            log(f"the guest ({accel}) reported an RCU stall and has not answered {STALL_GRACE} s later; console tail:\n"
+                + console_tail())
+            STALLED[0] = True
+            return False
         time.sleep(1)
     log(f"the guest did not answer within {timeout} s ({accel}); console tail:\n" + console_tail())
     return False
+
+
+def console_has(text):
+    try:
+        with open(state_path("console.log"), errors="replace") as f:
+            return text in f.read()
+    except OSError:
+        return False
 
 
 def console_tail():
@@ -607,9 +901,12 @@ def cmd_boot(args):
     if qemu_pid():
         log(f"already running (pid {qemu_pid()}, {open(state_path('accel')).read()}); scripts/lab stop first")
         return 0
-    cmd_setup()
+    if args.system and args.kernel != "6.1":
+        die("boot --system boots the 6.1 kernel only (its image has no 7.3 modules)", 2)
+    cmd_setup(args)
     cmd_stop(quiet=True)
     os.makedirs(RUN, exist_ok=True)
+    open(state_path("kernel"), "w").write(args.kernel)
     try:
         os.unlink(state_path("system"))
     except FileNotFoundError:
@@ -636,15 +933,23 @@ def cmd_boot(args):
             why = "KVM did not boot the guest (recorded in target/lab/kvm-failed)"
             kill_qemu()
     if accel is None:
-        if start("tcg", args.timeout):
+        ok = start("tcg", args.timeout)
+        if not ok and STALLED[0]:
+            # A guest whose vCPU starved (host overloaded) does not recover:
+            # one fresh boot.
+            log("the guest stalled at boot (RCU stall under TCG on a loaded host): booting it again once")
+            kill_qemu()
+            ok = start("tcg", args.timeout)
+        if ok:
             accel = "tcg"
         else:
             cmd_stop(quiet=True)
             return 3
-    numa = run_cmd("cat /sys/class/net/eth0/device/../numa_node", 30)[1].strip()
+    numa, release = (run_cmd("cat /sys/class/net/eth0/device/../numa_node; uname -r", 30)[1].split() + ["?", "?"])[:2]
     log(f"guest up in {time.monotonic() - t0:.0f} s, accelerator {accel.upper()}"
         + (f" (not KVM: {why})" if accel == "tcg" else "")
-        + f"; eth0 (virtio-net, 4 queues) on NUMA node {numa}, eth1 e1000e; namespace {NETNS}")
+        + f"; kernel {release}; eth0 (virtio-net, 4 queues) on NUMA node {numa}, "
+        + f"eth1 {'igb' if args.kernel == '7.3' else 'e1000e'}; namespace {NETNS}")
     return 0
 
 
@@ -698,7 +1003,7 @@ def cmd_stop(args=None, quiet=False, from_watcher=False):
             pass
     if netns_exists():
         subprocess.run(["ip", "netns", "del", NETNS], stderr=subprocess.DEVNULL)
-    for f in ["qemu.pid", "agent.sock", "watcher.pid", "accel", "system"]:
+    for f in ["qemu.pid", "agent.sock", "watcher.pid", "accel", "system", "kernel"]:
         try:
             os.unlink(state_path(f))
         except FileNotFoundError:
@@ -713,7 +1018,13 @@ def cmd_status(_args):
     if not pid:
         print("not running")
         return 1
-    print(f"running: pid {pid}, accelerator {open(state_path('accel')).read()}, namespace {NETNS}")
+    try:
+        rc, out, _ = run_cmd("uname -r", 30)
+        release = out.strip() if rc == 0 else f"unknown (uname -r: exit {rc})"
+    except (OSError, TimeoutError) as e:
+        release = f"unknown (the guest does not answer: {e})"
+    print(f"running: pid {pid}, accelerator {open(state_path('accel')).read()}, kernel {release} "
+          f"(lab {booted_kernel()}), namespace {NETNS}")
     return 0
 
 
@@ -847,8 +1158,8 @@ def csum(data):
     return ~s & 0xFFFF
 
 
-def frame(src, dst, sport, dport, proto, payload=b"rsskit-lab"):
-    """An Ethernet frame to the guest's eth0 with any tuple."""
+def frame(src, dst, sport, dport, proto, payload=b"rsskit-lab", to_mac=GUEST_MAC):
+    """An Ethernet frame to the guest's NIC TO_MAC with any tuple."""
     import ipaddress
 
     s, d = ipaddress.ip_address(src), ipaddress.ip_address(dst)
@@ -871,7 +1182,7 @@ def frame(src, dst, sport, dport, proto, payload=b"rsskit-lab"):
     else:
         ip = struct.pack("!IHBB16s16s", 6 << 28, len(l4), pnum, 64, s.packed, d.packed)
         etype = 0x86DD
-    mac = bytes.fromhex(GUEST_MAC.replace(":", ""))
+    mac = bytes.fromhex(to_mac.replace(":", ""))
     return mac + bytes.fromhex(TAP_MAC.replace(":", "")) + struct.pack("!H", etype) + ip + l4
 
 
@@ -893,9 +1204,9 @@ def parse_udp(fr):
     return str(src), sport, str(dst), dport, l4[8:ulen]
 
 
-def tap_tx_dropped():
-    """tap0's tx_dropped (frames toward the guest lost at the tap), read in the lab's namespace."""
-    with open("/sys/class/net/tap0/statistics/tx_dropped") as f:
+def tap_tx_dropped(tap="tap0"):
+    """TAP's tx_dropped (frames toward the guest lost at the tap), read in the lab's namespace."""
+    with open(f"/sys/class/net/{tap}/statistics/tx_dropped") as f:
         return int(f.read().strip())
 
 
@@ -907,16 +1218,19 @@ def cmd_send(args):
         if not netns_exists():
             die("the lab is not running (scripts/lab boot)", 3)
         cmd = ["ip", "netns", "exec", NETNS, sys.executable, os.path.abspath(__file__), "send", "--in-netns",
-               "--capture", str(args.capture)]
+               "--capture", str(args.capture), "--nic", args.nic]
         return subprocess.run(cmd).returncode
     flows = [json.loads(line) for line in sys.stdin if line.strip()]
     sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
-    sock.bind(("tap0", 0))
-    dropped_before = tap_tx_dropped()
+    # eth0 behind tap0, eth1 (7.3's igb) behind tap1.
+    tap, to_mac = ("tap0", GUEST_MAC) if args.nic == "eth0" else ("tap1", GUEST_MAC1)
+    sock.bind((tap, 0))
+    dropped_before = tap_tx_dropped(tap)
     sent = 0
     for fl in flows:
         payload = bytes.fromhex(fl["payload"]) if "payload" in fl else b"rsskit-lab"
-        fr = frame(fl["src"], fl["dst"], int(fl.get("sport", 0)), int(fl.get("dport", 0)), fl["proto"], payload)
+        fr = frame(fl["src"], fl["dst"], int(fl.get("sport", 0)), int(fl.get("dport", 0)), fl["proto"], payload,
+                   to_mac)
         for _ in range(int(fl.get("count", 1))):
             sock.send(fr)
             sent += 1
@@ -927,8 +1241,8 @@ def cmd_send(args):
     # Frames the tap itself dropped never reached the guest's NIC (its
     # queue was full while QEMU, in TCG on a loaded host, did not read it):
     # said, so that a caller does not take them for the NIC's doing.
-    print(json.dumps({"sent": sent, "tap_dropped": tap_tx_dropped() - dropped_before}), flush=True)
-    guest = bytes.fromhex(GUEST_MAC.replace(":", ""))
+    print(json.dumps({"sent": sent, "tap_dropped": tap_tx_dropped(tap) - dropped_before}), flush=True)
+    guest = bytes.fromhex(to_mac.replace(":", ""))
     end = time.monotonic() + args.capture
     while args.capture > 0 and time.monotonic() < end:
         sock.settimeout(max(0.01, end - time.monotonic()))
@@ -947,8 +1261,12 @@ def cmd_send(args):
 def main():
     ap = argparse.ArgumentParser(prog="scripts/lab", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd_name", required=True)
-    sub.add_parser("setup", help="install packages, fetch the kernel, build the initramfs")
+    st = sub.add_parser("setup", help="install packages, fetch the kernel (and for 7.3 QEMU), build the initramfs")
+    st.add_argument("--kernel", choices=KERNELS, default="6.1")
+    st.add_argument("--refresh", action="store_true", help="7.3: look for newer packages than the cached ones")
     b = sub.add_parser("boot", help="start the guest (setup first)")
+    b.add_argument("--kernel", choices=KERNELS, default="6.1",
+                   help="6.1: Debian 12's kernel, eth1 e1000e; 7.3: trixie-backports', QEMU 10.0, eth1 igb")
     b.add_argument("--timeout", type=int, default=240, help="seconds to wait for the guest (TCG)")
     b.add_argument("--owner-pid", type=int, help="stop the lab when this process exits")
     b.add_argument("--max-seconds", type=int, default=3600, help="with --owner-pid: stop after this long at the latest")
@@ -966,6 +1284,8 @@ def main():
     se = sub.add_parser("send", help="write raw frames (JSON lines on stdin) into tap0")
     se.add_argument("--in-netns", action="store_true", help=argparse.SUPPRESS)
     se.add_argument("--capture", type=float, default=0, help="then print the guest's UDP datagrams for S seconds")
+    se.add_argument("--nic", choices=["eth0", "eth1"], default="eth0",
+                    help="the guest NIC the frames go to (eth1: 7.3's igb, through tap1)")
     sub.add_parser("stop", help="stop QEMU and delete the lab's namespace")
     sub.add_parser("status")
     args = ap.parse_args()

@@ -13,6 +13,7 @@ pub mod epoll;
 pub mod ethtool;
 pub mod fs;
 pub mod netdev;
+pub mod netdev_nl;
 pub mod packet;
 pub mod poll;
 pub mod process;

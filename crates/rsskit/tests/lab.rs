@@ -326,6 +326,12 @@ fn lab_real_nic_drivers() {
             "rx-{q}'s IRQ {irq} is the driver's input.{q}: {line}"
         );
     }
+    // 6.1 has no netdev netlink family: info says so and guesses from IRQ names.
+    assert_eq!(e0["queue_map"]["source"], "guessed from IRQ names", "{}", e0["queue_map"]);
+    let why = e0["queue_map"]["kernel_unavailable"].as_str().unwrap_or_default();
+    assert!(why.contains("not available") && why.contains("netdev"), "{}", e0["queue_map"]);
+    assert_eq!(e0["rx_queues"][0]["irq_source"], "guessed from IRQ names");
+    assert!(e0["rx_queues"][0]["napi_id"].is_null());
     let e1 = eth(&info, "eth1");
     assert_eq!(e1["driver"], "e1000e");
     assert_eq!(e1["rss"]["supported"], false, "e1000e reports no key/table: {}", e1["rss"]);

@@ -61,14 +61,26 @@ impl Lab {
             "scripts/lab boot {boot_args:?} failed ({st}): the guest did not come up (console above)"
         );
         eprintln!("lab: booted in {:.0} s", t.elapsed().as_secs_f64());
+        lab.say_kernel();
         lab
+    }
+
+    /// Prints the guest's kernel (`uname -r`): every lab test says which
+    /// kernel it ran on.
+    pub fn say_kernel(&self) -> String {
+        let o = self.run("uname -r", 30);
+        let release = o.stdout.trim().to_string();
+        eprintln!("lab: the guest runs kernel {release} (uname -r, exit {})", o.rc);
+        release
     }
 
     /// A lab already booted by hand (`scripts/lab boot`), left running.
     pub fn running() -> Option<Lab> {
         assert_root();
         let st = Command::new(script()).arg("status").output().expect("running scripts/lab status");
-        st.status.success().then_some(Lab { reused: true })
+        let lab = st.status.success().then_some(Lab { reused: true })?;
+        lab.say_kernel();
+        Some(lab)
     }
 
     /// `sh -c CMD` in the guest (cwd /tmp).
@@ -109,8 +121,14 @@ impl Lab {
     /// [`Lab::send_json`], with the frames the host's tap dropped counted
     /// instead of failing on them (for a caller that can send again).
     pub fn send_counted(&self, flows: &str, capture_s: f64) -> Sent {
+        self.send_counted_to("eth0", flows, capture_s)
+    }
+
+    /// [`Lab::send_counted`] to the guest's NIC `nic` (eth1: the 7.3
+    /// guest's igb, through tap1).
+    pub fn send_counted_to(&self, nic: &str, flows: &str, capture_s: f64) -> Sent {
         let mut child = Command::new(script())
-            .args(["send", "--capture", &capture_s.to_string()])
+            .args(["send", "--nic", nic, "--capture", &capture_s.to_string()])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()

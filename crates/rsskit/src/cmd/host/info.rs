@@ -9,6 +9,7 @@ use rsskit_core::key::MICROSOFT_KEY;
 use rsskit_linux::cpulist;
 use rsskit_linux::ethtool::{Channels, Ethtool, EthtoolError, FlowHash, Reported, Rss};
 use rsskit_linux::netdev::{self, DefaultKey, IfaceFacts, IfaceIrq, Roots, RxQueue, TxQueue};
+use rsskit_linux::netdev_nl::{self, QueueType};
 use rsskit_linux::topology::Topology;
 use serde_json::{json, Value};
 use std::fmt::Write as _;
@@ -18,7 +19,10 @@ Reads /sys/devices/system/{cpu,node}, /sys/class/net/IF/queues, the device's
 msi_irqs with /proc/interrupts and /proc/irq/N/smp_affinity_list,
 /proc/sys/net/core/netdev_rss_key, and asks the driver through the ethtool
 ioctl (ETHTOOL_GRSSH or ETHTOOL_GRXFHINDIR, ETHTOOL_GRXFH, ETHTOOL_GCHANNELS,
-ETHTOOL_GDRVINFO). What a driver does not implement (veth and lo have no RSS)
+ETHTOOL_GDRVINFO). Each queue's NAPI instance, IRQ and NAPI thread come from
+the kernel's netdev generic netlink family (queue-get, napi-get: Linux 6.8+);
+where the kernel has no such map, the queue's IRQ is guessed from the IRQ
+names in /proc/interrupts, and info says which source it used. What a driver does not implement (veth and lo have no RSS)
 is shown as not reported, with the reason; it is not an error.
 
 JSON fields (--json prints one object):
@@ -43,10 +47,17 @@ JSON fields (--json prints one object):
                         tcp6, udp6, sctp6, ip6), fields [ip_src, ip_dst,
                         l4_src_port, l4_dst_port, ...], tuple (4-tuple|2-tuple|
                         none|other), raw}]} or {supported: false, reason}
+    queue_map          {source (kernel netlink | guessed from IRQ names),
+                        kernel_unavailable (why the kernel's map was not
+                        used, null when it was)}
     rx_queues          [{queue, rps_cpus, rps_mask, rps_flow_cnt, rss_table_entries,
-                        irq, irq_name, irq_cpus, irq_effective_cpus}]
-    tx_queues          [{queue, xps_cpus, xps_mask, irq, irq_name, irq_cpus,
-                        irq_effective_cpus}]
+                        napi_id, napi_pid, irq_source, irq, irq_name, irq_cpus,
+                        irq_effective_cpus}]; napi_id and napi_pid (the NAPI
+                        thread, when threaded) only from the kernel's map;
+                        irq_source: kernel netlink, or guessed from IRQ names
+                        (also where the kernel links the NAPI to no IRQ)
+    tx_queues          [{queue, xps_cpus, xps_mask, napi_id, napi_pid,
+                        irq_source, irq, irq_name, irq_cpus, irq_effective_cpus}]
     irqs               [{irq, name, kind (rx|tx|rxtx|other), queue, cpus,
                         effective_cpus}]
     notes              [text]: queue IRQs allowed off the NIC's NUMA node, RX
@@ -83,6 +94,93 @@ struct Iface {
     rx: Vec<RxQueue>,
     tx: Vec<TxQueue>,
     irqs: Vec<IfaceIrq>,
+    map: QueueLinks,
+}
+
+/// Where the queue -> IRQ links came from.
+const KERNEL_MAP: &str = "kernel netlink";
+const GUESSED: &str = "guessed from IRQ names";
+
+/// Each queue's NAPI instance and IRQ, from one source.
+struct QueueLinks {
+    source: &'static str,
+    /// Why the kernel's map was not used (None when it was).
+    kernel_unavailable: Option<String>,
+    rx: Vec<Link>,
+    tx: Vec<Link>,
+}
+
+/// One queue's NAPI instance and IRQ.
+#[derive(Default)]
+struct Link {
+    napi_id: Option<u32>,
+    napi_pid: Option<u32>,
+    irq: Option<IfaceIrq>,
+    /// Where `irq` came from: a NAPI instance the kernel links to no IRQ
+    /// (virtio-net's, up to 7.3 at least) keeps the IRQ-name guess.
+    irq_source: Option<&'static str>,
+}
+
+fn guessed_link(irq: Option<&IfaceIrq>) -> Link {
+    Link { irq_source: irq.map(|_| GUESSED), irq: irq.cloned(), ..Link::default() }
+}
+
+/// Each queue's IRQ guessed from the IRQ names (`netdev::classify_irq`).
+fn guessed(why: String, rx: usize, tx: usize, irqs: &[IfaceIrq]) -> QueueLinks {
+    QueueLinks {
+        source: GUESSED,
+        kernel_unavailable: Some(why),
+        rx: (0..rx).map(|q| guessed_link(netdev::rx_irq(irqs, q))).collect(),
+        tx: (0..tx).map(|q| guessed_link(netdev::tx_irq(irqs, q))).collect(),
+    }
+}
+
+/// The kernel's map where it has one (its IRQs named and placed from
+/// /proc), else the IRQ-name guess, saying why.
+fn queue_links(
+    roots: &Roots,
+    name: &str,
+    rx: usize,
+    tx: usize,
+    irqs: &[IfaceIrq],
+    interrupts: &[netdev::IrqLine],
+) -> QueueLinks {
+    let guess = |why: String| guessed(why, rx, tx, irqs);
+    let map = match netdev_nl::queue_map(name) {
+        Ok(m) if !m.queues.is_empty() => m,
+        Ok(_) => return guess(format!("the kernel reports no queues for {name}")),
+        Err(e) => return guess(rsskit_host::causes(&e)),
+    };
+    let irq_of = |irq: u32| -> IfaceIrq {
+        irqs.iter().find(|x| x.irq == irq).cloned().unwrap_or_else(|| {
+            let line = interrupts.iter().find(|l| l.irq == irq);
+            let name = line.map(|l| l.name.clone()).unwrap_or_default();
+            let (kind, queue) = netdev::classify_irq(&name);
+            IfaceIrq {
+                irq,
+                name,
+                kind,
+                queue,
+                cpus: netdev::irq_cpus(roots, irq, "smp_affinity_list"),
+                effective_cpus: netdev::irq_cpus(roots, irq, "effective_affinity_list"),
+            }
+        })
+    };
+    let link = |kind: QueueType, q: usize| {
+        let napi = u32::try_from(q).ok().and_then(|q| map.napi_of(kind, q));
+        let base = match napi.and_then(|n| n.irq) {
+            Some(irq) => Link { irq: Some(irq_of(irq)), irq_source: Some(KERNEL_MAP), ..Link::default() },
+            None if kind == QueueType::Rx => guessed_link(netdev::rx_irq(irqs, q)),
+            None => guessed_link(netdev::tx_irq(irqs, q)),
+        };
+        Link { napi_id: napi.map(|n| n.id), napi_pid: napi.and_then(|n| n.pid), ..base }
+    };
+    QueueLinks {
+        source: KERNEL_MAP,
+        kernel_unavailable: None,
+        rx: (0..rx).map(|q| link(QueueType::Rx, q)).collect(),
+        tx: (0..tx).map(|q| link(QueueType::Tx, q)).collect(),
+    }
 }
 
 fn gather(roots: &Roots, name: &str, interrupts: &[netdev::IrqLine]) -> Result<Iface> {
@@ -95,6 +193,10 @@ fn gather(roots: &Roots, name: &str, interrupts: &[netdev::IrqLine]) -> Result<I
         Reported::Supported(d) if !d.is_empty() => Some(d),
         _ => netdev::sysfs_driver(roots, name),
     };
+    let rx = netdev::rx_queues(roots, name);
+    let tx = netdev::tx_queues(roots, name);
+    let irqs = netdev::iface_irqs(roots, name, interrupts);
+    let map = queue_links(roots, name, rx.len(), tx.len(), &irqs, interrupts);
     Ok(Iface {
         name: name.to_string(),
         driver,
@@ -102,9 +204,10 @@ fn gather(roots: &Roots, name: &str, interrupts: &[netdev::IrqLine]) -> Result<I
         channels: eth.channels().map_err(nodev)?,
         rss: eth.rss().map_err(nodev)?,
         hash: eth.flow_hashes().map_err(nodev)?,
-        rx: netdev::rx_queues(roots, name),
-        tx: netdev::tx_queues(roots, name),
-        irqs: netdev::iface_irqs(roots, name, interrupts),
+        rx,
+        tx,
+        irqs,
+        map,
     })
 }
 
@@ -325,13 +428,17 @@ fn iface_json(topo: &Topology, i: &Iface, dk: Option<&DefaultKey>) -> Value {
     let rx: Vec<Value> =
         i.rx.iter()
             .map(|q| {
-                let irq = netdev::rx_irq(&i.irqs, q.queue);
+                let link = i.map.rx.get(q.queue);
+                let irq = link.and_then(|l| l.irq.as_ref());
                 json!({
                     "queue": q.queue,
                     "rps_cpus": q.rps_cpus,
                     "rps_mask": q.rps_mask,
                     "rps_flow_cnt": q.rps_flow_cnt,
                     "rss_table_entries": table_entries(&i.rss, q.queue),
+                    "napi_id": link.and_then(|l| l.napi_id),
+                    "napi_pid": link.and_then(|l| l.napi_pid),
+                    "irq_source": link.and_then(|l| l.irq_source),
                     "irq": irq.map(|x| x.irq),
                     "irq_name": irq.map(|x| &x.name),
                     "irq_cpus": irq.and_then(|x| x.cpus.as_ref()),
@@ -342,11 +449,15 @@ fn iface_json(topo: &Topology, i: &Iface, dk: Option<&DefaultKey>) -> Value {
     let tx: Vec<Value> =
         i.tx.iter()
             .map(|q| {
-                let irq = netdev::tx_irq(&i.irqs, q.queue);
+                let link = i.map.tx.get(q.queue);
+                let irq = link.and_then(|l| l.irq.as_ref());
                 json!({
                     "queue": q.queue,
                     "xps_cpus": q.xps_cpus,
                     "xps_mask": q.xps_mask,
+                    "napi_id": link.and_then(|l| l.napi_id),
+                    "napi_pid": link.and_then(|l| l.napi_pid),
+                    "irq_source": link.and_then(|l| l.irq_source),
                     "irq": irq.map(|x| x.irq),
                     "irq_name": irq.map(|x| &x.name),
                     "irq_cpus": irq.and_then(|x| x.cpus.as_ref()),
@@ -366,6 +477,7 @@ fn iface_json(topo: &Topology, i: &Iface, dk: Option<&DefaultKey>) -> Value {
         "channels": channels,
         "rss": rss,
         "hash_fields": hash_fields,
+        "queue_map": { "source": i.map.source, "kernel_unavailable": i.map.kernel_unavailable },
         "rx_queues": rx,
         "tx_queues": tx,
         "irqs": i.irqs,
@@ -499,16 +611,46 @@ fn iface_text(s: &mut String, topo: &Topology, i: &Iface, dk: Option<&DefaultKey
             let _ = writeln!(s, "  Hashed fields: {}", nr(reason));
         }
     }
-    let irq_text = |irq: Option<&IfaceIrq>| match irq {
-        Some(x) => {
-            let eff = match &x.effective_cpus {
-                Some(e) if Some(e) != x.cpus.as_ref() => format!(", now on {}", cpus_text(Some(e))),
-                _ => String::new(),
-            };
-            format!("IRQ {} ({}) on CPUs {}{eff}", x.irq, x.name, cpus_text(x.cpus.as_ref()))
-        }
-        None => "no IRQ of its own".to_string(),
+    let irq_text = |link: Option<&Link>| {
+        let napi = match link.and_then(|l| l.napi_id) {
+            Some(id) => {
+                let thread =
+                    link.and_then(|l| l.napi_pid).map(|p| format!(" (thread PID {p})")).unwrap_or_default();
+                format!("NAPI {id}{thread}, ")
+            }
+            None => String::new(),
+        };
+        let irq = match link.and_then(|l| l.irq.as_ref()) {
+            Some(x) => {
+                let eff = match &x.effective_cpus {
+                    Some(e) if Some(e) != x.cpus.as_ref() => format!(", now on {}", cpus_text(Some(e))),
+                    _ => String::new(),
+                };
+                // Said where the map is the kernel's but this IRQ is not.
+                let guess =
+                    match (i.map.source, link.and_then(|l| l.irq_source), link.and_then(|l| l.napi_id)) {
+                        (KERNEL_MAP, Some(GUESSED), Some(_)) => {
+                            " (guessed from its name: the kernel links no IRQ to the NAPI)"
+                        }
+                        (KERNEL_MAP, Some(GUESSED), None) => {
+                            " (guessed from its name: the kernel links no NAPI to the queue)"
+                        }
+                        _ => "",
+                    };
+                format!("IRQ {} ({}) on CPUs {}{eff}{guess}", x.irq, x.name, cpus_text(x.cpus.as_ref()))
+            }
+            None => "no IRQ of its own".to_string(),
+        };
+        napi + &irq
     };
+    match &i.map.kernel_unavailable {
+        None => {
+            let _ = writeln!(s, "  Queue -> NAPI -> IRQ map: {}", i.map.source);
+        }
+        Some(why) => {
+            let _ = writeln!(s, "  Queue -> IRQ map: {} ({why})", i.map.source);
+        }
+    }
     let _ = writeln!(s, "  RX queues:");
     for q in &i.rx {
         let rps = match (&q.rps_cpus, &q.rps_mask) {
@@ -519,12 +661,8 @@ fn iface_text(s: &mut String, topo: &Topology, i: &Iface, dk: Option<&DefaultKey
         let flow = q.rps_flow_cnt.map(|n| format!(", rps_flow_cnt {n}")).unwrap_or_default();
         let entries =
             table_entries(&i.rss, q.queue).map(|n| format!(", {n} table entries")).unwrap_or_default();
-        let _ = writeln!(
-            s,
-            "    rx-{:<3} {}; {rps}{flow}{entries}",
-            q.queue,
-            irq_text(netdev::rx_irq(&i.irqs, q.queue))
-        );
+        let _ =
+            writeln!(s, "    rx-{:<3} {}; {rps}{flow}{entries}", q.queue, irq_text(i.map.rx.get(q.queue)));
     }
     let _ = writeln!(s, "  TX queues:");
     for q in &i.tx {
@@ -533,7 +671,7 @@ fn iface_text(s: &mut String, topo: &Topology, i: &Iface, dk: Option<&DefaultKey
             (Some(c), Some(m)) => format!("XPS CPUs {} (mask {m})", cpulist::format(c)),
             _ => "XPS not readable".to_string(),
         };
-        let _ = writeln!(s, "    tx-{:<3} {}; {xps}", q.queue, irq_text(netdev::tx_irq(&i.irqs, q.queue)));
+        let _ = writeln!(s, "    tx-{:<3} {}; {xps}", q.queue, irq_text(i.map.tx.get(q.queue)));
     }
     let other: Vec<&IfaceIrq> = i
         .irqs
@@ -636,6 +774,11 @@ mod tests {
             cpus: Some(cpus.clone()),
             effective_cpus: Some(cpus),
         };
+        let irqs = vec![
+            irq(70, Some(0), IrqKind::RxTx, vec![0]),
+            irq(71, Some(1), IrqKind::RxTx, vec![2]),
+            irq(72, None, IrqKind::Other, vec![0, 1, 2, 3]),
+        ];
         let nic = Iface {
             name: "eth9".into(),
             driver: Some("ixgbe".into()),
@@ -666,11 +809,8 @@ mod tests {
                 })
                 .collect(),
             tx: (0..2).map(|q| TxQueue { queue: q, xps_mask: None, xps_cpus: None }).collect(),
-            irqs: vec![
-                irq(70, Some(0), IrqKind::RxTx, vec![0]),
-                irq(71, Some(1), IrqKind::RxTx, vec![2]),
-                irq(72, None, IrqKind::Other, vec![0, 1, 2, 3]),
-            ],
+            map: guessed("the kernel's map is not available: a test".into(), 2, 2, &irqs),
+            irqs,
         };
         (topo, dk, vec![nic])
     }
@@ -724,6 +864,52 @@ mod tests {
         assert_eq!(i["irqs"][2]["kind"], "other");
         assert_eq!(v["numa_nodes"][1]["cpus"], json!([2, 3]));
         assert_eq!(v["default_key"]["initialised"], false);
+    }
+
+    #[test]
+    fn kernel_map_text_and_json() {
+        let (topo, dk, mut ifaces) = fake_nic();
+        let i = &mut ifaces[0];
+        // rx-0: NAPI 9 on IRQ 70 with a thread; rx-1: NAPI 10 without an IRQ
+        // (kept the name guess); tx: no NAPI.
+        i.map.source = KERNEL_MAP;
+        i.map.kernel_unavailable = None;
+        i.map.rx[0] =
+            Link { napi_id: Some(9), napi_pid: Some(412), irq_source: Some(KERNEL_MAP), ..Link::default() };
+        i.map.rx[0].irq = i.irqs.first().cloned();
+        i.map.rx[1].napi_id = Some(10);
+        let t = to_text(&topo, &dk, &ifaces);
+        assert!(t.contains("  Queue -> NAPI -> IRQ map: kernel netlink\n"), "{t}");
+        assert!(t.contains("rx-0   NAPI 9 (thread PID 412), IRQ 70 (eth9-TxRx-0) on CPUs 0; RPS off"), "{t}");
+        assert!(
+            t.contains("rx-1   NAPI 10, IRQ 71 (eth9-TxRx-1) on CPUs 2 (guessed from its name: the kernel links no IRQ to the NAPI)"),
+            "{t}"
+        );
+        assert!(t.contains("(guessed from its name: the kernel links no NAPI to the queue)"), "{t}");
+        let v = to_json(&topo, &dk, &ifaces);
+        let j = &v["interfaces"][0];
+        assert_eq!(j["queue_map"], json!({ "source": "kernel netlink", "kernel_unavailable": null }));
+        assert_eq!(j["rx_queues"][0]["napi_id"], 9);
+        assert_eq!(j["rx_queues"][0]["napi_pid"], 412);
+        assert_eq!(j["rx_queues"][0]["irq_source"], "kernel netlink");
+        assert_eq!(j["rx_queues"][1]["irq_source"], "guessed from IRQ names");
+        assert_eq!(j["tx_queues"][0]["napi_id"], Value::Null);
+    }
+
+    #[test]
+    fn guessed_map_says_why() {
+        let (topo, dk, ifaces) = fake_nic();
+        let t = to_text(&topo, &dk, &ifaces);
+        assert!(
+            t.contains(
+                "  Queue -> IRQ map: guessed from IRQ names (the kernel's map is not available: a test)\n"
+            ),
+            "{t}"
+        );
+        let v = to_json(&topo, &dk, &ifaces);
+        assert_eq!(v["interfaces"][0]["queue_map"]["source"], "guessed from IRQ names");
+        assert_eq!(v["interfaces"][0]["rx_queues"][1]["irq"], 71);
+        assert_eq!(v["interfaces"][0]["rx_queues"][1]["napi_id"], Value::Null);
     }
 
     #[test]

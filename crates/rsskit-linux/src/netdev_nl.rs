@@ -1,0 +1,653 @@
+//! The kernel's own queue -> NAPI -> IRQ map, from the `netdev` generic
+//! netlink family (`queue-get` and `napi-get` since Linux 6.8): each queue
+//! (RX or TX) names its NAPI instance, each NAPI instance its IRQ and, when
+//! NAPI is threaded, its kthread's PID. Older kernels give
+//! [`NetdevNlError::NotAvailable`]: callers then fall back to guessing
+//! from IRQ names (`netdev::iface_irqs`) and say so.
+//!
+//! Hand-written over libc/socket2 like `rtnl`: two dump requests and one
+//! controller lookup with flat u32 attributes. The netlink crates
+//! (`netlink-packet-generic` with its `netlink-sys`, `neli`) would bring a
+//! message model and (for the former) a tokio-oriented stack for that; the
+//! parsing here is pure ([`parse_messages`], [`decode_queues`],
+//! [`decode_napis`], [`decode_family`]), bounds-checked on every length,
+//! and fuzzed (`fuzz/fuzz_targets/netdev_nl.rs`): the kernel's bytes are
+//! treated as untrusted like any other input.
+
+use socket2::{Domain, Protocol, Socket, Type};
+use std::io::{self, Write as _};
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+const NLMSG_HDR: usize = 16;
+const GENL_HDR: usize = 4;
+const NLMSG_ERROR: u16 = 2;
+const NLMSG_DONE: u16 = 3;
+const NLM_F_REQUEST: u16 = 1;
+const NLM_F_ACK: u16 = 4;
+const NLM_F_DUMP: u16 = 0x300;
+const NLA_TYPE_MASK: u16 = 0x3fff;
+
+const GENL_ID_CTRL: u16 = 0x10;
+const CTRL_CMD_GETFAMILY: u8 = 3;
+const CTRL_ATTR_FAMILY_ID: u16 = 1;
+const CTRL_ATTR_FAMILY_NAME: u16 = 2;
+const CTRL_ATTR_OPS: u16 = 6;
+const CTRL_ATTR_OP_ID: u16 = 1;
+
+// include/uapi/linux/netdev.h
+const NETDEV_CMD_QUEUE_GET: u8 = 10;
+const NETDEV_CMD_NAPI_GET: u8 = 11;
+const NETDEV_A_QUEUE_ID: u16 = 1;
+const NETDEV_A_QUEUE_IFINDEX: u16 = 2;
+const NETDEV_A_QUEUE_TYPE: u16 = 3;
+const NETDEV_A_QUEUE_NAPI_ID: u16 = 4;
+const NETDEV_A_NAPI_IFINDEX: u16 = 1;
+const NETDEV_A_NAPI_ID: u16 = 2;
+const NETDEV_A_NAPI_IRQ: u16 = 3;
+const NETDEV_A_NAPI_PID: u16 = 4;
+
+/// A queue's direction (`NETDEV_QUEUE_TYPE_RX`/`_TX`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QueueType {
+    /// A receive queue.
+    Rx,
+    /// A transmit queue.
+    Tx,
+}
+
+/// One queue as `queue-get` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Queue {
+    /// Queue index (rx-N / tx-N).
+    pub id: u32,
+    /// RX or TX.
+    pub kind: QueueType,
+    /// The interface.
+    pub ifindex: u32,
+    /// Its NAPI instance; `None` when the driver did not link one.
+    pub napi_id: Option<u32>,
+}
+
+/// One NAPI instance as `napi-get` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Napi {
+    /// NAPI id (also what `SO_INCOMING_NAPI_ID` returns).
+    pub id: u32,
+    /// The interface.
+    pub ifindex: u32,
+    /// Its IRQ; `None` when the driver did not link one.
+    pub irq: Option<u32>,
+    /// The NAPI kthread's PID, when NAPI is threaded.
+    pub pid: Option<u32>,
+}
+
+/// The kernel's map for one interface.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct QueueMap {
+    /// Its queues, sorted by (type, id).
+    pub queues: Vec<Queue>,
+    /// Its NAPI instances, sorted by id.
+    pub napis: Vec<Napi>,
+}
+
+impl QueueMap {
+    /// Queue `id` of type `kind`.
+    pub fn queue(&self, kind: QueueType, id: u32) -> Option<&Queue> {
+        self.queues.iter().find(|q| q.kind == kind && q.id == id)
+    }
+
+    /// NAPI instance `id`.
+    pub fn napi(&self, id: u32) -> Option<&Napi> {
+        self.napis.iter().find(|n| n.id == id)
+    }
+
+    /// The NAPI instance of queue `id` of type `kind`, if it has one.
+    pub fn napi_of(&self, kind: QueueType, id: u32) -> Option<&Napi> {
+        self.queue(kind, id).and_then(|q| q.napi_id).and_then(|n| self.napi(n))
+    }
+}
+
+/// Bytes that are not the netlink the kernel sends.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed netlink reply: {0}")]
+pub struct ParseError(pub String);
+
+/// Why the kernel's map could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum NetdevNlError {
+    /// The kernel has no such map: no `netdev` family (before 6.2) or no
+    /// `queue-get`/`napi-get` in it (before 6.8).
+    #[error("the kernel's queue -> NAPI -> IRQ map is not available: {reason}")]
+    NotAvailable {
+        /// What is missing.
+        reason: String,
+    },
+    /// The interface name is unknown to the kernel.
+    #[error("interface '{0}' does not exist")]
+    NoSuchInterface(String),
+    /// A netlink socket call failed.
+    #[error("netlink ({what})")]
+    Io {
+        /// The step that failed.
+        what: &'static str,
+        /// The system's error.
+        #[source]
+        source: io::Error,
+    },
+    /// The kernel answered a request with an error.
+    #[error("the kernel refused {what}")]
+    Kernel {
+        /// The request.
+        what: &'static str,
+        /// The errno it answered.
+        #[source]
+        source: io::Error,
+    },
+    /// The reply did not parse.
+    #[error("{what}")]
+    Parse {
+        /// The request.
+        what: &'static str,
+        /// What was wrong with it.
+        #[source]
+        source: ParseError,
+    },
+}
+
+/// One netlink message of a reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    /// A generic netlink message: its command and attributes (type, value).
+    Genl {
+        /// The message type (the family id).
+        family: u16,
+        /// `genlmsghdr.cmd`.
+        cmd: u8,
+        /// Top-level attributes, in order.
+        attrs: Vec<(u16, Vec<u8>)>,
+    },
+    /// `NLMSG_ERROR`: 0 is an acknowledgement, else a negative errno.
+    Error(i32),
+    /// `NLMSG_DONE`: the end of a dump.
+    Done,
+}
+
+fn u16_at(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
+}
+
+fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+fn align4(n: usize) -> usize {
+    (n + 3) & !3
+}
+
+/// The attributes in `b` (type without the nested/byte-order flags, value).
+pub fn parse_attrs(mut b: &[u8]) -> Result<Vec<(u16, Vec<u8>)>, ParseError> {
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        let (Some(len), Some(ty)) = (u16_at(b, 0), u16_at(b, 2)) else {
+            return Err(ParseError(format!("{} trailing bytes, not an attribute", b.len())));
+        };
+        let len = len as usize;
+        if len < 4 || len > b.len() {
+            return Err(ParseError(format!("attribute length {len} with {} bytes left", b.len())));
+        }
+        out.push((ty & NLA_TYPE_MASK, b[4..len].to_vec()));
+        b = &b[align4(len).min(b.len())..];
+    }
+    Ok(out)
+}
+
+/// The messages of one datagram, each checked against its own length.
+pub fn parse_messages(mut b: &[u8]) -> Result<Vec<Message>, ParseError> {
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        let (Some(len), Some(ty)) = (u32_at(b, 0), u16_at(b, 4)) else {
+            return Err(ParseError(format!("{} trailing bytes, not a message", b.len())));
+        };
+        let len = len as usize;
+        if len < NLMSG_HDR || len > b.len() {
+            return Err(ParseError(format!("message length {len} with {} bytes left", b.len())));
+        }
+        let body = &b[NLMSG_HDR..len];
+        out.push(match ty {
+            NLMSG_ERROR => {
+                let e = u32_at(body, 0).ok_or_else(|| ParseError("NLMSG_ERROR without its errno".into()))?;
+                Message::Error(e as i32)
+            }
+            NLMSG_DONE => Message::Done,
+            family => {
+                if body.len() < GENL_HDR {
+                    return Err(ParseError(format!(
+                        "message type {family}: {} bytes, no genl header",
+                        body.len()
+                    )));
+                }
+                Message::Genl { family, cmd: body[0], attrs: parse_attrs(&body[GENL_HDR..])? }
+            }
+        });
+        b = &b[align4(len).min(b.len())..];
+    }
+    Ok(out)
+}
+
+fn attr_u32(attrs: &[(u16, Vec<u8>)], ty: u16, what: &str) -> Result<Option<u32>, ParseError> {
+    match attrs.iter().find(|(t, _)| *t == ty) {
+        None => Ok(None),
+        Some((_, v)) if v.len() == 4 => Ok(u32_at(v, 0)),
+        Some((_, v)) => Err(ParseError(format!("{what}: {} bytes, not a u32", v.len()))),
+    }
+}
+
+fn need(v: Option<u32>, what: &str) -> Result<u32, ParseError> {
+    v.ok_or_else(|| ParseError(format!("{what} missing")))
+}
+
+/// The family's id and the command ids it offers, from a `CTRL_CMD_GETFAMILY` reply.
+pub fn decode_family(msgs: &[Message], name: &str) -> Result<(u16, Vec<u32>), ParseError> {
+    for m in msgs {
+        let Message::Genl { attrs, .. } = m else { continue };
+        let named = attrs.iter().find(|(t, _)| *t == CTRL_ATTR_FAMILY_NAME).map(|(_, v)| {
+            let v = &v[..v.iter().position(|&c| c == 0).unwrap_or(v.len())];
+            v == name.as_bytes()
+        });
+        if named != Some(true) {
+            continue;
+        }
+        let id = match attrs.iter().find(|(t, _)| *t == CTRL_ATTR_FAMILY_ID) {
+            Some((_, v)) if v.len() == 2 => u16_at(v, 0).unwrap_or(0),
+            _ => return Err(ParseError("family id missing or not a u16".into())),
+        };
+        let mut ops = Vec::new();
+        if let Some((_, nest)) = attrs.iter().find(|(t, _)| *t == CTRL_ATTR_OPS) {
+            for (_, op) in parse_attrs(nest)? {
+                if let Some(id) = attr_u32(&parse_attrs(&op)?, CTRL_ATTR_OP_ID, "op id")? {
+                    ops.push(id);
+                }
+            }
+        }
+        return Ok((id, ops));
+    }
+    Err(ParseError(format!("no family named {name} in the reply")))
+}
+
+/// The queues of a `queue-get` dump (messages of other commands skipped).
+pub fn decode_queues(msgs: &[Message]) -> Result<Vec<Queue>, ParseError> {
+    let mut out = Vec::new();
+    for m in msgs {
+        let Message::Genl { cmd: NETDEV_CMD_QUEUE_GET, attrs, .. } = m else { continue };
+        let kind = match need(attr_u32(attrs, NETDEV_A_QUEUE_TYPE, "queue type")?, "queue type")? {
+            0 => QueueType::Rx,
+            1 => QueueType::Tx,
+            // Newer kinds of queue are not RX/TX queues rsskit maps.
+            _ => continue,
+        };
+        out.push(Queue {
+            id: need(attr_u32(attrs, NETDEV_A_QUEUE_ID, "queue id")?, "queue id")?,
+            kind,
+            ifindex: need(attr_u32(attrs, NETDEV_A_QUEUE_IFINDEX, "queue ifindex")?, "queue ifindex")?,
+            napi_id: attr_u32(attrs, NETDEV_A_QUEUE_NAPI_ID, "queue napi-id")?,
+        });
+    }
+    Ok(out)
+}
+
+/// The NAPI instances of a `napi-get` dump.
+pub fn decode_napis(msgs: &[Message]) -> Result<Vec<Napi>, ParseError> {
+    let mut out = Vec::new();
+    for m in msgs {
+        let Message::Genl { cmd: NETDEV_CMD_NAPI_GET, attrs, .. } = m else { continue };
+        out.push(Napi {
+            id: need(attr_u32(attrs, NETDEV_A_NAPI_ID, "napi id")?, "napi id")?,
+            ifindex: need(attr_u32(attrs, NETDEV_A_NAPI_IFINDEX, "napi ifindex")?, "napi ifindex")?,
+            irq: attr_u32(attrs, NETDEV_A_NAPI_IRQ, "napi irq")?,
+            pid: attr_u32(attrs, NETDEV_A_NAPI_PID, "napi pid")?,
+        });
+    }
+    Ok(out)
+}
+
+/// A generic netlink request: header, genl header, u32 or string attributes.
+fn request(family: u16, flags: u16, seq: u32, cmd: u8, attrs: &[(u16, &[u8])]) -> Vec<u8> {
+    let mut m = vec![0u8; NLMSG_HDR];
+    m.extend_from_slice(&[cmd, 1, 0, 0]);
+    for (ty, v) in attrs {
+        m.extend_from_slice(&((4 + v.len()) as u16).to_ne_bytes());
+        m.extend_from_slice(&ty.to_ne_bytes());
+        m.extend_from_slice(v);
+        m.resize(align4(m.len()), 0);
+    }
+    let len = m.len() as u32;
+    m[0..4].copy_from_slice(&len.to_ne_bytes());
+    m[4..6].copy_from_slice(&family.to_ne_bytes());
+    m[6..8].copy_from_slice(&(NLM_F_REQUEST | flags).to_ne_bytes());
+    m[8..12].copy_from_slice(&seq.to_ne_bytes());
+    m
+}
+
+struct Genl {
+    sock: Socket,
+    buf: Vec<u8>,
+    seq: u32,
+}
+
+impl Genl {
+    fn open() -> Result<Genl, NetdevNlError> {
+        let io = |source| NetdevNlError::Io { what: "socket(AF_NETLINK, NETLINK_GENERIC)", source };
+        let sock = Socket::new(
+            Domain::from(libc::AF_NETLINK),
+            Type::RAW,
+            Some(Protocol::from(libc::NETLINK_GENERIC)),
+        )
+        .map_err(io)?;
+        // A kernel that never answers must not hang `info`.
+        sock.set_read_timeout(Some(Duration::from_secs(5))).map_err(io)?;
+        Ok(Genl { sock, buf: vec![0; 1 << 16], seq: 0 })
+    }
+
+    /// One datagram from the kernel (port id 0); one from another socket
+    /// (a privileged process can send to ours) is dropped.
+    fn recv_from_kernel(&mut self) -> Result<usize, NetdevNlError> {
+        loop {
+            // SAFETY: sockaddr_nl is plain integers; all-zero is valid.
+            let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+            let mut len = std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t;
+            // SAFETY: buf is a live buffer of buf.len() bytes, sa and len
+            // a live sockaddr_nl and its size; the fd is ours.
+            let n = unsafe {
+                libc::recvfrom(
+                    self.sock.as_raw_fd(),
+                    self.buf.as_mut_ptr().cast(),
+                    self.buf.len(),
+                    0,
+                    (&mut sa as *mut libc::sockaddr_nl).cast(),
+                    &mut len,
+                )
+            };
+            if n < 0 {
+                let source = io::Error::last_os_error();
+                if source.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(NetdevNlError::Io { what: "recv", source });
+            }
+            if sa.nl_pid == 0 {
+                return Ok(n as usize);
+            }
+        }
+    }
+
+    /// Sends one request and collects the reply's messages up to its end
+    /// (an ack, an error or `NLMSG_DONE`). A kernel error is `Err(errno)`.
+    fn transact(
+        &mut self,
+        what: &'static str,
+        family: u16,
+        flags: u16,
+        cmd: u8,
+        attrs: &[(u16, &[u8])],
+    ) -> Result<Result<Vec<Message>, i32>, NetdevNlError> {
+        self.seq += 1;
+        let req = request(family, flags, self.seq, cmd, attrs);
+        (&self.sock).write_all(&req).map_err(|source| NetdevNlError::Io { what: "send", source })?;
+        let mut out = Vec::new();
+        // A dump of a few thousand queues fits in far fewer datagrams; a
+        // kernel that never ends its reply is cut off.
+        for _ in 0..4096 {
+            let n = self.recv_from_kernel()?;
+            let msgs =
+                parse_messages(&self.buf[..n]).map_err(|source| NetdevNlError::Parse { what, source })?;
+            for m in msgs {
+                match m {
+                    Message::Done => return Ok(Ok(out)),
+                    Message::Error(0) if flags & NLM_F_DUMP == 0 => return Ok(Ok(out)),
+                    Message::Error(0) => {}
+                    Message::Error(e) => return Ok(Err(-e)),
+                    g @ Message::Genl { .. } => {
+                        out.push(g);
+                        if flags & (NLM_F_DUMP | NLM_F_ACK) == 0 {
+                            return Ok(Ok(out));
+                        }
+                    }
+                }
+            }
+        }
+        Err(NetdevNlError::Parse { what, source: ParseError("the reply did not end".into()) })
+    }
+}
+
+/// The kernel's queue -> NAPI -> IRQ map of interface `name`.
+pub fn queue_map(name: &str) -> Result<QueueMap, NetdevNlError> {
+    let cname = std::ffi::CString::new(name).map_err(|_| NetdevNlError::NoSuchInterface(name.into()))?;
+    // SAFETY: cname is a valid NUL-terminated string for the call's duration.
+    let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
+    if ifindex == 0 {
+        return Err(NetdevNlError::NoSuchInterface(name.into()));
+    }
+    let mut g = Genl::open()?;
+    let family = match g.transact(
+        "the netdev family lookup",
+        GENL_ID_CTRL,
+        NLM_F_ACK,
+        CTRL_CMD_GETFAMILY,
+        &[(CTRL_ATTR_FAMILY_NAME, b"netdev\0")],
+    )? {
+        Ok(msgs) => decode_family(&msgs, "netdev")
+            .map_err(|source| NetdevNlError::Parse { what: "the netdev family lookup", source })?,
+        Err(libc::ENOENT) => {
+            return Err(NetdevNlError::NotAvailable {
+                reason: "the kernel has no netdev generic netlink family (Linux 6.2+; queue-get 6.8+)".into(),
+            })
+        }
+        Err(e) => {
+            return Err(NetdevNlError::Kernel {
+                what: "the netdev family lookup",
+                source: io::Error::from_raw_os_error(e),
+            })
+        }
+    };
+    let (fam, ops) = family;
+    for (op, name) in [(NETDEV_CMD_QUEUE_GET, "queue-get"), (NETDEV_CMD_NAPI_GET, "napi-get")] {
+        if !ops.contains(&u32::from(op)) {
+            return Err(NetdevNlError::NotAvailable {
+                reason: format!("the kernel's netdev family has no {name} (Linux 6.8+)"),
+            });
+        }
+    }
+    let idx = ifindex.to_ne_bytes();
+    let mut dump = |what: &'static str, cmd: u8, attr: u16| -> Result<Vec<Message>, NetdevNlError> {
+        match g.transact(what, fam, NLM_F_DUMP, cmd, &[(attr, &idx)])? {
+            Ok(m) => Ok(m),
+            Err(e) if e == libc::EOPNOTSUPP => Err(NetdevNlError::NotAvailable {
+                reason: format!("the kernel refused {what} (not supported)"),
+            }),
+            Err(e) => Err(NetdevNlError::Kernel { what, source: io::Error::from_raw_os_error(e) }),
+        }
+    };
+    let qm = dump("queue-get", NETDEV_CMD_QUEUE_GET, NETDEV_A_QUEUE_IFINDEX)?;
+    let nm = dump("napi-get", NETDEV_CMD_NAPI_GET, NETDEV_A_NAPI_IFINDEX)?;
+    let parse = |what, source| NetdevNlError::Parse { what, source };
+    // The request filters by ifindex; entries of another interface are not
+    // trusted to be this one's.
+    let mut queues: Vec<Queue> = decode_queues(&qm)
+        .map_err(|e| parse("queue-get", e))?
+        .into_iter()
+        .filter(|q| q.ifindex == ifindex)
+        .collect();
+    let mut napis: Vec<Napi> = decode_napis(&nm)
+        .map_err(|e| parse("napi-get", e))?
+        .into_iter()
+        .filter(|n| n.ifindex == ifindex)
+        .collect();
+    queues.sort_by_key(|q| (q.kind, q.id));
+    queues.dedup_by_key(|q| (q.kind, q.id));
+    napis.sort_by_key(|n| n.id);
+    napis.dedup_by_key(|n| n.id);
+    Ok(QueueMap { queues, napis })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attr(ty: u16, v: &[u8]) -> Vec<u8> {
+        let mut a = Vec::new();
+        a.extend_from_slice(&((4 + v.len()) as u16).to_ne_bytes());
+        a.extend_from_slice(&ty.to_ne_bytes());
+        a.extend_from_slice(v);
+        a.resize(align4(a.len()), 0);
+        a
+    }
+
+    fn msg(ty: u16, cmd: u8, attrs: &[Vec<u8>]) -> Vec<u8> {
+        let body: Vec<u8> = [vec![cmd, 1, 0, 0], attrs.concat()].concat();
+        let mut m = Vec::new();
+        m.extend_from_slice(&((NLMSG_HDR + body.len()) as u32).to_ne_bytes());
+        m.extend_from_slice(&ty.to_ne_bytes());
+        m.extend_from_slice(&[0; 10]);
+        m.extend(body);
+        m
+    }
+
+    fn done() -> Vec<u8> {
+        let mut m = msg(NLMSG_DONE, 0, &[]);
+        m.truncate(NLMSG_HDR);
+        m[0..4].copy_from_slice(&(NLMSG_HDR as u32).to_ne_bytes());
+        m
+    }
+
+    fn u32a(ty: u16, v: u32) -> Vec<u8> {
+        attr(ty, &v.to_ne_bytes())
+    }
+
+    #[test]
+    fn queues_and_napis_decode() {
+        let mut b = msg(
+            30,
+            NETDEV_CMD_QUEUE_GET,
+            &[
+                u32a(NETDEV_A_QUEUE_ID, 1),
+                u32a(NETDEV_A_QUEUE_IFINDEX, 3),
+                u32a(NETDEV_A_QUEUE_TYPE, 0),
+                u32a(NETDEV_A_QUEUE_NAPI_ID, 8193),
+            ],
+        );
+        b.extend(msg(
+            30,
+            NETDEV_CMD_QUEUE_GET,
+            &[u32a(NETDEV_A_QUEUE_ID, 0), u32a(NETDEV_A_QUEUE_IFINDEX, 3), u32a(NETDEV_A_QUEUE_TYPE, 1)],
+        ));
+        // A queue type this reader does not know (e.g. a future kind): skipped.
+        b.extend(msg(
+            30,
+            NETDEV_CMD_QUEUE_GET,
+            &[u32a(NETDEV_A_QUEUE_ID, 0), u32a(NETDEV_A_QUEUE_IFINDEX, 3), u32a(NETDEV_A_QUEUE_TYPE, 7)],
+        ));
+        b.extend(done());
+        let m = parse_messages(&b).unwrap();
+        assert_eq!(m.last(), Some(&Message::Done));
+        assert_eq!(
+            decode_queues(&m).unwrap(),
+            vec![
+                Queue { id: 1, kind: QueueType::Rx, ifindex: 3, napi_id: Some(8193) },
+                Queue { id: 0, kind: QueueType::Tx, ifindex: 3, napi_id: None },
+            ]
+        );
+        let n = msg(
+            30,
+            NETDEV_CMD_NAPI_GET,
+            &[
+                u32a(NETDEV_A_NAPI_ID, 8193),
+                u32a(NETDEV_A_NAPI_IFINDEX, 3),
+                u32a(NETDEV_A_NAPI_IRQ, 37),
+                u32a(NETDEV_A_NAPI_PID, 412),
+            ],
+        );
+        let napis = decode_napis(&parse_messages(&n).unwrap()).unwrap();
+        assert_eq!(napis, vec![Napi { id: 8193, ifindex: 3, irq: Some(37), pid: Some(412) }]);
+        let map = QueueMap { queues: decode_queues(&m).unwrap(), napis };
+        assert_eq!(map.napi_of(QueueType::Rx, 1).and_then(|n| n.irq), Some(37));
+        assert_eq!(map.napi_of(QueueType::Tx, 0), None);
+    }
+
+    #[test]
+    fn family_lookup_reads_id_and_ops() {
+        let op = |id: u32| attr(1, &[u32a(CTRL_ATTR_OP_ID, id), u32a(2, 0xe)].concat());
+        let ops = attr(CTRL_ATTR_OPS | 0x8000, &[op(1), op(10), op(11)].concat());
+        let b = msg(
+            GENL_ID_CTRL,
+            1,
+            &[attr(CTRL_ATTR_FAMILY_ID, &30u16.to_ne_bytes()), attr(CTRL_ATTR_FAMILY_NAME, b"netdev\0"), ops],
+        );
+        let m = parse_messages(&b).unwrap();
+        assert_eq!(decode_family(&m, "netdev").unwrap(), (30, vec![1, 10, 11]));
+        assert!(decode_family(&m, "ethtool").is_err());
+    }
+
+    #[test]
+    fn errors_and_bad_lengths_are_typed_not_panics() {
+        let mut e = msg(NLMSG_ERROR, 0, &[]);
+        e.truncate(NLMSG_HDR);
+        e.extend_from_slice(&(-libc::EOPNOTSUPP).to_ne_bytes());
+        let n = e.len() as u32;
+        e[0..4].copy_from_slice(&n.to_ne_bytes());
+        assert_eq!(parse_messages(&e).unwrap(), vec![Message::Error(-libc::EOPNOTSUPP)]);
+        // An IRQ attribute of 2 bytes, a length past the end, a short header.
+        let bad = msg(
+            30,
+            NETDEV_CMD_NAPI_GET,
+            &[u32a(NETDEV_A_NAPI_ID, 1), u32a(NETDEV_A_NAPI_IFINDEX, 1), attr(NETDEV_A_NAPI_IRQ, &[1, 2])],
+        );
+        assert!(decode_napis(&parse_messages(&bad).unwrap()).unwrap_err().0.contains("napi irq: 2 bytes"));
+        let missing = msg(30, NETDEV_CMD_NAPI_GET, &[u32a(NETDEV_A_NAPI_IFINDEX, 1)]);
+        assert_eq!(decode_napis(&parse_messages(&missing).unwrap()).unwrap_err().0, "napi id missing");
+        let mut long = bad.clone();
+        long[0] = 0xff;
+        assert!(parse_messages(&long).is_err());
+        for n in 0..bad.len() {
+            let _ = parse_messages(&bad[..n]).map(|m| decode_napis(&m));
+        }
+    }
+
+    #[test]
+    fn requests_are_well_formed() {
+        let r = request(
+            30,
+            NLM_F_DUMP,
+            7,
+            NETDEV_CMD_QUEUE_GET,
+            &[(NETDEV_A_QUEUE_IFINDEX, &3u32.to_ne_bytes())],
+        );
+        assert_eq!(r.len(), NLMSG_HDR + GENL_HDR + 8);
+        let m = parse_messages(&r).unwrap();
+        assert_eq!(
+            m,
+            vec![Message::Genl {
+                family: 30,
+                cmd: NETDEV_CMD_QUEUE_GET,
+                attrs: vec![(NETDEV_A_QUEUE_IFINDEX, 3u32.to_ne_bytes().to_vec())]
+            }]
+        );
+    }
+
+    /// On the machine running the tests: a map with consistent links, or
+    /// "not available" on a kernel without it; never another error for `lo`.
+    #[test]
+    fn loopback_map_or_not_available() {
+        match queue_map("lo") {
+            Ok(map) => {
+                for q in &map.queues {
+                    assert_eq!(q.ifindex, 1, "{q:?}");
+                }
+            }
+            Err(NetdevNlError::NotAvailable { reason }) => assert!(!reason.is_empty()),
+            Err(e) => panic!("lo: {e}"),
+        }
+        assert!(matches!(queue_map("no-such-if0"), Err(NetdevNlError::NoSuchInterface(_))));
+    }
+}
