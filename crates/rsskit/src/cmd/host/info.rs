@@ -213,6 +213,8 @@ fn gather(roots: &Roots, name: &str, interrupts: &[netdev::IrqLine]) -> Result<I
 
 /// An interface as a capture holds it.
 fn from_state(d: rsskit_host::sysroot::DeviceState) -> Iface {
+    // The kernel's map is asked of the running kernel: a capture has none.
+    let map = guessed("a capture holds no netdev netlink map".into(), d.rx.len(), d.tx.len(), &d.irqs);
     Iface {
         name: d.name,
         driver: d.driver,
@@ -223,6 +225,7 @@ fn from_state(d: rsskit_host::sysroot::DeviceState) -> Iface {
         rx: d.rx,
         tx: d.tx,
         irqs: d.irqs,
+        map,
     }
 }
 
