@@ -72,14 +72,15 @@ fn this_machine_planned_offline_as_live() {
     same(&dir.0, &["plan"]);
     same(&dir.0, &["check", "--json"]);
     // info: the same, but for the queue -> NAPI -> IRQ map, which the live
-    // kernel answers over netdev netlink and a capture does not hold yet:
-    // the capture says so in the map's source, and every queue's IRQ agrees.
+    // kernel answers over netdev netlink, and the NIC's flow rules: a capture
+    // holds neither yet, and says so; every queue's IRQ agrees.
     let live: serde_json::Value = serde_json::from_slice(&rsskit(&["info", "--json"]).stdout).unwrap();
     let from: serde_json::Value =
         serde_json::from_slice(&rsskit(&["info", "--json", "--from", &s(&dir.0)]).stdout).unwrap();
     let strip = |mut v: serde_json::Value| {
         for i in v["interfaces"].as_array_mut().unwrap() {
             i.as_object_mut().unwrap().remove("queue_map");
+            i.as_object_mut().unwrap().remove("flow_rules");
             for side in ["rx_queues", "tx_queues"] {
                 for q in i[side].as_array_mut().unwrap() {
                     let q = q.as_object_mut().unwrap();
@@ -93,6 +94,7 @@ fn this_machine_planned_offline_as_live() {
     };
     for i in from["interfaces"].as_array().unwrap() {
         assert_eq!(i["queue_map"]["kernel_unavailable"], "a capture holds no netdev netlink map", "{i}");
+        assert_eq!(i["flow_rules"]["unreadable"], "a capture holds no flow rules", "{i}");
     }
     assert_eq!(strip(live), strip(from), "info --json live vs --from, the netlink map aside");
     // Only what rsskit reads: no address, statistics or process file.

@@ -6,6 +6,8 @@
 use crate::cmd::common::print_json;
 use anyhow::{bail, Result};
 use rsskit_core::key::MICROSOFT_KEY;
+use rsskit_host::nic_rules::NicRules;
+use rsskit_host::sysroot::Sysroot;
 use rsskit_linux::cpulist;
 use rsskit_linux::ethtool::{Channels, Ethtool, EthtoolError, FlowHash, Reported, Rss};
 use rsskit_linux::netdev::{self, DefaultKey, IfaceFacts, IfaceIrq, Roots, RxQueue, TxQueue};
@@ -50,6 +52,10 @@ JSON fields (--json prints one object):
     queue_map          {source (kernel netlink | guessed from IRQ names),
                         kernel_unavailable (why the kernel's map was not
                         used, null when it was)}
+    flow_rules         {rules [text, as ethtool -N words], opaque [{location,
+                        reason}], contexts {id: {id, key, table, xfrm}},
+                        unreadable_contexts {id: reason}, not_listed (the
+                        driver's answer when it lists none)} or {unreadable}
     rx_queues          [{queue, rps_cpus, rps_mask, rps_flow_cnt, rss_table_entries,
                         napi_id, napi_pid, irq_source, irq, irq_name, irq_cpus,
                         irq_effective_cpus}]; napi_id and napi_pid (the NAPI
@@ -95,6 +101,8 @@ struct Iface {
     tx: Vec<TxQueue>,
     irqs: Vec<IfaceIrq>,
     map: QueueLinks,
+    /// The NIC's flow rules and the contexts they name, or why not read.
+    rules: Result<NicRules, String>,
 }
 
 /// Where the queue -> IRQ links came from.
@@ -208,6 +216,7 @@ fn gather(roots: &Roots, name: &str, interrupts: &[netdev::IrqLine]) -> Result<I
         tx,
         irqs,
         map,
+        rules: NicRules::read(&Sysroot::live(), name).map_err(|e| e.to_string()),
     })
 }
 
@@ -226,6 +235,7 @@ fn from_state(d: rsskit_host::sysroot::DeviceState) -> Iface {
         tx: d.tx,
         irqs: d.irqs,
         map,
+        rules: Err("a capture holds no flow rules".into()),
     }
 }
 
@@ -481,6 +491,10 @@ fn iface_json(topo: &Topology, i: &Iface, dk: Option<&DefaultKey>) -> Value {
         "rss": rss,
         "hash_fields": hash_fields,
         "queue_map": { "source": i.map.source, "kernel_unavailable": i.map.kernel_unavailable },
+        "flow_rules": match &i.rules {
+            Ok(r) => json!(r),
+            Err(e) => json!({ "unreadable": e }),
+        },
         "rx_queues": rx,
         "tx_queues": tx,
         "irqs": i.irqs,
@@ -489,6 +503,45 @@ fn iface_json(topo: &Topology, i: &Iface, dk: Option<&DefaultKey>) -> Value {
 }
 
 // ---------------------------------------------------------------- text
+
+/// The NIC's flow rules (looked at before the table) and their contexts.
+fn rules_text(s: &mut String, rules: &Result<NicRules, String>) {
+    let r = match rules {
+        Err(e) => {
+            let _ = writeln!(s, "  Flow rules: not read ({e})");
+            return;
+        }
+        Ok(r) if !r.any() => {
+            let why = r.not_listed.as_deref().map_or("none".to_string(), |w| format!("none ({w})"));
+            let _ = writeln!(s, "  Flow rules: {why}");
+            return;
+        }
+        Ok(r) => r,
+    };
+    let _ = writeln!(s, "  Flow rules (looked at before the table, lowest location first):");
+    let mut lines: Vec<(u32, String)> = r.rules.iter().map(|x| (x.location, x.to_string())).collect();
+    lines.extend(r.opaque.iter().map(|o| (o.location, format!("not understood: {}", o.reason))));
+    lines.sort();
+    for (loc, text) in lines {
+        let _ = writeln!(s, "    {loc:>5}: {text}");
+    }
+    for c in r.contexts.values() {
+        let queues: std::collections::BTreeSet<u32> = c.table.iter().copied().collect();
+        let queues: Vec<usize> = queues.into_iter().map(|q| q as usize).collect();
+        let _ = writeln!(
+            s,
+            "  RSS context {}: key {}, {} entries over queues {}, input transform {}",
+            c.id,
+            colon_hex(&c.key),
+            c.table.len(),
+            cpulist::format(&queues),
+            c.xfrm.name()
+        );
+    }
+    for (id, why) in &r.unreadable_contexts {
+        let _ = writeln!(s, "  RSS context {id}: not read ({why})");
+    }
+}
 
 fn cpus_text(c: Option<&Vec<usize>>) -> String {
     match c {
@@ -646,6 +699,7 @@ fn iface_text(s: &mut String, topo: &Topology, i: &Iface, dk: Option<&DefaultKey
         };
         napi + &irq
     };
+    rules_text(s, &i.rules);
     match &i.map.kernel_unavailable {
         None => {
             let _ = writeln!(s, "  Queue -> NAPI -> IRQ map: {}", i.map.source);
@@ -814,8 +868,36 @@ mod tests {
             tx: (0..2).map(|q| TxQueue { queue: q, xps_mask: None, xps_cpus: None }).collect(),
             map: guessed("the kernel's map is not available: a test".into(), 2, 2, &irqs),
             irqs,
+            rules: Ok(NicRules {
+                rules: vec![rsskit_core::flowrule::parse_rule("udp4 dst-port 443 context 1 loc 3").unwrap()],
+                contexts: [(
+                    1,
+                    rsskit_host::nic_rules::NicContext {
+                        id: 1,
+                        key: MICROSOFT_KEY.to_vec(),
+                        table: vec![2, 3, 2, 3],
+                        xfrm: rsskit_core::InputXfrm::None,
+                    },
+                )]
+                .into_iter()
+                .collect(),
+                ..NicRules::default()
+            }),
         };
         (topo, dk, vec![nic])
+    }
+
+    #[test]
+    fn flow_rules_and_contexts_are_listed() {
+        let (topo, dk, ifaces) = fake_nic();
+        let t = to_text(&topo, &dk, &ifaces);
+        assert!(t.contains("  Flow rules (looked at before the table, lowest location first):\n        3: udp4 dst-port 443 context 1 loc 3\n"), "{t}");
+        assert!(t.contains("  RSS context 1: key 6d:5a:"), "{t}");
+        assert!(t.contains(", 4 entries over queues 2-3, input transform none"), "{t}");
+        let j = to_json(&topo, &dk, &ifaces);
+        let r = &j["interfaces"][0]["flow_rules"];
+        assert_eq!(r["rules"], json!(["udp4 dst-port 443 context 1 loc 3"]), "{r}");
+        assert_eq!(r["contexts"]["1"]["table"], json!([2, 3, 2, 3]), "{r}");
     }
 
     #[test]
