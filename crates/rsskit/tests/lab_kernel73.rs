@@ -276,5 +276,54 @@ fn lab_kernel73_igb_and_kernel_map() {
     );
     flows_land_as_predicted(&lab, "eth1", 0x9e37_79b9_7f4a_7c15);
     flows_land_as_predicted(&lab, "eth0", 0x2545_f491_4f6c_dd1d);
+
+    eprintln!(
+        "\n== 7.3 step 3 (at {:.0} s): igb's flow rule read as ethtool lists it",
+        t.elapsed().as_secs_f64()
+    );
+    igb_rule_is_read(&lab);
     eprintln!("7.3 lab test done in {:.0} s", t.elapsed().as_secs_f64());
+}
+
+/// Step 3 (issue 33): rsskit reads igb's flow rules through the ioctl as
+/// `ethtool -n` lists them. The 82576 QEMU models is older than the i350:
+/// its driver offers no ntuple feature, so no rule can be added, and both
+/// readers must then agree there are none. Where the feature turns on (a
+/// newer model), an EtherType rule is added and read back at the location
+/// `ethtool -n` lists; an IPv4 flow passes it and is still predicted by the table.
+fn igb_rule_is_read(lab: &Lab) {
+    let ntuple = lab.run("ethtool -K eth1 ntuple on", 60);
+    if ntuple.rc != 0 {
+        eprintln!("igb as QEMU models it (82576) refuses ntuple filters: {}", ntuple.text().trim());
+        let listed = lab.run("ethtool -n eth1", 60);
+        let v = rsskit_json(lab, "info --iface eth1 --json");
+        let rules = &v["interfaces"][0]["flow_rules"];
+        assert!(rules["rules"].as_array().unwrap().is_empty(), "{rules}");
+        if listed.text().contains("Operation not supported") {
+            let why = rules["not_listed"].as_str().unwrap_or_else(|| panic!("{rules}"));
+            assert!(why.contains("not supported"), "{rules}");
+        } else {
+            assert!(listed.stdout.contains("Total 0 rules"), "{}", listed.text());
+            assert!(rules["not_listed"].is_null(), "ethtool reads 0 rules, so must rsskit: {rules}");
+        }
+        return;
+    }
+    lab.ok("ethtool -N eth1 flow-type ether proto 0x88f7 action 2");
+    let listed = lab.ok("ethtool -n eth1");
+    let loc: u32 = listed
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Filter:").map(|x| x.trim().parse().unwrap()))
+        .unwrap_or_else(|| panic!("ethtool -n lists no filter: {listed}"));
+    let v = rsskit_json(lab, "info --iface eth1 --json");
+    let rules = &v["interfaces"][0]["flow_rules"];
+    assert_eq!(
+        rules["rules"],
+        serde_json::json!([format!("ether proto 35063 queue 2 loc {loc}")]),
+        "{rules}\n{listed}"
+    );
+    let h = rsskit_json(lab, "hash --iface eth1 --src 10.9.0.1:1000 --dst 10.77.1.2:2000 --proto udp --json");
+    assert_eq!(h["route"], "table", "an IPv4 flow passes an EtherType 0x88f7 rule: {h}");
+    lab.ok(&format!("ethtool -N eth1 delete {loc}"));
+    let v = rsskit_json(lab, "info --iface eth1 --json");
+    assert!(v["interfaces"][0]["flow_rules"]["rules"].as_array().unwrap().is_empty(), "deleted: {v}");
 }
