@@ -314,25 +314,26 @@ def cached_73(refresh=False):
     """(kernel tree, QEMU tree) of the 7.3 lab, fetched once into the cache;
     later runs read CACHE/current-7.3.json and download nothing."""
     current = os.path.join(CACHE, "current-7.3.json")
-    if not refresh:
+
+    def cached():
+        """The trees current-7.3.json names, when both are there."""
         try:
             cur = json.load(open(current))
             if os.path.isdir(cur["kernel"]) and os.path.isdir(cur["qemu"]):
                 return cur["kernel"], cur["qemu"]
         except (OSError, ValueError, KeyError, TypeError):
             pass
+        return None
+
+    if not refresh and cached():
+        return cached()
     check_cache_dir()
     lock = open(os.path.join(CACHE, ".lock"), "w")
     # Two checkouts fetching at once: one fetches, the other then reuses.
     fcntl.flock(lock, fcntl.LOCK_EX)
     try:
-        if not refresh:
-            try:
-                cur = json.load(open(current))
-                if os.path.isdir(cur["kernel"]) and os.path.isdir(cur["qemu"]):
-                    return cur["kernel"], cur["qemu"]
-            except (OSError, ValueError, KeyError, TypeError):
-                pass
+        if not refresh and cached():
+            return cached()
         for tool in ["apt-get", "apt-cache", "dpkg-deb"]:
             if not shutil.which(tool):
                 die(f"{tool} is missing (Debian's apt and dpkg)")

@@ -692,6 +692,24 @@ pub fn write_ethtool(dir: &Path, name: &str, facts: &EthtoolFacts) -> io::Result
     fs::write(d.join(format!("{name}.json")), serde_json::to_string_pretty(facts).expect("plain data"))
 }
 
+/// Gives a capture built by hand the modes [`take`] writes, whatever the
+/// umask (directories 0755, files 0644): as root rsskit refuses a capture
+/// others could change.
+pub fn set_modes(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o755))?;
+    for e in fs::read_dir(dir)? {
+        let e = e?;
+        let ft = e.file_type()?;
+        if ft.is_dir() {
+            set_modes(&e.path())?;
+        } else if ft.is_file() {
+            fs::set_permissions(e.path(), fs::Permissions::from_mode(0o644))?;
+        }
+    }
+    Ok(())
+}
+
 /// Writes `DIR/capture.json` for a capture built by hand or by a generator.
 pub fn write_manifest(dir: &Path, m: &Manifest) -> io::Result<()> {
     fs::write(dir.join(MANIFEST), serde_json::to_string_pretty(m).expect("plain data"))
@@ -728,23 +746,8 @@ mod tests {
             skipped: vec![],
         };
         write_manifest(&d, &m).unwrap();
-        tighten(&d);
+        set_modes(&d).unwrap();
         d
-    }
-
-    /// Modes a capture has whatever the umask (root refuses group-writable ones).
-    pub(crate) fn tighten(d: &Path) {
-        use std::os::unix::fs::PermissionsExt as _;
-        fs::set_permissions(d, fs::Permissions::from_mode(0o755)).unwrap();
-        for e in fs::read_dir(d).unwrap().flatten() {
-            let ft = e.file_type().unwrap();
-            if ft.is_dir() {
-                fs::set_permissions(e.path(), fs::Permissions::from_mode(0o755)).unwrap();
-                tighten(&e.path());
-            } else if ft.is_file() {
-                fs::set_permissions(e.path(), fs::Permissions::from_mode(0o644)).unwrap();
-            }
-        }
     }
 
     fn facts(rss: &str, hash: &str) -> String {

@@ -73,6 +73,13 @@ fn masked(s: &str, max: u64) -> Result<(u64, u64), RuleTextError> {
     }
 }
 
+/// A field `N[/MASK]` of at most `max`, as its type.
+fn field<T: TryFrom<u64> + Default>(s: &str, max: u64) -> Result<Masked<T>, RuleTextError> {
+    let (v, k) = masked(s, max)?;
+    // Both are at most `max`, which fits `T`.
+    Ok(Masked { value: T::try_from(v).unwrap_or_default(), mask: T::try_from(k).unwrap_or_default() })
+}
+
 fn prefix_mask(len: u32, bits: u32) -> u128 {
     if len == 0 {
         0
@@ -158,8 +165,7 @@ pub fn parse_rule(text: &str) -> Result<FlowRule, RuleTextError> {
                 }
             }
             "src-port" | "dst-port" if ported => {
-                let (v, k) = masked(next(&mut it, w)?, 0xffff)?;
-                let f = Masked { value: v as u16, mask: k as u16 };
+                let f = field(next(&mut it, w)?, 0xffff)?;
                 if w == "src-port" {
                     m.src_port = f
                 } else {
@@ -167,30 +173,24 @@ pub fn parse_rule(text: &str) -> Result<FlowRule, RuleTextError> {
                 }
             }
             "tos" if ip_flow => {
-                let (v, k) = masked(next(&mut it, w)?, 0xff)?;
-                m.tos = Masked { value: v as u8, mask: k as u8 };
+                m.tos = field(next(&mut it, w)?, 0xff)?;
             }
             "l4proto" if matches!(flow, RuleFlow::Ip4 | RuleFlow::Ip6) => {
-                let (v, k) = masked(next(&mut it, w)?, 0xff)?;
-                m.l4_proto = Masked { value: v as u8, mask: k as u8 };
+                m.l4_proto = field(next(&mut it, w)?, 0xff)?;
             }
             "l4data" if matches!(flow, RuleFlow::Ip4 | RuleFlow::Ip6) => {
-                let (v, k) = masked(next(&mut it, w)?, 0xffff_ffff)?;
-                m.l4_bytes = Masked { value: v as u32, mask: k as u32 };
+                m.l4_bytes = field(next(&mut it, w)?, 0xffff_ffff)?;
             }
             "spi" if matches!(flow, RuleFlow::Ah4 | RuleFlow::Esp4 | RuleFlow::Ah6 | RuleFlow::Esp6) => {
-                let (v, k) = masked(next(&mut it, w)?, 0xffff_ffff)?;
-                m.spi = Masked { value: v as u32, mask: k as u32 };
+                m.spi = field(next(&mut it, w)?, 0xffff_ffff)?;
             }
             "proto" if flow == RuleFlow::Ether => {
-                let (v, k) = masked(next(&mut it, w)?, 0xffff)?;
-                m.ethertype = Masked { value: v as u16, mask: k as u16 };
+                m.ethertype = field(next(&mut it, w)?, 0xffff)?;
             }
             "src-mac" if flow == RuleFlow::Ether => m.src_mac = mac(next(&mut it, w)?)?,
             "dst-mac" => m.dst_mac = mac(next(&mut it, w)?)?,
             "vlan" | "vlan-etype" => {
-                let (v, k) = masked(next(&mut it, w)?, 0xffff)?;
-                let f = Masked { value: v as u16, mask: k as u16 };
+                let f = field(next(&mut it, w)?, 0xffff)?;
                 if w == "vlan" {
                     m.vlan_tci = f
                 } else {
@@ -198,8 +198,7 @@ pub fn parse_rule(text: &str) -> Result<FlowRule, RuleTextError> {
                 }
             }
             "user-def" => {
-                let (v, k) = masked(next(&mut it, w)?, u64::MAX)?;
-                m.user_data = Masked { value: v, mask: k };
+                m.user_data = field(next(&mut it, w)?, u64::MAX)?;
             }
             "queue" | "context" | "drop" | "wake" | "vf" if action.is_some() => {
                 return Err(err(w, "a rule has one action"));

@@ -328,22 +328,6 @@ pub fn write(shape: &Shape, tag: &str) -> Dir {
         },
     )
     .unwrap();
-    tighten(&dir);
+    capture::set_modes(&dir).unwrap();
     Dir(dir)
-}
-
-/// The modes `rsskit capture` writes, whatever the umask: as root rsskit
-/// refuses a capture others could change.
-pub fn tighten(d: &Path) {
-    use std::os::unix::fs::PermissionsExt as _;
-    fs::set_permissions(d, fs::Permissions::from_mode(0o755)).unwrap();
-    for e in fs::read_dir(d).unwrap().flatten() {
-        let ft = e.file_type().unwrap();
-        if ft.is_dir() {
-            fs::set_permissions(e.path(), fs::Permissions::from_mode(0o755)).unwrap();
-            tighten(&e.path());
-        } else if ft.is_file() {
-            fs::set_permissions(e.path(), fs::Permissions::from_mode(0o644)).unwrap();
-        }
-    }
 }
