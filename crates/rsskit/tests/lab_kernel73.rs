@@ -282,6 +282,12 @@ fn lab_kernel73_igb_and_kernel_map() {
         t.elapsed().as_secs_f64()
     );
     igb_rule_is_read(&lab);
+
+    eprintln!(
+        "\n== 7.3 step 4 (at {:.0} s): the guest captured, then planned and checked offline as live",
+        t.elapsed().as_secs_f64()
+    );
+    captured_guest_plans_as_live(&lab);
     eprintln!("7.3 lab test done in {:.0} s", t.elapsed().as_secs_f64());
 }
 
@@ -326,4 +332,24 @@ fn igb_rule_is_read(lab: &Lab) {
     lab.ok(&format!("ethtool -N eth1 delete {loc}"));
     let v = rsskit_json(lab, "info --iface eth1 --json");
     assert!(v["interfaces"][0]["flow_rules"]["rules"].as_array().unwrap().is_empty(), "deleted: {v}");
+}
+
+/// Step 4 (issue 34): `rsskit capture` of this guest (4 vCPUs on 2 nodes,
+/// virtio-net and igb with hardware RSS), then `plan` and `check` on the
+/// capture give what they give on the live guest, byte for byte.
+fn captured_guest_plans_as_live(lab: &Lab) {
+    lab.ok(&format!("rm -rf /tmp/guest-capture && {RSSKIT} capture /tmp/guest-capture"));
+    for args in ["plan --json", "plan", "check --json"] {
+        let live = lab.run(&format!("{RSSKIT} {args}"), 180);
+        let from = lab.run(&format!("{RSSKIT} {args} --from /tmp/guest-capture"), 180);
+        assert_eq!(live.rc, from.rc, "{args}: {}", from.text());
+        assert_eq!(live.stdout, from.stdout, "{args}: live vs --from");
+        assert!(!live.stdout.is_empty(), "{args}: {}", live.text());
+    }
+    let plan: Value =
+        serde_json::from_str(&lab.ok(&format!("{RSSKIT} plan --json --from /tmp/guest-capture"))).unwrap();
+    let names: Vec<&str> =
+        plan["devices"].as_array().unwrap().iter().filter_map(|d| d["name"].as_str()).collect();
+    assert!(names.contains(&"eth0") && names.contains(&"eth1"), "both RSS NICs planned: {names:?}");
+    eprintln!("guest captured: plan, plan --json and check --json offline equal live ({names:?})");
 }
