@@ -162,6 +162,7 @@ fn baselines(cmd: &str, fx: &Fixtures) -> Option<Vec<Vec<String>>> {
     let host = fx.path("host");
     let root = fx.path("root");
     let sleeper = fx.sleeper.id().to_string();
+    let capture_dir = fx.path("capture");
     let b: Vec<Vec<&str>> = match cmd {
         "hash" => vec![vec!["--src", "10.0.0.1:1", "--dst", "10.0.0.2:2", "--proto", "tcp", "--cpus", "2"]],
         "table" => vec![vec!["--cpus", "4", "--rings", "2"]],
@@ -182,6 +183,8 @@ fn baselines(cmd: &str, fx: &Fixtures) -> Option<Vec<Vec<String>>> {
             ],
         ],
         "info" => vec![vec!["--iface", "lo"]],
+        // No value flags: only its baseline runs, into a new directory.
+        "capture" => vec![vec![&capture_dir]],
         // No value flags: only its baseline runs (prints the script).
         "completions" => vec![vec!["bash"]],
         "udp-echo" => vec![vec!["--bind", "127.0.0.1:0", "--cpus", "0", "--duration", "0.3"]],

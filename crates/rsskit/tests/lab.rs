@@ -16,7 +16,7 @@
 
 mod common;
 
-use common::lab::{self, Lab, Out};
+use common::lab::{self, sq, Lab, Out};
 use rsskit_runtime::proto::{self, Probe};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -376,7 +376,7 @@ fn lab_real_nic_drivers() {
 
     step(3, "apply writes key, table, IRQ affinity, XPS, udp4 hashed fields; every value reads back");
     let before = eth0_state(&lab, &rx_irqs, &tx_irqs);
-    lab.ok(&format!("echo '{}' > /tmp/plan.json", plan));
+    lab.ok(&format!("echo {} > /tmp/plan.json", sq(&plan.to_string())));
     let o = lab.rsskit("apply /tmp/plan.json --save /tmp/saved.json");
     assert_eq!(o.rc, 0, "apply: {}", o.text());
     let after = eth0_state(&lab, &rx_irqs, &tx_irqs);
@@ -456,7 +456,7 @@ fn fields_only_apply(lab: &Lab, rx_irqs: &[u64]) {
             h["fields"] = json!(["ip_src", "ip_dst", "l4_src_port", "l4_dst_port"]);
         }
     }
-    lab.ok(&format!("echo '{plan}' > /tmp/plan-fields.json"));
+    lab.ok(&format!("echo {} > /tmp/plan-fields.json", sq(&plan.to_string())));
     let o = lab.rsskit("apply /tmp/plan-fields.json --save /tmp/saved-fields.json");
     eprintln!("{}", o.stdout);
     assert_eq!(o.rc, 0, "fields-only apply: {}", o.text());
@@ -487,7 +487,7 @@ fn ground_truth(lab: &Lab, rx_irqs: &[u64]) {
     let weights = [1usize, 2, 3, 6];
     let table = lab::uneven_table(&weights, 128);
     plan["devices"][0]["table"] = json!(table);
-    lab.ok(&format!("echo '{}' > /tmp/plan-uneven.json", plan));
+    lab.ok(&format!("echo {} > /tmp/plan-uneven.json", sq(&plan.to_string())));
     let o = lab.rsskit("apply /tmp/plan-uneven.json --save /tmp/saved-uneven.json");
     assert_eq!(o.rc, 0, "apply (uneven table): {}", o.text());
     assert_eq!(ethtool_rss(lab, "eth0").1, table, "the uneven table reads back");
@@ -775,7 +775,7 @@ fn channels(lab: &Lab, rx_irqs: &[u64]) {
     assert_eq!(ethtool_rss(lab, "eth0"), before, "nothing written");
     // A new plan: aligned, and flows land where hash --iface says on 2 queues.
     let plan = lab.rsskit_json("plan --iface eth0 --key random --json");
-    lab.ok(&format!("echo '{plan}' > /tmp/plan2.json"));
+    lab.ok(&format!("echo {} > /tmp/plan2.json", sq(&plan.to_string())));
     let o = lab.rsskit("apply /tmp/plan2.json --save /tmp/saved2.json");
     assert_eq!(o.rc, 0, "{}", o.text());
     let plan_cpu: Vec<u64> =
@@ -845,7 +845,7 @@ fn e1000e_refusals(lab: &Lab) {
     d["key"] = json!("6d5a56da255b0ec24167253d43a38fb0d0ca2bcbae7b30b477cb2da38030f20c6a42b73bbeac01fa");
     d["hash_fields"] =
         json!([{"flow": "udp4", "fields": ["ip_src", "ip_dst", "l4_src_port", "l4_dst_port"]}]);
-    lab.ok(&format!("echo '{plan}' > /tmp/plan-e1.json"));
+    lab.ok(&format!("echo {} > /tmp/plan-e1.json", sq(&plan.to_string())));
     let o = lab.rsskit("apply /tmp/plan-e1.json --save /tmp/e1-plan.json");
     eprintln!("{}", o.stdout);
     assert_eq!(o.rc, 2, "{}", o.text());

@@ -22,7 +22,7 @@
 
 mod common;
 
-use common::lab::{self, Lab};
+use common::lab::{self, sq, Lab};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
@@ -247,7 +247,7 @@ fn lab_system_keeps_the_plan() {
     let want = planned(&plan);
     assert_ne!(want.key, base.key);
     assert_ne!(want.table, base.table);
-    lab.ok(&format!("echo '{plan}' > /root/plan.json"));
+    lab.ok(&format!("echo {} > /root/plan.json", sq(&plan.to_string())));
     let o = lab.run("rsskit apply /root/plan.json --persist", 120);
     assert_eq!(o.rc, 0, "apply --persist: {}", o.text());
     eprintln!("apply --persist:\n{}", o.stdout);

@@ -236,3 +236,8 @@ fn assert_root() {
     let euid = unsafe { libc::geteuid() };
     assert_eq!(euid, 0, "the lab needs root (namespace, tap devices); CI runs as root");
 }
+
+/// `s` as one single-quoted shell word (a plan's notes may hold a `'`).
+pub fn sq(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
