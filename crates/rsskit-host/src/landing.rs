@@ -132,7 +132,8 @@ pub enum FlowLanding {
     },
 }
 
-fn xfrm_name<S: serde::Serializer>(x: &InputXfrm, s: S) -> Result<S::Ok, S::Error> {
+/// An input transform serialized by its ethtool name.
+pub(crate) fn xfrm_name<S: serde::Serializer>(x: &InputXfrm, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(x.name())
 }
 

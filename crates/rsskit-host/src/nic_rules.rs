@@ -22,12 +22,8 @@ pub struct NicContext {
     /// Its indirection table (entries are queue numbers before the rule's offset).
     pub table: Vec<u32>,
     /// Its input transform, by ethtool name.
-    #[serde(serialize_with = "xfrm_name")]
+    #[serde(serialize_with = "crate::landing::xfrm_name")]
     pub xfrm: InputXfrm,
-}
-
-fn xfrm_name<S: serde::Serializer>(x: &InputXfrm, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(x.name())
 }
 
 /// A rule whose bytes rsskit did not understand.
