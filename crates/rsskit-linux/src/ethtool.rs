@@ -16,6 +16,7 @@ use std::fmt;
 use std::io;
 use std::os::fd::AsRawFd;
 
+pub mod params;
 pub mod rxnfc;
 
 // <linux/sockios.h>, <linux/ethtool.h>
