@@ -637,6 +637,19 @@ impl Ethtool {
         Ok(Reported::Supported(u32ne(bytes_mut(&mut buf), OFF_LOCATION)))
     }
 
+    /// Whether the driver has RSS contexts: `ETHTOOL_GRSSH` on context 1
+    /// is refused with `EOPNOTSUPP` only by a driver without them (an
+    /// absent context 1 is `ENOENT` or `EINVAL`).
+    pub fn contexts_supported(&self) -> Result<Reported<()>, EthtoolError> {
+        match self.grssh_context(1) {
+            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+                self.refused("ETHTOOL_GRSSH with an RSS context", e)
+            }
+            Err(e) if self.nodev(&e) => Err(EthtoolError::NoSuchInterface(self.iface.clone())),
+            _ => Ok(Reported::Supported(())),
+        }
+    }
+
     /// Deletes the rule at `location`.
     pub fn delete_rule(&self, location: u32) -> Result<Reported<()>, EthtoolError> {
         let req = rule_delete_request(location);
