@@ -256,6 +256,9 @@ impl Plan {
                     return Err(format!("{n}: a table of {} entries", t.len()));
                 }
             }
+            for iso in &d.isolation {
+                iso.validate(d)?;
+            }
             for h in &d.hash_fields {
                 if !rsskit_linux::ethtool::FLOW_TYPES.iter().any(|f| f.name == h.flow) {
                     return Err(format!("{n}: {} is not a flow type", quoted(&h.flow)));
@@ -318,6 +321,10 @@ pub struct DevicePlan {
     pub steering: SteeringAdvice,
     /// What could not be planned, or should be known, in words.
     pub notes: Vec<String>,
+    // Service isolation (issue 33 item 3, `--isolate`).
+    /// Services given their own queues: an RSS context each and the rules into it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub isolation: Vec<crate::isolate::IsolationPlan>,
 }
 
 /// What to do with one RX queue.
@@ -553,6 +560,7 @@ fn plan_device_on(
         napi_threaded,
         steering,
         notes,
+        isolation: Vec::new(),
     })
 }
 
