@@ -92,6 +92,10 @@ pub enum ApplyError {
     /// Every save file name of this second is taken.
     #[error("no free save file name in {0}")]
     NoSaveName(PathBuf),
+    // Service isolation (issue 33 item 3).
+    /// A context or rule was refused (what this run created was rolled back).
+    #[error(transparent)]
+    Isolation(#[from] crate::isolate::write::IsolateWriteError),
 }
 
 /// One thing a workflow did, in order, as it happens.
@@ -148,6 +152,18 @@ pub enum Step<'a> {
         changes: usize,
         /// Settings in the plan.
         total: usize,
+    },
+    // Service isolation (issue 33 item 3).
+    /// An RSS context or flow rule created (recorded in the save file).
+    Created(&'a tune::Created),
+    /// A recorded context or rule deleted, found gone, or left as someone else's.
+    Removed(&'a tune::Created, &'a crate::isolate::write::Removal),
+    /// A device's isolation is already in place (same rules into a context with the planned table).
+    IsolationInPlace {
+        /// The interface.
+        device: &'a str,
+        /// The spec.
+        spec: &'a str,
     },
 }
 
@@ -228,7 +244,7 @@ impl<'a> Locked<'a> {
         restarter: &mut dyn Restarter,
         observe: &mut dyn FnMut(Step),
     ) -> Result<ApplyReport, ApplyError> {
-        if changes.is_empty() {
+        if changes.is_empty() && !self.isolation_needed(plan)? {
             observe(Step::NothingToDo);
             if opts.persist {
                 self.ban_pinned(plan, restarter, observe)?;
@@ -246,8 +262,15 @@ impl<'a> Locked<'a> {
             SaveTo::File(p) => p.clone(),
             SaveTo::StateDir => self.free_save_name(opts.now)?,
         };
-        let save = tune::save_of(changes, opts.now);
-        tune::write_save(&path, &save)?;
+        let mut save = tune::save_of(changes, opts.now);
+        // Contexts and rules before the settings (the main table shrinks
+        // among them): the order is isolate::write's. Created before the
+        // save so that it records their ids; undone if the save fails.
+        save.created = self.create_isolation(plan, observe)?;
+        if let Err(e) = tune::write_save(&path, &save) {
+            self.remove_created(&save.created, observe);
+            return Err(e.into());
+        }
         observe(Step::Saved { path: &path, values: save.settings.len() });
         for s in changes.iter().filter(|s| s.old.is_none()) {
             observe(Step::Unsaved(s));
@@ -287,6 +310,58 @@ impl<'a> Locked<'a> {
             observe(Step::AllApplied(changes.len()));
         }
         Ok(failed)
+    }
+
+    /// Creates every device's isolation (contexts, then rules), skipping one
+    /// already in place; on a refusal, what this run created is removed.
+    fn create_isolation(
+        &self,
+        plan: &Plan,
+        observe: &mut dyn FnMut(Step),
+    ) -> Result<Vec<tune::Created>, ApplyError> {
+        let mut all: Vec<tune::Created> = Vec::new();
+        for d in plan.devices.iter().filter(|d| !d.isolation.is_empty()) {
+            let mut dev = d.clone();
+            dev.isolation.clear();
+            for iso in &d.isolation {
+                if crate::isolate::write::in_place(self.sys, &d.name, iso)? {
+                    observe(Step::IsolationInPlace { device: &d.name, spec: &iso.spec });
+                } else {
+                    dev.isolation.push(iso.clone());
+                }
+            }
+            match crate::isolate::write::create(self.sys, &dev, &mut |c| observe(Step::Created(c))) {
+                Ok(made) => all.extend(made),
+                Err(e) => {
+                    self.remove_created(&all, observe);
+                    return Err(e.into());
+                }
+            }
+        }
+        Ok(all)
+    }
+
+    /// Whether some device's isolation is not in place yet.
+    fn isolation_needed(&self, plan: &Plan) -> Result<bool, SysrootError> {
+        for d in &plan.devices {
+            for iso in &d.isolation {
+                if !crate::isolate::write::in_place(self.sys, &d.name, iso)? {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// Deletes the recorded contexts and rules that still hold what was
+    /// recorded (rules first); someone else's are left and reported. How
+    /// many the driver refused to delete.
+    pub fn remove_created(&self, created: &[tune::Created], observe: &mut dyn FnMut(Step)) -> usize {
+        let done = crate::isolate::write::remove(self.sys, created);
+        for (c, r) in &done {
+            observe(Step::Removed(c, r));
+        }
+        done.iter().filter(|(_, r)| matches!(r, crate::isolate::write::Removal::Refused(_))).count()
     }
 
     /// Bans the IRQs `plan` pins in irqbalance (restarting it when it runs).
@@ -343,6 +418,11 @@ pub fn restore_changes(sys: &Sysroot, file: &Path) -> Result<Vec<Setting>, TuneE
     let changes: Vec<Setting> =
         tune::restore_settings(sys, file, &save)?.into_iter().filter(|s| !s.unchanged()).collect();
     tune::push_hash_fields(sys, changes)
+}
+
+/// The contexts and rules save file `file` records as created (checked).
+pub fn restore_created(file: &Path) -> Result<Vec<tune::Created>, TuneError> {
+    Ok(tune::read_save(file)?.created)
 }
 
 /// The IRQs `plan` pins that a running irqbalance has not banned (it will

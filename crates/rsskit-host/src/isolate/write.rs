@@ -158,6 +158,31 @@ fn create_one(
     Ok(())
 }
 
+/// Whether `iso` is already on the device: each of its rules, with the
+/// same match, sends into one context whose table is the planned one.
+pub fn in_place(sys: &Sysroot, name: &str, iso: &IsolationPlan) -> Result<bool, SysrootError> {
+    let Reported::Supported(t) = sys.rules(name)? else { return Ok(false) };
+    let Ok(wanted) = iso.rules_into(0) else { return Ok(false) };
+    let mut context = None;
+    for w in &wanted {
+        let hit = t.entries.iter().filter_map(|e| e.rule.as_ref().ok()).find_map(|r| match r.action {
+            rsskit_core::flowrule::RuleAction::Context { context: c, offset: 0 }
+                if c != 0 && r.matcher.normalized() == w.matcher.normalized() =>
+            {
+                Some(c)
+            }
+            _ => None,
+        });
+        match (hit, context) {
+            (None, _) => return Ok(false),
+            (Some(c), Some(k)) if c != k => return Ok(false),
+            (Some(c), _) => context = Some(c),
+        }
+    }
+    let Some(c) = context else { return Ok(false) };
+    Ok(sys.context_rss(name, c)?.ok().is_some_and(|x| x.rss.indir == iso.table))
+}
+
 /// What became of one recorded object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Removal {
