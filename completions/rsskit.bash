@@ -272,7 +272,7 @@ _rsskit() {
             return 0
             ;;
         rsskit__subcmd__apply)
-            opts="-h --iface --cpus --app-cpus --unit --key --rps-flow-cnt --rps-sock-flow-entries --hash-fields --software-rss --rebalance --from --sysroot --dry-run --save --restore --persist --root --lock-wait --allow-weak-key --help"
+            opts="-h --iface --cpus --app-cpus --unit --key --rps-flow-cnt --rps-sock-flow-entries --hash-fields --software-rss --rebalance --from --isolate --sysroot --dry-run --save --restore --persist --root --lock-wait --allow-weak-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -319,6 +319,10 @@ _rsskit() {
                     return 0
                     ;;
                 --from)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --isolate)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1612,7 +1616,7 @@ _rsskit() {
             return 0
             ;;
         rsskit__subcmd__plan)
-            opts="-h --iface --cpus --app-cpus --unit --key --rps-flow-cnt --rps-sock-flow-entries --hash-fields --software-rss --rebalance --from --sysroot --json --allow-weak-key --help"
+            opts="-h --iface --cpus --app-cpus --unit --key --rps-flow-cnt --rps-sock-flow-entries --hash-fields --software-rss --rebalance --from --isolate --sysroot --json --allow-weak-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1659,6 +1663,10 @@ _rsskit() {
                     return 0
                     ;;
                 --from)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --isolate)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
