@@ -96,6 +96,9 @@ pub enum ApplyError {
     /// A context or rule was refused (what this run created was rolled back).
     #[error(transparent)]
     Isolation(#[from] crate::isolate::write::IsolateWriteError),
+    /// The record of what rsskit owns on a persisted device could not be written.
+    #[error("isolation record: {0}")]
+    IsolationRecord(String),
 }
 
 /// One thing a workflow did, in order, as it happens.
@@ -165,6 +168,8 @@ pub enum Step<'a> {
         /// The spec.
         spec: &'a str,
     },
+    /// `persist apply`: what keeping a persisted isolation did.
+    IsolationKept(&'a crate::isolate::keep::KeepEvent),
 }
 
 /// The settings `plan` changes on the host now, in write order (hashed
@@ -281,6 +286,12 @@ impl<'a> Locked<'a> {
         let failed = self.write(changes, observe)?;
         if opts.persist {
             self.store_plans(plan, opts.now, observe)?;
+            // What this run created is what the persisted plan owns.
+            for d in plan.devices.iter().filter(|d| !d.isolation.is_empty()) {
+                let id = persist::persisted_of(self.sys, d, opts.now)?.identity;
+                crate::isolate::keep::record_created(&self.files.root, &id, &save.created, &d.name)
+                    .map_err(ApplyError::IsolationRecord)?;
+            }
         }
         Ok(ApplyReport { written: changes.len(), failed, save: Some(path) })
     }

@@ -6,6 +6,7 @@
 //! the plan and the judgement of what is rsskit's; [`write`] creates and
 //! removes on the host.
 
+pub mod keep;
 pub mod write;
 
 use crate::plan::DevicePlan;

@@ -97,6 +97,12 @@ impl Locked<'_> {
         let changes = tune::push_hash_fields(self.sys, changes)?;
         observe(Step::ToPutBack { changes: changes.len(), total: c.settings.len() });
         self.ban_pinned(&c.plan, restarter, observe)?;
+        // Service isolation: only what rsskit recorded as its own (isolate::keep).
+        for e in
+            crate::isolate::keep::keep(self.sys, &self.files.root, &p.identity, iface, &c.plan.devices[0])
+        {
+            observe(Step::IsolationKept(&e));
+        }
         let mut failed = 0;
         for s in &changes {
             let o = tune::write_one(self.sys, s)?;

@@ -106,6 +106,7 @@ pub fn print_step(step: Step) {
         Step::IsolationInPlace { device, spec } => {
             println!("  ok       {device:<8} isolation {spec}: already in place (its rules into a context with the planned table)")
         }
+        Step::IsolationKept(e) => println!("  {e}"),
     }
 }
 
@@ -141,6 +142,7 @@ pub fn print_put_back(iface: &str, id: &Identity, step: Step) {
         Step::Wrote(s, Outcome::Changed { read_back, reason }) => {
             println!("  CHANGED  {iface:<8} {}: reads back {read_back} ({reason})", s.what)
         }
+        Step::IsolationKept(e) => println!("  {e}"),
         _ => {}
     }
 }
