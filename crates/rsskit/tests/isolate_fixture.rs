@@ -318,3 +318,86 @@ fn a_refusal_in_the_middle_rolls_back_what_this_run_created() {
     assert_eq!(t.driver(), before, "context and first rule rolled back, main table untouched");
     assert!(!t.0.join("s.json").exists(), "nothing written, nothing saved");
 }
+
+/// `apply --persist` and the agent own only what rsskit created: a foreign
+/// context and rule beside rsskit's are never touched through drift
+/// repairs; rsskit's rule deleted by someone is put back and logged; a
+/// location of rsskit's taken over by someone else's rule is left to them.
+#[test]
+fn the_agent_keeps_rsskits_isolation_and_never_touches_anyone_elses() {
+    let t = Tree::new("agent");
+    let dev = t.0.join("sys/class/net/eth0");
+    fs::write(dev.join("address"), "00:1b:21:aa:bb:cc\n").unwrap();
+    fs::write(dev.join("addr_assign_type"), "0\n").unwrap();
+    let root = t.0.join("hostroot");
+    fs::create_dir_all(root.join("etc/default")).unwrap();
+    fs::write(root.join("etc/default/irqbalance"), "IRQBALANCE_ARGS=\"\"\n").unwrap();
+    let foreign_rule = "tcp4 dst-port 22 context 1 loc 5";
+    t.edit_driver(|j| {
+        j["rules"] = json!([foreign_rule]);
+        j["contexts"] = json!({"1": {"key": "00".repeat(40), "table": vec![0u32; 128]}});
+    });
+    let foreign_ctx = t.driver()["contexts"]["1"].clone();
+    let out = t.rsskit(&["plan", "--iface", "eth0", "--json"]);
+    let p: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c3 = p["devices"][0]["rx"][3]["cpu"].as_u64().unwrap();
+    let out = t.rsskit(&["plan", "--iface", "eth0", "--isolate", &format!("udp:443={c3}"), "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    fs::write(t.0.join("plan.json"), &out.stdout).unwrap();
+    let r = root.to_str().unwrap();
+    let run = |args: &[&str]| t.rsskit(&[args, &["--root", r]].concat());
+    let out = run(&["apply", "plan.json", "--persist", "--save", "s.json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let record: Value = serde_json::from_str(
+        &fs::read_to_string(root.join("var/lib/rsskit/isolation/mac-001b21aabbcc.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(record.as_array().unwrap().len(), 3, "context 2 and two rules: {record}");
+    let rules = |t: &Tree| -> Vec<String> {
+        t.driver()["rules"].as_array().unwrap().iter().map(|r| r.as_str().unwrap().to_string()).collect()
+    };
+    let untouched = |t: &Tree| {
+        assert!(rules(t).contains(&foreign_rule.to_string()), "{:?}", rules(t));
+        assert_eq!(t.driver()["contexts"]["1"], foreign_ctx);
+    };
+    let out = run(&["agent", "--once"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!text(&out).contains("isolation:"), "nothing to do yet: {}", text(&out));
+    untouched(&t);
+
+    // Someone deletes rsskit's udp4 rule: put back at its location, logged.
+    t.edit_driver(|j| {
+        j["rules"].as_array_mut().unwrap().retain(|x| x != "udp4 dst-port 443 context 2 loc 1023")
+    });
+    let out = run(&["agent", "--once"]);
+    let s = text(&out);
+    assert!(s.contains("eth0: isolation: flow rule 1023 (udp4 dst-port 443 context 2 loc 1023) was deleted by someone else: put back"), "{s}");
+    assert!(rules(&t).contains(&"udp4 dst-port 443 context 2 loc 1023".to_string()), "{:?}", rules(&t));
+    untouched(&t);
+
+    // Someone puts their own rule where rsskit's udp6 rule was: theirs now.
+    t.edit_driver(|j| {
+        let r = j["rules"].as_array_mut().unwrap();
+        r.retain(|x| x != "udp6 dst-port 443 context 2 loc 1022");
+        r.push("udp6 dst-port 53 queue 0 loc 1022".into());
+    });
+    let out = run(&["agent", "--once"]);
+    let s = text(&out);
+    assert!(
+        s.contains("flow rule 1022 (udp6 dst-port 443 context 2 loc 1022) is foreign now")
+            && s.contains("left alone"),
+        "{s}"
+    );
+    assert!(
+        s.contains("created flow rule 1021 (udp6 dst-port 443 context 2 loc 1021)"),
+        "rsskit's rule made anew: {s}"
+    );
+    let now = rules(&t);
+    assert!(now.contains(&"udp6 dst-port 53 queue 0 loc 1022".to_string()), "{now:?}");
+    untouched(&t);
+    // A quiet pass: nothing more to do, and the foreign ones stay.
+    let out = run(&["agent", "--once"]);
+    assert!(!text(&out).contains("isolation:"), "{}", text(&out));
+    untouched(&t);
+    assert_eq!(rules(&t).len(), 4, "theirs at 5 and 1022, rsskit's at 1023 and 1021: {:?}", rules(&t));
+}
