@@ -399,5 +399,17 @@ fn the_agent_keeps_rsskits_isolation_and_never_touches_anyone_elses() {
     let out = run(&["agent", "--once"]);
     assert!(!text(&out).contains("isolation:"), "{}", text(&out));
     untouched(&t);
-    assert_eq!(rules(&t).len(), 4, "theirs at 5 and 1022, rsskit's at 1023 and 1021: {:?}", rules(&t));
+    // persist remove takes rsskit's away with the plan, and only those.
+    let out = run(&["persist", "remove", "eth0"]);
+    let s = text(&out);
+    assert!(out.status.success(), "{s}");
+    assert!(s.contains("eth0: deleted flow rule 1021") && s.contains("eth0: deleted RSS context 2"), "{s}");
+    assert_eq!(
+        rules(&t),
+        vec![foreign_rule.to_string(), "udp6 dst-port 53 queue 0 loc 1022".to_string()],
+        "only theirs are left"
+    );
+    untouched(&t);
+    assert!(!root.join("var/lib/rsskit/isolation/mac-001b21aabbcc.json").exists());
+    assert_eq!(rules(&t).len(), 2, "theirs at 5 and 1022: {:?}", rules(&t));
 }

@@ -241,3 +241,55 @@ pub fn record_created(root: &Path, id: &Identity, created: &[Created], device: &
     }
     write_record(root, id, &record)
 }
+
+/// `persist remove`: the plan of `id` goes, and so do the contexts and rules
+/// rsskit created for it that still hold what was recorded (rules first;
+/// others' are left and said). With its device absent the record stays,
+/// so nothing is forgotten that could still be removed. One line per object.
+pub fn forget(sys: &Sysroot, root: &Path, id: &Identity) -> Vec<String> {
+    let record = match read_record(root, id) {
+        Ok(r) if r.is_empty() => return Vec::new(),
+        Ok(r) => r,
+        Err(e) => return vec![format!("isolation record left in place: {e}")],
+    };
+    let name = sys
+        .interfaces()
+        .unwrap_or_default()
+        .into_iter()
+        .find(|n| crate::persist::identity(sys, n).as_ref() == Some(id));
+    let Some(name) = name else {
+        return vec![format!(
+            "isolation record {} kept: its device is not here to remove its {} context(s) and rule(s) from",
+            record_path(root, id).display(),
+            record.len()
+        )];
+    };
+    let record: Vec<Created> = record
+        .into_iter()
+        .map(|mut c| {
+            match &mut c {
+                Created::RssContext { device, .. } | Created::FlowRule { device, .. } => {
+                    *device = name.clone()
+                }
+            }
+            c
+        })
+        .collect();
+    let mut lines = Vec::new();
+    let mut refused = false;
+    for (c, r) in write::remove(sys, &record) {
+        refused |= matches!(r, write::Removal::Refused(_));
+        lines.push(match r {
+            write::Removal::Removed => format!("{name}: deleted {}", c.describe()),
+            write::Removal::Gone => format!("{name}: {} already gone", c.describe()),
+            write::Removal::Foreign(why) => {
+                format!("{name}: {} is foreign now ({why}): left alone", c.describe())
+            }
+            write::Removal::Refused(why) => format!("{name}: {} could not be deleted: {why}", c.describe()),
+        });
+    }
+    if !refused {
+        let _ = fs::remove_file(record_path(root, id));
+    }
+    lines
+}
