@@ -239,6 +239,12 @@ fn isolation_is_planned_applied_modelled_and_removed_exactly() {
     assert_eq!(v["route"], "table", "{v}");
     assert!(v["queue"].as_u64().unwrap() < 2, "{v}");
 
+    // check: still aligned; the rules into contexts (theirs and rsskit's two) are said.
+    let out = t.rsskit(&["check", "--iface", "eth0"]);
+    let s = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{s}");
+    assert!(s.contains("3 flow rule(s), 3 into RSS contexts") && s.contains("verdict: aligned"), "{s}");
+
     // Applying the same plan again: the isolation is in place, nothing new.
     let out = t.rsskit(&["apply", "plan.json", "--save", "again.json"]);
     assert!(out.status.success(), "{}", text(&out));
