@@ -293,3 +293,52 @@ pub fn forget(sys: &Sysroot, root: &Path, id: &Identity) -> Vec<String> {
     }
     lines
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("rsskit-isokeep-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(d.join("sys/class/net/eth0/queues")).unwrap();
+        fs::create_dir_all(d.join("ethtool")).unwrap();
+        fs::write(
+            d.join("ethtool/eth0.json"),
+            r#"{"combined": 4, "rss": {"key": "00", "table": [0, 1, 2, 3]},
+                "rules": ["udp4 dst-port 443 context 1 loc 9"],
+                "contexts": {"1": {"key": "00", "table": [2, 3, 2, 3]}}}"#,
+        )
+        .unwrap();
+        d
+    }
+
+    #[test]
+    fn a_record_round_trips_and_a_bad_one_touches_nothing() {
+        let d = tree("rec");
+        let sys = Sysroot::tree(&d);
+        let id = Identity::PermanentMac("00:1b:21:aa:bb:cc".into());
+        let rec = vec![
+            Created::RssContext { device: "eth0".into(), id: 1, table: vec![2, 3, 2, 3], key: "00".into() },
+            Created::FlowRule {
+                device: "eth0".into(),
+                location: 9,
+                rule: "udp4 dst-port 443 context 1 loc 9".into(),
+            },
+        ];
+        write_record(&d, &id, &rec).unwrap();
+        assert_eq!(read_record(&d, &id).unwrap(), rec);
+        // A record naming a rule at another location than its own: refused whole.
+        fs::write(
+            record_path(&d, &id),
+            r#"[{"kind": "flow_rule", "device": "eth0", "location": 3, "rule": "udp4 dst-port 443 context 1 loc 9"}]"#,
+        )
+        .unwrap();
+        let before = fs::read_to_string(d.join("ethtool/eth0.json")).unwrap();
+        let plan = crate::isolate::tests::dev(&[0, 1, 2, 3], &[0, 1, 2, 3]);
+        let ev = keep(&sys, &d, &id, "eth0", &plan);
+        assert!(matches!(&ev[..], [KeepEvent::Failed(w)] if w.contains("nothing is touched")), "{ev:?}");
+        assert_eq!(fs::read_to_string(d.join("ethtool/eth0.json")).unwrap(), before);
+        fs::remove_dir_all(&d).unwrap();
+    }
+}

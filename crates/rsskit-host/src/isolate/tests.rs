@@ -1,6 +1,6 @@
 use super::*;
 
-fn dev(table: &[u32], cpus: &[usize]) -> DevicePlan {
+pub(crate) fn dev(table: &[u32], cpus: &[usize]) -> DevicePlan {
     let rx: Vec<serde_json::Value> = cpus
         .iter()
         .enumerate()
