@@ -792,4 +792,25 @@ mod tests {
         m.dst_port = Masked { value: 443, mask: 0xffff };
         FlowRule { location: 7, matcher: m, action: RuleAction::Context { context: 2, offset: 0 } }
     }
+
+    // Through the real ioctl: lo has no contexts and no rules, and every
+    // write is refused with the command named (no panic, nothing written).
+    #[test]
+    fn loopback_refuses_contexts_and_rules() {
+        let e = Ethtool::open("lo").unwrap();
+        let said = |r: Option<&str>, cmd: &str| {
+            let r = r.unwrap_or_else(|| panic!("{cmd}: lo answered"));
+            assert!(r.contains(cmd), "{r}");
+        };
+        said(e.contexts_supported().unwrap().reason(), "ETHTOOL_GRSSH");
+        said(e.create_context(&[0; 4], None).unwrap().reason(), "ETHTOOL_SRSSH");
+        said(e.delete_context(1).unwrap().reason(), "ETHTOOL_SRSSH");
+        said(e.delete_context(0).unwrap().reason(), "not a context");
+        said(e.insert_rule(&parse_quic(), true).unwrap().reason(), "ETHTOOL_SRXCLSRLINS");
+        said(e.delete_rule(7).unwrap().reason(), "ETHTOOL_SRXCLSRLDEL");
+        assert!(matches!(
+            Ethtool::open("nosuchif0").unwrap().delete_rule(1),
+            Err(EthtoolError::NoSuchInterface(_))
+        ));
+    }
 }
