@@ -270,7 +270,9 @@ impl<'a> Locked<'a> {
         let mut save = tune::save_of(changes, opts.now);
         // Contexts and rules before the settings (the main table shrinks
         // among them): the order is isolate::write's. Created before the
-        // save so that it records their ids; undone if the save fails.
+        // save so that it records their ids (the kernel picks them); undone
+        // if the save fails. A crash between the two leaves them unrecorded:
+        // `rsskit info` lists them, `ethtool -N/-X ... delete` removes them.
         save.created = self.create_isolation(plan, observe)?;
         if let Err(e) = tune::write_save(&path, &save) {
             self.remove_created(&save.created, observe);
