@@ -9,6 +9,9 @@ QEMU 10.0 (which emulates igb), fetched with a private apt state (the
 host's sources are never changed) into the cache (RSSKIT_LAB_CACHE,
 default /var/cache/rsskit-lab/<package>_<version>/, shared by checkouts);
 eth1 is an igb (82576: hardware RSS, one MSI-X vector per queue pair).
+`setup --kernel 7.3` also builds netdevsim.ko for that kernel once (a
+trixie root with gcc-14, `build_netdevsim`), which the 7.3 guest loads;
+`nsim` makes a netdevsim device in it.
 Either guest boots a busybox initramfs on 4 vCPUs in 2 NUMA nodes. The guest mounts the host's root read-only over 9p
 and runs every command chrooted into it, so it runs the freshly built
 rsskit, ethtool and iproute2 of the host. eth0 is a 4-queue virtio-net with
