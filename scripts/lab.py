@@ -1304,7 +1304,9 @@ def cmd_nsim(args):
     if booted_kernel() != "7.3":
         die("nsim: netdevsim is in the 7.3 lab only (scripts/lab boot --kernel 7.3)", 2)
     if args.delete is not None:
-        text = f"echo {args.delete} > /sys/bus/netdevsim/del_device"
+        text = (f"[ -e /sys/bus/netdevsim/devices/netdevsim{args.delete} ] || "
+                f"{{ echo 'no netdevsim device {args.delete}' >&2; exit 2; }}\n"
+                f"echo {args.delete} > /sys/bus/netdevsim/del_device")
     else:
         if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,14}", args.name):
             die(f"nsim: {args.name!r} is not an interface name", 2)

@@ -63,8 +63,10 @@ fn lab_nsim(args: &[&str]) -> (bool, String) {
 
 /// The device, made fresh (one left by a reused lab is deleted first); its
 /// debugfs port directory.
-fn new_device() -> String {
-    let _ = lab_nsim(&["--del", "1"]);
+fn new_device(lab: &Lab) -> String {
+    if lab.run("test -e /sys/bus/netdevsim/devices/netdevsim1", 30).rc == 0 {
+        assert!(lab_nsim(&["--del", "1"]).0, "deleting the device a reused lab left");
+    }
     let (ok, out) = lab_nsim(&["--id", "1", "--queues", &QUEUES.to_string(), "--name", NSIM]);
     assert!(ok, "scripts/lab nsim: {out}");
     let mut f = out.split_whitespace();
@@ -312,7 +314,7 @@ fn netdevsim_on_kernel_73() {
     let lab = boot();
     let release = lab.say_kernel();
     assert!(release.starts_with("7.3"), "the 7.3 lab runs {release}");
-    let ddir = new_device();
+    let ddir = new_device(&lab);
     let say = |n: u32, what: &str| {
         eprintln!("\n== netdevsim step {n} (at {:.0} s): {what}", t.elapsed().as_secs_f64())
     };
@@ -326,6 +328,6 @@ fn netdevsim_on_kernel_73() {
     refused_mid_apply(&lab);
     say(5, "debugfs error injection");
     debugfs_injection(&lab, &ddir);
-    let _ = lab_nsim(&["--del", "1"]);
+    assert!(lab_nsim(&["--del", "1"]).0, "scripts/lab nsim --del 1");
     eprintln!("netdevsim lab test done in {:.0} s (kernel {release})", t.elapsed().as_secs_f64());
 }
