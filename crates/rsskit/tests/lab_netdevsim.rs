@@ -19,6 +19,12 @@
 //!    sticky, and only FEC obeys it in 7.3 (`docs/lab.md`): `--set-fec`
 //!    fails with the errno armed until it is cleared, and an `apply`
 //!    meanwhile is unaffected (rsskit sets no FEC).
+//! 6. Rings, coalescing and channels through `rsskit_linux::ethtool` (the
+//!    ioctl), in the guest (this test binary runs its ignored
+//!    `in_guest_...` test there): each set read back by `ethtool`, a ring
+//!    size above a maximum lowered in debugfs refused and named, the
+//!    coalescing fields rsskit does not model kept, and everything put back
+//!    until `ethtool -g/-c/-l` print what they printed before.
 //!
 //! Needs root, QEMU, /dev/net/tun, the 7.3 packages and a built netdevsim
 //! in the lab's cache (fetched and built on first use: network then, and
@@ -29,6 +35,8 @@
 mod common;
 
 use common::lab::Lab;
+use rsskit_linux::ethtool::params::Coalesce;
+use rsskit_linux::ethtool::{Channels, Ethtool, Reported};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -328,6 +336,155 @@ fn netdevsim_on_kernel_73() {
     refused_mid_apply(&lab);
     say(5, "debugfs error injection");
     debugfs_injection(&lab, &ddir);
+    say(6, "rings, coalescing, channels through rsskit-linux's ioctl, in the guest");
+    let me = std::env::current_exe().expect("this test binary");
+    let o = lab.run(
+        &format!(
+            "RSSKIT_NSIM_IF={NSIM} RSSKIT_NSIM_DDIR={ddir} {} --ignored --exact --nocapture --test-threads 1 {IN_GUEST}",
+            me.display()
+        ),
+        240,
+    );
+    eprintln!("{}", o.stderr.trim_end());
+    assert_eq!(o.rc, 0, "in the guest: {}", o.text());
+    assert!(o.stdout.contains("1 passed"), "the in-guest test ran: {}", o.text());
     assert!(lab_nsim(&["--del", "1"]).0, "scripts/lab nsim --del 1");
     eprintln!("netdevsim lab test done in {:.0} s (kernel {release})", t.elapsed().as_secs_f64());
+}
+
+const IN_GUEST: &str = "in_guest_rings_coalescing_channels_through_the_ioctl";
+
+/// A shell command in the guest (where the in-guest test runs); its stdout.
+fn sh(cmd: &str) -> String {
+    let o = Command::new("sh").arg("-c").arg(cmd).output().expect("sh");
+    assert!(o.status.success(), "`{cmd}`: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
+/// `NAME: value` lines of an `ethtool -g`/`-l` section (after HEADER).
+fn section(text: &str, header: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .skip_while(|l| !l.starts_with(header))
+        .skip(1)
+        .take_while(|l| !l.ends_with("settings:") && !l.ends_with("maximums:"))
+        .filter_map(|l| l.split_once(':').map(|(k, v)| (k.trim().to_string(), v.trim().to_string())))
+        .collect()
+}
+
+/// The fields of `ethtool -c` (`rx-usecs: 50`; `Adaptive RX: on  TX: off`).
+fn coalesce_text(text: &str) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    for l in text.lines() {
+        if let Some(rest) = l.strip_prefix("Adaptive RX:") {
+            let mut w = rest.split_whitespace();
+            m.insert("adaptive-rx".into(), w.next().unwrap_or("").into());
+            m.insert("adaptive-tx".into(), w.nth(1).unwrap_or("").into());
+        } else if let Some((k, v)) = l.split_once(':') {
+            m.insert(k.trim().to_string(), v.trim().to_string());
+        }
+    }
+    m
+}
+
+fn supported<T: std::fmt::Debug>(what: &str, r: Reported<T>) -> T {
+    match r {
+        Reported::Supported(t) => t,
+        Reported::Unsupported { reason } => panic!("{what}: refused: {reason}"),
+    }
+}
+
+/// Step 6, in the guest: `rsskit_linux::ethtool` against netdevsim, each
+/// value read back by `ethtool`, everything put back as it was.
+#[test]
+#[ignore = "runs inside the 7.3 lab guest: netdevsim_on_kernel_73 starts it there"]
+fn in_guest_rings_coalescing_channels_through_the_ioctl() {
+    let nsim = std::env::var("RSSKIT_NSIM_IF").expect("RSSKIT_NSIM_IF: started by netdevsim_on_kernel_73");
+    let ddir = std::env::var("RSSKIT_NSIM_DDIR").expect("RSSKIT_NSIM_DDIR: the port's debugfs directory");
+    let eth = Ethtool::open(&nsim).expect("the netdevsim device");
+    let (g0, c0, l0) = (
+        sh(&format!("ethtool -g {nsim}")),
+        sh(&format!("ethtool -c {nsim}")),
+        sh(&format!("ethtool -l {nsim}")),
+    );
+
+    // Rings: read as ethtool reads them, set, read back by ethtool.
+    let r = supported("rings", eth.rings().unwrap());
+    let (max, cur) = (section(&g0, "Pre-set maximums:"), section(&g0, "Current hardware settings:"));
+    assert_eq!(
+        (r.rx.to_string(), r.tx.to_string(), r.rx_max.to_string(), r.tx_max.to_string()),
+        (cur["RX"].clone(), cur["TX"].clone(), max["RX"].clone(), max["TX"].clone()),
+        "{g0}"
+    );
+    let (rx, tx) = (r.rx_max / 4, r.tx_max / 16);
+    supported("set_rings", eth.set_rings(rx, tx).unwrap());
+    let g1 = section(&sh(&format!("ethtool -g {nsim}")), "Current hardware settings:");
+    assert_eq!((g1["RX"].clone(), g1["TX"].clone()), (rx.to_string(), tx.to_string()));
+    assert_eq!((&g1["RX Mini"], &g1["RX Jumbo"]), (&cur["RX Mini"], &cur["RX Jumbo"]), "mini and jumbo kept");
+    // A maximum lowered through debugfs: rsskit reads it, and a size above it is refused by name.
+    let maxf = format!("{ddir}/ethtool/ring/rx_max_pending");
+    let max0 = sh(&format!("cat {maxf}")).trim().to_string();
+    sh(&format!("echo {} > {maxf}", rx));
+    assert_eq!(supported("rings", eth.rings().unwrap()).rx_max, rx, "the lowered maximum");
+    match eth.set_rings(rx * 2, tx).unwrap() {
+        Reported::Unsupported { reason } => {
+            assert!(reason.contains("SRINGPARAM") && reason.contains("Invalid argument"), "{reason}")
+        }
+        Reported::Supported(()) => panic!("{} RX descriptors above the maximum {rx} were taken", rx * 2),
+    }
+    assert_eq!(supported("rings", eth.rings().unwrap()).rx, rx, "the refused set changed nothing");
+    sh(&format!("echo {max0} > {maxf}"));
+    supported("set_rings", eth.set_rings(r.rx, r.tx).unwrap());
+    assert_eq!(sh(&format!("ethtool -g {nsim}")), g0, "rings put back");
+
+    // Coalescing: fields rsskit does not model, set with ethtool, survive rsskit's set.
+    sh(&format!("ethtool -C {nsim} rx-usecs-irq 7 tx-frames-irq 9 pkt-rate-low 100 rx-frames-low 3"));
+    let c1 = coalesce_text(&sh(&format!("ethtool -c {nsim}")));
+    let before = supported("coalesce", eth.coalesce().unwrap());
+    let want = Coalesce {
+        adaptive_rx: true,
+        adaptive_tx: false,
+        rx_usecs: 50,
+        rx_frames: 32,
+        tx_usecs: 25,
+        tx_frames: 16,
+    };
+    assert_ne!(before, want);
+    supported("set_coalesce", eth.set_coalesce(&want).unwrap());
+    assert_eq!(supported("coalesce", eth.coalesce().unwrap()), want, "read back through the ioctl");
+    let c2 = coalesce_text(&sh(&format!("ethtool -c {nsim}")));
+    for (k, v) in [
+        ("adaptive-rx", "on"),
+        ("adaptive-tx", "off"),
+        ("rx-usecs", "50"),
+        ("rx-frames", "32"),
+        ("tx-usecs", "25"),
+        ("tx-frames", "16"),
+    ] {
+        assert_eq!(c2.get(k).map(String::as_str), Some(v), "{k} as ethtool reads it: {c2:?}");
+    }
+    for k in ["rx-usecs-irq", "tx-frames-irq", "pkt-rate-low", "rx-frames-low"] {
+        assert_eq!(c2.get(k), c1.get(k), "{k}: not modelled, kept ({c1:?} -> {c2:?})");
+    }
+    assert_eq!(c1["rx-usecs-irq"], "7", "{c1:?}");
+    supported("set_coalesce", eth.set_coalesce(&before).unwrap());
+    sh(&format!("ethtool -C {nsim} rx-usecs-irq 0 tx-frames-irq 0 pkt-rate-low 0 rx-frames-low 0"));
+    assert_eq!(sh(&format!("ethtool -c {nsim}")), c0, "coalescing put back");
+
+    // Channels: the queues follow the count.
+    let ch = supported("channels", eth.channels().unwrap());
+    supported("set_channels", eth.set_channels(Channels { combined_count: 2, ..ch }).unwrap());
+    assert_eq!(section(&sh(&format!("ethtool -l {nsim}")), "Current hardware settings:")["Combined"], "2");
+    let queues = sh(&format!("ls /sys/class/net/{nsim}/queues"));
+    assert_eq!(queues.split_whitespace().collect::<Vec<_>>(), ["rx-0", "rx-1", "tx-0", "tx-1"], "{queues}");
+    supported("set_channels", eth.set_channels(ch).unwrap());
+    assert_eq!(sh(&format!("ethtool -l {nsim}")), l0, "channels put back");
+    eprintln!(
+        "in the guest: rings {}/{} -> {rx}/{tx} and back, {} refused above a debugfs maximum of {rx}; \
+         coalescing set with 4 unmodelled fields kept; channels {} -> 2 -> {}",
+        r.rx,
+        r.tx,
+        rx * 2,
+        ch.combined_count,
+        ch.combined_count
+    );
 }
