@@ -1301,6 +1301,8 @@ echo "$NAME /sys/kernel/debug/netdevsim/netdevsim$ID/ports/0"
 
 def cmd_nsim(args):
     """netdevsim devices in the 7.3 guest: a new one, or --del ID."""
+    if not qemu_pid():
+        die("the lab is not running (scripts/lab boot --kernel 7.3)", 3)
     if booted_kernel() != "7.3":
         die("nsim: netdevsim is in the 7.3 lab only (scripts/lab boot --kernel 7.3)", 2)
     if args.delete is not None:
