@@ -75,7 +75,12 @@ pub struct Refusal {
 
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", io::Error::from_raw_os_error(self.errno))?;
+        // The ioctl's wording (`ethtool::describe`), so both read alike.
+        if self.errno == libc::EOPNOTSUPP {
+            write!(f, "operation not supported by the driver")?;
+        } else {
+            write!(f, "{}", io::Error::from_raw_os_error(self.errno))?;
+        }
         if let Some(m) = &self.msg {
             write!(f, " ({m})")?;
         }
