@@ -23,6 +23,10 @@
 //!   ack's text, bounds-checked parsing); the numbers below are the 7.3
 //!   uapi header's (`include/uapi/linux/ethtool_netlink_generated.h`). The
 //!   decoders are pure and fuzzed (`fuzz/fuzz_targets/ethtool_nl.rs`).
+//!
+//! Not here yet: the hashed fields `RSS_GET` reports in newer kernels
+//! (`ETHTOOL_A_RSS_FLOW_HASH`) are still read with `ETHTOOL_GRXFH`, and
+//! `rtnl` (`NETLINK_ROUTE`, not generic netlink) keeps its own small reader.
 
 use crate::ethtool::params::{Coalesce, Rings, Via};
 use crate::ethtool::{hfunc_names, xfrm_names, Channels, Ethtool, EthtoolError, Reported, Rss};
