@@ -978,6 +978,8 @@ pub(crate) mod tests {
                 })
                 .collect(),
             napi: Default::default(),
+            // ethtool netlink (issue 37 item 2): not a live read.
+            via: Default::default(),
         }
     }
 

@@ -11,8 +11,10 @@
 //! an `rsskit capture` directory ([`crate::capture`]): the same layout, read
 //! only, in every build.
 
+use rsskit_linux::ethtool::params::Via;
 use rsskit_linux::ethtool::rxnfc::{ContextRss, RuleTable};
 use rsskit_linux::ethtool::{Channels, Ethtool, EthtoolError, FlowHash, Reported, Rss};
+use rsskit_linux::ethtool_nl::{Nic, RssWrite};
 use rsskit_linux::netdev::{self, IfaceFacts, IfaceIrq, Roots, RxQueue, TxQueue};
 use rsskit_linux::topology::Topology;
 use serde::Serialize;
@@ -65,9 +67,9 @@ pub struct DeviceState {
     pub driver: Option<String>,
     /// Operstate, MTU, NUMA node.
     pub facts: IfaceFacts,
-    /// Channel counts (`ETHTOOL_GCHANNELS`).
+    /// Channel counts (`CHANNELS_GET` or `ETHTOOL_GCHANNELS`: see `via`).
     pub channels: Reported<Channels>,
-    /// Key and indirection table (`ETHTOOL_GRSSH`).
+    /// Key and indirection table (`RSS_GET` or `ETHTOOL_GRSSH`: see `via`).
     pub rss: Reported<Rss>,
     /// Fields hashed per flow type (`ETHTOOL_GRXFH`).
     pub hash: Reported<Vec<FlowHash>>,
@@ -79,6 +81,20 @@ pub struct DeviceState {
     pub irqs: Vec<IfaceIrq>,
     /// Threaded NAPI: the `threaded` file and its `napi/IF-N` threads.
     pub napi: crate::napi::NapiState,
+    // ethtool netlink (issue 37 item 2):
+    /// Which kernel interface answered `channels` and `rss` (live reads
+    /// only: a fixture tree or a capture has none).
+    pub via: NicVia,
+}
+
+/// Which kernel interface answered each of a live device's ethtool reads;
+/// `None` where nothing was asked of a kernel (fixture trees, captures).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct NicVia {
+    /// The RSS key, table, hash function and input transform.
+    pub rss: Option<Via>,
+    /// The channel counts.
+    pub channels: Option<Via>,
 }
 
 impl DeviceState {
@@ -253,21 +269,24 @@ impl Sysroot {
         let fixture = self.fixture().map(|dir| crate::fixture::device(dir, name)).transpose()?;
         #[cfg(not(any(test, feature = "fixtures")))]
         let fixture = None;
+        let mut via = NicVia::default();
         let (driver, channels, rss, hash) = if let Some(parts) = fixture {
             parts
         } else if let Some(dir) = &self.capture {
             crate::capture::ethtool(dir, name)?
         } else {
-            let map = |e: EthtoolError| match e {
-                EthtoolError::NoSuchInterface(n) => SysrootError::NoSuchInterface(n),
-                e => SysrootError::Ethtool(e.to_string()),
-            };
-            let eth = Ethtool::open(name).map_err(map)?;
-            let driver = match eth.driver().map_err(map)? {
+            let mut nic = Nic::open(name).map_err(ethtool_error)?;
+            let eth = nic.ioctl();
+            let driver = match eth.driver().map_err(ethtool_error)? {
                 Reported::Supported(d) if !d.is_empty() => Some(d),
                 _ => netdev::sysfs_driver(&self.roots, name),
             };
-            (driver, eth.channels().map_err(map)?, eth.rss().map_err(map)?, eth.flow_hashes().map_err(map)?)
+            let hash = eth.flow_hashes().map_err(ethtool_error)?;
+            // Netlink where the kernel has the command, else the ioctl.
+            let channels = nic.channels().map_err(ethtool_error)?;
+            let rss = nic.rss().map_err(ethtool_error)?;
+            via = NicVia { rss: Some(rss.via), channels: Some(channels.via) };
+            (driver, channels.value, rss.value, hash)
         };
         Ok(DeviceState {
             name: name.to_string(),
@@ -280,6 +299,7 @@ impl Sysroot {
             tx: netdev::tx_queues(&self.roots, name),
             irqs: netdev::iface_irqs(&self.roots, name, &interrupts),
             napi: crate::napi::read(&self.roots, name),
+            via,
         })
     }
 
@@ -316,7 +336,8 @@ impl Sysroot {
         Ok(self.device(name)?.rss)
     }
 
-    /// Writes the table and/or key (`ETHTOOL_SRSSH`). `Unsupported` carries
+    /// Writes the table and/or key (`ETHTOOL_MSG_RSS_SET`, else
+    /// `ETHTOOL_SRSSH`). `Unsupported` carries
     /// the driver's refusal.
     pub fn set_rss(
         &self,
@@ -329,11 +350,17 @@ impl Sysroot {
         if let Some(dir) = self.fixture() {
             return crate::fixture::set_rss(dir, name, indir, key);
         }
-        let eth = Ethtool::open(name).map_err(|e| SysrootError::Ethtool(e.to_string()))?;
-        eth.set_rss(indir, key).map_err(|e| SysrootError::Ethtool(e.to_string()))
+        // RSS_SET through netlink where the kernel has it, else ETHTOOL_SRSSH.
+        let w = RssWrite {
+            indir: indir.map(<[u32]>::to_vec),
+            key: key.map(<[u8]>::to_vec),
+            ..RssWrite::default()
+        };
+        let mut nic = Nic::open(name).map_err(|e| SysrootError::Ethtool(e.to_string()))?;
+        nic.set_rss(&w).map(|a| a.value).map_err(|e| SysrootError::Ethtool(e.to_string()))
     }
 
-    /// Sets the combined channel count (`ETHTOOL_SCHANNELS`), other counts
+    /// Sets the combined channel count (`CHANNELS_SET` or `ETHTOOL_SCHANNELS`), other counts
     /// kept. A test tree refuses (its queue directories cannot follow).
     pub fn set_combined_channels(&self, name: &str, combined: u32) -> Result<Reported<()>, SysrootError> {
         self.refuse_capture()?;
@@ -342,12 +369,14 @@ impl Sysroot {
                 reason: "ETHTOOL_SCHANNELS: a fixture tree cannot change its queues".into(),
             });
         }
-        let eth = Ethtool::open(name).map_err(|e| SysrootError::Ethtool(e.to_string()))?;
-        let cur = match eth.channels().map_err(|e| SysrootError::Ethtool(e.to_string()))? {
+        // CHANNELS_SET through netlink where the kernel has it, else the ioctl.
+        let mut nic = Nic::open(name).map_err(|e| SysrootError::Ethtool(e.to_string()))?;
+        let cur = match nic.channels().map_err(|e| SysrootError::Ethtool(e.to_string()))?.value {
             Reported::Supported(c) => c,
             Reported::Unsupported { reason } => return Ok(Reported::Unsupported { reason }),
         };
-        eth.set_channels(Channels { combined_count: combined, ..cur })
+        nic.set_channels(Channels { combined_count: combined, ..cur })
+            .map(|a| a.value)
             .map_err(|e| SysrootError::Ethtool(e.to_string()))
     }
 
