@@ -244,6 +244,12 @@ fn isolation_is_planned_applied_modelled_and_removed_exactly() {
     let s = text(&out);
     assert_eq!(out.status.code(), Some(0), "{s}");
     assert!(s.contains("3 flow rule(s), 3 into RSS contexts") && s.contains("verdict: aligned"), "{s}");
+    // The queues the main table left out are served through rsskit's context, not idle.
+    assert!(!s.contains("get no RSS traffic"), "{s}");
+    assert!(
+        s.contains("RX queue(s) 2-3 are left out of the main table: they get the flows of rule(s) 1022, 1023 through RSS context 2"),
+        "{s}"
+    );
 
     // Applying the same plan again: the isolation is in place, nothing new.
     let out = t.rsskit(&["apply", "plan.json", "--save", "again.json"]);
