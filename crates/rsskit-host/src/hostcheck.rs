@@ -138,68 +138,22 @@ fn off_table_note(queues: &[usize]) -> String {
 /// flows there, directly or through an RSS context's table (plus the
 /// rule's offset): `check_device` said "no RSS traffic" before the rules
 /// were read, so that note is replaced by what serves each such queue.
-/// How a queue is reached: (context, or `None` for a queue action; rule location).
-type Reach = Vec<(Option<u32>, u32)>;
-
 fn queues_served_by_rules(d: &DeviceState, rules: &NicRules, v: &mut DeviceVerdict) {
     let unused = queues_off_table(d);
-    if unused.is_empty() {
-        return;
-    }
-    // queue -> (context or None for a queue action, rule locations)
-    let mut served: std::collections::BTreeMap<usize, Reach> = Default::default();
-    for r in &rules.rules {
-        let reached: Vec<(Option<u32>, u64)> = match r.action {
-            RuleAction::Queue(q) => vec![(None, q.into())],
-            RuleAction::Context { context, offset } if context != 0 => rules
-                .contexts
-                .get(&context)
-                .map(|c| c.table.iter().map(|&e| (Some(context), u64::from(e) + u64::from(offset))).collect())
-                .unwrap_or_default(),
-            _ => Vec::new(),
-        };
-        for (ctx, q) in reached {
-            let Ok(q) = usize::try_from(q) else { continue };
-            if unused.contains(&q) {
-                let e = served.entry(q).or_default();
-                if !e.contains(&(ctx, r.location)) {
-                    e.push((ctx, r.location));
-                }
-            }
-        }
-    }
-    if served.is_empty() {
+    let reached = rules.reaching(&unused);
+    if reached.is_empty() {
         return;
     }
     let old = off_table_note(&unused);
     v.notes.retain(|n| *n != old);
-    // One note per (context, rules) group of queues.
-    let mut groups: Vec<(Reach, Vec<usize>)> = Vec::new();
-    for (q, how) in &served {
-        match groups.iter_mut().find(|(h, _)| h == how) {
-            Some((_, qs)) => qs.push(*q),
-            None => groups.push((how.clone(), vec![*q])),
-        }
-    }
-    for (how, qs) in groups {
-        let mut contexts: Vec<u32> = how.iter().filter_map(|(c, _)| *c).collect();
-        contexts.dedup();
-        let locs: Vec<String> = how.iter().map(|(_, l)| l.to_string()).collect();
-        let through = if contexts.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " through RSS context {}",
-                contexts.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
-            )
-        };
+    for (qs, how) in &reached {
         v.notes.push(format!(
-            "RX queue(s) {} are left out of the main table: they get the flows of rule(s) {}{through}",
-            cpulist::format(&qs),
-            locs.join(", ")
+            "RX queue(s) {} are left out of the main table: they get the flows of {how}",
+            cpulist::format(qs)
         ));
     }
-    let rest: Vec<usize> = unused.iter().copied().filter(|q| !served.contains_key(q)).collect();
+    let rest: Vec<usize> =
+        unused.iter().copied().filter(|q| !reached.iter().any(|(qs, _)| qs.contains(q))).collect();
     if !rest.is_empty() {
         v.notes.push(off_table_note(&rest));
     }

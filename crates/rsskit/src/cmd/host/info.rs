@@ -382,7 +382,17 @@ fn notes(topo: &Topology, i: &Iface) -> Vec<String> {
                 cpulist::format(&bad)
             ));
         }
-        let unused: Vec<usize> = (0..nrx).filter(|q| !r.indir.contains(&(*q as u32))).collect();
+        let mut unused: Vec<usize> = (0..nrx).filter(|q| !r.indir.contains(&(*q as u32))).collect();
+        // isolate2: a queue a flow rule reaches (directly or through an RSS context) is not idle.
+        if let Ok(rules) = &i.rules {
+            for (qs, how) in rules.reaching(&unused) {
+                out.push(format!(
+                    "RX queue(s) {} are left out of the indirection table: they get the flows of {how}",
+                    cpulist::format(&qs)
+                ));
+                unused.retain(|q| !qs.contains(q));
+            }
+        }
         if !unused.is_empty() {
             out.push(format!(
                 "RX queue(s) {} get no RSS traffic: the indirection table never names them",
@@ -1103,6 +1113,19 @@ mod tests {
             n.contains(&"the indirection table names ring(s) 5 but the device has 3 RX queue(s)".to_string()),
             "{n:?}"
         );
+        // Queue 2 is out of the table, but rule 3 reaches it through context 1 (table 2, 3, 2, 3).
+        assert!(
+            n.contains(
+                &"RX queue(s) 2 are left out of the indirection table: they get the flows of rule(s) 3 \
+                  through RSS context 1"
+                    .to_string()
+            ),
+            "{n:?}"
+        );
+        assert!(!n.iter().any(|x| x.contains("get no RSS traffic")), "{n:?}");
+        // Without the rule, nothing reaches it.
+        i.rules = Ok(NicRules::default());
+        let n = notes(&topo, i);
         assert!(
             n.contains(
                 &"RX queue(s) 2 get no RSS traffic: the indirection table never names them".to_string()
