@@ -111,6 +111,8 @@ xdp\t''"
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l rebalance -d 'Bucket rebalancing: measure each RX queue\'s load for S seconds (default 5) and move table entries from the busiest queues to the least busy (the current table, not the ringmap\'s); reports the imbalance before and after' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l from -d 'Plan the host captured in DIR (`rsskit capture DIR`) instead of this one, offline and read-only' -r -F
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l sysroot -d 'Read and write a tree shaped like /sys and /proc under DIR instead (tests)' -r -F
+complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l napi-defer-hard-irqs -d 'NAPI: napi_defer_hard_irqs for each planned device (IRQs kept masked over N empty polls; 0-2147483647)' -r
+complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l gro-flush-timeout -d 'NAPI: gro_flush_timeout for each planned device, in nanoseconds (0-3600000000000)' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l json -d 'Print the plan as JSON (the input of `rsskit apply`)'
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l allow-weak-key -d 'Use a --key that cannot reach every RSS bucket (e.g. all zero: every flow in bucket 0) instead of refusing it'
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -s h -l help -d 'Print help'
@@ -127,6 +129,8 @@ xdp\t''"
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l rebalance -d 'Bucket rebalancing: measure each RX queue\'s load for S seconds (default 5) and move table entries from the busiest queues to the least busy (the current table, not the ringmap\'s); reports the imbalance before and after' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l from -d 'Plan the host captured in DIR (`rsskit capture DIR`) instead of this one, offline and read-only' -r -F
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l sysroot -d 'Read and write a tree shaped like /sys and /proc under DIR instead (tests)' -r -F
+complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l napi-defer-hard-irqs -d 'NAPI: napi_defer_hard_irqs for each planned device (IRQs kept masked over N empty polls; 0-2147483647)' -r
+complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l gro-flush-timeout -d 'NAPI: gro_flush_timeout for each planned device, in nanoseconds (0-3600000000000)' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l save -d 'Save the values replaced to FILE, a new file (default: /var/lib/rsskit/rsskit-saved-<time>.json)' -r -F
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l restore -d 'Put back the values saved in FILE by an earlier apply' -r -F
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l root -d 'Prefix every rsskit file (/etc/rsskit, /run/rsskit.lock, the udev rule, the units, irqbalance\'s options) with DIR' -r -F
