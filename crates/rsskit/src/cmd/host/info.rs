@@ -141,11 +141,14 @@ fn napi_text(s: &mut String, n: &NapiInfo) {
             for x in v.iter().filter(|x| x.defer_hard_irqs.is_some() || x.gro_flush_timeout.is_some()) {
                 let _ = writeln!(
                     s,
-                    "    NAPI {}: defer-hard-irqs {}, gro-flush-timeout {} ns, irq-suspend-timeout {}",
+                    "    NAPI {}: defer-hard-irqs {}, gro-flush-timeout {} ns{}",
                     x.id,
                     opt(x.defer_hard_irqs.map(u64::from)),
                     opt(x.gro_flush_timeout),
-                    x.irq_suspend_timeout.map_or("not reported".to_string(), |v| format!("{v} ns"))
+                    // 6.14+ only.
+                    x.irq_suspend_timeout
+                        .map(|v| format!(", irq-suspend-timeout {v} ns"))
+                        .unwrap_or_default()
                 );
             }
         }
@@ -1061,7 +1064,7 @@ mod tests {
             json!({"id": 8193, "defer_hard_irqs": 2, "gro_flush_timeout": 200000, "irq_suspend_timeout": null})
         );
         let t = to_text(&topo, &dk, &ifaces);
-        assert!(t.contains("  NAPI: threaded 1, napi_defer_hard_irqs 2, gro_flush_timeout 200000 ns\n    NAPI 8193: defer-hard-irqs 2, gro-flush-timeout 200000 ns, irq-suspend-timeout not reported\n"), "{t}");
+        assert!(t.contains("  NAPI: threaded 1, napi_defer_hard_irqs 2, gro_flush_timeout 200000 ns\n    NAPI 8193: defer-hard-irqs 2, gro-flush-timeout 200000 ns\n"), "{t}");
         assert_eq!(j["rx_queues"][0]["napi_id"], 9);
         assert_eq!(j["rx_queues"][0]["napi_pid"], 412);
         assert_eq!(j["rx_queues"][0]["irq_source"], "kernel netlink");
