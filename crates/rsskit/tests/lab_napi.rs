@@ -1,0 +1,190 @@
+//! Threaded NAPI in the 7.3 lab (`scripts/lab boot --kernel 7.3`; issue 37
+//! item 4), on igb (eth1) and virtio-net (eth0), where netdev netlink says
+//! which NAPI thread polls which queue:
+//!
+//! 1. With `threaded` on, `plan` keeps threading and pins each
+//!    `napi/IF-ID` thread to its queue IRQ's CPUs; `apply --persist` writes
+//!    the pins and the NAPI settings (`--napi-defer-hard-irqs`,
+//!    `--gro-flush-timeout`); an independent reader (`ps`, `taskset -pc`)
+//!    finds every thread on its planned CPUs; `check` passes.
+//! 2. A thread moved with `taskset`: `check` exits 1 naming it, and
+//!    `agent --once` puts it back. `threaded` turned off and on (new
+//!    threads, new PIDs, floating): `agent --once` pins them again.
+//! 3. `apply --restore` puts every thread's CPUs and both settings back.
+//!
+//! The guest's root is the host's, read-only: /etc is copied to a tmpfs in
+//! the guest for the persisted plan. Needs root, QEMU and /dev/net/tun;
+//! ignored with the reason only where QEMU cannot start (`rsskit_no_qemu`).
+//! `RSSKIT_LAB_REUSE=1` uses a 7.3 lab already booted by hand.
+
+mod common;
+
+use common::lab::Lab;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+const RSSKIT: &str = env!("CARGO_BIN_EXE_rsskit");
+const QUEUES: usize = 4;
+
+fn boot() -> Lab {
+    if std::env::var_os("RSSKIT_LAB_REUSE").is_some() {
+        if let Some(lab) = Lab::running() {
+            return lab;
+        }
+    }
+    Lab::boot(&["--kernel", "7.3"], 1200)
+}
+
+fn rsskit_json(lab: &Lab, args: &str) -> Value {
+    let o = lab.run(&format!("{RSSKIT} {args}"), 180);
+    assert!(o.rc == 0 || o.rc == 1, "rsskit {args}: {}", o.text());
+    serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("rsskit {args}: not JSON ({e}): {}", o.text()))
+}
+
+/// NAPI id -> (PID, CPU list) of `nic`'s NAPI threads, read with `ps` and
+/// `taskset` (not rsskit).
+fn threads(lab: &Lab, nic: &str) -> BTreeMap<u32, (u32, String)> {
+    let o = lab.ok(&format!(
+        "for p in $(ps -eo pid=,comm= | awk '$2 ~ /^napi\\/{nic}-/ {{print $1}}'); do \
+         echo $p $(cat /proc/$p/comm) $(taskset -pc $p | sed 's/.*: //'); done"
+    ));
+    o.lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let id = w.get(1)?.strip_prefix(&format!("napi/{nic}-"))?.parse().ok()?;
+            Some((id, (w[0].parse().ok()?, w.get(2)?.to_string())))
+        })
+        .collect()
+}
+
+fn cpus_text(v: &Value) -> String {
+    let c: Vec<usize> = v.as_array().unwrap().iter().map(|c| c.as_u64().unwrap() as usize).collect();
+    rsskit_linux::cpulist::format(&c)
+}
+
+/// Every thread `plan` pinned is on its planned CPUs now.
+fn pinned_as_planned(lab: &Lab, nic: &str, pins: &[Value]) {
+    let now = threads(lab, nic);
+    for p in pins {
+        let id = p["napi_id"].as_u64().unwrap() as u32;
+        let (pid, cpus) = now.get(&id).unwrap_or_else(|| panic!("{nic}: no thread napi/{nic}-{id}: {now:?}"));
+        assert_eq!(cpus, &cpus_text(&p["cpus"]), "{nic}: napi/{nic}-{id} (PID {pid}) on its queue's CPUs");
+    }
+}
+
+fn napi_on_nic(lab: &Lab, nic: &str, kernel_irqs: bool) {
+    let t = Instant::now();
+    let was_threaded = lab.ok(&format!("cat /sys/class/net/{nic}/threaded")).trim().to_string();
+    let settings = |lab: &Lab| {
+        lab.ok(&format!(
+            "cat /sys/class/net/{nic}/napi_defer_hard_irqs /sys/class/net/{nic}/gro_flush_timeout"
+        ))
+    };
+    let settings_before = settings(lab);
+    lab.ok(&format!("echo 1 > /sys/class/net/{nic}/threaded"));
+    let before = threads(lab, nic);
+    // igb: one NAPI instance per RX and per TX vector; virtio-net: per queue pair.
+    assert!(before.len() >= QUEUES, "{nic}: a NAPI thread per RX queue at least: {before:?}");
+
+    // 1. The plan: threading kept, each thread pinned to its queue IRQ's CPUs.
+    let plan = rsskit_json(lab, &format!("plan --iface {nic} --json"));
+    let d = &plan["devices"][0];
+    assert!(d["napi_threaded"].is_null(), "{nic}: threading kept on with the map: {d}");
+    if kernel_irqs {
+        assert_eq!(d["queue_map"], "kernel netlink", "{nic}: {d}");
+    }
+    let pins = d["napi_threads"].as_array().unwrap_or_else(|| panic!("{nic}: no napi_threads: {d}")).clone();
+    assert_eq!(pins.len(), QUEUES, "{nic}: {d}");
+    for p in &pins {
+        let q = p["queue"].as_u64().unwrap() as usize;
+        let irq = &d["rx"][q]["irq"];
+        let x = d["irqs"].as_array().unwrap().iter().find(|x| &x["irq"] == irq).unwrap();
+        assert_eq!(p["cpus"], x["cpus"], "{nic} rx-{q}: its thread goes with its IRQ");
+    }
+    let o = lab.run(
+        &format!(
+            "rm -f /tmp/napi-{nic}.json; {RSSKIT} apply --iface {nic} --persist --save /tmp/napi-{nic}.json \
+             --napi-defer-hard-irqs 2 --gro-flush-timeout 200000"
+        ),
+        180,
+    );
+    assert_eq!(o.rc, 0, "{nic}: apply: {}", o.text());
+    pinned_as_planned(lab, nic, &pins);
+    assert_eq!(settings(lab).split_whitespace().collect::<Vec<_>>(), ["2", "200000"], "{nic}");
+    let info = rsskit_json(lab, &format!("info --iface {nic} --json"));
+    let n = &info["interfaces"][0]["napi"];
+    assert_eq!(
+        (n["napi_defer_hard_irqs"].as_u64(), n["gro_flush_timeout"].as_u64()),
+        (Some(2), Some(200_000)),
+        "{n}"
+    );
+    // 7.3's napi-get reports each instance's settings: the device's files set them all.
+    let inst = n["instances"].as_array().unwrap_or_else(|| panic!("{nic}: per-NAPI settings: {n}"));
+    assert!(inst.len() >= QUEUES, "{n}");
+    for x in inst {
+        assert_eq!(
+            (x["defer_hard_irqs"].as_u64(), x["gro_flush_timeout"].as_u64()),
+            (Some(2), Some(200_000)),
+            "{x}"
+        );
+    }
+    let c = lab.run(&format!("{RSSKIT} check --iface {nic}"), 180);
+    assert_eq!(c.rc, 0, "{nic}: pinned, so aligned: {}", c.text());
+
+    // 2. A thread moved: check names it, the agent puts it back.
+    // The thread of an RX queue (TX-only NAPI threads are not judged).
+    let id = pins[1]["napi_id"].as_u64().unwrap() as u32;
+    let pid = threads(lab, nic)[&id].0;
+    lab.ok(&format!("taskset -pc 0-3 {pid}"));
+    let c = lab.run(&format!("{RSSKIT} check --iface {nic}"), 180);
+    assert_eq!(c.rc, 1, "{nic}: a moved thread: {}", c.text());
+    assert!(
+        c.stdout.contains(&format!("thread napi/{nic}-{id} (PID {pid}), allowed on CPUs 0-3")),
+        "{}",
+        c.text()
+    );
+    let a = lab.run(&format!("{RSSKIT} agent --once"), 180);
+    assert_eq!(a.rc, 0, "{nic}: agent --once: {}", a.text());
+    assert!(a.stderr.contains(&format!("thread napi/{nic}-{id} CPUs")), "the agent says it: {}", a.text());
+    pinned_as_planned(lab, nic, &pins);
+    // threaded off and on: new threads, new PIDs, floating; pinned again.
+    lab.ok(&format!("echo 0 > /sys/class/net/{nic}/threaded; echo 1 > /sys/class/net/{nic}/threaded"));
+    let fresh = threads(lab, nic);
+    assert_ne!(fresh.get(&id).map(|t| t.0), Some(pid), "{nic}: a new thread for NAPI {id}: {fresh:?}");
+    let a = lab.run(&format!("{RSSKIT} agent --once"), 180);
+    assert_eq!(a.rc, 0, "{nic}: agent --once after re-threading: {}", a.text());
+    pinned_as_planned(lab, nic, &pins);
+    assert_eq!(lab.run(&format!("{RSSKIT} check --iface {nic}"), 180).rc, 0, "{nic}: aligned again");
+
+    // 3. Restore: every thread's CPUs and both settings as they were.
+    let o = lab.run(&format!("{RSSKIT} apply --restore /tmp/napi-{nic}.json"), 180);
+    assert_eq!(o.rc, 0, "{nic}: restore: {}", o.text());
+    let after = threads(lab, nic);
+    let cpus =
+        |m: &BTreeMap<u32, (u32, String)>| m.iter().map(|(k, v)| (*k, v.1.clone())).collect::<Vec<_>>();
+    assert_eq!(cpus(&after), cpus(&before), "{nic}: threads' CPUs restored");
+    assert_eq!(settings(lab), settings_before, "{nic}: settings restored");
+    lab.ok(&format!("echo {was_threaded} > /sys/class/net/{nic}/threaded"));
+    eprintln!(
+        "{nic}: threaded NAPI pinned, checked, repaired and restored ({:.0} s)",
+        t.elapsed().as_secs_f64()
+    );
+}
+
+#[test]
+#[cfg_attr(
+    rsskit_no_qemu,
+    ignore = "QEMU cannot start here: no qemu-system-x86_64 or no /dev/net/tun (scripts/install-deps.sh installs QEMU)"
+)]
+fn lab_napi_threads_pinned_checked_repaired_restored() {
+    let t = Instant::now();
+    let lab = boot();
+    let release = lab.say_kernel();
+    assert!(release.starts_with("7.3."), "the 7.3 lab runs 7.3: {release}");
+    // The persisted plan needs a writable /etc (the guest's root is the host's, read-only).
+    lab.ok("mountpoint -q /etc || { mkdir -p /tmp/etc && cp -a /etc/. /tmp/etc/ && mount --bind /tmp/etc /etc; }");
+    napi_on_nic(&lab, "eth1", true);
+    napi_on_nic(&lab, "eth0", false);
+    eprintln!("lab_napi done in {:.0} s", t.elapsed().as_secs_f64());
+}
