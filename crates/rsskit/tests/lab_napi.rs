@@ -20,7 +20,8 @@
 mod common;
 
 use common::lab::Lab;
-use serde_json::Value;
+use rsskit_runtime::proto::{self, Probe};
+use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -73,7 +74,76 @@ fn pinned_as_planned(lab: &Lab, nic: &str, pins: &[Value]) {
     }
 }
 
-fn napi_on_nic(lab: &Lab, nic: &str, kernel_irqs: bool) {
+/// 200 UDP flows from outside to `addr`:9000 on `nic`, one probe each, to
+/// `udp-echo --steer cpu` on the plan's CPUs: each datagram is received by
+/// the worker of the CPU the kernel processed it on (its NAPI thread's,
+/// threaded), and udp-echo counts it misdirected if not. Each worker must
+/// receive exactly the flows `hash --iface` puts on queues planned on its
+/// CPU: 200 of 200 processed on the planned CPU.
+fn flows_processed_on_planned_cpus(lab: &Lab, nic: &str, addr: &str, plan: &Value) {
+    let cpus = cpus_text(&plan["cpus"]);
+    let o = lab.run(
+        &format!(
+            "{RSSKIT} udp-echo --bind {addr}:9000 --steer cpu --cpus {cpus} --duration 120 --json \
+             > /tmp/echo.json 2> /tmp/echo.err & echo $! > /tmp/echo.pid; \
+             for i in $(seq 1 600); do grep -q ready /tmp/echo.err && exit 0; kill -0 $(cat /tmp/echo.pid) || break; sleep 0.1; done; \
+             cat /tmp/echo.err; exit 1"
+        ),
+        120,
+    );
+    assert_eq!(o.rc, 0, "{nic}: udp-echo did not get ready: {}", o.text());
+    let mut r: u64 = 0x9e37_79b9_7f4a_7c15 ^ nic.len() as u64;
+    let flows: Vec<Value> = (0..200u32)
+        .map(|i| {
+            r ^= r << 13;
+            r ^= r >> 7;
+            r ^= r << 17;
+            let src = format!("10.{}.{}.{}", 100 + (r & 0x3f), (r >> 8) & 0xff, 1 + (r >> 16) % 254);
+            let mut buf = vec![0u8; proto::HEADER_LEN];
+            assert!(proto::encode_probe(&mut buf, &Probe { stream: i, seq: 0, sent_ns: 0 }));
+            let payload: String = buf.iter().map(|b| format!("{b:02x}")).collect();
+            json!({"src": src, "dst": addr, "sport": 1024 + (r >> 24) % 60000, "dport": 9000, "proto": "udp", "count": 1, "payload": payload})
+        })
+        .collect();
+    let lines: String = flows
+        .iter()
+        .map(|f| format!("{}:{} {}:9000 udp\n", f["src"].as_str().unwrap(), f["sport"], addr))
+        .collect();
+    lab.ok(&format!("cat > /tmp/napi-flows.txt <<'EOF'\n{lines}EOF"));
+    let o = lab.run(&format!("{RSSKIT} hash --iface {nic} --flows /tmp/napi-flows.txt --json"), 180);
+    assert_eq!(o.rc, 0, "{nic}: hash --iface: {}", o.text());
+    let mut want: BTreeMap<u64, u64> = BTreeMap::new();
+    for l in o.stdout.lines() {
+        let q = serde_json::from_str::<Value>(l).unwrap()["queue"].as_u64().expect("queue") as usize;
+        let cpu = plan["rx"][q]["cpu"].as_u64().unwrap_or_else(|| panic!("{nic}: rx-{q} has a planned CPU"));
+        *want.entry(cpu).or_default() += 1;
+    }
+    let input: String = flows.iter().map(|f| f.to_string() + "\n").collect();
+    let sent = lab.send_counted_to(nic, &input, 0.0);
+    assert_eq!((sent.frames, sent.tap_dropped), (200, 0), "{nic}: the host's tap dropped frames");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let stop = lab.run(
+        "kill -INT $(cat /tmp/echo.pid); for i in $(seq 1 300); do kill -0 $(cat /tmp/echo.pid) 2>/dev/null || break; sleep 0.1; done; cat /tmp/echo.json",
+        60,
+    );
+    let report: Value = serde_json::from_str(&stop.stdout)
+        .unwrap_or_else(|e| panic!("{nic}: udp-echo --json ({e}): {}", stop.text()));
+    let mut got: BTreeMap<u64, u64> = BTreeMap::new();
+    for w in report["workers"].as_array().unwrap() {
+        let n = w["received"].as_u64().unwrap();
+        if n > 0 {
+            *got.entry(w["cpu"].as_u64().unwrap()).or_default() += n;
+        }
+    }
+    assert_eq!(report["totals"]["misdirected"], 0, "{nic}: each processed on its worker's CPU: {report}");
+    assert_eq!(
+        got, want,
+        "{nic}: datagrams per processing CPU vs the plan's CPU of each flow's queue: {report}"
+    );
+    eprintln!("{nic}: 200 of 200 flows processed on their queue's planned CPU (per CPU {got:?})");
+}
+
+fn napi_on_nic(lab: &Lab, nic: &str, addr: &str, kernel_irqs: bool) {
     let t = Instant::now();
     let was_threaded = lab.ok(&format!("cat /sys/class/net/{nic}/threaded")).trim().to_string();
     let settings = |lab: &Lab| {
@@ -82,7 +152,8 @@ fn napi_on_nic(lab: &Lab, nic: &str, kernel_irqs: bool) {
         ))
     };
     let settings_before = settings(lab);
-    lab.ok(&format!("echo 1 > /sys/class/net/{nic}/threaded"));
+    // Fresh threads (a reused lab may hold pinned ones from a run before).
+    lab.ok(&format!("echo 0 > /sys/class/net/{nic}/threaded; echo 1 > /sys/class/net/{nic}/threaded"));
     let before = threads(lab, nic);
     // igb: one NAPI instance per RX and per TX vector; virtio-net: per queue pair.
     assert!(before.len() >= QUEUES, "{nic}: a NAPI thread per RX queue at least: {before:?}");
@@ -110,6 +181,7 @@ fn napi_on_nic(lab: &Lab, nic: &str, kernel_irqs: bool) {
         180,
     );
     assert_eq!(o.rc, 0, "{nic}: apply: {}", o.text());
+    assert!(lab.run(&format!("test -s /tmp/napi-{nic}.json"), 30).rc == 0, "{nic}: saved: {}", o.text());
     pinned_as_planned(lab, nic, &pins);
     assert_eq!(settings(lab).split_whitespace().collect::<Vec<_>>(), ["2", "200000"], "{nic}");
     let info = rsskit_json(lab, &format!("info --iface {nic} --json"));
@@ -131,6 +203,7 @@ fn napi_on_nic(lab: &Lab, nic: &str, kernel_irqs: bool) {
     }
     let c = lab.run(&format!("{RSSKIT} check --iface {nic}"), 180);
     assert_eq!(c.rc, 0, "{nic}: pinned, so aligned: {}", c.text());
+    flows_processed_on_planned_cpus(lab, nic, addr, d);
 
     // 2. A thread moved: check names it, the agent puts it back.
     // The thread of an RX queue (TX-only NAPI threads are not judged).
@@ -184,7 +257,9 @@ fn lab_napi_threads_pinned_checked_repaired_restored() {
     assert!(release.starts_with("7.3."), "the 7.3 lab runs 7.3: {release}");
     // The persisted plan needs a writable /etc (the guest's root is the host's, read-only).
     lab.ok("mountpoint -q /etc || { mkdir -p /tmp/etc && cp -a /etc/. /tmp/etc/ && mount --bind /tmp/etc /etc; }");
-    napi_on_nic(&lab, "eth1", true);
-    napi_on_nic(&lab, "eth0", false);
+    // No persisted plan of a run before (the copy is the guest's own).
+    lab.ok("rm -rf /etc/rsskit");
+    napi_on_nic(&lab, "eth1", "10.77.1.2", true);
+    napi_on_nic(&lab, "eth0", "10.77.0.2", false);
     eprintln!("lab_napi done in {:.0} s", t.elapsed().as_secs_f64());
 }
