@@ -28,13 +28,16 @@ use std::time::Instant;
 const RSSKIT: &str = env!("CARGO_BIN_EXE_rsskit");
 const QUEUES: usize = 4;
 
-fn boot() -> Lab {
+/// One lab per checkout: the two tests take turns.
+static ONE_LAB: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn boot(kernel: &str) -> Lab {
     if std::env::var_os("RSSKIT_LAB_REUSE").is_some() {
         if let Some(lab) = Lab::running() {
             return lab;
         }
     }
-    Lab::boot(&["--kernel", "7.3"], 1200)
+    Lab::boot(&["--kernel", kernel], 1200)
 }
 
 fn rsskit_json(lab: &Lab, args: &str) -> Value {
@@ -251,8 +254,9 @@ fn napi_on_nic(lab: &Lab, nic: &str, addr: &str, kernel_irqs: bool) {
     ignore = "QEMU cannot start here: no qemu-system-x86_64 or no /dev/net/tun (scripts/install-deps.sh installs QEMU)"
 )]
 fn lab_napi_threads_pinned_checked_repaired_restored() {
+    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
     let t = Instant::now();
-    let lab = boot();
+    let lab = boot("7.3");
     let release = lab.say_kernel();
     assert!(release.starts_with("7.3."), "the 7.3 lab runs 7.3: {release}");
     // The persisted plan needs a writable /etc (the guest's root is the host's, read-only).
@@ -262,4 +266,46 @@ fn lab_napi_threads_pinned_checked_repaired_restored() {
     napi_on_nic(&lab, "eth1", "10.77.1.2", true);
     napi_on_nic(&lab, "eth0", "10.77.0.2", false);
     eprintln!("lab_napi done in {:.0} s", t.elapsed().as_secs_f64());
+}
+
+/// On 6.1 (no netdev netlink: which thread polls which queue is unknown),
+/// with `threaded` on: `check` does not call the floating threads aligned,
+/// `plan`/`apply` turn threading off (said) so no NAPI thread floats, and
+/// `--restore` turns it back on.
+#[test]
+#[cfg_attr(
+    rsskit_no_qemu,
+    ignore = "QEMU cannot start here: no qemu-system-x86_64 or no /dev/net/tun (scripts/install-deps.sh installs QEMU)"
+)]
+fn lab_napi_61_threads_off_without_the_map() {
+    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let t = Instant::now();
+    let lab = boot("6.1");
+    let release = lab.say_kernel();
+    assert!(release.starts_with("6.1."), "the default lab runs 6.1: {release}");
+    let nic = "eth0";
+    lab.ok(&format!("echo 1 > /sys/class/net/{nic}/threaded"));
+    let floating = threads(&lab, nic);
+    assert!(floating.len() >= QUEUES, "{floating:?}");
+    let c = lab.run(&format!("{RSSKIT} check --iface {nic}"), 180);
+    assert_eq!(c.rc, 1, "floating threads are not aligned: {}", c.text());
+    assert!(c.stdout.contains("not one known queue's CPU"), "{}", c.text());
+    let plan = rsskit_json(&lab, &format!("plan --iface {nic} --json"));
+    let d = &plan["devices"][0];
+    assert_eq!(d["napi_threaded"], 0, "{d}");
+    assert!(d["napi_threads"].is_null(), "nothing pinned without the map: {d}");
+    assert!(d["queue_map"].is_null(), "IRQ names on 6.1: {d}");
+    let o = lab
+        .run(&format!("rm -f /tmp/napi61.json; {RSSKIT} apply --iface {nic} --save /tmp/napi61.json"), 180);
+    assert_eq!(o.rc, 0, "{}", o.text());
+    assert_eq!(lab.ok(&format!("cat /sys/class/net/{nic}/threaded")).trim(), "0");
+    // threaded 0: no queue is polled by a thread any more (6.1 may keep the
+    // idle kthreads; they poll nothing).
+    eprintln!("6.1: {} napi/{nic}-N kthread(s) left, idle", threads(&lab, nic).len());
+    assert_eq!(lab.run(&format!("{RSSKIT} check --iface {nic}"), 180).rc, 0, "aligned");
+    let o = lab.run(&format!("{RSSKIT} apply --restore /tmp/napi61.json"), 180);
+    assert_eq!(o.rc, 0, "{}", o.text());
+    assert_eq!(lab.ok(&format!("cat /sys/class/net/{nic}/threaded")).trim(), "1", "restored");
+    lab.ok(&format!("echo 0 > /sys/class/net/{nic}/threaded"));
+    eprintln!("6.1: threaded NAPI judged, turned off and restored ({:.0} s)", t.elapsed().as_secs_f64());
 }
