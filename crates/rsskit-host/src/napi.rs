@@ -38,6 +38,9 @@ pub struct NapiThread {
 pub struct NapiMap {
     /// Queue number -> its NAPI instance.
     pub rx: BTreeMap<usize, NapiLink>,
+    /// TX queue -> its NAPI instance, where no RX queue shares it (drivers
+    /// with a vector per TX queue, like igb).
+    pub tx: BTreeMap<usize, NapiLink>,
 }
 
 /// The NAPI instance of one queue.
@@ -54,16 +57,20 @@ impl NapiMap {
     /// links no RX queue to one.
     pub fn from_kernel(map: &rsskit_linux::netdev_nl::QueueMap) -> Option<NapiMap> {
         use rsskit_linux::netdev_nl::QueueType;
-        let rx: BTreeMap<usize, NapiLink> = map
-            .queues
-            .iter()
-            .filter(|q| q.kind == QueueType::Rx)
-            .filter_map(|q| {
-                let id = q.napi_id?;
-                Some((q.id as usize, NapiLink { napi_id: id, pid: map.napi(id).and_then(|n| n.pid) }))
-            })
-            .collect();
-        (!rx.is_empty()).then_some(NapiMap { rx })
+        let links = |kind: QueueType| -> BTreeMap<usize, NapiLink> {
+            map.queues
+                .iter()
+                .filter(|q| q.kind == kind)
+                .filter_map(|q| {
+                    let id = q.napi_id?;
+                    Some((q.id as usize, NapiLink { napi_id: id, pid: map.napi(id).and_then(|n| n.pid) }))
+                })
+                .collect()
+        };
+        let rx = links(QueueType::Rx);
+        let mut tx = links(QueueType::Tx);
+        tx.retain(|_, l| !rx.values().any(|r| r.napi_id == l.napi_id));
+        (!rx.is_empty()).then_some(NapiMap { rx, tx })
     }
 }
 
@@ -72,6 +79,13 @@ impl NapiState {
     /// kernel gave the thread, not a PID that toggling `threaded` changes).
     pub fn thread_of(&self, q: usize) -> Option<&NapiThread> {
         let id = self.map.as_ref()?.rx.get(&q)?.napi_id;
+        self.threads.iter().find(|t| t.napi_id == Some(id))
+    }
+
+    /// The thread of TX queue `q`, where its NAPI instance is its own (no
+    /// RX queue's).
+    pub fn tx_thread_of(&self, q: usize) -> Option<&NapiThread> {
+        let id = self.map.as_ref()?.tx.get(&q)?.napi_id;
         self.threads.iter().find(|t| t.napi_id == Some(id))
     }
 }
@@ -283,7 +297,7 @@ mod tests {
     #[test]
     fn with_a_map_each_queue_is_judged_by_its_thread() {
         let link = |n: u32| NapiLink { napi_id: 8192 + n, pid: Some(n) };
-        let map = NapiMap { rx: [(0, link(1)), (1, link(2))].into_iter().collect() };
+        let map = NapiMap { rx: [(0, link(1)), (1, link(2))].into_iter().collect(), ..NapiMap::default() };
         let s = NapiState {
             threaded: Some(1),
             threads: vec![thread(1, &[2]), thread(2, &[0, 1])],

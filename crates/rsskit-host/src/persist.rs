@@ -402,7 +402,8 @@ pub fn resolve(p: &Persisted, dev: &DeviceState, online: &[usize]) -> Plan {
         .napi_threads
         .iter()
         .filter_map(|t| {
-            let napi_id = dev.napi.thread_of(t.queue)?.napi_id?;
+            let thread = if t.tx { dev.napi.tx_thread_of(t.queue) } else { dev.napi.thread_of(t.queue) };
+            let napi_id = thread?.napi_id?;
             Some(crate::plan::NapiThreadPlan { napi_id, ..t.clone() })
         })
         .collect();

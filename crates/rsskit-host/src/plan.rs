@@ -371,8 +371,11 @@ pub struct DevicePlan {
 pub struct NapiThreadPlan {
     /// Its NAPI id (the thread is `napi/IF-ID`).
     pub napi_id: u32,
-    /// The lowest RX queue it polls.
+    /// The lowest RX queue it polls (with `tx`: the TX queue).
     pub queue: usize,
+    /// A TX queue's own NAPI instance (no RX queue's): pinned with its IRQ.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tx: bool,
     /// The CPUs it may run on: its queue IRQ's.
     pub cpus: Vec<usize>,
 }
@@ -531,13 +534,14 @@ pub fn plan(topo: &Topology, devices: &[DeviceState], opts: &PlanOptions) -> Res
 fn plan_napi_threaded(
     d: &DeviceState,
     rx: &[RxPlan],
+    tx: &[TxPlan],
     irqs: &[IrqPlan],
     notes: &mut Vec<String>,
 ) -> (Option<u32>, Vec<NapiThreadPlan>) {
     if !d.napi.is_threaded() {
         return (None, Vec::new());
     }
-    let why = match pin_napi_threads(d, rx, irqs) {
+    let why = match pin_napi_threads(d, rx, tx, irqs) {
         Ok(pins) => {
             notes.push(format!(
                 "threaded NAPI is on (threaded={}): kept on, each of its {} napi/{}-ID thread(s) pinned to \
@@ -567,6 +571,7 @@ fn plan_napi_threaded(
 pub fn pin_napi_threads(
     d: &DeviceState,
     rx: &[RxPlan],
+    tx: &[TxPlan],
     irqs: &[IrqPlan],
 ) -> Result<Vec<NapiThreadPlan>, String> {
     if d.napi.map.is_none() {
@@ -593,7 +598,22 @@ pub fn pin_napi_threads(
         if cpus.is_empty() {
             return Err(format!("rx-{} has no planned CPU to pin its thread to", q.queue));
         }
-        out.push(NapiThreadPlan { napi_id, queue: q.queue, cpus });
+        out.push(NapiThreadPlan { napi_id, queue: q.queue, tx: false, cpus });
+    }
+    // A TX queue's own thread (completions) goes with its IRQ too, so that
+    // no thread is left floating; one not found is left alone.
+    for q in tx {
+        let Some(napi_id) = d.napi.tx_thread_of(q.queue).and_then(|t| t.napi_id) else { continue };
+        if out.iter().any(|p| p.napi_id == napi_id) {
+            continue;
+        }
+        let cpus: Vec<usize> = match q.irq.and_then(|i| irqs.iter().find(|x| x.irq == i)) {
+            Some(x) => x.cpus.clone(),
+            None => q.cpu.into_iter().collect(),
+        };
+        if !cpus.is_empty() {
+            out.push(NapiThreadPlan { napi_id, queue: q.queue, tx: true, cpus });
+        }
     }
     Ok(out)
 }
@@ -653,7 +673,7 @@ fn plan_device_on(
         None => steering_advice(spread, &rings.cpus, d.rx.len(), &rx, nic_key),
     };
     let hash_fields = plan_hash_fields(opts, hw, &mut notes);
-    let (napi_threaded, napi_threads) = plan_napi_threaded(d, &rx, &irqs, &mut notes);
+    let (napi_threaded, napi_threads) = plan_napi_threaded(d, &rx, &tx, &irqs, &mut notes);
     if d.queue_map.is_kernel() {
         notes.push(d.queue_map.note());
     }
@@ -1281,6 +1301,8 @@ pub(crate) mod tests {
             // kernel numbers them.
             map: map.then(|| NapiMap {
                 rx: (0..4).map(|q| (q, NapiLink { napi_id: 8196 - q as u32, pid: None })).collect(),
+                // TX completions on NAPI instances of their own (as igb's).
+                tx: (0..4).map(|q| (q, NapiLink { napi_id: 8197 + q as u32, pid: None })).collect(),
             }),
         };
         d
@@ -1292,7 +1314,7 @@ pub(crate) mod tests {
         let opts = PlanOptions { cpus: Some(vec![1, 3, 5, 7]), ..PlanOptions::default() };
         let d = plan_device(&t, &threaded_nic(true, &[8193, 8194, 8195, 8196]), &opts, 0).unwrap();
         assert_eq!(d.napi_threaded, None, "threading kept as the host has it");
-        assert_eq!(d.napi_threads.len(), 4);
+        assert_eq!(d.napi_threads.len(), 4, "TX threads not found are left alone");
         for p in &d.napi_threads {
             let q = &d.rx[p.queue];
             assert_eq!(p.napi_id, 8196 - p.queue as u32, "the map's thread for rx-{}", p.queue);
@@ -1302,6 +1324,15 @@ pub(crate) mod tests {
         }
         let cpus: BTreeSet<usize> = d.napi_threads.iter().flat_map(|p| p.cpus.clone()).collect();
         assert_eq!(cpus, [1, 3, 5, 7].into_iter().collect(), "one thread per queue CPU");
+        // With the TX queues' own threads: each goes with its TX queue's IRQ.
+        let all = (8193..=8200).collect::<Vec<u32>>();
+        let d8 = plan_device(&t, &threaded_nic(true, &all), &opts, 0).unwrap();
+        assert_eq!(d8.napi_threads.len(), 8);
+        for p in d8.napi_threads.iter().filter(|p| p.tx) {
+            assert_eq!(p.napi_id, 8197 + p.queue as u32);
+            let irq = d8.irqs.iter().find(|x| Some(x.irq) == d8.tx[p.queue].irq).unwrap();
+            assert_eq!(p.cpus, irq.cpus, "tx-{}: its IRQ's CPUs", p.queue);
+        }
         assert!(d.notes.iter().any(|n| n.contains("kept on, each of its 4 napi/eth1-ID thread(s) pinned")));
         // The plan file carries them and is read back.
         let plan = Plan {
