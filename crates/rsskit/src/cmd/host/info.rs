@@ -138,7 +138,21 @@ fn napi_text(s: &mut String, n: &NapiInfo) {
     );
     match &n.instances {
         Ok(v) => {
-            for x in v.iter().filter(|x| x.defer_hard_irqs.is_some() || x.gro_flush_timeout.is_some()) {
+            // Only the instances that differ from the device's files (a
+            // 64-queue NIC would print 64 equal lines); JSON has them all.
+            let reported =
+                |x: &&netdev_nl::NapiSettings| x.defer_hard_irqs.is_some() || x.gro_flush_timeout.is_some();
+            let own = |x: &&netdev_nl::NapiSettings| {
+                x.defer_hard_irqs.map(u64::from) != n.device.napi_defer_hard_irqs
+                    || x.gro_flush_timeout != n.device.gro_flush_timeout
+                    || x.irq_suspend_timeout.is_some_and(|t| t != 0)
+            };
+            let shown: Vec<_> = v.iter().filter(reported).collect();
+            let differ: Vec<_> = shown.iter().copied().filter(own).collect();
+            if !shown.is_empty() && differ.is_empty() {
+                let _ = writeln!(s, "    per-NAPI settings: all {} instance(s) as the device", shown.len());
+            }
+            for x in differ {
                 let _ = writeln!(
                     s,
                     "    NAPI {}: defer-hard-irqs {}, gro-flush-timeout {} ns{}",
@@ -1064,7 +1078,12 @@ mod tests {
             json!({"id": 8193, "defer_hard_irqs": 2, "gro_flush_timeout": 200000, "irq_suspend_timeout": null})
         );
         let t = to_text(&topo, &dk, &ifaces);
-        assert!(t.contains("  NAPI: threaded 1, napi_defer_hard_irqs 2, gro_flush_timeout 200000 ns\n    NAPI 8193: defer-hard-irqs 2, gro-flush-timeout 200000 ns\n"), "{t}");
+        assert!(t.contains("  NAPI: threaded 1, napi_defer_hard_irqs 2, gro_flush_timeout 200000 ns\n    per-NAPI settings: all 1 instance(s) as the device\n"), "{t}");
+        if let Ok(v) = &mut ifaces[0].napi.instances {
+            v[0].defer_hard_irqs = Some(5);
+        }
+        let t = to_text(&topo, &dk, &ifaces);
+        assert!(t.contains("    NAPI 8193: defer-hard-irqs 5, gro-flush-timeout 200000 ns\n"), "{t}");
         assert_eq!(j["rx_queues"][0]["napi_id"], 9);
         assert_eq!(j["rx_queues"][0]["napi_pid"], 412);
         assert_eq!(j["rx_queues"][0]["irq_source"], "kernel netlink");
