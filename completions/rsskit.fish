@@ -112,6 +112,8 @@ complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l rebalance -d 'Buc
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l from -d 'Plan the host captured in DIR (`rsskit capture DIR`) instead of this one, offline and read-only' -r -F
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l isolate -d 'Give a service its own queues and CPUs: MATCH=CPUS (udp:443=8-15, tcp4:8080=2,3, or ethtool -N match words: \'ip4 dst-ip 10.0.0.0/24=4-7\'). The queues whose IRQs go to those CPUs get a new RSS context, a flow rule steers the matches into it, and the main table leaves them out; repeat for several' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l sysroot -d 'Read and write a tree shaped like /sys and /proc under DIR instead (tests)' -r -F
+complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l napi-defer-hard-irqs -d 'NAPI: napi_defer_hard_irqs for each planned device (IRQs kept masked over N empty polls; 0-2147483647)' -r
+complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l gro-flush-timeout -d 'NAPI: gro_flush_timeout for each planned device, in nanoseconds (0-3600000000000)' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l json -d 'Print the plan as JSON (the input of `rsskit apply`)'
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l allow-weak-key -d 'Use a --key that cannot reach every RSS bucket (e.g. all zero: every flow in bucket 0) instead of refusing it'
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -s h -l help -d 'Print help'
@@ -129,6 +131,8 @@ complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l rebalance -d 'Bu
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l from -d 'Plan the host captured in DIR (`rsskit capture DIR`) instead of this one, offline and read-only' -r -F
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l isolate -d 'Give a service its own queues and CPUs: MATCH=CPUS (udp:443=8-15, tcp4:8080=2,3, or ethtool -N match words: \'ip4 dst-ip 10.0.0.0/24=4-7\'). The queues whose IRQs go to those CPUs get a new RSS context, a flow rule steers the matches into it, and the main table leaves them out; repeat for several' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l sysroot -d 'Read and write a tree shaped like /sys and /proc under DIR instead (tests)' -r -F
+complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l napi-defer-hard-irqs -d 'NAPI: napi_defer_hard_irqs for each planned device (IRQs kept masked over N empty polls; 0-2147483647)' -r
+complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l gro-flush-timeout -d 'NAPI: gro_flush_timeout for each planned device, in nanoseconds (0-3600000000000)' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l save -d 'Save the values replaced to FILE, a new file (default: /var/lib/rsskit/rsskit-saved-<time>.json)' -r -F
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l restore -d 'Put back the values saved in FILE by an earlier apply' -r -F
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l root -d 'Prefix every rsskit file (/etc/rsskit, /run/rsskit.lock, the udev rule, the units, irqbalance\'s options) with DIR' -r -F

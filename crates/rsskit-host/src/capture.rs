@@ -35,7 +35,16 @@ pub const SYS_CPU_FILES: &[&str] = &["online", "isolated", "nohz_full"];
 pub const SYS_TOPOLOGY_FILES: &[&str] = &["core_id", "physical_package_id"];
 /// Under each `sys/class/net/IF` (queues, `msi_irqs` and `lower_*` links
 /// are walked besides).
-pub const SYS_IFACE_FILES: &[&str] = &["operstate", "mtu", "threaded", "device/numa_node", "device/irq"];
+pub const SYS_IFACE_FILES: &[&str] = &[
+    "operstate",
+    "mtu",
+    "threaded",
+    "device/numa_node",
+    "device/irq",
+    // napi:
+    "napi_defer_hard_irqs",
+    "gro_flush_timeout",
+];
 /// Under `proc` (each IRQ's `proc/irq/N/{smp,effective}_affinity_list` besides).
 pub const PROC_FILES: &[&str] =
     &["interrupts", "sys/net/core/rps_sock_flow_entries", "sys/net/core/netdev_rss_key"];
@@ -464,7 +473,36 @@ fn capture_iface(w: &mut Writer<'_>, name: &str) -> Result<(), CaptureError> {
         }
     };
     let text = serde_json::to_string_pretty(&facts).expect("plain data");
-    w.put(&Path::new("ethtool").join(format!("{name}.json")), text.as_bytes())
+    w.put(&Path::new("ethtool").join(format!("{name}.json")), text.as_bytes())?;
+    // The kernel's queue -> NAPI -> IRQ map (6.8+), so that plan and check
+    // on the capture link queues to IRQs as they do live.
+    if let Ok(map) = rsskit_linux::netdev_nl::queue_map(name) {
+        let text = serde_json::to_string_pretty(&map).expect("plain data");
+        w.put(&Path::new("netdev_nl").join(format!("{name}.json")), text.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Largest `netdev_nl/IF.json` read.
+const MAX_MAP_BYTES: u64 = 4 << 20;
+
+/// Reads a kernel map a capture (or a test tree) holds: `Err` says why
+/// there is none (no file, or one that is not a map; never half a map).
+pub fn netdev_map(path: &Path) -> Result<rsskit_linux::netdev_nl::QueueMap, String> {
+    let f = match fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err("no netdev netlink map was captured (kernel before 6.8, or an older rsskit)".into())
+        }
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let mut text = String::new();
+    f.take(MAX_MAP_BYTES + 1).read_to_string(&mut text).map_err(|e| format!("{}: {e}", path.display()))?;
+    if text.len() as u64 > MAX_MAP_BYTES {
+        return Err(format!("{}: larger than {MAX_MAP_BYTES} bytes", path.display()));
+    }
+    serde_json::from_str(&text)
+        .map_err(|e| format!("{}: not a queue map: {}", path.display(), printable(&e.to_string())))
 }
 
 /// An ethtool answer, or the error that stopped it as a refusal.

@@ -406,6 +406,29 @@ pub(crate) fn delete_rule(dir: &Path, name: &str, location: u32) -> Result<Repor
     Ok(Reported::Supported(()))
 }
 
+/// napi: pins a fake kernel thread: its `proc/PID/status` gets the new
+/// `Cpus_allowed_list` (a test tree's PIDs are not this machine's).
+pub(crate) fn set_thread_cpus(
+    _dir: &Path,
+    roots: &rsskit_linux::netdev::Roots,
+    pid: u32,
+    cpus: &[usize],
+) -> Result<Reported<()>, SysrootError> {
+    let path = roots.proc.join(format!("{pid}/status"));
+    let bad = |msg: String| SysrootError::Fake { path: path.clone(), msg };
+    let text = std::fs::read_to_string(&path).map_err(|e| bad(e.to_string()))?;
+    let list = rsskit_linux::cpulist::format(cpus);
+    let out: Vec<String> = text
+        .lines()
+        .map(|l| match l.starts_with("Cpus_allowed_list:") {
+            true => format!("Cpus_allowed_list:\t{list}"),
+            false => l.to_string(),
+        })
+        .collect();
+    std::fs::write(&path, out.join("\n") + "\n").map_err(|e| bad(e.to_string()))?;
+    Ok(Reported::Supported(()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

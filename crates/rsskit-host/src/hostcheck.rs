@@ -45,6 +45,9 @@ pub fn check_device(topo: &Topology, d: &DeviceState, irqbalance: Option<&IrqBal
     let mut f = Findings::default();
     input_transform(d, &mut f);
     key_quality(d, &mut f);
+    if d.queue_map.is_kernel() {
+        f.notes.push(d.queue_map.note());
+    }
     let queue_cpu = queue_cpus_from_irqs(topo, d, irqbalance, &mut f);
     // Threaded NAPI polls a queue where its thread runs, not on the IRQ's CPU.
     let (problems, notes) = crate::napi::judge(&d.name, &d.napi, &queue_cpu);

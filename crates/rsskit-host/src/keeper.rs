@@ -150,6 +150,9 @@ struct Entry {
     refused: bool,
     until_ms: u64,
     backoff_ms: u64,
+    /// napi: refused while the setting was absent (no value to read: a
+    /// NAPI thread gone with threading off).
+    refused_absent: bool,
 }
 
 /// The decisions' memory, per (device, setting).
@@ -180,6 +183,13 @@ impl Keeper {
             return Verdict::InPlace;
         }
         match e {
+            // napi: refused while absent and present again (threading turned
+            // back on re-creates the NAPI threads): one new try.
+            Some(e) if e.refused && e.refused_absent && s.old.is_some() => {
+                e.refused = false;
+                e.refused_absent = false;
+                Verdict::Correct
+            }
             Some(e) if e.refused => Verdict::Refused,
             Some(e) if e.until_ms > now_ms => Verdict::BackingOff { until_ms: e.until_ms },
             _ => Verdict::Correct,
@@ -236,6 +246,7 @@ impl Keeper {
                     return Vec::new();
                 }
                 e.refused = true;
+                e.refused_absent = s.old.is_none();
                 let reason = match o {
                     Outcome::Changed { read_back, .. } => format!("reads back {read_back}: {reason}"),
                     _ => reason.clone(),
@@ -444,6 +455,39 @@ mod tests {
             contested += usize::from(is);
         }
         assert!(contested >= 2, "the sequence reaches contested more than once: {contested}");
+    }
+
+    /// napi: a NAPI thread moved is put back; gone (threading off) its pin
+    /// is refused once and not retried, until the thread is back under a
+    /// new PID (same NAPI id, same setting): then it is pinned again.
+    #[test]
+    fn napi_thread_moved_or_recreated_is_pinned_again() {
+        let thread = |old: Option<&str>| Setting {
+            target: Target::NapiThreadCpus { device: "eth1".into(), napi_id: 8193 },
+            what: "thread napi/eth1-8193 CPUs".into(),
+            old: old.map(str::to_string),
+            new: "2".into(),
+        };
+        let mut k = Keeper::new(policy());
+        assert_eq!(k.decide(0, &thread(Some("2"))), Verdict::InPlace);
+        let moved = thread(Some("0-3"));
+        assert_eq!(k.decide(10, &moved), Verdict::Correct);
+        let ev = k.outcome(10, &moved, Cause::Periodic, &Outcome::Applied, None);
+        assert_eq!(
+            ev[0].to_string(),
+            "eth1: corrected thread napi/eth1-8193 CPUs: 0-3 -> 2 (cause: found by the periodic re-check)"
+        );
+        assert!(matches!(&ev[0], Event::Corrected { class: "napi_thread_cpus", .. }));
+        let gone = thread(None);
+        assert_eq!(k.decide(20, &gone), Verdict::Correct);
+        let refused = Outcome::Refused { reason: "no kernel thread napi/eth1-8193".into() };
+        assert_eq!(k.outcome(20, &gone, Cause::Periodic, &refused, None).len(), 1);
+        assert_eq!(k.decide(30, &gone), Verdict::Refused, "not retried while gone");
+        assert_eq!(k.decide(40, &thread(Some("0-3"))), Verdict::Correct, "re-created: pinned again");
+        // A refusal of a present thread stays refused (no retry loop).
+        let s = thread(Some("0-3"));
+        k.outcome(50, &s, Cause::Periodic, &Outcome::Refused { reason: "EPERM".into() }, None);
+        assert_eq!(k.decide(60, &s), Verdict::Refused);
     }
 
     #[test]

@@ -62,6 +62,23 @@ pub struct QueueCpus {
     pub irq_cpus: Vec<usize>,
     /// `rps_cpus` (empty: RPS off).
     pub rps_cpus: Vec<usize>,
+    /// napi: threaded NAPI with the kernel's map: the CPUs the queue's
+    /// `napi/IF-ID` thread may run on (it polls the queue there, not on
+    /// the IRQ's CPU); `None` otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub napi_thread_cpus: Option<Vec<usize>>,
+}
+
+impl QueueCpus {
+    /// napi: the CPU the queue is polled on: its thread's when threaded
+    /// (known only when the thread may run on one CPU), else its IRQ's.
+    fn poll_cpu(&self) -> Option<usize> {
+        match &self.napi_thread_cpus {
+            Some(c) if c.len() == 1 => Some(c[0]),
+            Some(_) => None,
+            None => self.irq_cpus.first().copied(),
+        }
+    }
 }
 
 /// The NIC's steering state.
@@ -201,6 +218,11 @@ impl NicSteering {
                         irq: irq.map(|i| i.irq),
                         irq_cpus,
                         rps_cpus: q.rps_cpus.clone().unwrap_or_default(),
+                        napi_thread_cpus: d
+                            .napi
+                            .is_threaded()
+                            .then(|| d.napi.thread_of(q.queue).and_then(|t| t.cpus.clone()))
+                            .flatten(),
                     }
                 })
                 .collect();
@@ -241,8 +263,12 @@ impl NicSteering {
                         self.iface
                     ));
                 }
-                qc.irq_cpus.first().copied().ok_or_else(|| {
-                    format!("{}: the CPU of rx-{q} is unknown (no IRQ named for it)", self.iface)
+                qc.poll_cpu().ok_or_else(|| match qc.napi_thread_cpus {
+                    Some(_) => format!(
+                        "{}: rx-{q} is polled by a NAPI thread allowed on several CPUs (rsskit plan/apply pin it)",
+                        self.iface
+                    ),
+                    None => format!("{}: the CPU of rx-{q} is unknown (no IRQ named for it)", self.iface),
                 })
             })
             .collect()
@@ -310,8 +336,9 @@ impl NicSteering {
             Some(q.rps_cpus[i])
         });
         let rps_on = q.is_some_and(|q| !q.rps_cpus.is_empty());
-        // With RPS on, the CPU is RPS's pick: unknown without the hash.
-        let cpu = if rps_on { rps_cpu } else { irq_cpu };
+        // With RPS on, the CPU is RPS's pick: unknown without the hash;
+        // else where the queue is polled (its NAPI thread's, threaded).
+        let cpu = if rps_on { rps_cpu } else { q.and_then(QueueCpus::poll_cpu) };
         Landing { index, queue, irq: q.and_then(|q| q.irq), irq_cpu, rps_cpu, cpu }
     }
 }
@@ -332,8 +359,20 @@ mod tests {
             napi_threaded: false,
             rules: NicRules::default(),
             queues: vec![
-                QueueCpus { queue: 0, irq: Some(40), irq_cpus: vec![2], rps_cpus: vec![] },
-                QueueCpus { queue: 1, irq: Some(41), irq_cpus: vec![5, 6], rps_cpus: rps },
+                QueueCpus {
+                    queue: 0,
+                    irq: Some(40),
+                    irq_cpus: vec![2],
+                    rps_cpus: vec![],
+                    napi_thread_cpus: None,
+                },
+                QueueCpus {
+                    queue: 1,
+                    irq: Some(41),
+                    irq_cpus: vec![5, 6],
+                    rps_cpus: rps,
+                    napi_thread_cpus: None,
+                },
             ],
         }
     }
@@ -352,5 +391,19 @@ mod tests {
         assert_eq!(n.land(0x10).rps_cpu, None, "queue 0 has no RPS");
         assert!(n.bucket_cpus().unwrap_err().contains("RPS is on for rx-1"));
         assert_eq!(nic(vec![]).bucket_cpus().unwrap(), vec![2, 5, 2, 5, 2, 5, 2, 5]);
+    }
+
+    /// napi: threaded, a queue is processed where its thread runs: pinned,
+    /// that CPU (not the IRQ's); allowed on several, unknown.
+    #[test]
+    fn a_threaded_queue_lands_on_its_thread_cpu() {
+        let mut n = nic(vec![]);
+        n.queues[1].napi_thread_cpus = Some(vec![7]);
+        let l = n.land(0xffff_fff7);
+        assert_eq!((l.queue, l.irq_cpu, l.cpu), (1, Some(5), Some(7)));
+        assert_eq!(n.bucket_cpus().unwrap(), vec![2, 7, 2, 7, 2, 7, 2, 7]);
+        n.queues[1].napi_thread_cpus = Some(vec![0, 1, 2, 3]);
+        assert_eq!(n.land(0xffff_fff7).cpu, None);
+        assert!(n.bucket_cpus().unwrap_err().contains("allowed on several CPUs"));
     }
 }

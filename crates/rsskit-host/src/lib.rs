@@ -56,6 +56,7 @@ pub mod capture;
 mod fixture;
 pub mod hostcheck;
 pub mod irqbalance;
+pub mod irqmap;
 pub mod isolate;
 pub mod keep;
 pub mod keeper;

@@ -4,12 +4,13 @@
 //! `plan` read it here: [`read`] (files only, through the sysroot's
 //! `/sys` and `/proc`) and [`judge`] (no I/O).
 //!
-//! On kernel 6.1 the thread name carries the NAPI id, not the queue, and
-//! nothing in sysfs or procfs maps one to the other: the map is known only
-//! from netdev netlink (6.9+, `queue-get` / `napi-get`), which another
-//! module reads. [`NapiMap`] is where that source plugs in; until it does,
-//! [`NapiState::map`] is `None` and a thread is judged aligned only by a
-//! rule that holds for any map.
+//! The thread name carries the NAPI id, not the queue, and nothing in
+//! sysfs or procfs maps one to the other: the map is known only from netdev
+//! netlink (6.8+, `queue-get` / `napi-get`), which `Sysroot::device` reads
+//! into [`NapiState::map`] ([`NapiMap::from_kernel`]). Where it is `None`
+//! (6.1) a thread is judged aligned only by a rule that holds for any map,
+//! and `plan` turns threading off; where it is known, `plan` pins each
+//! thread to its queue's CPU and `check` judges each queue by its thread.
 
 use rsskit_linux::cpulist;
 use rsskit_linux::netdev::Roots;
@@ -32,11 +33,61 @@ pub struct NapiThread {
     pub cpus: Option<Vec<usize>>,
 }
 
-/// RX queue -> the PID of the NAPI thread polling it (netdev netlink).
+/// RX queue -> the NAPI instance polling it (netdev netlink).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct NapiMap {
-    /// Queue number -> thread PID.
-    pub rx: BTreeMap<usize, u32>,
+    /// Queue number -> its NAPI instance.
+    pub rx: BTreeMap<usize, NapiLink>,
+    /// TX queue -> its NAPI instance, where no RX queue shares it (drivers
+    /// with a vector per TX queue, like igb).
+    pub tx: BTreeMap<usize, NapiLink>,
+}
+
+/// The NAPI instance of one queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct NapiLink {
+    /// The NAPI id (the `ID` of its thread's name `napi/IF-ID`).
+    pub napi_id: u32,
+    /// Its thread's PID as the kernel reports it, when threaded.
+    pub pid: Option<u32>,
+}
+
+impl NapiMap {
+    /// The RX queues' NAPI instances in the kernel's map; `None` when it
+    /// links no RX queue to one.
+    pub fn from_kernel(map: &rsskit_linux::netdev_nl::QueueMap) -> Option<NapiMap> {
+        use rsskit_linux::netdev_nl::QueueType;
+        let links = |kind: QueueType| -> BTreeMap<usize, NapiLink> {
+            map.queues
+                .iter()
+                .filter(|q| q.kind == kind)
+                .filter_map(|q| {
+                    let id = q.napi_id?;
+                    Some((q.id as usize, NapiLink { napi_id: id, pid: map.napi(id).and_then(|n| n.pid) }))
+                })
+                .collect()
+        };
+        let rx = links(QueueType::Rx);
+        let mut tx = links(QueueType::Tx);
+        tx.retain(|_, l| !rx.values().any(|r| r.napi_id == l.napi_id));
+        (!rx.is_empty()).then_some(NapiMap { rx, tx })
+    }
+}
+
+impl NapiState {
+    /// The thread polling RX queue `q`, by the map's NAPI id (the name the
+    /// kernel gave the thread, not a PID that toggling `threaded` changes).
+    pub fn thread_of(&self, q: usize) -> Option<&NapiThread> {
+        let id = self.map.as_ref()?.rx.get(&q)?.napi_id;
+        self.threads.iter().find(|t| t.napi_id == Some(id))
+    }
+
+    /// The thread of TX queue `q`, where its NAPI instance is its own (no
+    /// RX queue's).
+    pub fn tx_thread_of(&self, q: usize) -> Option<&NapiThread> {
+        let id = self.map.as_ref()?.tx.get(&q)?.napi_id;
+        self.threads.iter().find(|t| t.napi_id == Some(id))
+    }
 }
 
 /// A device's threaded NAPI.
@@ -114,6 +165,28 @@ fn threads(proc: &Path, iface: &str) -> Vec<NapiThread> {
     out
 }
 
+/// napi: a device's NAPI settings in sysfs (`/sys/class/net/IF/...`);
+/// `None` where the file is missing or not a number.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct DeviceNapiSettings {
+    /// `napi_defer_hard_irqs`.
+    pub napi_defer_hard_irqs: Option<u64>,
+    /// `gro_flush_timeout` (ns).
+    pub gro_flush_timeout: Option<u64>,
+}
+
+/// Reads `iface`'s `napi_defer_hard_irqs` and `gro_flush_timeout`.
+pub fn device_settings(roots: &Roots, iface: &str) -> DeviceNapiSettings {
+    let num = |f: &str| {
+        read_small(&roots.sys.join(format!("class/net/{iface}/{f}")), 64)
+            .and_then(|t| t.trim().parse::<u64>().ok())
+    };
+    DeviceNapiSettings {
+        napi_defer_hard_irqs: num("napi_defer_hard_irqs"),
+        gro_flush_timeout: num("gro_flush_timeout"),
+    }
+}
+
 /// A 15-byte name that is `full` (ending in `-`) followed by digits, cut.
 fn cut_ours(name: &str, full: &str) -> bool {
     name.len() == COMM_MAX && name.starts_with(full) && name[full.len()..].bytes().all(|b| b.is_ascii_digit())
@@ -139,7 +212,9 @@ pub fn judge(dev: &str, napi: &NapiState, queue_cpu: &[Option<usize>]) -> (Vec<S
     }
     if let Some(map) = &napi.map {
         for (q, cpu) in queue_cpu.iter().enumerate() {
-            let Some(t) = map.rx.get(&q).and_then(|pid| napi.threads.iter().find(|t| t.pid == *pid)) else {
+            let Some(t) =
+                map.rx.get(&q).and_then(|l| napi.threads.iter().find(|t| t.napi_id == Some(l.napi_id)))
+            else {
                 problems.push(format!("rx-{q}: threaded NAPI, and no thread is known to poll it"));
                 continue;
             };
@@ -221,7 +296,8 @@ mod tests {
 
     #[test]
     fn with_a_map_each_queue_is_judged_by_its_thread() {
-        let map = NapiMap { rx: [(0, 1), (1, 2)].into_iter().collect() };
+        let link = |n: u32| NapiLink { napi_id: 8192 + n, pid: Some(n) };
+        let map = NapiMap { rx: [(0, link(1)), (1, link(2))].into_iter().collect(), ..NapiMap::default() };
         let s = NapiState {
             threaded: Some(1),
             threads: vec![thread(1, &[2]), thread(2, &[0, 1])],

@@ -398,6 +398,19 @@ pub fn resolve(p: &Persisted, dev: &DeviceState, online: &[usize]) -> Plan {
             Some(IrqPlan { irq: now.irq, name: now.name.clone(), cpus: x.cpus.clone() })
         })
         .collect();
+    // napi: each NAPI thread found again by the queue it polls (a driver
+    // reload renumbers NAPI instances); none while threading is off, so the
+    // agent pins the threads again once they are re-created.
+    d.napi_threads = p
+        .plan
+        .napi_threads
+        .iter()
+        .filter_map(|t| {
+            let thread = if t.tx { dev.napi.tx_thread_of(t.queue) } else { dev.napi.thread_of(t.queue) };
+            let napi_id = thread?.napi_id?;
+            Some(crate::plan::NapiThreadPlan { napi_id, ..t.clone() })
+        })
+        .collect();
     Plan {
         version: PLAN_VERSION,
         online_cpus: online.to_vec(),

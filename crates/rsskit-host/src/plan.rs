@@ -82,6 +82,17 @@ pub enum PlanError {
         /// The ringmap's reason.
         msg: String,
     },
+    // napi:
+    /// A NAPI setting's value the kernel would refuse.
+    #[error("{field} {value} is out of range (at most {max})")]
+    NapiValue {
+        /// The option's field: `napi_defer_hard_irqs` or `gro_flush_timeout`.
+        field: &'static str,
+        /// The value given.
+        value: u64,
+        /// The largest the kernel accepts.
+        max: u64,
+    },
 }
 
 /// The key to plan.
@@ -144,6 +155,11 @@ pub struct PlanOptions {
     /// CPUs set aside for the application: no IRQ or RPS there, and the
     /// steering advice runs rsskit's servers on them (`None`: no split).
     pub app_cpus: Option<Vec<usize>>,
+    // napi:
+    /// `napi_defer_hard_irqs` for every planned device (`None`: keep).
+    pub napi_defer_hard_irqs: Option<u64>,
+    /// `gro_flush_timeout` (ns) for every planned device (`None`: keep).
+    pub gro_flush_timeout: Option<u64>,
 }
 
 impl Default for PlanOptions {
@@ -157,6 +173,8 @@ impl Default for PlanOptions {
             hash_fields: Vec::new(),
             software_rss: SoftwareRss::Rps,
             app_cpus: None,
+            napi_defer_hard_irqs: None,
+            gro_flush_timeout: None,
         }
     }
 }
@@ -248,6 +266,19 @@ impl Plan {
             if d.napi_threaded.is_some_and(|t| t != 0) {
                 return Err(format!("{n}: napi_threaded is only ever planned 0 (off)"));
             }
+            // napi:
+            for t in &d.napi_threads {
+                cpus_ok(&format!("NAPI {} thread cpus", t.napi_id), n, &t.cpus)?;
+                if t.cpus.is_empty() {
+                    return Err(format!("{n}: NAPI {} thread gets no CPU", t.napi_id));
+                }
+            }
+            if d.napi_defer_hard_irqs.is_some_and(|v| v > MAX_DEFER_HARD_IRQS) {
+                return Err(format!("{n}: napi_defer_hard_irqs above {MAX_DEFER_HARD_IRQS}"));
+            }
+            if d.gro_flush_timeout.is_some_and(|v| v > MAX_GRO_FLUSH_TIMEOUT_NS) {
+                return Err(format!("{n}: gro_flush_timeout above {MAX_GRO_FLUSH_TIMEOUT_NS}"));
+            }
             if let Some(k) = &d.key {
                 valid_value(Kind::RssKey, k).map_err(|e| format!("{n}: the key is {e}"))?;
             }
@@ -325,6 +356,54 @@ pub struct DevicePlan {
     /// Services given their own queues: an RSS context each and the rules into it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub isolation: Vec<crate::isolate::IsolationPlan>,
+    // napi:
+    /// Threaded NAPI kept on: each NAPI thread pinned to its queue's CPU
+    /// (only where the kernel's map says which thread polls which queue).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub napi_threads: Vec<NapiThreadPlan>,
+    /// `/sys/class/net/IF/napi_defer_hard_irqs` to write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub napi_defer_hard_irqs: Option<u64>,
+    /// `/sys/class/net/IF/gro_flush_timeout` (ns) to write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gro_flush_timeout: Option<u64>,
+    /// `kernel netlink` when the queue -> IRQ links came from the kernel's
+    /// map; absent when from IRQ names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_map: Option<String>,
+}
+
+/// napi: one NAPI thread pinned to the CPU of the queue it polls.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NapiThreadPlan {
+    /// Its NAPI id (the thread is `napi/IF-ID`).
+    pub napi_id: u32,
+    /// The lowest RX queue it polls (with `tx`: the TX queue).
+    pub queue: usize,
+    /// A TX queue's own NAPI instance (no RX queue's): pinned with its IRQ.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tx: bool,
+    /// The CPUs it may run on: its queue IRQ's.
+    pub cpus: Vec<usize>,
+}
+
+/// Largest `napi_defer_hard_irqs` the kernel takes (`S32_MAX`).
+pub const MAX_DEFER_HARD_IRQS: u64 = i32::MAX as u64;
+/// Largest `gro_flush_timeout` planned (ns): one hour; the kernel takes
+/// any unsigned long, but a larger one is a typo.
+pub const MAX_GRO_FLUSH_TIMEOUT_NS: u64 = 3_600_000_000_000;
+
+/// napi: checks the NAPI settings asked for (each error names its field).
+pub fn check_napi_values(opts: &PlanOptions) -> Result<(), PlanError> {
+    for (field, v, max) in [
+        ("napi_defer_hard_irqs", opts.napi_defer_hard_irqs, MAX_DEFER_HARD_IRQS),
+        ("gro_flush_timeout", opts.gro_flush_timeout, MAX_GRO_FLUSH_TIMEOUT_NS),
+    ] {
+        if let Some(value) = v.filter(|v| *v > max) {
+            return Err(PlanError::NapiValue { field, value, max });
+        }
+    }
+    Ok(())
 }
 
 /// What to do with one RX queue.
@@ -421,6 +500,7 @@ pub fn plan(topo: &Topology, devices: &[DeviceState], opts: &PlanOptions) -> Res
             return Err(PlanError::NoCpus);
         }
     }
+    check_napi_values(opts)?;
     let map = CpuMap::new(topo);
     let mut unit = opts.unit;
     // The queue cores of each device planned so far (hardware RSS only).
@@ -458,15 +538,29 @@ pub fn plan(topo: &Topology, devices: &[DeviceState], opts: &PlanOptions) -> Res
 /// (netdev netlink); without it no pinning holds for every queue, so
 /// threading is turned off and the queues are polled in the softirq of
 /// their IRQ's CPU again (`--restore` writes the old value back).
-fn plan_napi_threaded(d: &DeviceState, notes: &mut Vec<String>) -> Option<u32> {
+fn plan_napi_threaded(
+    d: &DeviceState,
+    rx: &[RxPlan],
+    tx: &[TxPlan],
+    irqs: &[IrqPlan],
+    notes: &mut Vec<String>,
+) -> (Option<u32>, Vec<NapiThreadPlan>) {
     if !d.napi.is_threaded() {
-        return None;
+        return (None, Vec::new());
     }
-    let why = if d.napi.map.is_some() {
-        "pinning each thread to its queue's CPU is not planned yet"
-    } else {
-        "this kernel does not say which queue each napi/IF-N thread polls (no netdev netlink map), \
-         so no thread can be pinned to its queue's CPU"
+    let why = match pin_napi_threads(d, rx, tx, irqs) {
+        Ok(pins) => {
+            notes.push(format!(
+                "threaded NAPI is on (threaded={}): kept on, each of its {} napi/{}-ID thread(s) pinned to \
+                 its queue IRQ's CPU (the kernel's map says which thread polls which queue); --restore \
+                 puts their CPUs back",
+                d.napi.threaded.unwrap_or(1),
+                pins.len(),
+                d.name
+            ));
+            return (None, pins);
+        }
+        Err(why) => why,
     };
     notes.push(format!(
         "threaded NAPI is on (threaded={}, {} thread(s)): {why}; threading is turned off (threaded=0) so \
@@ -474,7 +568,61 @@ fn plan_napi_threaded(d: &DeviceState, notes: &mut Vec<String>) -> Option<u32> {
         d.napi.threaded.unwrap_or(1),
         d.napi.threads.len()
     ));
-    Some(0)
+    (Some(0), Vec::new())
+}
+
+/// napi: the stated rule where the kernel's map is known: each RX queue's
+/// NAPI thread runs only where the queue's IRQ is planned (that IRQ's CPUs,
+/// else the queue's CPU). A thread polling several queues goes with the
+/// lowest. `Err` says why no pinning holds (then threading goes off).
+pub fn pin_napi_threads(
+    d: &DeviceState,
+    rx: &[RxPlan],
+    tx: &[TxPlan],
+    irqs: &[IrqPlan],
+) -> Result<Vec<NapiThreadPlan>, String> {
+    if d.napi.map.is_none() {
+        return Err("this kernel does not say which queue each napi/IF-N thread polls (no netdev netlink \
+                    map), so no thread can be pinned to its queue's CPU"
+            .into());
+    }
+    let mut out: Vec<NapiThreadPlan> = Vec::new();
+    for q in rx {
+        let Some(t) = d.napi.thread_of(q.queue) else {
+            return Err(format!(
+                "no napi/{}-ID thread is found for rx-{} (its name cut, or gone)",
+                d.name, q.queue
+            ));
+        };
+        let Some(napi_id) = t.napi_id else { continue };
+        if out.iter().any(|p| p.napi_id == napi_id) {
+            continue;
+        }
+        let cpus = match q.irq.and_then(|i| irqs.iter().find(|x| x.irq == i)) {
+            Some(x) => x.cpus.clone(),
+            None => q.cpu.into_iter().collect(),
+        };
+        if cpus.is_empty() {
+            return Err(format!("rx-{} has no planned CPU to pin its thread to", q.queue));
+        }
+        out.push(NapiThreadPlan { napi_id, queue: q.queue, tx: false, cpus });
+    }
+    // A TX queue's own thread (completions) goes with its IRQ too, so that
+    // no thread is left floating; one not found is left alone.
+    for q in tx {
+        let Some(napi_id) = d.napi.tx_thread_of(q.queue).and_then(|t| t.napi_id) else { continue };
+        if out.iter().any(|p| p.napi_id == napi_id) {
+            continue;
+        }
+        let cpus: Vec<usize> = match q.irq.and_then(|i| irqs.iter().find(|x| x.irq == i)) {
+            Some(x) => x.cpus.clone(),
+            None => q.cpu.into_iter().collect(),
+        };
+        if !cpus.is_empty() {
+            out.push(NapiThreadPlan { napi_id, queue: q.queue, tx: true, cpus });
+        }
+    }
+    Ok(out)
 }
 
 /// Plans one device as unit `unit`, alone on the host.
@@ -532,7 +680,10 @@ fn plan_device_on(
         None => steering_advice(spread, &rings.cpus, d.rx.len(), &rx, nic_key),
     };
     let hash_fields = plan_hash_fields(opts, hw, &mut notes);
-    let napi_threaded = plan_napi_threaded(d, &mut notes);
+    let (napi_threaded, napi_threads) = plan_napi_threaded(d, &rx, &tx, &irqs, &mut notes);
+    if d.queue_map.is_kernel() {
+        notes.push(d.queue_map.note());
+    }
     if !hw && d.rss.ok().is_some() && d.rx.len() <= 1 {
         let by = if spread.xdp { "rsskit's XDP program" } else { "RPS" };
         notes.push(format!("one RX queue: {by} spreads its flows instead of the NIC"));
@@ -561,6 +712,10 @@ fn plan_device_on(
         steering,
         notes,
         isolation: Vec::new(),
+        napi_threads,
+        napi_defer_hard_irqs: opts.napi_defer_hard_irqs,
+        gro_flush_timeout: opts.gro_flush_timeout,
+        queue_map: d.queue_map.is_kernel().then(|| crate::irqmap::KERNEL.to_string()),
     })
 }
 
@@ -980,6 +1135,7 @@ pub(crate) mod tests {
             napi: Default::default(),
             // ethtool netlink (issue 37 item 2): not a live read.
             via: Default::default(),
+            queue_map: crate::irqmap::MapSource::names("a test NIC"),
         }
     }
 
@@ -1134,5 +1290,123 @@ pub(crate) mod tests {
             &PlanOptions { cpus: Some(vec![]), ..PlanOptions::default() },
         );
         assert_eq!(e.unwrap_err(), PlanError::NoCpus);
+    }
+
+    // napi:
+    fn threaded_nic(map: bool, threads: &[u32]) -> DeviceState {
+        use crate::napi::{NapiLink, NapiMap, NapiState, NapiThread};
+        let mut d = nic("eth1", 4, None, 128);
+        d.napi = NapiState {
+            threaded: Some(1),
+            threads: threads
+                .iter()
+                .map(|&id| NapiThread {
+                    pid: 500 + id,
+                    name: format!("napi/eth1-{id}"),
+                    napi_id: Some(id),
+                    cpus: Some((0..8).collect()),
+                })
+                .collect(),
+            // rx-q is polled by NAPI 8196 - q: not in queue order, as the
+            // kernel numbers them.
+            map: map.then(|| NapiMap {
+                rx: (0..4).map(|q| (q, NapiLink { napi_id: 8196 - q as u32, pid: None })).collect(),
+                // TX completions on NAPI instances of their own (as igb's).
+                tx: (0..4).map(|q| (q, NapiLink { napi_id: 8197 + q as u32, pid: None })).collect(),
+            }),
+        };
+        d
+    }
+
+    #[test]
+    fn threaded_napi_with_the_map_pins_each_thread_to_its_queue_irq_cpu() {
+        let t = topo(8);
+        let opts = PlanOptions { cpus: Some(vec![1, 3, 5, 7]), ..PlanOptions::default() };
+        let d = plan_device(&t, &threaded_nic(true, &[8193, 8194, 8195, 8196]), &opts, 0).unwrap();
+        assert_eq!(d.napi_threaded, None, "threading kept as the host has it");
+        assert_eq!(d.napi_threads.len(), 4, "TX threads not found are left alone");
+        for p in &d.napi_threads {
+            let q = &d.rx[p.queue];
+            assert_eq!(p.napi_id, 8196 - p.queue as u32, "the map's thread for rx-{}", p.queue);
+            let irq = d.irqs.iter().find(|x| Some(x.irq) == q.irq).unwrap();
+            assert_eq!(p.cpus, irq.cpus, "rx-{}: its IRQ's CPUs", p.queue);
+            assert_eq!(p.cpus, vec![q.cpu.unwrap()]);
+        }
+        let cpus: BTreeSet<usize> = d.napi_threads.iter().flat_map(|p| p.cpus.clone()).collect();
+        assert_eq!(cpus, [1, 3, 5, 7].into_iter().collect(), "one thread per queue CPU");
+        // With the TX queues' own threads: each goes with its TX queue's IRQ.
+        let all = (8193..=8200).collect::<Vec<u32>>();
+        let d8 = plan_device(&t, &threaded_nic(true, &all), &opts, 0).unwrap();
+        assert_eq!(d8.napi_threads.len(), 8);
+        for p in d8.napi_threads.iter().filter(|p| p.tx) {
+            assert_eq!(p.napi_id, 8197 + p.queue as u32);
+            let irq = d8.irqs.iter().find(|x| Some(x.irq) == d8.tx[p.queue].irq).unwrap();
+            assert_eq!(p.cpus, irq.cpus, "tx-{}: its IRQ's CPUs", p.queue);
+        }
+        assert!(d.notes.iter().any(|n| n.contains("kept on, each of its 4 napi/eth1-ID thread(s) pinned")));
+        // The plan file carries them and is read back.
+        let plan = Plan {
+            version: PLAN_VERSION,
+            online_cpus: t.online.clone(),
+            rps_sock_flow_entries: None,
+            devices: vec![d.clone()],
+        };
+        let back = Plan::from_json(&serde_json::to_string(&plan).unwrap()).unwrap();
+        assert_eq!(back.devices[0].napi_threads, d.napi_threads);
+        let mut bad = plan.clone();
+        bad.devices[0].napi_threads[0].cpus = vec![];
+        assert!(Plan::from_json(&serde_json::to_string(&bad).unwrap())
+            .unwrap_err()
+            .to_string()
+            .contains("gets no CPU"));
+    }
+
+    #[test]
+    fn threaded_napi_without_the_map_or_a_thread_is_turned_off() {
+        let t = topo(8);
+        let opts = PlanOptions { cpus: Some(vec![1, 3, 5, 7]), ..PlanOptions::default() };
+        for (map, threads, why) in [
+            (false, &[8193, 8194, 8195, 8196][..], "no netdev netlink map"),
+            (true, &[8193, 8194, 8196][..], "no napi/eth1-ID thread is found for rx-1"),
+        ] {
+            let d = plan_device(&t, &threaded_nic(map, threads), &opts, 0).unwrap();
+            assert_eq!(d.napi_threaded, Some(0), "{why}");
+            assert!(d.napi_threads.is_empty());
+            assert!(
+                d.notes.iter().any(|n| n.contains(why) && n.contains("threading is turned off")),
+                "{:?}",
+                d.notes
+            );
+        }
+        // Not threaded: neither.
+        let d = plan_device(&t, &nic("eth1", 4, None, 128), &opts, 0).unwrap();
+        assert_eq!((d.napi_threaded, d.napi_threads.len()), (None, 0));
+    }
+
+    #[test]
+    fn napi_settings_are_checked_naming_their_field() {
+        let t = topo(4);
+        let ok = PlanOptions {
+            napi_defer_hard_irqs: Some(100),
+            gro_flush_timeout: Some(200_000),
+            ..PlanOptions::default()
+        };
+        let p = plan(&t, &[nic("eth0", 2, None, 128)], &ok).unwrap();
+        assert_eq!(
+            (p.devices[0].napi_defer_hard_irqs, p.devices[0].gro_flush_timeout),
+            (Some(100), Some(200_000))
+        );
+        let big = PlanOptions { napi_defer_hard_irqs: Some(1 << 31), ..PlanOptions::default() };
+        let e = plan(&t, &[nic("eth0", 2, None, 128)], &big).unwrap_err();
+        assert_eq!(
+            e,
+            PlanError::NapiValue { field: "napi_defer_hard_irqs", value: 1 << 31, max: MAX_DEFER_HARD_IRQS }
+        );
+        assert_eq!(e.to_string(), "napi_defer_hard_irqs 2147483648 is out of range (at most 2147483647)");
+        let long = PlanOptions { gro_flush_timeout: Some(u64::MAX), ..PlanOptions::default() };
+        assert!(matches!(
+            plan(&t, &[nic("eth0", 2, None, 128)], &long),
+            Err(PlanError::NapiValue { field: "gro_flush_timeout", .. })
+        ));
     }
 }

@@ -81,6 +81,8 @@ pub struct DeviceState {
     pub irqs: Vec<IfaceIrq>,
     /// Threaded NAPI: the `threaded` file and its `napi/IF-N` threads.
     pub napi: crate::napi::NapiState,
+    /// Where `irqs`' queue links came from: the kernel's map or the names.
+    pub queue_map: crate::irqmap::MapSource,
     // ethtool netlink (issue 37 item 2):
     /// Which kernel interface answered `channels` and `rss` (live reads
     /// only: a fixture tree or a capture has none).
@@ -288,6 +290,27 @@ impl Sysroot {
             via = NicVia { rss: Some(rss.via), channels: Some(channels.via) };
             (driver, channels.value, rss.value, hash)
         };
+        // One place decides which IRQ serves which queue (crate::irqmap).
+        let by_name = netdev::iface_irqs(&self.roots, name, &interrupts);
+        let kernel = self.kernel_map(name);
+        let extra = |irq: u32| {
+            let line = interrupts.iter().find(|l| l.irq == irq)?;
+            let (kind, queue) = netdev::classify_irq(&line.name);
+            Some(IfaceIrq {
+                irq,
+                name: line.name.clone(),
+                kind,
+                queue,
+                cpus: netdev::irq_cpus(&self.roots, irq, "smp_affinity_list"),
+                effective_cpus: netdev::irq_cpus(&self.roots, irq, "effective_affinity_list"),
+            })
+        };
+        let (irqs, queue_map) = match &kernel {
+            Ok(m) => crate::irqmap::link(by_name, Some(m), extra),
+            Err(why) => (by_name, crate::irqmap::MapSource::names(why.clone())),
+        };
+        let mut napi = crate::napi::read(&self.roots, name);
+        napi.map = kernel.ok().as_ref().and_then(crate::napi::NapiMap::from_kernel);
         Ok(DeviceState {
             name: name.to_string(),
             driver,
@@ -297,10 +320,24 @@ impl Sysroot {
             hash,
             rx: netdev::rx_queues(&self.roots, name),
             tx: netdev::tx_queues(&self.roots, name),
-            irqs: netdev::iface_irqs(&self.roots, name, &interrupts),
-            napi: crate::napi::read(&self.roots, name),
+            irqs,
+            napi,
+            queue_map,
             via,
         })
+    }
+
+    /// The kernel's queue -> NAPI -> IRQ map of `name`: netdev netlink on
+    /// the live host, `DIR/netdev_nl/IF.json` in a capture or a test tree
+    /// (absent: none). `Err` says why there is none.
+    pub fn kernel_map(&self, name: &str) -> Result<rsskit_linux::netdev_nl::QueueMap, String> {
+        // A test tree's fake driver files are in DIR/ethtool: its map beside them.
+        let tree = self.fixture().and_then(Path::parent);
+        let file = tree.or(self.capture.as_deref()).map(|d| d.join("netdev_nl").join(format!("{name}.json")));
+        match file {
+            Some(p) => crate::capture::netdev_map(&p),
+            None => rsskit_linux::netdev_nl::queue_map(name).map_err(|e| crate::causes(&e)),
+        }
     }
 
     /// The device's flow classification rules (`ethtool -n IF`), by ascending location.
@@ -395,6 +432,58 @@ impl Sysroot {
     /// network namespace).
     pub fn sock_flow_entries_path(&self) -> PathBuf {
         self.roots.proc.join("sys/net/core/rps_sock_flow_entries")
+    }
+
+    /// `/sys/class/net/IF/FILE` (napi: `napi_defer_hard_irqs`, `gro_flush_timeout`).
+    pub fn iface_path(&self, name: &str, file: &str) -> PathBuf {
+        self.roots.sys.join(format!("class/net/{name}/{file}"))
+    }
+
+    /// The CPUs thread `napi/IF-ID` may run on now (a CPU list), found by
+    /// its name among the kernel threads; `None` when there is no such
+    /// thread (threading off, or the name cut at 15 bytes).
+    pub fn napi_thread_cpus(&self, name: &str, napi_id: u32) -> Option<String> {
+        let napi = crate::napi::read(&self.roots, name);
+        let t = napi.threads.into_iter().find(|t| t.napi_id == Some(napi_id))?;
+        t.cpus.map(|c| rsskit_linux::cpulist::format(&c))
+    }
+
+    /// Pins thread `napi/IF-ID` to `cpus`. The PID is found by the thread's
+    /// name among kernel threads (`/proc/PID/comm` and its parent
+    /// `kthreadd`) and, where the kernel's map names one, must be that PID:
+    /// nothing read from `/proc` or netlink is trusted alone.
+    pub fn set_napi_thread_cpus(
+        &self,
+        name: &str,
+        napi_id: u32,
+        cpus: &[usize],
+    ) -> Result<Reported<()>, SysrootError> {
+        self.refuse_capture()?;
+        let refuse = |reason: String| Ok(Reported::Unsupported { reason });
+        let thread = format!("napi/{name}-{napi_id}");
+        let napi = crate::napi::read(&self.roots, name);
+        let Some(t) = napi.threads.iter().find(|t| t.napi_id == Some(napi_id)) else {
+            return refuse(format!("no kernel thread {thread} (threaded NAPI off, or the device changed)"));
+        };
+        if let Ok(map) = self.kernel_map(name) {
+            let pid = map.napi(napi_id).and_then(|n| n.pid);
+            if pid.is_some_and(|p| p != t.pid) {
+                return refuse(format!(
+                    "the kernel's map names PID {} for NAPI {napi_id}, /proc names {} PID {}: not pinned",
+                    pid.unwrap_or(0),
+                    thread,
+                    t.pid
+                ));
+            }
+        }
+        #[cfg(any(test, feature = "fixtures"))]
+        if let Some(dir) = self.fixture() {
+            return crate::fixture::set_thread_cpus(dir, &self.roots, t.pid, cpus);
+        }
+        match rsskit_linux::affinity::set_task_affinity(t.pid, cpus) {
+            Ok(()) => Ok(Reported::Supported(())),
+            Err(e) => refuse(format!("sched_setaffinity({thread}, PID {}): {e}", t.pid)),
+        }
     }
 
     /// `/sys/class/net/IF/threaded`.

@@ -177,6 +177,32 @@ pub fn current_affinity() -> io::Result<Vec<usize>> {
     Ok((0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect())
 }
 
+/// Sets the CPUs another task may run on (`sched_setaffinity(pid, ...)`):
+/// a kernel thread such as `napi/eth0-8193`. The caller verifies that `pid`
+/// is the task it means (a PID read from the kernel can be reused).
+pub fn set_task_affinity(pid: u32, cpus: &[usize]) -> io::Result<()> {
+    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
+    if pid <= 0 {
+        // 0 would be the calling thread: never meant here.
+        return Err(io::Error::from_raw_os_error(libc::ESRCH));
+    }
+    if cpus.is_empty() || cpus.iter().any(|&c| c >= libc::CPU_SETSIZE as usize) {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: an all-zero cpu_set_t is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus {
+        // SAFETY: c < CPU_SETSIZE, checked above.
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    // SAFETY: set is a live cpu_set_t of the size passed.
+    let rc = unsafe { libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// The CPU the calling thread is running on right now (`sched_getcpu`), or
 /// `None` if the kernel cannot say.
 #[inline]

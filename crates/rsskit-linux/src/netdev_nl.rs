@@ -32,7 +32,7 @@ const NETDEV_A_NAPI_IRQ: u16 = 3;
 const NETDEV_A_NAPI_PID: u16 = 4;
 
 /// A queue's direction (`NETDEV_QUEUE_TYPE_RX`/`_TX`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum QueueType {
     /// A receive queue.
@@ -42,7 +42,7 @@ pub enum QueueType {
 }
 
 /// One queue as `queue-get` reports it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Queue {
     /// Queue index (rx-N / tx-N).
     pub id: u32,
@@ -55,7 +55,7 @@ pub struct Queue {
 }
 
 /// One NAPI instance as `napi-get` reports it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Napi {
     /// NAPI id (also what `SO_INCOMING_NAPI_ID` returns).
     pub id: u32,
@@ -68,7 +68,7 @@ pub struct Napi {
 }
 
 /// The kernel's map for one interface.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct QueueMap {
     /// Its queues, sorted by (type, id).
     pub queues: Vec<Queue>,
@@ -184,8 +184,9 @@ impl From<GenlError> for NetdevNlError {
     }
 }
 
-/// The kernel's queue -> NAPI -> IRQ map of interface `name`.
-pub fn queue_map(name: &str) -> Result<QueueMap, NetdevNlError> {
+/// Interface `name`'s index and an open socket on the netdev family (its
+/// id and the commands it offers): what every request here starts with.
+fn open_netdev(name: &str) -> Result<(Genl, u32, u16, Vec<u32>), NetdevNlError> {
     let cname = std::ffi::CString::new(name).map_err(|_| NetdevNlError::NoSuchInterface(name.into()))?;
     // SAFETY: cname is a valid NUL-terminated string for the call's duration.
     let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
@@ -193,22 +194,22 @@ pub fn queue_map(name: &str) -> Result<QueueMap, NetdevNlError> {
         return Err(NetdevNlError::NoSuchInterface(name.into()));
     }
     let mut g = Genl::open()?;
-    let family = match g.family("the netdev family lookup", "netdev") {
-        Ok(Some(f)) => f,
-        Ok(None) => {
-            return Err(NetdevNlError::NotAvailable {
-                reason: "the kernel has no netdev generic netlink family (Linux 6.2+; queue-get 6.8+)".into(),
-            })
-        }
-        Err(crate::genl::FamilyError::Genl(e)) => return Err(e.into()),
-        Err(crate::genl::FamilyError::Refused(r)) => {
-            return Err(NetdevNlError::Kernel {
-                what: "the netdev family lookup",
-                source: io::Error::from_raw_os_error(r.errno),
-            })
-        }
-    };
-    let (fam, ops) = family;
+    match g.family("the netdev family lookup", "netdev") {
+        Ok(Some((fam, ops))) => Ok((g, ifindex, fam, ops)),
+        Ok(None) => Err(NetdevNlError::NotAvailable {
+            reason: "the kernel has no netdev generic netlink family (Linux 6.2+; queue-get 6.8+)".into(),
+        }),
+        Err(crate::genl::FamilyError::Genl(e)) => Err(e.into()),
+        Err(crate::genl::FamilyError::Refused(r)) => Err(NetdevNlError::Kernel {
+            what: "the netdev family lookup",
+            source: io::Error::from_raw_os_error(r.errno),
+        }),
+    }
+}
+
+/// The kernel's queue -> NAPI -> IRQ map of interface `name`.
+pub fn queue_map(name: &str) -> Result<QueueMap, NetdevNlError> {
+    let (mut g, ifindex, fam, ops) = open_netdev(name)?;
     for (op, name) in [(NETDEV_CMD_QUEUE_GET, "queue-get"), (NETDEV_CMD_NAPI_GET, "napi-get")] {
         if !ops.contains(&u32::from(op)) {
             return Err(NetdevNlError::NotAvailable {
@@ -246,6 +247,96 @@ pub fn queue_map(name: &str) -> Result<QueueMap, NetdevNlError> {
     napis.sort_by_key(|n| n.id);
     napis.dedup_by_key(|n| n.id);
     Ok(QueueMap { queues, napis })
+}
+
+// napi: the per-NAPI settings of `napi-get` (include/uapi/linux/netdev.h:
+// defer-hard-irqs and gro-flush-timeout since 6.13, irq-suspend-timeout
+// since 6.14; `uint` attributes are 4 or 8 bytes).
+const NETDEV_A_NAPI_DEFER_HARD_IRQS: u16 = 5;
+const NETDEV_A_NAPI_GRO_FLUSH_TIMEOUT: u16 = 6;
+const NETDEV_A_NAPI_IRQ_SUSPEND_TIMEOUT: u16 = 7;
+
+/// One NAPI instance's settings as `napi-get` reports them; `None` where
+/// the kernel does not report the attribute (older kernels).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NapiSettings {
+    /// NAPI id.
+    pub id: u32,
+    /// `defer-hard-irqs`: empty polls before the IRQ is unmasked again.
+    pub defer_hard_irqs: Option<u32>,
+    /// `gro-flush-timeout`, nanoseconds.
+    pub gro_flush_timeout: Option<u64>,
+    /// `irq-suspend-timeout`, nanoseconds.
+    pub irq_suspend_timeout: Option<u64>,
+}
+
+fn attr_uint(attrs: &[(u16, Vec<u8>)], ty: u16, what: &str) -> Result<Option<u64>, ParseError> {
+    match attrs.iter().find(|(t, _)| *t == ty) {
+        None => Ok(None),
+        Some((_, v)) if v.len() == 4 => Ok(crate::genl::u32_at(v, 0).map(u64::from)),
+        Some((_, v)) if v.len() == 8 => Ok(Some(u64::from_ne_bytes(v[..8].try_into().unwrap_or_default()))),
+        Some((_, v)) => Err(ParseError(format!("{what}: {} bytes, not a uint", v.len()))),
+    }
+}
+
+/// The NAPI settings of a `napi-get` dump.
+pub fn decode_napi_settings(msgs: &[Message]) -> Result<Vec<NapiSettings>, ParseError> {
+    let mut out = Vec::new();
+    for m in msgs {
+        let Message::Genl { cmd: NETDEV_CMD_NAPI_GET, attrs, .. } = m else { continue };
+        out.push(NapiSettings {
+            id: need(attr_u32(attrs, NETDEV_A_NAPI_ID, "napi id")?, "napi id")?,
+            defer_hard_irqs: attr_u32(attrs, NETDEV_A_NAPI_DEFER_HARD_IRQS, "napi defer-hard-irqs")?,
+            gro_flush_timeout: attr_uint(attrs, NETDEV_A_NAPI_GRO_FLUSH_TIMEOUT, "napi gro-flush-timeout")?,
+            irq_suspend_timeout: attr_uint(
+                attrs,
+                NETDEV_A_NAPI_IRQ_SUSPEND_TIMEOUT,
+                "napi irq-suspend-timeout",
+            )?,
+        });
+    }
+    Ok(out)
+}
+
+/// The settings of interface `name`'s NAPI instances (`napi-get`, 6.8+;
+/// the settings themselves 6.13+), sorted by id.
+pub fn napi_settings(name: &str) -> Result<Vec<NapiSettings>, NetdevNlError> {
+    let (mut g, ifindex, fam, ops) = open_netdev(name)?;
+    if !ops.contains(&u32::from(NETDEV_CMD_NAPI_GET)) {
+        return Err(NetdevNlError::NotAvailable {
+            reason: "the kernel's netdev family has no napi-get (Linux 6.8+)".into(),
+        });
+    }
+    let msgs = match g.transact(
+        "napi-get",
+        fam,
+        NLM_F_DUMP,
+        NETDEV_CMD_NAPI_GET,
+        &[(NETDEV_A_NAPI_IFINDEX, &ifindex.to_ne_bytes())],
+    )? {
+        Ok(m) => m,
+        Err(r) => {
+            return Err(NetdevNlError::Kernel {
+                what: "napi-get",
+                source: io::Error::from_raw_os_error(r.errno),
+            })
+        }
+    };
+    // Only this interface's instances (the request filters; the reply is not trusted to).
+    let ours: Vec<u32> = decode_napis(&msgs)
+        .map_err(|source| NetdevNlError::Parse { what: "napi-get", source })?
+        .into_iter()
+        .filter(|n| n.ifindex == ifindex)
+        .map(|n| n.id)
+        .collect();
+    let mut out: Vec<NapiSettings> = decode_napi_settings(&msgs)
+        .map_err(|source| NetdevNlError::Parse { what: "napi-get", source })?
+        .into_iter()
+        .filter(|n| ours.contains(&n.id))
+        .collect();
+    out.sort_by_key(|n| n.id);
+    out.dedup_by_key(|n| n.id);
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -391,5 +482,44 @@ mod tests {
             Err(e) => panic!("lo: {e}"),
         }
         assert!(matches!(queue_map("no-such-if0"), Err(NetdevNlError::NoSuchInterface(_))));
+    }
+
+    #[test]
+    fn napi_settings_decode_u32_and_u64_uints() {
+        let n = msg(
+            30,
+            NETDEV_CMD_NAPI_GET,
+            &[
+                u32a(NETDEV_A_NAPI_ID, 8193),
+                u32a(NETDEV_A_NAPI_IFINDEX, 3),
+                u32a(NETDEV_A_NAPI_DEFER_HARD_IRQS, 2),
+                attr(NETDEV_A_NAPI_GRO_FLUSH_TIMEOUT, &(5_000_000_000u64).to_ne_bytes()),
+                u32a(NETDEV_A_NAPI_IRQ_SUSPEND_TIMEOUT, 20_000),
+            ],
+        );
+        let old =
+            msg(30, NETDEV_CMD_NAPI_GET, &[u32a(NETDEV_A_NAPI_ID, 8194), u32a(NETDEV_A_NAPI_IFINDEX, 3)]);
+        let got = decode_napi_settings(&parse_messages(&[n, old].concat()).unwrap()).unwrap();
+        assert_eq!(
+            got,
+            vec![
+                NapiSettings {
+                    id: 8193,
+                    defer_hard_irqs: Some(2),
+                    gro_flush_timeout: Some(5_000_000_000),
+                    irq_suspend_timeout: Some(20_000)
+                },
+                NapiSettings { id: 8194, ..NapiSettings::default() },
+            ]
+        );
+        let bad = msg(
+            30,
+            NETDEV_CMD_NAPI_GET,
+            &[u32a(NETDEV_A_NAPI_ID, 1), attr(NETDEV_A_NAPI_GRO_FLUSH_TIMEOUT, &[1, 2])],
+        );
+        assert!(decode_napi_settings(&parse_messages(&bad).unwrap())
+            .unwrap_err()
+            .0
+            .contains("2 bytes, not a uint"));
     }
 }

@@ -81,6 +81,8 @@ fn this_machine_planned_offline_as_live() {
         for i in v["interfaces"].as_array_mut().unwrap() {
             i.as_object_mut().unwrap().remove("queue_map");
             i.as_object_mut().unwrap().remove("flow_rules");
+            // The per-NAPI settings are netlink answers too (napi-get).
+            i["napi"].as_object_mut().unwrap().remove("instances");
             for side in ["rx_queues", "tx_queues"] {
                 for q in i[side].as_array_mut().unwrap() {
                     let q = q.as_object_mut().unwrap();
@@ -95,6 +97,7 @@ fn this_machine_planned_offline_as_live() {
     for i in from["interfaces"].as_array().unwrap() {
         assert_eq!(i["queue_map"]["kernel_unavailable"], "a capture holds no netdev netlink map", "{i}");
         assert_eq!(i["flow_rules"]["unreadable"], "a capture holds no flow rules", "{i}");
+        assert_eq!(i["napi"]["instances"]["unavailable"], "a capture holds no per-NAPI settings", "{i}");
     }
     assert_eq!(strip(live), strip(from), "info --json live vs --from, the netlink map aside");
     // Only what rsskit reads: no address, statistics or process file.
@@ -107,6 +110,7 @@ fn this_machine_planned_offline_as_live() {
         "proc/irq/",
         "proc/sys/net/core/",
         "ethtool/",
+        "netdev_nl/",
         "capture.json",
     ];
     for f in &all {

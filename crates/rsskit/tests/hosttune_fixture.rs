@@ -804,6 +804,122 @@ fn threaded_napi_is_checked_turned_off_and_restored() {
     assert_eq!(t.rsskit(&["check"]).status.code(), Some(1), "floating again");
 }
 
+/// Issue 37, threaded NAPI where the kernel's map is known (netdev netlink,
+/// 6.8+; here the tree's `netdev_nl/eth0.json`): the map, not the IRQ
+/// names, links queues to IRQs (it swaps rx-0's and rx-1's vectors here);
+/// `plan` keeps threading on and pins each `napi/eth0-ID` thread to its
+/// queue IRQ's CPUs; `apply` writes them (read back), `check` then passes
+/// and fails again naming a thread moved; `--restore` puts every thread's
+/// CPUs back. The NAPI settings are planned, written and restored beside.
+#[test]
+fn threaded_napi_with_the_kernel_map_is_pinned_checked_and_restored() {
+    let t = Tree::new();
+    t.put("sys/class/net/eth0/threaded", "1\n");
+    t.put("sys/class/net/eth0/napi_defer_hard_irqs", "0\n");
+    t.put("sys/class/net/eth0/gro_flush_timeout", "0\n");
+    // rx-q is polled by NAPI 8196-q (thread PID 812 + id - 8193).
+    let irq_of = [41, 40, 42, 43];
+    let mut queues = Vec::new();
+    let mut napis = Vec::new();
+    for q in 0..4u32 {
+        let id = 8196 - q;
+        let pid = 812 + id - 8193;
+        for kind in ["rx", "tx"] {
+            queues.push(serde_json::json!({"id": q, "kind": kind, "ifindex": 2, "napi_id": id}));
+        }
+        napis.push(serde_json::json!({"id": id, "ifindex": 2, "irq": irq_of[q as usize], "pid": pid}));
+        t.put(&format!("proc/{pid}/comm"), &format!("napi/eth0-{id}\n"));
+        t.put(
+            &format!("proc/{pid}/status"),
+            &format!("Name:\tnapi/eth0-{id}\nPPid:\t2\nCpus_allowed_list:\t0-5\n"),
+        );
+    }
+    t.put("netdev_nl/eth0.json", &serde_json::json!({"queues": queues, "napis": napis}).to_string());
+    let floating = t.rsskit(&["check", "--iface", "eth0"]);
+    let s = text(&floating.stdout);
+    assert_eq!(floating.status.code(), Some(1), "{s}");
+    assert!(s.contains("rx-0 processed by thread napi/eth0-8196 (PID 815), allowed on CPUs 0-5"), "{s}");
+    assert!(s.contains("queue -> IRQ links from the kernel's map"), "{s}");
+
+    let plan = json_of(&t.rsskit(&[
+        "plan",
+        "--iface",
+        "eth0",
+        "--json",
+        "--napi-defer-hard-irqs",
+        "2",
+        "--gro-flush-timeout",
+        "200000",
+    ]));
+    let d = &plan["devices"][0];
+    assert_eq!(d["queue_map"], "kernel netlink", "{d}");
+    assert!(d["napi_threaded"].is_null(), "threading kept: {d}");
+    assert_eq!(d["rx"][0]["irq"], 41, "the kernel's map, not the name eth0-TxRx-0: {d}");
+    assert_eq!(d["rx"][1]["irq"], 40, "{d}");
+    let pins = d["napi_threads"].as_array().unwrap();
+    assert_eq!(pins.len(), 4, "{d}");
+    let mut want = BTreeMap::new();
+    for p in pins {
+        let q = p["queue"].as_u64().unwrap() as usize;
+        assert_eq!(p["napi_id"], 8196 - q as u64, "{p}");
+        let irq = d["irqs"].as_array().unwrap().iter().find(|x| x["irq"] == d["rx"][q]["irq"]).unwrap();
+        assert_eq!(p["cpus"], irq["cpus"], "rx-{q}: its IRQ's CPUs");
+        let cpus: Vec<String> = p["cpus"].as_array().unwrap().iter().map(|c| c.to_string()).collect();
+        want.insert(812 + 8196 - 8193 - q, cpus.join(","));
+    }
+    assert_eq!(
+        (d["napi_defer_hard_irqs"].as_u64(), d["gro_flush_timeout"].as_u64()),
+        (Some(2), Some(200_000))
+    );
+    let out = t.rsskit(&["plan", "--iface", "eth0", "--napi-defer-hard-irqs", "2147483648"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("2147483647"), "{}", text(&out.stderr));
+
+    let out = t.rsskit(&[
+        "apply",
+        "--iface",
+        "eth0",
+        "--save",
+        "s.json",
+        "--napi-defer-hard-irqs",
+        "2",
+        "--gro-flush-timeout",
+        "200000",
+    ]);
+    let s = text(&out.stdout);
+    assert!(out.status.success(), "{s}\n{}", text(&out.stderr));
+    assert!(s.contains("thread napi/eth0-8196 CPUs"), "{s}");
+    for (pid, cpus) in &want {
+        let st = t.get(&format!("proc/{pid}/status"));
+        assert!(st.ends_with(&format!("Cpus_allowed_list:\t{cpus}")), "PID {pid}: {st}");
+    }
+    assert_eq!(t.get("sys/class/net/eth0/threaded"), "1", "threading kept on");
+    assert_eq!(t.get("sys/class/net/eth0/napi_defer_hard_irqs"), "2");
+    assert_eq!(t.get("sys/class/net/eth0/gro_flush_timeout"), "200000");
+    let out = t.rsskit(&["check", "--iface", "eth0"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+
+    // A thread moved (taskset): check names it.
+    t.put("proc/813/status", "Name:\tnapi/eth0-8194\nPPid:\t2\nCpus_allowed_list:\t0-5\n");
+    let out = t.rsskit(&["check", "--iface", "eth0"]);
+    let s = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{s}");
+    assert!(s.contains("rx-2 processed by thread napi/eth0-8194 (PID 813), allowed on CPUs 0-5"), "{s}");
+
+    let out = t.rsskit(&["apply", "--restore", "s.json"]);
+    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    for pid in 812..816 {
+        assert!(
+            t.get(&format!("proc/{pid}/status")).ends_with("Cpus_allowed_list:\t0-5"),
+            "PID {pid} restored"
+        );
+    }
+    assert_eq!(t.get("sys/class/net/eth0/napi_defer_hard_irqs"), "0");
+    assert_eq!(t.get("sys/class/net/eth0/gro_flush_timeout"), "0");
+    let saved = fs::read_to_string(t.0.join("s.json")).unwrap();
+    assert!(saved.contains("\"napi_thread_cpus\"") && saved.contains("\"napi\": 8196"), "{saved}");
+}
+
 /// The NIC's flow rules (issue 33): `check` lists them (they bypass the
 /// table), fails a rule or context entry naming a queue the device does not
 /// have (4 RX queues here), and says where it cannot know.

@@ -46,6 +46,12 @@ fn check_on_device(t: &Target, dev: &DeviceState) -> Result<(), String> {
         Target::IrqAffinity { irq, .. } if !dev.irqs.iter().any(|x| x.irq == *irq) => {
             Err(format!("IRQ {irq} is not one of {}'s IRQs", dev.name))
         }
+        // napi:
+        Target::NapiThreadCpus { napi_id, .. }
+            if !dev.napi.threads.iter().any(|t| t.napi_id == Some(*napi_id)) =>
+        {
+            Err(format!("it has no thread napi/{}-{napi_id} now (threaded NAPI off?): plan again", dev.name))
+        }
         _ => Ok(()),
     }
 }
@@ -91,7 +97,8 @@ fn device_settings(
         .iter()
         .flat_map(|x| x.cpus.iter())
         .chain(d.rx.iter().flat_map(|q| q.rps_cpus.iter()))
-        .chain(d.tx.iter().flat_map(|q| q.xps_cpus.iter().flatten()));
+        .chain(d.tx.iter().flat_map(|q| q.xps_cpus.iter().flatten()))
+        .chain(d.napi_threads.iter().flat_map(|t| t.cpus.iter()));
     if let Some(c) = all_cpus.into_iter().find(|c| !online.contains(c)) {
         return Err(mismatch(format!(
             "CPU {c}, which is not online (online: {}): plan again",
@@ -147,6 +154,17 @@ fn device_settings(
                 rsskit_linux::netdev::format_hex_mask(x),
             )?;
         }
+    }
+    // napi: the NAPI threads after their IRQs (same CPUs), then the
+    // per-device NAPI settings.
+    for t in &d.napi_threads {
+        add(Target::NapiThreadCpus { device: device(), napi_id: t.napi_id }, cpulist::format(&t.cpus))?;
+    }
+    if let Some(v) = d.napi_defer_hard_irqs {
+        add(Target::NapiDeferHardIrqs { device: device() }, v.to_string())?;
+    }
+    if let Some(v) = d.gro_flush_timeout {
+        add(Target::GroFlushTimeout { device: device() }, v.to_string())?;
     }
     Ok(())
 }

@@ -48,6 +48,9 @@ struct Entry {
     irq: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     flow: Option<String>,
+    /// napi: the NAPI id of a `napi_thread_cpus` entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    napi: Option<u64>,
     value: String,
 }
 
@@ -74,6 +77,7 @@ impl Entry {
             Target::RpsCpus { queue, .. }
             | Target::RpsFlowCnt { queue, .. }
             | Target::XpsCpus { queue, .. } => e.queue = Some(u64::from(*queue)),
+            Target::NapiThreadCpus { napi_id, .. } => e.napi = Some(u64::from(*napi_id)),
             _ => {}
         }
         e
@@ -89,7 +93,9 @@ impl Entry {
         let needs_queue = matches!(kind, "rps_cpus" | "rps_flow_cnt" | "xps_cpus");
         let needs_irq = kind == "irq_affinity";
         let needs_flow = kind == "hash_fields";
+        let needs_napi = kind == "napi_thread_cpus";
         for (name, given, needed) in [
+            ("napi", self.napi.is_some(), needs_napi),
             ("device", self.device.is_some(), needs_device),
             ("queue", self.queue.is_some(), needs_queue),
             ("irq", self.irq.is_some(), needs_irq),
@@ -124,6 +130,11 @@ impl Entry {
             },
             None => "",
         };
+        let napi_id = match self.napi.map(u32::try_from) {
+            Some(Ok(n)) => n,
+            Some(Err(_)) => return Err("the NAPI id is out of range".into()),
+            None => 0,
+        };
         let target = match kind {
             "rss_table" => Target::RssTable { device },
             "rss_key" => Target::RssKey { device },
@@ -133,6 +144,10 @@ impl Entry {
             "rps_flow_cnt" => Target::RpsFlowCnt { device, queue },
             "xps_cpus" => Target::XpsCpus { device, queue },
             "napi_threaded" => Target::NapiThreaded { device },
+            // napi:
+            "napi_thread_cpus" => Target::NapiThreadCpus { device, napi_id },
+            "napi_defer_hard_irqs" => Target::NapiDeferHardIrqs { device },
+            "gro_flush_timeout" => Target::GroFlushTimeout { device },
             _ => Target::RpsSockFlowEntries,
         };
         valid_value(target.kind(), &self.value).map_err(|e| format!("the value is {e}"))?;
@@ -153,6 +168,9 @@ fn entry_name(i: usize, e: Option<&Entry>) -> String {
     }
     if let Some(q) = e.irq {
         parts.push(format!("IRQ {q}"));
+    }
+    if let Some(n) = e.napi {
+        parts.push(format!("NAPI {n}"));
     }
     format!("entry {i} ({})", parts.join(" "))
 }
@@ -193,6 +211,7 @@ pub fn parse_save(text: &str) -> Result<SaveFile, Vec<String>> {
             device: field("device"),
             queue: raw.get("queue").and_then(serde_json::Value::as_u64),
             irq: raw.get("irq").and_then(serde_json::Value::as_u64),
+            napi: raw.get("napi").and_then(serde_json::Value::as_u64),
             ..Entry::default()
         };
         let hint = Some(&hint).filter(|h| !h.kind.is_empty());

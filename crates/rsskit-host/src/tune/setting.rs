@@ -87,10 +87,30 @@ pub enum Target {
         /// Interface.
         device: String,
     },
+    // Threaded NAPI pinning and NAPI settings (napi):
+    /// The CPUs NAPI thread `napi/IF-ID` may run on (`sched_setaffinity`),
+    /// named by its NAPI id: toggling `threaded` re-creates the thread
+    /// under a new PID, never a new id.
+    NapiThreadCpus {
+        /// Interface.
+        device: String,
+        /// NAPI id.
+        napi_id: u32,
+    },
+    /// `/sys/class/net/IF/napi_defer_hard_irqs`.
+    NapiDeferHardIrqs {
+        /// Interface.
+        device: String,
+    },
+    /// `/sys/class/net/IF/gro_flush_timeout` (ns).
+    GroFlushTimeout {
+        /// Interface.
+        device: String,
+    },
 }
 
 /// The kinds a save file names, as it spells them.
-pub const TARGET_KINDS: [&str; 9] = [
+pub const TARGET_KINDS: [&str; 12] = [
     "rss_table",
     "rss_key",
     "hash_fields",
@@ -100,6 +120,10 @@ pub const TARGET_KINDS: [&str; 9] = [
     "xps_cpus",
     "rps_sock_flow_entries",
     "napi_threaded",
+    // napi:
+    "napi_thread_cpus",
+    "napi_defer_hard_irqs",
+    "gro_flush_timeout",
 ];
 
 impl Target {
@@ -115,6 +139,9 @@ impl Target {
             | Target::RpsSockFlowEntries
             | Target::Channels { .. }
             | Target::NapiThreaded { .. } => Kind::Count,
+            // napi:
+            Target::NapiThreadCpus { .. } => Kind::CpuList,
+            Target::NapiDeferHardIrqs { .. } | Target::GroFlushTimeout { .. } => Kind::Count,
         }
     }
 
@@ -131,6 +158,10 @@ impl Target {
             Target::RpsSockFlowEntries => "rps_sock_flow_entries",
             Target::Channels { .. } => "channels",
             Target::NapiThreaded { .. } => "napi_threaded",
+            // napi:
+            Target::NapiThreadCpus { .. } => "napi_thread_cpus",
+            Target::NapiDeferHardIrqs { .. } => "napi_defer_hard_irqs",
+            Target::GroFlushTimeout { .. } => "gro_flush_timeout",
         }
     }
 
@@ -146,6 +177,10 @@ impl Target {
             | Target::XpsCpus { device, .. }
             | Target::Channels { device }
             | Target::NapiThreaded { device } => device,
+            // napi:
+            Target::NapiThreadCpus { device, .. }
+            | Target::NapiDeferHardIrqs { device }
+            | Target::GroFlushTimeout { device } => device,
             Target::RpsSockFlowEntries => "host",
         }
     }
@@ -167,6 +202,10 @@ impl Target {
             Target::RpsSockFlowEntries => "net.core.rps_sock_flow_entries".into(),
             Target::Channels { .. } => "combined channels".into(),
             Target::NapiThreaded { .. } => "threaded NAPI".into(),
+            // napi:
+            Target::NapiThreadCpus { device, napi_id } => format!("thread napi/{device}-{napi_id} CPUs"),
+            Target::NapiDeferHardIrqs { .. } => "napi_defer_hard_irqs".into(),
+            Target::GroFlushTimeout { .. } => "gro_flush_timeout (ns)".into(),
         }
     }
 }

@@ -84,7 +84,8 @@ pub fn file_of(root: &Sysroot, t: &Target) -> Option<PathBuf> {
         Target::RssTable { .. }
         | Target::RssKey { .. }
         | Target::HashFields { .. }
-        | Target::Channels { .. } => None,
+        | Target::Channels { .. }
+        | Target::NapiThreadCpus { .. } => None,
         Target::IrqAffinity { irq, .. } => Some(root.irq_affinity_path(*irq)),
         Target::RpsCpus { device, queue } => Some(root.queue_path(device, "rx", *queue as usize, "rps_cpus")),
         Target::RpsFlowCnt { device, queue } => {
@@ -93,6 +94,9 @@ pub fn file_of(root: &Sysroot, t: &Target) -> Option<PathBuf> {
         Target::XpsCpus { device, queue } => Some(root.queue_path(device, "tx", *queue as usize, "xps_cpus")),
         Target::RpsSockFlowEntries => Some(root.sock_flow_entries_path()),
         Target::NapiThreaded { device } => Some(root.napi_threaded_path(device)),
+        // napi:
+        Target::NapiDeferHardIrqs { device } => Some(root.iface_path(device, "napi_defer_hard_irqs")),
+        Target::GroFlushTimeout { device } => Some(root.iface_path(device, "gro_flush_timeout")),
     }
 }
 
@@ -211,6 +215,7 @@ pub fn current(root: &Sysroot, s: &Setting) -> Result<Option<String>, TuneError>
             root.rss(device)?.ok().filter(|r| !r.key.is_empty()).map(|r| hex(&r.key))
         }
         Target::HashFields { device, flow } => hash_text(&root.device(device)?.hash, flow),
+        Target::NapiThreadCpus { device, napi_id } => root.napi_thread_cpus(device, *napi_id),
         t => file_of(root, t).and_then(|p| read_value(&p, t.kind())),
     })
 }
@@ -223,6 +228,7 @@ pub(super) fn current_with(root: &Sysroot, dev: Option<&DeviceState>, t: &Target
         }
         (Target::RssKey { .. }, Some(d)) => d.rss.ok().filter(|r| !r.key.is_empty()).map(|r| hex(&r.key)),
         (Target::HashFields { flow, .. }, Some(d)) => hash_text(&d.hash, flow),
+        (Target::NapiThreadCpus { device, napi_id }, _) => root.napi_thread_cpus(device, *napi_id),
         _ => file_of(root, t).and_then(|p| read_value(&p, t.kind())),
     }
 }
@@ -289,6 +295,10 @@ pub fn write_one(root: &Sysroot, s: &Setting) -> Result<Outcome, TuneError> {
             let raw = fields_mask(&s.new).unwrap_or(0);
             root.set_flow_hash(device, flow, raw)?
         }
+        Target::NapiThreadCpus { device, napi_id } => {
+            let cpus = rsskit_linux::cpulist::parse(&s.new).unwrap_or_default();
+            root.set_napi_thread_cpus(device, *napi_id, &cpus)?
+        }
         t => {
             let Some(path) = file_of(root, t) else {
                 return Ok(Outcome::Refused { reason: "not an interface name".into() });
@@ -311,6 +321,9 @@ pub fn write_one(root: &Sysroot, s: &Setting) -> Result<Outcome, TuneError> {
                     "the kernel kept threaded NAPI as it was".into()
                 }
                 Kind::Count => "the kernel rounds RFS sizes up to a power of two".into(),
+                Kind::CpuList if matches!(s.target, Target::NapiThreadCpus { .. }) => {
+                    "the kernel kept the thread on other CPUs".into()
+                }
                 Kind::CpuList => "the kernel or irqbalance changed the IRQ's CPUs".into(),
                 _ => "the kernel stored another value".into(),
             },

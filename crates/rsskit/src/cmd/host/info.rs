@@ -132,6 +132,84 @@ struct Iface {
     netlink_unavailable: Option<String>,
     // isolate2: whether `--isolate` could work here, or why it could not be read.
     isolation: Result<IsolationSupport, String>,
+    /// napi: threaded NAPI and the NAPI settings.
+    napi: NapiInfo,
+}
+
+/// napi: a device's NAPI settings, per device (sysfs) and per instance
+/// (netdev netlink `napi-get`, 6.13+), or why the latter are not shown.
+struct NapiInfo {
+    threaded: Option<u32>,
+    device: rsskit_host::napi::DeviceNapiSettings,
+    instances: Result<Vec<netdev_nl::NapiSettings>, String>,
+}
+
+fn napi_json(n: &NapiInfo) -> Value {
+    json!({
+        "threaded": n.threaded,
+        "napi_defer_hard_irqs": n.device.napi_defer_hard_irqs,
+        "gro_flush_timeout": n.device.gro_flush_timeout,
+        "instances": match &n.instances {
+            Ok(v) => json!(v),
+            Err(e) => json!({ "unavailable": e }),
+        },
+    })
+}
+
+fn napi_text(s: &mut String, n: &NapiInfo) {
+    let opt = |v: Option<u64>| v.map_or("?".to_string(), |v| v.to_string());
+    let threaded = n.threaded.map_or("?".to_string(), |t| t.to_string());
+    let _ = writeln!(
+        s,
+        "  NAPI: threaded {threaded}, napi_defer_hard_irqs {}, gro_flush_timeout {} ns",
+        opt(n.device.napi_defer_hard_irqs),
+        opt(n.device.gro_flush_timeout)
+    );
+    match &n.instances {
+        Ok(v) => {
+            // Only the instances that differ from the device's files (a
+            // 64-queue NIC would print 64 equal lines); JSON has them all.
+            let reported =
+                |x: &&netdev_nl::NapiSettings| x.defer_hard_irqs.is_some() || x.gro_flush_timeout.is_some();
+            let own = |x: &&netdev_nl::NapiSettings| {
+                x.defer_hard_irqs.map(u64::from) != n.device.napi_defer_hard_irqs
+                    || x.gro_flush_timeout != n.device.gro_flush_timeout
+                    || x.irq_suspend_timeout.is_some_and(|t| t != 0)
+            };
+            let shown: Vec<_> = v.iter().filter(reported).collect();
+            let differ: Vec<_> = shown.iter().copied().filter(own).collect();
+            if !shown.is_empty() && differ.is_empty() {
+                let _ = writeln!(s, "    per-NAPI settings: all {} instance(s) as the device", shown.len());
+            }
+            for x in differ {
+                let _ = writeln!(
+                    s,
+                    "    NAPI {}: defer-hard-irqs {}, gro-flush-timeout {} ns{}",
+                    x.id,
+                    opt(x.defer_hard_irqs.map(u64::from)),
+                    opt(x.gro_flush_timeout),
+                    // 6.14+ only.
+                    x.irq_suspend_timeout
+                        .map(|v| format!(", irq-suspend-timeout {v} ns"))
+                        .unwrap_or_default()
+                );
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(s, "    per-NAPI settings: {e}");
+        }
+    }
+}
+
+fn napi_info(roots: &Roots, name: &str, live: bool) -> NapiInfo {
+    let threaded = std::fs::read_to_string(roots.sys.join(format!("class/net/{name}/threaded")))
+        .ok()
+        .and_then(|t| t.trim().parse().ok());
+    let instances = match live {
+        true => netdev_nl::napi_settings(name).map_err(|e| rsskit_host::causes(&e)),
+        false => Err("a capture holds no per-NAPI settings".into()),
+    };
+    NapiInfo { threaded, device: rsskit_host::napi::device_settings(roots, name), instances }
 }
 
 /// Where the queue -> IRQ links came from.
@@ -257,11 +335,13 @@ fn gather(roots: &Roots, name: &str, interrupts: &[netdev::IrqLine]) -> Result<I
         netlink_unavailable: nic.netlink_unavailable().map(str::to_string),
         isolation: rsskit_host::nic_rules::isolation_support(&Sysroot::live(), name)
             .map_err(|e| e.to_string()),
+        napi: napi_info(roots, name, true),
     })
 }
 
 /// An interface as a capture holds it.
-fn from_state(d: rsskit_host::sysroot::DeviceState) -> Iface {
+fn from_state(d: rsskit_host::sysroot::DeviceState, roots: &Roots) -> Iface {
+    let napi = napi_info(roots, &d.name, false);
     // The kernel's map is asked of the running kernel: a capture has none.
     let map = guessed("a capture holds no netdev netlink map".into(), d.rx.len(), d.tx.len(), &d.irqs);
     Iface {
@@ -282,6 +362,7 @@ fn from_state(d: rsskit_host::sysroot::DeviceState) -> Iface {
         coalesce: None,
         netlink_unavailable: None,
         isolation: Err("a capture holds no RSS contexts or flow rules".into()),
+        napi,
     }
 }
 
@@ -303,7 +384,7 @@ pub fn run(a: Args) -> Result<()> {
     let mut ifaces = Vec::new();
     for n in &names {
         let got = match &capture {
-            Some(c) => c.device(n).map(from_state).map_err(anyhow::Error::from),
+            Some(c) => c.device(n).map(|d| from_state(d, &c.roots)).map_err(anyhow::Error::from),
             None => gather(&roots, n, &interrupts),
         };
         match got {
@@ -575,6 +656,7 @@ fn iface_json(topo: &Topology, i: &Iface, dk: Option<&DefaultKey>) -> Value {
         "ethtool_netlink_unavailable": i.netlink_unavailable,
         "hash_fields": hash_fields,
         "queue_map": { "source": i.map.source, "kernel_unavailable": i.map.kernel_unavailable },
+        "napi": napi_json(&i.napi),
         "flow_rules": match &i.rules {
             Ok(r) => json!(r),
             Err(e) => json!({ "unreadable": e }),
@@ -830,6 +912,7 @@ fn iface_text(s: &mut String, topo: &Topology, i: &Iface, dk: Option<&DefaultKey
             let _ = writeln!(s, "  Queue -> IRQ map: {} ({why})", i.map.source);
         }
     }
+    napi_text(s, &i.napi);
     let _ = writeln!(s, "  RX queues:");
     for q in &i.rx {
         let rps = match (&q.rps_cpus, &q.rps_mask) {
@@ -1041,6 +1124,19 @@ mod tests {
             tx: (0..2).map(|q| TxQueue { queue: q, xps_mask: None, xps_cpus: None }).collect(),
             map: guessed("the kernel's map is not available: a test".into(), 2, 2, &irqs),
             irqs,
+            napi: NapiInfo {
+                threaded: Some(1),
+                device: rsskit_host::napi::DeviceNapiSettings {
+                    napi_defer_hard_irqs: Some(2),
+                    gro_flush_timeout: Some(200_000),
+                },
+                instances: Ok(vec![netdev_nl::NapiSettings {
+                    id: 8193,
+                    defer_hard_irqs: Some(2),
+                    gro_flush_timeout: Some(200_000),
+                    irq_suspend_timeout: None,
+                }]),
+            },
             rules: Ok(NicRules {
                 rules: vec![rsskit_core::flowrule::parse_rule("udp4 dst-port 443 context 1 loc 3").unwrap()],
                 contexts: [(
@@ -1246,6 +1342,20 @@ mod tests {
         let v = to_json(&topo, &dk, &ifaces);
         let j = &v["interfaces"][0];
         assert_eq!(j["queue_map"], json!({ "source": "kernel netlink", "kernel_unavailable": null }));
+        // napi: per device and per instance.
+        assert_eq!(j["napi"]["napi_defer_hard_irqs"], 2);
+        assert_eq!(j["napi"]["gro_flush_timeout"], 200_000);
+        assert_eq!(
+            j["napi"]["instances"][0],
+            json!({"id": 8193, "defer_hard_irqs": 2, "gro_flush_timeout": 200000, "irq_suspend_timeout": null})
+        );
+        let t = to_text(&topo, &dk, &ifaces);
+        assert!(t.contains("  NAPI: threaded 1, napi_defer_hard_irqs 2, gro_flush_timeout 200000 ns\n    per-NAPI settings: all 1 instance(s) as the device\n"), "{t}");
+        if let Ok(v) = &mut ifaces[0].napi.instances {
+            v[0].defer_hard_irqs = Some(5);
+        }
+        let t = to_text(&topo, &dk, &ifaces);
+        assert!(t.contains("    NAPI 8193: defer-hard-irqs 5, gro-flush-timeout 200000 ns\n"), "{t}");
         assert_eq!(j["rx_queues"][0]["napi_id"], 9);
         assert_eq!(j["rx_queues"][0]["napi_pid"], 412);
         assert_eq!(j["rx_queues"][0]["irq_source"], "kernel netlink");

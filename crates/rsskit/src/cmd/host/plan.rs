@@ -163,6 +163,23 @@ fn device_text(s: &mut String, d: &DevicePlan) {
             writeln!(s, "  XDP software RSS on CPUs {} (RPS off): {}", cpulist::format(&x.cpus), x.command);
     }
     isolation_text(s, d);
+    // napi:
+    for t in &d.napi_threads {
+        let _ = writeln!(
+            s,
+            "  NAPI thread napi/{}-{} (rx-{}) on CPUs {}",
+            d.name,
+            t.napi_id,
+            t.queue,
+            cpulist::format(&t.cpus)
+        );
+    }
+    if let Some(v) = d.napi_defer_hard_irqs {
+        let _ = writeln!(s, "  napi_defer_hard_irqs: {v}");
+    }
+    if let Some(v) = d.gro_flush_timeout {
+        let _ = writeln!(s, "  gro_flush_timeout: {v} ns");
+    }
     let st = &d.steering;
     let _ = writeln!(s, "  steering for rsskit servers: {} on CPUs {}", st.mode, cpulist::format(&st.cpus));
     let _ = writeln!(s, "    ({})", st.reason);

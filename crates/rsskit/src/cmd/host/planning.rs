@@ -65,6 +65,13 @@ pub struct PlanArgs {
     /// Read and write a tree shaped like /sys and /proc under DIR instead (tests).
     #[arg(long, value_name = "DIR", hide = true)]
     pub sysroot: Option<PathBuf>,
+    // napi:
+    /// NAPI: napi_defer_hard_irqs for each planned device (IRQs kept masked over N empty polls; 0-2147483647).
+    #[arg(long, value_name = "N", value_parser = crate::cmd::common::int_in(0u64, plan::MAX_DEFER_HARD_IRQS))]
+    pub napi_defer_hard_irqs: Option<u64>,
+    /// NAPI: gro_flush_timeout for each planned device, in nanoseconds (0-3600000000000).
+    #[arg(long, value_name = "NS", value_parser = crate::cmd::common::int_in(0u64, plan::MAX_GRO_FLUSH_TIMEOUT_NS))]
+    pub gro_flush_timeout: Option<u64>,
 }
 
 /// `--software-rss`.
@@ -109,6 +116,8 @@ impl PlanArgs {
             || self.rebalance.is_some()
             || self.software_rss != SoftwareRssArg::Rps
             || !self.isolate.is_empty()
+            || self.napi_defer_hard_irqs.is_some()
+            || self.gro_flush_timeout.is_some()
     }
 }
 
@@ -176,9 +185,15 @@ pub fn make_plan_on(root: &Sysroot, p: &PlanArgs) -> Result<Plan> {
             SoftwareRssArg::Xdp => plan::SoftwareRss::Xdp,
         },
         app_cpus,
+        napi_defer_hard_irqs: p.napi_defer_hard_irqs,
+        gro_flush_timeout: p.gro_flush_timeout,
     };
     let devs = devices(root, &p.ifaces)?;
-    let mut plan = plan::plan(&topo, &devs, &opts).map_err(|e| anyhow!("{e}"))?;
+    let mut plan = plan::plan(&topo, &devs, &opts).map_err(|e| match e {
+        // The library names the option's field; here it is a flag.
+        plan::PlanError::NapiValue { field, .. } => anyhow!("--{}: {e}", field.replace('_', "-")),
+        e => anyhow!("{e}"),
+    })?;
     if let Some(s) = p.rebalance {
         rebalance::rebalance_plan(root, &devs, &mut plan, s)?;
     }
