@@ -272,7 +272,7 @@ _rsskit() {
             return 0
             ;;
         rsskit__subcmd__apply)
-            opts="-h --iface --cpus --app-cpus --unit --key --rps-flow-cnt --rps-sock-flow-entries --hash-fields --software-rss --rebalance --from --sysroot --dry-run --save --restore --persist --root --lock-wait --allow-weak-key --help"
+            opts="-h --iface --cpus --app-cpus --unit --key --rps-flow-cnt --rps-sock-flow-entries --hash-fields --software-rss --rebalance --from --sysroot --rx-ring --tx-ring --coalesce --channels --dry-run --save --restore --persist --root --lock-wait --allow-weak-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -323,6 +323,22 @@ _rsskit() {
                     return 0
                     ;;
                 --sysroot)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --rx-ring)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tx-ring)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --coalesce)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --channels)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1612,7 +1628,7 @@ _rsskit() {
             return 0
             ;;
         rsskit__subcmd__plan)
-            opts="-h --iface --cpus --app-cpus --unit --key --rps-flow-cnt --rps-sock-flow-entries --hash-fields --software-rss --rebalance --from --sysroot --json --allow-weak-key --help"
+            opts="-h --iface --cpus --app-cpus --unit --key --rps-flow-cnt --rps-sock-flow-entries --hash-fields --software-rss --rebalance --from --sysroot --rx-ring --tx-ring --coalesce --channels --json --allow-weak-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1663,6 +1679,22 @@ _rsskit() {
                     return 0
                     ;;
                 --sysroot)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --rx-ring)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tx-ring)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --coalesce)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --channels)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -7,6 +7,7 @@
 
 use crate::sysroot::SysrootError;
 use rsskit_core::flowrule::parse_rule;
+use rsskit_linux::ethtool::params::{Coalesce, Rings};
 use rsskit_linux::ethtool::rxnfc::{self, ContextRss, RuleEntry, RuleTable};
 use rsskit_linux::ethtool::{self, Channels, FlowHash, Reported, Rss};
 use serde::{Deserialize, Serialize};
@@ -40,6 +41,24 @@ pub(crate) struct FakeDriver {
     /// Additional RSS contexts by id (`"1"`); each its key and table.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub contexts: BTreeMap<String, FakeRss>,
+    // nicres: NIC resources.
+    /// Ring sizes and maxima; absent = no `ETHTOOL_GRINGPARAM`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rings: Option<Rings>,
+    /// The driver rounds ring sizes up to a multiple of this (as e1000e
+    /// and ixgbe round to 8); absent = kept as asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ring_align: Option<u32>,
+    /// Interrupt coalescing; absent = no `ETHTOOL_GCOALESCE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coalesce: Option<Coalesce>,
+    /// The driver refuses adaptive moderation (`ETHTOOL_SCOALESCE` with
+    /// `use_adaptive_*` set: EOPNOTSUPP, as igb does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_adaptive: Option<bool>,
+    /// Most combined channels (`max_combined`); absent = the count now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_combined: Option<u32>,
 }
 
 /// The fake RSS state of a test tree's driver.
@@ -92,7 +111,9 @@ pub(crate) fn device(dir: &Path, name: &str) -> Result<DriverParts, SysrootError
     }
     let channels = match f.combined {
         Some(c) => {
-            Reported::Supported(Channels { combined_count: c, max_combined: c, ..Channels::default() })
+            // nicres: max_combined from the file when it says.
+            let max_combined = f.max_combined.unwrap_or(c).max(c);
+            Reported::Supported(Channels { combined_count: c, max_combined, ..Channels::default() })
         }
         None => not("ETHTOOL_GCHANNELS"),
     };
@@ -242,6 +263,62 @@ pub(crate) fn set_flow_hash(
     let path = path(dir, name);
     let text = serde_json::to_string_pretty(&f).expect("plain data");
     fs::write(&path, text).map_err(|e| SysrootError::Fake { path, msg: e.to_string() })?;
+    Ok(Reported::Supported(()))
+}
+
+// nicres: ring sizes and coalescing on the fake driver.
+
+fn write(dir: &Path, name: &str, f: &FakeDriver) -> Result<(), SysrootError> {
+    let path = path(dir, name);
+    let text = serde_json::to_string_pretty(f).expect("plain data");
+    fs::write(&path, text).map_err(|e| SysrootError::Fake { path, msg: e.to_string() })
+}
+
+fn not_supported<T>(what: &str) -> Reported<T> {
+    Reported::Unsupported { reason: format!("{what}: operation not supported by the driver") }
+}
+
+/// `ETHTOOL_GRINGPARAM` on the fake driver.
+pub(crate) fn rings(dir: &Path, name: &str) -> Result<Reported<Rings>, SysrootError> {
+    Ok(read(dir, name)?.rings.map_or_else(|| not_supported("ETHTOOL_GRINGPARAM"), Reported::Supported))
+}
+
+/// `ETHTOOL_SRINGPARAM` on the fake driver: refused past the maxima or at
+/// 0 (as the kernel's `ethnl_set_rings` and the ioctl do), rounded up to
+/// `ring_align` when the file says.
+pub(crate) fn set_rings(dir: &Path, name: &str, rx: u32, tx: u32) -> Result<Reported<()>, SysrootError> {
+    let mut f = read(dir, name)?;
+    let align = f.ring_align.unwrap_or(1).max(1);
+    let Some(r) = f.rings.as_mut() else { return Ok(not_supported("ETHTOOL_SRINGPARAM")) };
+    if rx == 0 || tx == 0 || rx > r.rx_max || tx > r.tx_max {
+        return Ok(Reported::Unsupported {
+            reason: "ETHTOOL_SRINGPARAM: Invalid argument (os error 22)".into(),
+        });
+    }
+    r.rx = rx.div_ceil(align).saturating_mul(align).min(r.rx_max);
+    r.tx = tx.div_ceil(align).saturating_mul(align).min(r.tx_max);
+    write(dir, name, &f)?;
+    Ok(Reported::Supported(()))
+}
+
+/// `ETHTOOL_GCOALESCE` on the fake driver.
+pub(crate) fn coalesce(dir: &Path, name: &str) -> Result<Reported<Coalesce>, SysrootError> {
+    Ok(read(dir, name)?.coalesce.map_or_else(|| not_supported("ETHTOOL_GCOALESCE"), Reported::Supported))
+}
+
+/// `ETHTOOL_SCOALESCE` on the fake driver.
+pub(crate) fn set_coalesce(dir: &Path, name: &str, c: &Coalesce) -> Result<Reported<()>, SysrootError> {
+    let mut f = read(dir, name)?;
+    if f.coalesce.is_none() {
+        return Ok(not_supported("ETHTOOL_SCOALESCE"));
+    }
+    if f.no_adaptive == Some(true) && (c.adaptive_rx || c.adaptive_tx) {
+        return Ok(Reported::Unsupported {
+            reason: "ETHTOOL_SCOALESCE: Operation not supported (os error 95)".into(),
+        });
+    }
+    f.coalesce = Some(*c);
+    write(dir, name, &f)?;
     Ok(Reported::Supported(()))
 }
 

@@ -82,6 +82,20 @@ pub enum PlanError {
         /// The ringmap's reason.
         msg: String,
     },
+    // nicres: NIC resources.
+    /// A ring size (`rx_ring`, `tx_ring`) or channel count (`channels`)
+    /// past the device's maximum, or 0.
+    #[error("{device}: {field} {asked} is out of range: the device takes 1 to {max}")]
+    OutOfRange {
+        /// The interface.
+        device: String,
+        /// The option: `rx_ring`, `tx_ring` or `channels`.
+        field: &'static str,
+        /// The value asked for.
+        asked: u32,
+        /// The device's maximum.
+        max: u32,
+    },
 }
 
 /// The key to plan.
@@ -144,6 +158,15 @@ pub struct PlanOptions {
     /// CPUs set aside for the application: no IRQ or RPS there, and the
     /// steering advice runs rsskit's servers on them (`None`: no split).
     pub app_cpus: Option<Vec<usize>>,
+    // nicres: NIC resources.
+    /// Descriptors per RX ring to set (`None`: kept).
+    pub rx_ring: Option<u32>,
+    /// Descriptors per TX ring to set (`None`: kept).
+    pub tx_ring: Option<u32>,
+    /// Interrupt coalescing to set (`None`: kept).
+    pub coalesce: Option<crate::nicres::CoalesceChoice>,
+    /// The channel count: kept, one per planned CPU, or a number.
+    pub channels: crate::nicres::ChannelChoice,
 }
 
 impl Default for PlanOptions {
@@ -157,6 +180,11 @@ impl Default for PlanOptions {
             hash_fields: Vec::new(),
             software_rss: SoftwareRss::Rps,
             app_cpus: None,
+            // nicres
+            rx_ring: None,
+            tx_ring: None,
+            coalesce: None,
+            channels: crate::nicres::ChannelChoice::Keep,
         }
     }
 }
@@ -263,6 +291,8 @@ impl Plan {
                 valid_value(Kind::HashFields, &h.fields.join(","))
                     .map_err(|e| format!("{n}: {} hashed fields: {e}", h.flow))?;
             }
+            // nicres
+            crate::nicres::validate(d).map_err(|e| format!("{n}: {e}"))?;
         }
         Ok(())
     }
@@ -318,6 +348,19 @@ pub struct DevicePlan {
     pub steering: SteeringAdvice,
     /// What could not be planned, or should be known, in words.
     pub notes: Vec<String>,
+    // nicres: NIC resources.
+    /// Descriptors per RX ring to write (`ETHTOOL_SRINGPARAM`), when asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_ring: Option<u32>,
+    /// Descriptors per TX ring to write, when asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tx_ring: Option<u32>,
+    /// Interrupt coalescing to write (`field=N,...`: the fields it sets), when asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coalesce: Option<String>,
+    /// The channel count decided, and why (also when kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channels: Option<crate::nicres::ChannelPlan>,
 }
 
 /// What to do with one RX queue.
@@ -526,6 +569,8 @@ fn plan_device_on(
     };
     let hash_fields = plan_hash_fields(opts, hw, &mut notes);
     let napi_threaded = plan_napi_threaded(d, &mut notes);
+    // nicres
+    let res = crate::nicres::plan_resources(d, opts, cpus_len_of(&rings), &mut notes)?;
     if !hw && d.rss.ok().is_some() && d.rx.len() <= 1 {
         let by = if spread.xdp { "rsskit's XDP program" } else { "RPS" };
         notes.push(format!("one RX queue: {by} spreads its flows instead of the NIC"));
@@ -553,7 +598,17 @@ fn plan_device_on(
         napi_threaded,
         steering,
         notes,
+        // nicres
+        rx_ring: res.rx_ring,
+        tx_ring: res.tx_ring,
+        coalesce: res.coalesce,
+        channels: res.channels,
     })
+}
+
+// nicres
+fn cpus_len_of(rings: &Rings) -> usize {
+    rings.cpus.len()
 }
 
 /// The device's CPUs, ascending: `--cpus`, else [`placement::default_choice`].
@@ -970,6 +1025,9 @@ pub(crate) mod tests {
                 })
                 .collect(),
             napi: Default::default(),
+            // nicres
+            rings: Reported::Unsupported { reason: "not in this test".into() },
+            coalesce: Reported::Unsupported { reason: "not in this test".into() },
         }
     }
 

@@ -11,6 +11,7 @@
 //! an `rsskit capture` directory ([`crate::capture`]): the same layout, read
 //! only, in every build.
 
+use rsskit_linux::ethtool::params::{Coalesce, Rings};
 use rsskit_linux::ethtool::rxnfc::{ContextRss, RuleTable};
 use rsskit_linux::ethtool::{Channels, Ethtool, EthtoolError, FlowHash, Reported, Rss};
 use rsskit_linux::netdev::{self, IfaceFacts, IfaceIrq, Roots, RxQueue, TxQueue};
@@ -79,6 +80,11 @@ pub struct DeviceState {
     pub irqs: Vec<IfaceIrq>,
     /// Threaded NAPI: the `threaded` file and its `napi/IF-N` threads.
     pub napi: crate::napi::NapiState,
+    // nicres: NIC resources.
+    /// Ring sizes and their maxima (`ETHTOOL_GRINGPARAM`).
+    pub rings: Reported<Rings>,
+    /// Interrupt coalescing (`ETHTOOL_GCOALESCE`).
+    pub coalesce: Reported<Coalesce>,
 }
 
 impl DeviceState {
@@ -280,6 +286,9 @@ impl Sysroot {
             tx: netdev::tx_queues(&self.roots, name),
             irqs: netdev::iface_irqs(&self.roots, name, &interrupts),
             napi: crate::napi::read(&self.roots, name),
+            // nicres
+            rings: self.rings(name)?,
+            coalesce: self.coalesce(name)?,
         })
     }
 
@@ -349,6 +358,54 @@ impl Sysroot {
         };
         eth.set_channels(Channels { combined_count: combined, ..cur })
             .map_err(|e| SysrootError::Ethtool(e.to_string()))
+    }
+
+    // nicres: ring sizes and coalescing, live or on the fake driver.
+
+    /// Ring sizes (`ETHTOOL_GRINGPARAM`, `ethtool -g`).
+    pub fn rings(&self, name: &str) -> Result<Reported<Rings>, SysrootError> {
+        #[cfg(any(test, feature = "fixtures"))]
+        if let Some(dir) = self.fixture() {
+            return crate::fixture::rings(dir, name);
+        }
+        if self.capture.is_some() {
+            return Ok(Reported::Unsupported { reason: "ring sizes: not in a capture (format 1)".into() });
+        }
+        Ethtool::open(name).and_then(|eth| eth.rings()).map_err(ethtool_error)
+    }
+
+    /// Sets the RX and TX ring sizes (`ETHTOOL_SRINGPARAM`). `Unsupported`
+    /// carries the driver's refusal.
+    pub fn set_rings(&self, name: &str, rx: u32, tx: u32) -> Result<Reported<()>, SysrootError> {
+        self.refuse_capture()?;
+        #[cfg(any(test, feature = "fixtures"))]
+        if let Some(dir) = self.fixture() {
+            return crate::fixture::set_rings(dir, name, rx, tx);
+        }
+        Ethtool::open(name).and_then(|eth| eth.set_rings(rx, tx)).map_err(ethtool_error)
+    }
+
+    /// Interrupt coalescing (`ETHTOOL_GCOALESCE`, `ethtool -c`).
+    pub fn coalesce(&self, name: &str) -> Result<Reported<Coalesce>, SysrootError> {
+        #[cfg(any(test, feature = "fixtures"))]
+        if let Some(dir) = self.fixture() {
+            return crate::fixture::coalesce(dir, name);
+        }
+        if self.capture.is_some() {
+            return Ok(Reported::Unsupported { reason: "coalescing: not in a capture (format 1)".into() });
+        }
+        Ethtool::open(name).and_then(|eth| eth.coalesce()).map_err(ethtool_error)
+    }
+
+    /// Sets the modelled coalescing fields (`ETHTOOL_SCOALESCE`), the
+    /// others as the driver has them.
+    pub fn set_coalesce(&self, name: &str, c: &Coalesce) -> Result<Reported<()>, SysrootError> {
+        self.refuse_capture()?;
+        #[cfg(any(test, feature = "fixtures"))]
+        if let Some(dir) = self.fixture() {
+            return crate::fixture::set_coalesce(dir, name, c);
+        }
+        Ethtool::open(name).and_then(|eth| eth.set_coalesce(c)).map_err(ethtool_error)
     }
 
     /// Sets the fields hashed for one flow type (`ETHTOOL_SRXFH`).

@@ -104,6 +104,18 @@ fn device_settings(
         Ok(())
     };
     let device = || d.name.clone();
+    // nicres: rings and coalescing first: a ring resize restarts the
+    // queues on many drivers (igb, ixgbe, i40e: down and up), which must
+    // not come after the IRQ affinity and RPS written below.
+    if let Some(n) = d.rx_ring {
+        add(Target::RxRing { device: device() }, n.to_string())?;
+    }
+    if let Some(n) = d.tx_ring {
+        add(Target::TxRing { device: device() }, n.to_string())?;
+    }
+    if let Some(c) = &d.coalesce {
+        add(Target::Coalesce { device: device() }, c.clone())?;
+    }
     // Threading off first: from then on each queue is polled in its IRQ's
     // softirq, on the CPU the IRQ affinity below sets.
     if let Some(t) = d.napi_threaded {

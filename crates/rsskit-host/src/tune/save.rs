@@ -128,6 +128,10 @@ impl Entry {
             "rps_flow_cnt" => Target::RpsFlowCnt { device, queue },
             "xps_cpus" => Target::XpsCpus { device, queue },
             "napi_threaded" => Target::NapiThreaded { device },
+            // nicres
+            "rx_ring" => Target::RxRing { device },
+            "tx_ring" => Target::TxRing { device },
+            "coalesce" => Target::Coalesce { device },
             _ => Target::RpsSockFlowEntries,
         };
         valid_value(target.kind(), &self.value).map_err(|e| format!("the value is {e}"))?;
@@ -426,5 +430,22 @@ mod tests {
             }
         }
         assert!(ok > 100 && bad > 100, "the mutations reach both sides: {ok} accepted, {bad} refused");
+    }
+
+    // nicres
+    #[test]
+    fn ring_and_coalescing_entries() {
+        let f = one(r#"{"kind": "rx_ring", "device": "eth0", "value": "4096"}"#).unwrap();
+        assert_eq!(f.settings[0].target, Target::RxRing { device: "eth0".into() });
+        let c = "adaptive_rx=0,adaptive_tx=0,rx_usecs=50,rx_frames=0,tx_usecs=3,tx_frames=0";
+        let f = one(&format!(r#"{{"kind": "coalesce", "device": "eth0", "value": "{c}"}}"#)).unwrap();
+        assert_eq!(f.settings[0].target, Target::Coalesce { device: "eth0".into() });
+        assert_eq!(parse_save(&save_text(&f)).unwrap(), f, "round trip");
+        let e = one(r#"{"kind": "tx_ring", "device": "eth0", "queue": 1, "value": "512"}"#).unwrap_err();
+        assert!(e[0].contains("tx_ring takes no queue"), "{e:?}");
+        let e = one(r#"{"kind": "coalesce", "device": "eth0", "value": "rx_usecs=x"}"#).unwrap_err();
+        assert!(e[0].contains("not a coalescing value"), "{e:?}");
+        let e = one(r#"{"kind": "rx_ring", "device": "eth0", "value": "-1"}"#).unwrap_err();
+        assert!(e[0].contains("not a count"), "{e:?}");
     }
 }

@@ -3,7 +3,9 @@
 //! save files on disk.
 
 use super::save::{parse_save, save_text, SaveFile, MAX_SAVE_BYTES};
-use super::setting::{fields_mask, hex, same, table_text, valid_value, Kind, Setting, Target};
+use super::setting::{
+    coalesce_over, coalesce_text, fields_mask, hex, same, table_text, valid_value, Kind, Setting, Target,
+};
 use crate::sysroot::{DeviceState, Sysroot, SysrootError};
 use rsskit_linux::netdev::valid_name;
 use serde::Serialize;
@@ -85,6 +87,8 @@ pub fn file_of(root: &Sysroot, t: &Target) -> Option<PathBuf> {
         | Target::RssKey { .. }
         | Target::HashFields { .. }
         | Target::Channels { .. } => None,
+        // nicres: ethtool settings.
+        Target::RxRing { .. } | Target::TxRing { .. } | Target::Coalesce { .. } => None,
         Target::IrqAffinity { irq, .. } => Some(root.irq_affinity_path(*irq)),
         Target::RpsCpus { device, queue } => Some(root.queue_path(device, "rx", *queue as usize, "rps_cpus")),
         Target::RpsFlowCnt { device, queue } => {
@@ -211,6 +215,10 @@ pub fn current(root: &Sysroot, s: &Setting) -> Result<Option<String>, TuneError>
             root.rss(device)?.ok().filter(|r| !r.key.is_empty()).map(|r| hex(&r.key))
         }
         Target::HashFields { device, flow } => hash_text(&root.device(device)?.hash, flow),
+        // nicres
+        Target::RxRing { device } => root.rings(device)?.ok().map(|r| r.rx.to_string()),
+        Target::TxRing { device } => root.rings(device)?.ok().map(|r| r.tx.to_string()),
+        Target::Coalesce { device } => root.coalesce(device)?.ok().map(coalesce_text),
         t => file_of(root, t).and_then(|p| read_value(&p, t.kind())),
     })
 }
@@ -223,6 +231,10 @@ pub(super) fn current_with(root: &Sysroot, dev: Option<&DeviceState>, t: &Target
         }
         (Target::RssKey { .. }, Some(d)) => d.rss.ok().filter(|r| !r.key.is_empty()).map(|r| hex(&r.key)),
         (Target::HashFields { flow, .. }, Some(d)) => hash_text(&d.hash, flow),
+        // nicres
+        (Target::RxRing { .. }, Some(d)) => d.rings.ok().map(|r| r.rx.to_string()),
+        (Target::TxRing { .. }, Some(d)) => d.rings.ok().map(|r| r.tx.to_string()),
+        (Target::Coalesce { .. }, Some(d)) => d.coalesce.ok().map(coalesce_text),
         _ => file_of(root, t).and_then(|p| read_value(&p, t.kind())),
     }
 }
@@ -289,6 +301,31 @@ pub fn write_one(root: &Sysroot, s: &Setting) -> Result<Outcome, TuneError> {
             let raw = fields_mask(&s.new).unwrap_or(0);
             root.set_flow_hash(device, flow, raw)?
         }
+        // nicres: one ring written, the other as the driver has it now.
+        Target::RxRing { device } | Target::TxRing { device } => {
+            let n: u32 = match s.new.parse() {
+                Ok(n) if n > 0 => n,
+                _ => return Ok(Outcome::Refused { reason: "a ring size is a number above 0".into() }),
+            };
+            match root.rings(device)? {
+                rsskit_linux::ethtool::Reported::Supported(r) => match s.target {
+                    Target::RxRing { .. } => root.set_rings(device, n, r.tx)?,
+                    _ => root.set_rings(device, r.rx, n)?,
+                },
+                rsskit_linux::ethtool::Reported::Unsupported { reason } => {
+                    return Ok(Outcome::Refused { reason })
+                }
+            }
+        }
+        Target::Coalesce { device } => match root.coalesce(device)? {
+            rsskit_linux::ethtool::Reported::Supported(c) => match coalesce_over(&c, &s.new) {
+                Ok(c) => root.set_coalesce(device, &c)?,
+                Err(why) => return Ok(Outcome::Refused { reason: format!("the value is {why}") }),
+            },
+            rsskit_linux::ethtool::Reported::Unsupported { reason } => {
+                return Ok(Outcome::Refused { reason })
+            }
+        },
         t => {
             let Some(path) = file_of(root, t) else {
                 return Ok(Outcome::Refused { reason: "not an interface name".into() });
@@ -310,6 +347,11 @@ pub fn write_one(root: &Sysroot, s: &Setting) -> Result<Outcome, TuneError> {
                 Kind::Count if matches!(s.target, Target::NapiThreaded { .. }) => {
                     "the kernel kept threaded NAPI as it was".into()
                 }
+                // nicres
+                Kind::Count if matches!(s.target, Target::RxRing { .. } | Target::TxRing { .. }) => {
+                    "the driver rounded the ring size (it takes only sizes of its own step)".into()
+                }
+                Kind::Coalesce => "the driver keeps other coalescing values (its own limits or steps)".into(),
                 Kind::Count => "the kernel rounds RFS sizes up to a power of two".into(),
                 Kind::CpuList => "the kernel or irqbalance changed the IRQ's CPUs".into(),
                 _ => "the kernel stored another value".into(),
