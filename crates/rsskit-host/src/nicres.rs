@@ -164,6 +164,82 @@ pub fn choose_channels(
     Ok(Some(ChannelPlan { now, chosen, max, reason }))
 }
 
+/// `d` as it will be with `n` combined queues: queues past the current
+/// ones as the kernel creates them (RPS and XPS off), those past `n` gone,
+/// and the IRQs of gone queues dropped. New queues' IRQs are unknown until
+/// the driver allocates them: they are found after the change
+/// ([`after_channels`]).
+pub fn resized(d: &DeviceState, n: u32, notes: &mut Vec<String>) -> DeviceState {
+    let n = n as usize;
+    let mut r = d.clone();
+    let (old_rx, old_tx) = (d.rx.len(), d.tx.len());
+    r.rx = (0..n)
+        .map(|q| {
+            d.rx.get(q).cloned().unwrap_or(rsskit_linux::netdev::RxQueue {
+                queue: q,
+                rps_mask: Some("0".into()),
+                rps_cpus: Some(Vec::new()),
+                rps_flow_cnt: Some(0),
+            })
+        })
+        .collect();
+    r.tx = (0..n)
+        .map(|q| {
+            d.tx.get(q).cloned().unwrap_or(rsskit_linux::netdev::TxQueue {
+                queue: q,
+                xps_mask: Some("0".into()),
+                xps_cpus: Some(Vec::new()),
+            })
+        })
+        .collect();
+    r.irqs.retain(|x| x.queue.is_none_or(|q| q < n) || x.kind == rsskit_linux::netdev::IrqKind::Other);
+    if let Reported::Supported(c) = &mut r.channels {
+        c.combined_count = n as u32;
+    }
+    if n > old_rx.min(old_tx) {
+        notes.push(format!(
+            "queues {}-{} are planned before they exist: apply sets the channels first, then pins their \
+             IRQs, found by what they serve (their numbers exist only after the change)",
+            old_rx.min(old_tx),
+            n - 1
+        ));
+    }
+    r
+}
+
+/// The device plan `d` (made for a channel change) on `dev` as it is after
+/// the change: each queue IRQ found by what it serves and put on its
+/// queue's CPU, the way `plan` pins IRQs it knows. No I/O.
+pub fn after_channels(d: &DevicePlan, dev: &DeviceState) -> DevicePlan {
+    use rsskit_linux::netdev::{rx_irq, tx_irq, IrqKind};
+    let mut p = d.clone();
+    let n = d.cpus.len().max(1);
+    p.irqs = dev
+        .irqs
+        .iter()
+        .filter(|x| x.kind != IrqKind::Other)
+        .filter_map(|x| {
+            let q = x.queue?;
+            let cpu = if x.kind.serves_rx() && q < d.rx.len() {
+                d.rx[q].cpu
+            } else if x.kind.serves_tx() && q < d.tx.len() {
+                d.tx[q].cpu
+            } else {
+                None
+            }
+            .or_else(|| d.cpus.get(q % n).copied())?;
+            Some(crate::plan::IrqPlan { irq: x.irq, name: x.name.clone(), cpus: vec![cpu] })
+        })
+        .collect();
+    for q in &mut p.rx {
+        q.irq = rx_irq(&dev.irqs, q.queue).map(|x| x.irq);
+    }
+    for q in &mut p.tx {
+        q.irq = tx_irq(&dev.irqs, q.queue).map(|x| x.irq);
+    }
+    p
+}
+
 /// What [`plan_resources`] decided for one device.
 #[derive(Debug, Default)]
 pub struct Resources {
@@ -173,17 +249,14 @@ pub struct Resources {
     pub tx_ring: Option<u32>,
     /// Coalescing value to write.
     pub coalesce: Option<String>,
-    /// The channel decision.
-    pub channels: Option<ChannelPlan>,
 }
 
-/// Rings, coalescing and channels for `d` over `ncpus` planned CPUs:
+/// Rings and coalescing for `d`:
 /// ring sizes past the device's maxima are refused (naming the field); a
 /// device that reports no rings or coalescing gets a note instead.
 pub fn plan_resources(
     d: &DeviceState,
     opts: &PlanOptions,
-    ncpus: usize,
     notes: &mut Vec<String>,
 ) -> Result<Resources, PlanError> {
     let mut out = Resources::default();
@@ -214,7 +287,6 @@ pub fn plan_resources(
             }
         }
     }
-    out.channels = choose_channels(&d.name, &d.channels, ncpus, opts.channels, notes)?;
     Ok(out)
 }
 
@@ -290,7 +362,7 @@ mod tests {
         d.coalesce = Reported::Supported(Coalesce::default());
         let mut notes = vec![];
         let opts = PlanOptions { rx_ring: Some(4096), tx_ring: Some(2048), ..PlanOptions::default() };
-        let e = plan_resources(&d, &opts, 4, &mut notes).unwrap_err();
+        let e = plan_resources(&d, &opts, &mut notes).unwrap_err();
         assert_eq!(
             e,
             PlanError::OutOfRange { device: "eth0".into(), field: "tx_ring", asked: 2048, max: 1024 }
@@ -300,14 +372,14 @@ mod tests {
             coalesce: Some(CoalesceChoice::Fixed { usecs: 50, frames: None }),
             ..PlanOptions::default()
         };
-        let r = plan_resources(&d, &opts, 4, &mut notes).unwrap();
+        let r = plan_resources(&d, &opts, &mut notes).unwrap();
         assert_eq!((r.rx_ring, r.tx_ring), (Some(4096), None));
         assert_eq!(r.coalesce.as_deref(), Some("adaptive_rx=0,rx_usecs=50"));
-        let e = plan_resources(&d, &PlanOptions { rx_ring: Some(0), ..opts.clone() }, 4, &mut notes);
+        let e = plan_resources(&d, &PlanOptions { rx_ring: Some(0), ..opts.clone() }, &mut notes);
         assert!(matches!(e, Err(PlanError::OutOfRange { field: "rx_ring", asked: 0, .. })));
         // A driver without rings: a note, not an error.
         d.rings = Reported::Unsupported { reason: "ETHTOOL_GRINGPARAM: not supported".into() };
-        let r = plan_resources(&d, &opts, 4, &mut notes).unwrap();
+        let r = plan_resources(&d, &opts, &mut notes).unwrap();
         assert_eq!(r.rx_ring, None);
         assert!(notes.iter().any(|n| n.starts_with("ring sizes not planned")), "{notes:?}");
     }
@@ -325,5 +397,36 @@ mod tests {
         assert_eq!(ChannelChoice::parse("auto").unwrap(), ChannelChoice::Auto);
         assert_eq!(ChannelChoice::parse("16").unwrap(), ChannelChoice::Count(16));
         assert!(ChannelChoice::parse("0").is_err() && ChannelChoice::parse("+1").is_err());
+    }
+
+    #[test]
+    fn planned_for_the_new_count_then_pinned_after_it() {
+        use crate::plan::{plan_device, tests::topo};
+        let t = topo(8);
+        let mut d = nic("eth0", 4, None, 128);
+        d.channels = ch(4, 8);
+        let opts = PlanOptions { channels: ChannelChoice::Auto, ..PlanOptions::default() };
+        let p = plan_device(&t, &d, &opts, 0).unwrap();
+        assert_eq!(p.channels.as_ref().map(|c| (c.now, c.chosen)), Some((4, 8)));
+        assert_eq!(p.rx.len(), 8, "planned for 8 queues");
+        assert_eq!(p.table.as_ref().unwrap().iter().max(), Some(&7), "the table spreads over all 8");
+        assert_eq!(p.irqs.len(), 4, "only the IRQs that exist now have numbers");
+        assert!(p.rx[4..].iter().all(|q| q.irq.is_none()));
+        assert!(
+            p.notes.iter().any(|n| n.contains("queues 4-7 are planned before they exist")),
+            "{:?}",
+            p.notes
+        );
+        // After the change the driver has 8 queue IRQs (new numbers).
+        let after = nic("eth0", 8, None, 128);
+        let a = after_channels(&p, &after);
+        assert_eq!(a.irqs.len(), 8);
+        for q in 0..8 {
+            assert_eq!(a.rx[q].irq, Some(100 + q as u32));
+            assert_eq!(a.irqs[q].cpus, vec![p.rx[q].cpu.unwrap()], "IRQ of rx-{q} on its queue's CPU");
+        }
+        // Keep: planned on the queues there are.
+        let p = plan_device(&t, &d, &PlanOptions::default(), 0).unwrap();
+        assert_eq!((p.rx.len(), p.channels.unwrap().chosen), (4, 4));
     }
 }

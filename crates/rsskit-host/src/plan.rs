@@ -532,8 +532,19 @@ fn plan_device_on(
     unit: usize,
     choice: placement::Choice,
 ) -> Result<DevicePlan, PlanError> {
-    let hw = d.hardware_rss();
     let mut notes = choice.rules;
+    // nicres: the channel count first; the rest is planned for that count.
+    let channels =
+        crate::nicres::choose_channels(&d.name, &d.channels, choice.cpus.len(), opts.channels, &mut notes)?;
+    let resized;
+    let d = match channels.as_ref().filter(|c| c.changes()) {
+        Some(c) => {
+            resized = crate::nicres::resized(d, c.chosen, &mut notes);
+            &resized
+        }
+        None => d,
+    };
+    let hw = d.hardware_rss();
     let cpus = choice.cpus;
     let dev_unit = if hw { unit } else { 0 };
     let rings = Rings::bind(d, cpus, dev_unit, &mut notes)?;
@@ -570,7 +581,7 @@ fn plan_device_on(
     let hash_fields = plan_hash_fields(opts, hw, &mut notes);
     let napi_threaded = plan_napi_threaded(d, &mut notes);
     // nicres
-    let res = crate::nicres::plan_resources(d, opts, cpus_len_of(&rings), &mut notes)?;
+    let res = crate::nicres::plan_resources(d, opts, &mut notes)?;
     if !hw && d.rss.ok().is_some() && d.rx.len() <= 1 {
         let by = if spread.xdp { "rsskit's XDP program" } else { "RPS" };
         notes.push(format!("one RX queue: {by} spreads its flows instead of the NIC"));
@@ -602,13 +613,8 @@ fn plan_device_on(
         rx_ring: res.rx_ring,
         tx_ring: res.tx_ring,
         coalesce: res.coalesce,
-        channels: res.channels,
+        channels,
     })
-}
-
-// nicres
-fn cpus_len_of(rings: &Rings) -> usize {
-    rings.cpus.len()
 }
 
 /// The device's CPUs, ascending: `--cpus`, else [`placement::default_choice`].

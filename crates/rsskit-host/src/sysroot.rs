@@ -346,10 +346,10 @@ impl Sysroot {
     /// kept. A test tree refuses (its queue directories cannot follow).
     pub fn set_combined_channels(&self, name: &str, combined: u32) -> Result<Reported<()>, SysrootError> {
         self.refuse_capture()?;
-        if !self.is_live() {
-            return Ok(Reported::Unsupported {
-                reason: "ETHTOOL_SCHANNELS: a fixture tree cannot change its queues".into(),
-            });
+        // nicres: the fake driver adds or removes queues and their IRQs.
+        #[cfg(any(test, feature = "fixtures"))]
+        if let Some(dir) = self.fixture() {
+            return crate::fixture::set_channels(dir, &self.roots, name, combined);
         }
         let eth = Ethtool::open(name).map_err(|e| SysrootError::Ethtool(e.to_string()))?;
         let cur = match eth.channels().map_err(|e| SysrootError::Ethtool(e.to_string()))? {

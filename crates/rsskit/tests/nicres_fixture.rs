@@ -271,3 +271,117 @@ fn check_warns_when_nic_drops_grow_during_it() {
     assert!(log.contains("rx_missed_errors +") && log.contains("from statistics"), "{log}");
     assert_eq!(o.status.code(), steady.status.code(), "a warning, the verdict stands: {log}");
 }
+
+/// The queue directories and `eth0-TxRx-N` IRQs of the tree.
+fn queues_and_irqs(h: &Host) -> (usize, Vec<(u32, String)>) {
+    let q = fs::read_dir(h.0 .0.join("sys/class/net/eth0/queues"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("rx-"))
+        .count();
+    let irqs = fs::read_to_string(h.0 .0.join("proc/interrupts"))
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("eth0-TxRx-"))
+        .map(|l| {
+            (
+                l.split(':').next().unwrap().trim().parse().unwrap(),
+                l.split_whitespace().last().unwrap().into(),
+            )
+        })
+        .collect();
+    (q, irqs)
+}
+
+#[test]
+fn channels_set_first_then_the_new_queues_planned_pinned_and_all_restored() {
+    let h = Host::new("nicres-chapply", json!({}));
+    let before = h.snapshot();
+    let o = h.run(&[
+        "plan",
+        "--iface",
+        "eth0",
+        "--cpus",
+        "0-5",
+        "--channels",
+        "auto",
+        "--rx-ring",
+        "1024",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", out(&o));
+    fs::write(h.0 .0.join("plan.json"), &o.stdout).unwrap();
+    let p: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let d = &p["devices"][0];
+    assert_eq!(d["rx"].as_array().unwrap().len(), 6, "planned for the chosen count: {d}");
+    let table: Vec<u64> = d["table"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
+    assert!(table.contains(&5), "the table spreads over the new queues");
+    assert!(d["rx"][5]["irq"].is_null(), "a queue that does not exist yet has no IRQ number");
+
+    let o = h.run(&["apply", "plan.json", "--save", "saved.json"]);
+    let log = out(&o);
+    assert!(o.status.success(), "{log}");
+    assert!(
+        log.find("combined channels").unwrap() < log.find("RX ring size").unwrap(),
+        "channels first: {log}"
+    );
+    let (nq, irqs) = queues_and_irqs(&h);
+    assert_eq!(nq, 6);
+    assert_eq!(
+        irqs.iter().map(|(_, n)| n.as_str()).collect::<Vec<_>>(),
+        (0..6).map(|q| format!("eth0-TxRx-{q}")).collect::<Vec<_>>()
+    );
+    for (q, (irq, _)) in irqs.iter().enumerate() {
+        let cpus = fs::read_to_string(h.0 .0.join(format!("proc/irq/{irq}/smp_affinity_list"))).unwrap();
+        assert_eq!(
+            cpus.trim(),
+            d["rx"][q]["cpu"].to_string(),
+            "IRQ {irq} of rx-{q} (new ones found after the change)"
+        );
+    }
+    let drv = h.driver();
+    assert_eq!((drv["combined"].clone(), drv["rings"]["rx"].clone()), (json!(6), json!(1024)));
+    assert_eq!(drv["rss"]["table"], d["table"]);
+    let o = h.run(&["check", "--iface", "eth0"]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    let saved: Value = serde_json::from_str(&fs::read_to_string(h.0 .0.join("saved.json")).unwrap()).unwrap();
+    let kinds: Vec<&str> =
+        saved["settings"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds[0], "channels", "{saved}");
+    let table_saved =
+        saved["settings"].as_array().unwrap().iter().find(|e| e["kind"] == "rss_table").unwrap();
+    assert_eq!(
+        table_saved["value"],
+        before.1["rss"]["table"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(","),
+        "the table as it was before the channel change"
+    );
+
+    let o = h.run(&["apply", "--restore", "saved.json"]);
+    assert!(o.status.success(), "{}", out(&o));
+    let after = h.snapshot();
+    assert_eq!(after.0, before.0, "sysfs/procfs byte for byte: queues and IRQs as they were");
+    assert_eq!(after.1, before.1, "channels, rings, key and table as before");
+
+    // Fewer queues than the table names now: the table goes first.
+    let o = h.run(&["apply", "--iface", "eth0", "--cpus", "0", "--channels", "auto", "--save", "fewer.json"]);
+    assert!(o.status.success(), "{}", out(&o));
+    assert_eq!(queues_and_irqs(&h).0, 1);
+    let o = h.run(&["apply", "--restore", "fewer.json"]);
+    assert!(o.status.success(), "{}", out(&o));
+    // The driver numbers the IRQs of queues it creates again anew (as
+    // MSI-X drivers do): every other file as before.
+    let (now, drv) = h.snapshot();
+    let same = |(k, _): (&String, &Vec<u8>)| {
+        !k.starts_with("proc/irq/") && !k.contains("interrupts") && !k.contains("msi_irqs")
+    };
+    let (a, b): (Vec<_>, Vec<_>) =
+        (now.iter().filter(|x| same(*x)).collect(), before.0.iter().filter(|x| same(*x)).collect());
+    assert!(a == b, "queues, RPS, XPS as before");
+    assert_eq!(drv, before.1, "channels, key and table as before");
+    assert_eq!(queues_and_irqs(&h).1.len(), 4);
+}

@@ -36,3 +36,5 @@ pub use setting::{coalesce_over, coalesce_pairs, coalesce_text, COALESCE_FIELDS,
 pub use write::{
     current, file_of, prepare_save_dir, read_save, utc_stamp, write_one, write_save, Outcome, TuneError,
 };
+// nicres
+pub use write::rewrite_save;

@@ -132,6 +132,7 @@ impl Entry {
             "rx_ring" => Target::RxRing { device },
             "tx_ring" => Target::TxRing { device },
             "coalesce" => Target::Coalesce { device },
+            "channels" => Target::Channels { device },
             _ => Target::RpsSockFlowEntries,
         };
         valid_value(target.kind(), &self.value).map_err(|e| format!("the value is {e}"))?;

@@ -85,9 +85,9 @@ pub enum Target {
         /// Interface.
         device: String,
     },
-    /// The combined channel count of a device (`ETHTOOL_SCHANNELS`): only a
-    /// persisted plan sets it (`persist apply`, the agent); `apply` never
-    /// writes it, so a save file never names it.
+    /// The combined channel count of a device (`ETHTOOL_SCHANNELS`): set by
+    /// a persisted plan (`persist apply`, the agent) and by a plan that
+    /// changes it (`--channels`; then `apply` saves it, first).
     Channels {
         /// Interface.
         device: String,
@@ -111,7 +111,7 @@ pub enum Target {
 }
 
 /// The kinds a save file names, as it spells them.
-pub const TARGET_KINDS: [&str; 12] = [
+pub const TARGET_KINDS: [&str; 13] = [
     "rss_table",
     "rss_key",
     "hash_fields",
@@ -125,6 +125,7 @@ pub const TARGET_KINDS: [&str; 12] = [
     "rx_ring",
     "tx_ring",
     "coalesce",
+    "channels",
 ];
 
 impl Target {

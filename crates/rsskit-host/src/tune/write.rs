@@ -187,6 +187,18 @@ pub fn write_save(path: &Path, save: &SaveFile) -> Result<(), TuneError> {
     Ok(())
 }
 
+// nicres
+/// Replaces save file `path` (written by [`write_save`] in this run) with
+/// `save`: a new 0600 file beside it, flushed, renamed over it. Used when
+/// a channel change adds settings to the save after the first writes.
+pub fn rewrite_save(path: &Path, save: &SaveFile) -> Result<(), TuneError> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("save");
+    let tmp = path.with_file_name(format!(".{name}.tmp{}", std::process::id()));
+    let _ = fs::remove_file(&tmp);
+    write_save(&tmp, save)?;
+    fs::rename(&tmp, path).map_err(|source| TuneError::SaveIo { path: path.to_path_buf(), source })
+}
+
 /// Reads, parses and validates a save file ([`parse_save`]); at most
 /// [`MAX_SAVE_BYTES`] are read.
 pub fn read_save(path: &Path) -> Result<SaveFile, TuneError> {
@@ -219,6 +231,9 @@ pub fn current(root: &Sysroot, s: &Setting) -> Result<Option<String>, TuneError>
         Target::RxRing { device } => root.rings(device)?.ok().map(|r| r.rx.to_string()),
         Target::TxRing { device } => root.rings(device)?.ok().map(|r| r.tx.to_string()),
         Target::Coalesce { device } => root.coalesce(device)?.ok().map(coalesce_text),
+        Target::Channels { device } => {
+            root.device(device)?.channels.ok().map(|c| c.combined_count.to_string())
+        }
         t => file_of(root, t).and_then(|p| read_value(&p, t.kind())),
     })
 }
@@ -235,6 +250,7 @@ pub(super) fn current_with(root: &Sysroot, dev: Option<&DeviceState>, t: &Target
         (Target::RxRing { .. }, Some(d)) => d.rings.ok().map(|r| r.rx.to_string()),
         (Target::TxRing { .. }, Some(d)) => d.rings.ok().map(|r| r.tx.to_string()),
         (Target::Coalesce { .. }, Some(d)) => d.coalesce.ok().map(coalesce_text),
+        (Target::Channels { .. }, Some(d)) => d.channels.ok().map(|c| c.combined_count.to_string()),
         _ => file_of(root, t).and_then(|p| read_value(&p, t.kind())),
     }
 }
@@ -317,6 +333,10 @@ pub fn write_one(root: &Sysroot, s: &Setting) -> Result<Outcome, TuneError> {
                 }
             }
         }
+        Target::Channels { device } => match s.new.parse::<u32>() {
+            Ok(n) if n > 0 => root.set_combined_channels(device, n)?,
+            _ => return Ok(Outcome::Refused { reason: "a channel count is a number above 0".into() }),
+        },
         Target::Coalesce { device } => match root.coalesce(device)? {
             rsskit_linux::ethtool::Reported::Supported(c) => match coalesce_over(&c, &s.new) {
                 Ok(c) => root.set_coalesce(device, &c)?,
@@ -352,6 +372,9 @@ pub fn write_one(root: &Sysroot, s: &Setting) -> Result<Outcome, TuneError> {
                     "the driver rounded the ring size (it takes only sizes of its own step)".into()
                 }
                 Kind::Coalesce => "the driver keeps other coalescing values (its own limits or steps)".into(),
+                Kind::Count if matches!(s.target, Target::Channels { .. }) => {
+                    "the driver kept another channel count".into()
+                }
                 Kind::Count => "the kernel rounds RFS sizes up to a power of two".into(),
                 Kind::CpuList => "the kernel or irqbalance changed the IRQ's CPUs".into(),
                 _ => "the kernel stored another value".into(),

@@ -171,7 +171,16 @@ fn restore(sys: &Sysroot, locked: Option<&Locked>, file: &Path) -> Result<()> {
         println!("nothing to do");
         return Ok(());
     }
-    let failed = locked.write(&changes, &mut print_step)?;
+    let mut failed = locked.write(&changes, &mut print_step)?;
+    // nicres: a channel count put back first; the rest read after it.
+    let rest = apply::restore_rest(sys, file, &changes)?;
+    if !rest.is_empty() {
+        println!("Then ({} settings differ on the queues as saved):", rest.len());
+        for s in &rest {
+            println!("{}", diff_line(s));
+        }
+        failed += locked.write(&rest, &mut print_step)?;
+    }
     if failed > 0 {
         let _ = std::io::stdout().flush();
         eprintln!(
