@@ -385,3 +385,26 @@ fn channels_set_first_then_the_new_queues_planned_pinned_and_all_restored() {
     assert_eq!(drv, before.1, "channels, key and table as before");
     assert_eq!(queues_and_irqs(&h).1.len(), 4);
 }
+
+#[test]
+fn a_persisted_channel_plan_is_kept_by_the_agent() {
+    let h = Host::new("nicres-chpersist", json!({}));
+    let o = h.run(&["plan", "--iface", "eth0", "--cpus", "0-5", "--channels", "6", "--json"]);
+    assert!(o.status.success(), "{}", out(&o));
+    fs::write(h.0 .0.join("plan.json"), &o.stdout).unwrap();
+    let o = h.run(&["apply", "plan.json", "--persist"]);
+    assert!(o.status.success(), "{}", out(&o));
+    let o = h.run(&["agent", "--once"]);
+    assert!(o.status.success(), "the new queues' IRQs found and in place: {}", out(&o));
+    // Someone moves a new queue's IRQ: the agent puts it back.
+    let (_, irqs) = queues_and_irqs(&h);
+    let (irq, _) = irqs.iter().find(|(_, n)| n == "eth0-TxRx-5").unwrap().clone();
+    let f = h.0 .0.join(format!("proc/irq/{irq}/smp_affinity_list"));
+    let want = fs::read_to_string(&f).unwrap();
+    fs::write(&f, "0-5\n").unwrap();
+    let o = h.run(&["agent", "--once"]);
+    let log = out(&o);
+    assert!(o.status.success(), "{log}");
+    assert!(log.contains(&format!("IRQ {irq} (eth0-TxRx-5) affinity: 0-5 -> {}", want.trim())), "{log}");
+    assert_eq!(fs::read_to_string(&f).unwrap(), want);
+}
