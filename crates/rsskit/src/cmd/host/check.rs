@@ -100,6 +100,9 @@ pub fn run(a: Args) -> Result<()> {
     let topo = root.topology();
     let devs = devices(&root, &a.ifaces)?;
     // nicres: the NIC's drop counters at the start; compared at the end.
+    // Only a warning in the notes when they grew: the counters themselves
+    // are live values a capture cannot hold (check --from must say what
+    // check says).
     let drops = |d: &rsskit_host::sysroot::DeviceState| {
         rsskit_host::softnet::nic_drop_counters(&root.roots, &d.name, root.is_live()).ok().flatten()
     };
