@@ -9,6 +9,7 @@ use rsskit_core::key::MICROSOFT_KEY;
 use rsskit_host::nic_rules::NicRules;
 use rsskit_host::sysroot::Sysroot;
 use rsskit_linux::cpulist;
+use rsskit_linux::ethtool::params::{Coalesce, Rings};
 use rsskit_linux::ethtool::{Channels, Ethtool, EthtoolError, FlowHash, Reported, Rss};
 use rsskit_linux::netdev::{self, DefaultKey, IfaceFacts, IfaceIrq, Roots, RxQueue, TxQueue};
 use rsskit_linux::netdev_nl::{self, QueueType};
@@ -21,8 +22,8 @@ Reads /sys/devices/system/{cpu,node}, /sys/class/net/IF/queues, the device's
 msi_irqs with /proc/interrupts and /proc/irq/N/smp_affinity_list,
 /proc/sys/net/core/netdev_rss_key, and asks the driver through the ethtool
 ioctl (ETHTOOL_GRSSH or ETHTOOL_GRXFHINDIR, ETHTOOL_GRXFH, ETHTOOL_GCHANNELS,
-ETHTOOL_GDRVINFO). Each queue's NAPI instance, IRQ and NAPI thread come from
-the kernel's netdev generic netlink family (queue-get, napi-get: Linux 6.8+);
+ETHTOOL_GDRVINFO, ETHTOOL_GRINGPARAM, ETHTOOL_GCOALESCE). Each queue's NAPI
+instance, IRQ and NAPI thread come from the kernel's netdev generic netlink family (queue-get, napi-get: Linux 6.8+);
 where the kernel has no such map, the queue's IRQ is guessed from the IRQ
 names in /proc/interrupts, and info says which source it used. What a driver does not implement (veth and lo have no RSS)
 is shown as not reported, with the reason; it is not an error.
@@ -69,6 +70,11 @@ JSON fields (--json prints one object):
     notes              [text]: queue IRQs allowed off the NIC's NUMA node, RX
                         queues the table never names, table entries naming
                         rings the device lacks
+    rings              {supported: true, rx, tx, rx_max, tx_max} (ethtool -g)
+                        or {supported: false, reason}
+    coalesce           {supported: true, adaptive_rx, adaptive_tx, rx_usecs,
+                        rx_frames, tx_usecs, tx_frames} (ethtool -c) or
+                        {supported: false, reason}
   A value that could not be read is null; rps_cpus [] means RPS is off.
 
 Examples:
@@ -103,6 +109,9 @@ struct Iface {
     map: QueueLinks,
     /// The NIC's flow rules and the contexts they name, or why not read.
     rules: Result<NicRules, String>,
+    // nicres: ring sizes and interrupt coalescing.
+    rings: Reported<Rings>,
+    coalesce: Reported<Coalesce>,
 }
 
 /// Where the queue -> IRQ links came from.
@@ -217,6 +226,9 @@ fn gather(roots: &Roots, name: &str, interrupts: &[netdev::IrqLine]) -> Result<I
         irqs,
         map,
         rules: NicRules::read(&Sysroot::live(), name).map_err(|e| e.to_string()),
+        // nicres
+        rings: eth.rings().map_err(nodev)?,
+        coalesce: eth.coalesce().map_err(nodev)?,
     })
 }
 
@@ -236,6 +248,9 @@ fn from_state(d: rsskit_host::sysroot::DeviceState) -> Iface {
         irqs: d.irqs,
         map,
         rules: Err("a capture holds no flow rules".into()),
+        // nicres
+        rings: d.rings,
+        coalesce: d.coalesce,
     }
 }
 
@@ -499,6 +514,16 @@ fn iface_json(topo: &Topology, i: &Iface, dk: Option<&DefaultKey>) -> Value {
         "tx_queues": tx,
         "irqs": i.irqs,
         "notes": notes(topo, i),
+        // nicres
+        "rings": match &i.rings {
+            Reported::Supported(r) => json!({ "supported": true, "rx": r.rx, "tx": r.tx, "rx_max": r.rx_max, "tx_max": r.tx_max }),
+            Reported::Unsupported { reason } => unsupported(reason),
+        },
+        "coalesce": match &i.coalesce {
+            Reported::Supported(c) => json!({ "supported": true, "adaptive_rx": c.adaptive_rx, "adaptive_tx": c.adaptive_tx,
+                "rx_usecs": c.rx_usecs, "rx_frames": c.rx_frames, "tx_usecs": c.tx_usecs, "tx_frames": c.tx_frames }),
+            Reported::Unsupported { reason } => unsupported(reason),
+        },
     })
 }
 
@@ -630,6 +655,23 @@ fn iface_text(s: &mut String, topo: &Topology, i: &Iface, dk: Option<&DefaultKey
         Reported::Unsupported { reason } => {
             let _ = writeln!(s, "  Channels: {}", nr(reason));
         }
+    }
+    // nicres: shown where the driver reports them.
+    if let Reported::Supported(r) = &i.rings {
+        let _ = writeln!(s, "  Rings: rx {} tx {} (max: rx {} tx {})", r.rx, r.tx, r.rx_max, r.tx_max);
+    }
+    if let Reported::Supported(c) = &i.coalesce {
+        let on = |b: bool| if b { "on" } else { "off" };
+        let _ = writeln!(
+            s,
+            "  Coalescing: adaptive rx {} tx {}; rx-usecs {} rx-frames {}; tx-usecs {} tx-frames {}",
+            on(c.adaptive_rx),
+            on(c.adaptive_tx),
+            c.rx_usecs,
+            c.rx_frames,
+            c.tx_usecs,
+            c.tx_frames
+        );
     }
     match &i.rss {
         Reported::Supported(r) if r.indir.is_empty() => {
@@ -883,6 +925,9 @@ mod tests {
                 .collect(),
                 ..NicRules::default()
             }),
+            // nicres
+            rings: Reported::Supported(Rings { rx: 512, tx: 256, rx_max: 4096, tx_max: 4096 }),
+            coalesce: Reported::Unsupported { reason: "ETHTOOL_GCOALESCE: not supported".into() },
         };
         (topo, dk, vec![nic])
     }
@@ -940,6 +985,15 @@ mod tests {
         assert_eq!(i["hash_fields"]["flows"][0]["tuple"], "4-tuple");
         assert_eq!(i["hash_fields"]["flows"][1]["fields"], json!(["ip_src", "ip_dst"]));
         assert_eq!(i["channels"]["combined"], 2);
+        // nicres
+        assert_eq!(
+            i["rings"],
+            json!({"supported": true, "rx": 512, "tx": 256, "rx_max": 4096, "tx_max": 4096})
+        );
+        assert_eq!(i["coalesce"]["supported"], false);
+        let t = to_text(&topo, &dk, &ifaces);
+        assert!(t.contains("  Rings: rx 512 tx 256 (max: rx 4096 tx 4096)\n"), "{t}");
+        assert!(!t.contains("Coalescing:"), "not shown where the driver reports none: {t}");
         assert_eq!(i["rx_queues"][1]["irq"], 71);
         assert_eq!(i["rx_queues"][1]["irq_cpus"], json!([2]));
         assert_eq!(i["notes"].as_array().unwrap().len(), 1, "{}", i["notes"]);
