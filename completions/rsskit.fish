@@ -110,6 +110,7 @@ complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l software-rss -d '
 xdp\t''"
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l rebalance -d 'Bucket rebalancing: measure each RX queue\'s load for S seconds (default 5) and move table entries from the busiest queues to the least busy (the current table, not the ringmap\'s); reports the imbalance before and after' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l from -d 'Plan the host captured in DIR (`rsskit capture DIR`) instead of this one, offline and read-only' -r -F
+complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l isolate -d 'Give a service its own queues and CPUs: MATCH=CPUS (udp:443=8-15, tcp4:8080=2,3, or ethtool -N match words: \'ip4 dst-ip 10.0.0.0/24=4-7\'). The queues whose IRQs go to those CPUs get a new RSS context, a flow rule steers the matches into it, and the main table leaves them out; repeat for several' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l sysroot -d 'Read and write a tree shaped like /sys and /proc under DIR instead (tests)' -r -F
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l rx-ring -d 'Descriptors per RX ring (ethtool -G rx), 1 to the device\'s maximum; default: kept' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l tx-ring -d 'Descriptors per TX ring (ethtool -G tx), 1 to the device\'s maximum; default: kept' -r
@@ -130,6 +131,7 @@ complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l software-rss -d 
 xdp\t''"
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l rebalance -d 'Bucket rebalancing: measure each RX queue\'s load for S seconds (default 5) and move table entries from the busiest queues to the least busy (the current table, not the ringmap\'s); reports the imbalance before and after' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l from -d 'Plan the host captured in DIR (`rsskit capture DIR`) instead of this one, offline and read-only' -r -F
+complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l isolate -d 'Give a service its own queues and CPUs: MATCH=CPUS (udp:443=8-15, tcp4:8080=2,3, or ethtool -N match words: \'ip4 dst-ip 10.0.0.0/24=4-7\'). The queues whose IRQs go to those CPUs get a new RSS context, a flow rule steers the matches into it, and the main table leaves them out; repeat for several' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l sysroot -d 'Read and write a tree shaped like /sys and /proc under DIR instead (tests)' -r -F
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l rx-ring -d 'Descriptors per RX ring (ethtool -G rx), 1 to the device\'s maximum; default: kept' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l tx-ring -d 'Descriptors per TX ring (ethtool -G tx), 1 to the device\'s maximum; default: kept' -r

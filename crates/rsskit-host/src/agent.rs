@@ -257,6 +257,14 @@ impl Agent {
             Ok(None) => {}
             Err(e) => self.log(&format!("{name}: irqbalance: cannot ban the IRQs: {}", causes(&e))),
         }
+        // Service isolation: only the contexts and rules rsskit recorded as its own.
+        let dev_plan = check.plan.devices[0].clone();
+        for e in crate::isolate::keep::keep(&self.sys, &self.files.root, &plan.identity, name, &dev_plan) {
+            if matches!(e, crate::isolate::keep::KeepEvent::Failed(_)) {
+                *m.problems.entry("drifted").or_default() += 1;
+            }
+            self.log(&e.to_string());
+        }
         // What this pass put back, in write order (for the hashed fields' follow-up).
         let mut written: Vec<tune::Setting> = Vec::new();
         for s in &check.settings {

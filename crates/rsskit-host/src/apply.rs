@@ -92,6 +92,13 @@ pub enum ApplyError {
     /// Every save file name of this second is taken.
     #[error("no free save file name in {0}")]
     NoSaveName(PathBuf),
+    // Service isolation (issue 33 item 3).
+    /// A context or rule was refused (what this run created was rolled back).
+    #[error(transparent)]
+    Isolation(#[from] crate::isolate::write::IsolateWriteError),
+    /// The record of what rsskit owns on a persisted device could not be written.
+    #[error("isolation record: {0}")]
+    IsolationRecord(String),
 }
 
 /// One thing a workflow did, in order, as it happens.
@@ -149,6 +156,20 @@ pub enum Step<'a> {
         /// Settings in the plan.
         total: usize,
     },
+    // Service isolation (issue 33 item 3).
+    /// An RSS context or flow rule created (recorded in the save file).
+    Created(&'a tune::Created),
+    /// A recorded context or rule deleted, found gone, or left as someone else's.
+    Removed(&'a tune::Created, &'a crate::isolate::write::Removal),
+    /// A device's isolation is already in place (same rules into a context with the planned table).
+    IsolationInPlace {
+        /// The interface.
+        device: &'a str,
+        /// The spec.
+        spec: &'a str,
+    },
+    /// `persist apply`: what keeping a persisted isolation did.
+    IsolationKept(&'a crate::isolate::keep::KeepEvent),
 }
 
 /// The settings `plan` changes on the host now, in write order (hashed
@@ -228,7 +249,7 @@ impl<'a> Locked<'a> {
         restarter: &mut dyn Restarter,
         observe: &mut dyn FnMut(Step),
     ) -> Result<ApplyReport, ApplyError> {
-        if changes.is_empty() {
+        if changes.is_empty() && !self.isolation_needed(plan)? {
             observe(Step::NothingToDo);
             if opts.persist {
                 self.ban_pinned(plan, restarter, observe)?;
@@ -246,10 +267,19 @@ impl<'a> Locked<'a> {
             SaveTo::File(p) => p.clone(),
             SaveTo::StateDir => self.free_save_name(opts.now)?,
         };
-        let save = tune::save_of(changes, opts.now);
-        // nicres: what a channel change may reset, read before it.
+        let mut save = tune::save_of(changes, opts.now);
+        // nicres: what a channel change may reset, read before anything is written.
         let before = self.before_channels(changes)?;
-        tune::write_save(&path, &save)?;
+        // Contexts and rules before the settings (the main table shrinks
+        // among them): the order is isolate::write's. Created before the
+        // save so that it records their ids (the kernel picks them); undone
+        // if the save fails. A crash between the two leaves them unrecorded:
+        // `rsskit info` lists them, `ethtool -N/-X ... delete` removes them.
+        save.created = self.create_isolation(plan, observe)?;
+        if let Err(e) = tune::write_save(&path, &save) {
+            self.remove_created(&save.created, observe);
+            return Err(e.into());
+        }
         observe(Step::Saved { path: &path, values: save.settings.len() });
         for s in changes.iter().filter(|s| s.old.is_none()) {
             observe(Step::Unsaved(s));
@@ -259,9 +289,16 @@ impl<'a> Locked<'a> {
         }
         let failed = self.write(changes, observe)?;
         // nicres
-        let (more, more_failed) = self.after_channels(plan, changes, (&path, save, &before), observe)?;
+        let (more, more_failed) =
+            self.after_channels(plan, changes, (&path, save.clone(), &before), observe)?;
         if opts.persist {
             self.store_plans(plan, opts.now, observe)?;
+            // What this run created is what the persisted plan owns.
+            for d in plan.devices.iter().filter(|d| !d.isolation.is_empty()) {
+                let id = persist::persisted_of(self.sys, d, opts.now)?.identity;
+                crate::isolate::keep::record_created(&self.files.root, &id, &save.created, &d.name)
+                    .map_err(ApplyError::IsolationRecord)?;
+            }
         }
         Ok(ApplyReport { written: changes.len() + more, failed: failed + more_failed, save: Some(path) })
     }
@@ -291,6 +328,58 @@ impl<'a> Locked<'a> {
             observe(Step::AllApplied(changes.len()));
         }
         Ok(failed)
+    }
+
+    /// Creates every device's isolation (contexts, then rules), skipping one
+    /// already in place; on a refusal, what this run created is removed.
+    fn create_isolation(
+        &self,
+        plan: &Plan,
+        observe: &mut dyn FnMut(Step),
+    ) -> Result<Vec<tune::Created>, ApplyError> {
+        let mut all: Vec<tune::Created> = Vec::new();
+        for d in plan.devices.iter().filter(|d| !d.isolation.is_empty()) {
+            let mut dev = d.clone();
+            dev.isolation.clear();
+            for iso in &d.isolation {
+                if crate::isolate::write::in_place(self.sys, &d.name, iso)? {
+                    observe(Step::IsolationInPlace { device: &d.name, spec: &iso.spec });
+                } else {
+                    dev.isolation.push(iso.clone());
+                }
+            }
+            match crate::isolate::write::create(self.sys, &dev, &mut |c| observe(Step::Created(c))) {
+                Ok(made) => all.extend(made),
+                Err(e) => {
+                    self.remove_created(&all, observe);
+                    return Err(e.into());
+                }
+            }
+        }
+        Ok(all)
+    }
+
+    /// Whether some device's isolation is not in place yet.
+    fn isolation_needed(&self, plan: &Plan) -> Result<bool, SysrootError> {
+        for d in &plan.devices {
+            for iso in &d.isolation {
+                if !crate::isolate::write::in_place(self.sys, &d.name, iso)? {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// Deletes the recorded contexts and rules that still hold what was
+    /// recorded (rules first); someone else's are left and reported. How
+    /// many the driver refused to delete.
+    pub fn remove_created(&self, created: &[tune::Created], observe: &mut dyn FnMut(Step)) -> usize {
+        let done = crate::isolate::write::remove(self.sys, created);
+        for (c, r) in &done {
+            observe(Step::Removed(c, r));
+        }
+        done.iter().filter(|(_, r)| matches!(r, crate::isolate::write::Removal::Refused(_))).count()
     }
 
     /// Bans the IRQs `plan` pins in irqbalance (restarting it when it runs).
@@ -463,8 +552,11 @@ pub fn restore_changes(sys: &Sysroot, file: &Path) -> Result<Vec<Setting>, TuneE
         let tables = save.settings.iter().filter(|s| {
             matches!(s.target, Target::RssTable { .. }) && shrinking.contains(&s.target.device())
         });
-        let first =
-            tune::SaveFile { saved_at: save.saved_at, settings: tables.chain(&counts).cloned().collect() };
+        let first = tune::SaveFile {
+            saved_at: save.saved_at,
+            settings: tables.chain(&counts).cloned().collect(),
+            created: Vec::new(),
+        };
         let ch: Vec<Setting> =
             tune::restore_settings(sys, file, &first)?.into_iter().filter(|s| !s.unchanged()).collect();
         if ch.iter().any(|s| matches!(s.target, Target::Channels { .. })) {
@@ -498,7 +590,12 @@ fn without_gone_queues(sys: &Sysroot, save: tune::SaveFile, counts: &[tune::Save
         }
     };
     let settings = save.settings.into_iter().filter(|s| !gone(&s.target)).collect();
-    tune::SaveFile { saved_at: save.saved_at, settings }
+    tune::SaveFile { settings, ..save }
+}
+
+/// The contexts and rules save file `file` records as created (checked).
+pub fn restore_created(file: &Path) -> Result<Vec<tune::Created>, TuneError> {
+    Ok(tune::read_save(file)?.created)
 }
 
 /// The IRQs `plan` pins that a running irqbalance has not banned (it will

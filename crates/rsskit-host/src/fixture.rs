@@ -59,6 +59,11 @@ pub(crate) struct FakeDriver {
     /// Most combined channels (`max_combined`); absent = the count now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_combined: Option<u32>,
+    // Service isolation (issue 33 item 3): a driver without RSS contexts.
+    /// Refuse every RSS context (`ETHTOOL_GRSSH`/`SRSSH` with one) as
+    /// `EOPNOTSUPP`: a driver without `create_rxfh_context`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_contexts: bool,
 }
 
 /// The fake RSS state of a test tree's driver.
@@ -266,6 +271,161 @@ pub(crate) fn set_flow_hash(
     Ok(Reported::Supported(()))
 }
 
+// ------------------------------------------------ service isolation writes
+
+const NOT_SUPPORTED: &str = "operation not supported by the driver";
+
+fn write_back(dir: &Path, name: &str, f: &FakeDriver) -> Result<(), SysrootError> {
+    let path = path(dir, name);
+    let text = serde_json::to_string_pretty(f).expect("plain data");
+    fs::write(&path, text).map_err(|e| SysrootError::Fake { path, msg: e.to_string() })
+}
+
+fn refused<T>(what: &str, why: &str) -> Result<Reported<T>, SysrootError> {
+    Ok(Reported::Unsupported { reason: format!("{what}: {why}") })
+}
+
+/// Whether the fake driver has RSS contexts (the probe of `ETHTOOL_GRSSH` with a context).
+pub(crate) fn context_support(dir: &Path, name: &str) -> Result<Reported<()>, SysrootError> {
+    let f = read(dir, name)?;
+    if f.no_contexts || f.rss.is_none() {
+        return refused("ETHTOOL_GRSSH with an RSS context", NOT_SUPPORTED);
+    }
+    Ok(Reported::Supported(()))
+}
+
+/// `ETHTOOL_SRSSH` with `ETH_RXFH_CONTEXT_ALLOC`: the request built as bytes,
+/// parsed as the kernel does; the new context gets the lowest free id.
+pub(crate) fn create_context(
+    dir: &Path,
+    name: &str,
+    indir: &[u32],
+    key: Option<&[u8]>,
+) -> Result<Reported<u32>, SysrootError> {
+    let mut f = read(dir, name)?;
+    if let Some(r) = &f.refuse_set {
+        return refused("ETHTOOL_SRSSH", r);
+    }
+    let Some(main) = f.rss.clone().filter(|_| !f.no_contexts) else {
+        return refused("ETHTOOL_SRSSH", NOT_SUPPORTED);
+    };
+    let main_key = unhex(&main.key).unwrap_or_default();
+    let req = rxnfc::context_set_request(rxnfc::ETH_RXFH_CONTEXT_ALLOC, indir, key);
+    let (indir, key) = match rxnfc::parse_context_request(&req, main.table.len(), main_key.len()) {
+        Ok(rxnfc::ContextRequest::Create { indir, key }) => (indir, key),
+        Ok(other) => return refused("ETHTOOL_SRSSH", &format!("parsed as {other:?}")),
+        Err(e) => return Ok(Reported::Unsupported { reason: e }),
+    };
+    let rings = f.combined.unwrap_or(u32::MAX);
+    if indir.iter().any(|&q| q >= rings) {
+        return refused("ETHTOOL_SRSSH", "Invalid argument (os error 22) (a ring the device does not have)");
+    }
+    let id = (1u32..).find(|i| !f.contexts.contains_key(&i.to_string())).expect("a free id");
+    let key = hex(&key.unwrap_or(main_key));
+    f.contexts.insert(id.to_string(), FakeRss { key, table: indir, input_xfrm: None });
+    write_back(dir, name, &f)?;
+    Ok(Reported::Supported(id))
+}
+
+/// `ETHTOOL_SRSSH` deleting context `id`. As kernels since 6.12, a context
+/// a rule still names is refused (`EBUSY`): rules go first.
+pub(crate) fn delete_context(dir: &Path, name: &str, id: u32) -> Result<Reported<()>, SysrootError> {
+    let mut f = read(dir, name)?;
+    if let Some(r) = &f.refuse_set {
+        return refused("ETHTOOL_SRSSH", r);
+    }
+    let Some(main) = f.rss.clone().filter(|_| !f.no_contexts) else {
+        return refused("ETHTOOL_SRSSH", NOT_SUPPORTED);
+    };
+    let req = rxnfc::context_delete_request(id);
+    let id = match rxnfc::parse_context_request(&req, main.table.len(), 0) {
+        Ok(rxnfc::ContextRequest::Delete { context }) => context,
+        Ok(other) => return refused("ETHTOOL_SRSSH", &format!("parsed as {other:?}")),
+        Err(e) => return Ok(Reported::Unsupported { reason: e }),
+    };
+    if !f.contexts.contains_key(&id.to_string()) {
+        return refused("ETHTOOL_SRSSH", "No such file or directory (os error 2)");
+    }
+    let used = f.rules.iter().flatten().filter_map(|l| parse_rule(l).ok()).any(
+        |r| matches!(r.action, rsskit_core::flowrule::RuleAction::Context { context, .. } if context == id),
+    );
+    if used {
+        return refused("ETHTOOL_SRSSH", "Device or resource busy (os error 16) (a rule uses the context)");
+    }
+    f.contexts.remove(&id.to_string());
+    write_back(dir, name, &f)?;
+    Ok(Reported::Supported(()))
+}
+
+/// `ETHTOOL_SRXCLSRLINS`: the request built as bytes and decoded; at
+/// `RX_CLS_LOC_ANY` the highest free location is taken (ethtool's own
+/// choice for "any": the lowest priority), else the asked one if free.
+pub(crate) fn insert_rule(
+    dir: &Path,
+    name: &str,
+    rule: &rsskit_core::flowrule::FlowRule,
+    any_location: bool,
+) -> Result<Reported<u32>, SysrootError> {
+    let mut f = read(dir, name)?;
+    if let Some(r) = &f.refuse_set {
+        return refused("ETHTOOL_SRXCLSRLINS", r);
+    }
+    let req = rxnfc::rule_insert_request(rule, any_location);
+    let (loc, mut rule) = match rxnfc::parse_rule_insert(&req) {
+        Ok(x) => x,
+        Err(e) => return Ok(Reported::Unsupported { reason: e }),
+    };
+    let contexts = f.contexts.clone();
+    let Some(lines) = f.rules.as_mut() else {
+        return refused("ETHTOOL_SRXCLSRLINS", NOT_SUPPORTED);
+    };
+    let taken: Vec<u32> = lines.iter().filter_map(|l| parse_rule(l).ok()).map(|r| r.location).collect();
+    if let rsskit_core::flowrule::RuleAction::Context { context, .. } = rule.action {
+        if context != 0 && !contexts.contains_key(&context.to_string()) {
+            return refused("ETHTOOL_SRXCLSRLINS", "Invalid argument (os error 22) (no such RSS context)");
+        }
+    }
+    let loc = if loc == rxnfc::RX_CLS_LOC_ANY {
+        match (0..1024u32).rev().find(|l| !taken.contains(l)) {
+            Some(l) => l,
+            None => return refused("ETHTOOL_SRXCLSRLINS", "No space left on device (os error 28)"),
+        }
+    } else if loc >= 1024 || taken.contains(&loc) {
+        return refused(
+            "ETHTOOL_SRXCLSRLINS",
+            "Invalid argument (os error 22) (location taken or out of range)",
+        );
+    } else {
+        loc
+    };
+    rule.location = loc;
+    lines.push(rule.to_string());
+    write_back(dir, name, &f)?;
+    Ok(Reported::Supported(loc))
+}
+
+/// `ETHTOOL_SRXCLSRLDEL` of the rule at `location`.
+pub(crate) fn delete_rule(dir: &Path, name: &str, location: u32) -> Result<Reported<()>, SysrootError> {
+    let mut f = read(dir, name)?;
+    if let Some(r) = &f.refuse_set {
+        return refused("ETHTOOL_SRXCLSRLDEL", r);
+    }
+    let loc = match rxnfc::parse_rule_delete(&rxnfc::rule_delete_request(location)) {
+        Ok(l) => l,
+        Err(e) => return Ok(Reported::Unsupported { reason: e }),
+    };
+    let Some(lines) = f.rules.as_mut() else {
+        return refused("ETHTOOL_SRXCLSRLDEL", NOT_SUPPORTED);
+    };
+    let before = lines.len();
+    lines.retain(|l| parse_rule(l).map_or(true, |r| r.location != loc));
+    if lines.len() == before {
+        return refused("ETHTOOL_SRXCLSRLDEL", "No such file or directory (os error 2)");
+    }
+    write_back(dir, name, &f)?;
+    Ok(Reported::Supported(()))
+}
+
 // nicres: ring sizes and coalescing on the fake driver.
 
 fn write(dir: &Path, name: &str, f: &FakeDriver) -> Result<(), SysrootError> {
@@ -420,5 +580,54 @@ mod tests {
         assert_eq!(unhex(&hex(&[0, 0x6d, 0xff])).unwrap(), vec![0, 0x6d, 0xff]);
         assert!(unhex("abc").is_none());
         assert!(unhex("zz").is_none());
+    }
+
+    #[test]
+    fn contexts_and_rules_are_written_as_the_readers_expect() {
+        let dir = std::env::temp_dir().join(format!("rsskit-fixture-iso-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let f = FakeDriver {
+            combined: Some(4),
+            rss: Some(FakeRss {
+                key: "6d".repeat(40),
+                table: vec![0, 1, 2, 3, 0, 1, 2, 3],
+                input_xfrm: None,
+            }),
+            rules: Some(vec!["tcp4 dst-port 22 queue 0 loc 1023".into()]),
+            ..FakeDriver::default()
+        };
+        write_back(&dir, "eth0", &f).unwrap();
+        assert_eq!(context_support(&dir, "eth0").unwrap(), Reported::Supported(()));
+        let id = create_context(&dir, "eth0", &[2, 3, 2, 3, 2, 3, 2, 3], None).unwrap();
+        assert_eq!(id, Reported::Supported(1));
+        assert!(
+            create_context(&dir, "eth0", &[4; 8], None).unwrap().reason().is_some(),
+            "ring 4 is not there"
+        );
+        assert!(create_context(&dir, "eth0", &[2; 4], None).unwrap().reason().is_some(), "table size");
+        let c = context_rss(&dir, "eth0", 1).unwrap();
+        assert_eq!(c.ok().unwrap().rss.indir, vec![2, 3, 2, 3, 2, 3, 2, 3]);
+        assert_eq!(c.ok().unwrap().rss.key, vec![0x6d; 40], "the main key when none is given");
+        let rule = parse_rule("udp4 dst-port 443 context 1 loc 0").unwrap();
+        // Any location: the highest free one (1023 is taken).
+        assert_eq!(insert_rule(&dir, "eth0", &rule, true).unwrap(), Reported::Supported(1022));
+        assert!(insert_rule(&dir, "eth0", &rule, false).unwrap().reason().is_none(), "loc 0 is free");
+        assert!(insert_rule(&dir, "eth0", &rule, false).unwrap().reason().is_some(), "loc 0 is taken now");
+        let bad = parse_rule("udp4 dst-port 443 context 9 loc 5").unwrap();
+        assert!(insert_rule(&dir, "eth0", &bad, false).unwrap().reason().is_some(), "no context 9");
+        let listed = rules(&dir, "eth0").unwrap();
+        let locs: Vec<u32> = listed.ok().unwrap().entries.iter().map(|e| e.location).collect();
+        assert_eq!(locs, vec![0, 1022, 1023]);
+        assert!(delete_context(&dir, "eth0", 1).unwrap().reason().unwrap().contains("busy"));
+        assert_eq!(delete_rule(&dir, "eth0", 1022).unwrap(), Reported::Supported(()));
+        assert_eq!(delete_rule(&dir, "eth0", 0).unwrap(), Reported::Supported(()));
+        assert!(delete_rule(&dir, "eth0", 0).unwrap().reason().is_some());
+        assert_eq!(delete_context(&dir, "eth0", 1).unwrap(), Reported::Supported(()));
+        assert!(context_rss(&dir, "eth0", 1).unwrap().reason().is_some());
+        write_back(&dir, "eth0", &FakeDriver { no_contexts: true, ..f }).unwrap();
+        assert!(context_support(&dir, "eth0").unwrap().reason().is_some());
+        assert!(create_context(&dir, "eth0", &[2; 8], None).unwrap().reason().is_some());
+        fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -36,6 +36,9 @@ pub struct RemoveReport {
     pub units_removed: Vec<PathBuf>,
     /// The irqbalance bans rsskit had added, taken away.
     pub unbanned: Option<irqbalance::Change>,
+    // Service isolation (issue 33 item 3).
+    /// The contexts and rules rsskit created for the removed plans: what became of each.
+    pub isolation: Vec<String>,
 }
 
 /// `persist list`: every plan and where its device is now.
@@ -97,6 +100,12 @@ impl Locked<'_> {
         let changes = tune::push_hash_fields(self.sys, changes)?;
         observe(Step::ToPutBack { changes: changes.len(), total: c.settings.len() });
         self.ban_pinned(&c.plan, restarter, observe)?;
+        // Service isolation: only what rsskit recorded as its own (isolate::keep).
+        for e in
+            crate::isolate::keep::keep(self.sys, &self.files.root, &p.identity, iface, &c.plan.devices[0])
+        {
+            observe(Step::IsolationKept(&e));
+        }
         let mut failed = 0;
         for s in &changes {
             let o = tune::write_one(self.sys, s)?;
@@ -129,6 +138,7 @@ impl Locked<'_> {
         let mut report = RemoveReport::default();
         for id in ids {
             let path = persist::remove(root, &id)?;
+            report.isolation.extend(crate::isolate::keep::forget(self.sys, root, &id));
             report.removed.push((path, id));
         }
         if iface.is_none() {

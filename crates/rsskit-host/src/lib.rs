@@ -56,6 +56,7 @@ pub mod capture;
 mod fixture;
 pub mod hostcheck;
 pub mod irqbalance;
+pub mod isolate;
 pub mod keep;
 pub mod keeper;
 pub mod landing;

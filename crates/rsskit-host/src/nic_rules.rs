@@ -189,6 +189,18 @@ impl NicRules {
     }
 }
 
+/// What `iface` offers for service isolation, as `info` reads it: RSS
+/// contexts (`ETHTOOL_GRSSH` on a context) and flow rules (`ETHTOOL_GRXCLSRLCNT`).
+pub fn isolation_support(
+    root: &Sysroot,
+    iface: &str,
+) -> Result<crate::isolate::IsolationSupport, SysrootError> {
+    Ok(crate::isolate::IsolationSupport {
+        no_contexts: root.context_support(iface)?.reason().map(str::to_string),
+        no_rules: root.rules(iface)?.reason().map(str::to_string),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

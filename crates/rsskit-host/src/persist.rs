@@ -258,6 +258,10 @@ pub fn validate(p: &Persisted) -> Result<(), String> {
             return Err("the key is not hex".into());
         }
     }
+    // Service isolation (issue 33 item 3): the same checks as a plan file's.
+    for iso in &d.isolation {
+        iso.validate(d)?;
+    }
     for h in &d.hash_fields {
         if !rsskit_linux::ethtool::FLOW_TYPES.iter().any(|f| f.name == h.flow) {
             return Err(format!("unknown flow type '{}'", h.flow.escape_debug()));

@@ -284,6 +284,9 @@ impl Plan {
                     return Err(format!("{n}: a table of {} entries", t.len()));
                 }
             }
+            for iso in &d.isolation {
+                iso.validate(d)?;
+            }
             for h in &d.hash_fields {
                 if !rsskit_linux::ethtool::FLOW_TYPES.iter().any(|f| f.name == h.flow) {
                     return Err(format!("{n}: {} is not a flow type", quoted(&h.flow)));
@@ -361,6 +364,10 @@ pub struct DevicePlan {
     /// The channel count decided, and why (also when kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channels: Option<crate::nicres::ChannelPlan>,
+    // Service isolation (issue 33 item 3, `--isolate`).
+    /// Services given their own queues: an RSS context each and the rules into it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub isolation: Vec<crate::isolate::IsolationPlan>,
 }
 
 /// What to do with one RX queue.
@@ -614,6 +621,7 @@ fn plan_device_on(
         tx_ring: res.tx_ring,
         coalesce: res.coalesce,
         channels,
+        isolation: Vec::new(),
     })
 }
 

@@ -461,6 +461,72 @@ impl Sysroot {
     }
 }
 
+// Service isolation (issue 33 item 3): RSS contexts and flow rules written.
+impl Sysroot {
+    /// Whether the device has RSS contexts: `ETHTOOL_GRSSH` on a context
+    /// other than 0 is refused with `EOPNOTSUPP` only by a driver without them.
+    pub fn context_support(&self, name: &str) -> Result<Reported<()>, SysrootError> {
+        #[cfg(any(test, feature = "fixtures"))]
+        if let Some(dir) = self.fixture() {
+            return crate::fixture::context_support(dir, name);
+        }
+        if self.capture.is_some() {
+            return Ok(Reported::Unsupported { reason: "RSS contexts: not in a capture (format 1)".into() });
+        }
+        Ethtool::open(name).and_then(|eth| eth.contexts_supported()).map_err(ethtool_error)
+    }
+
+    /// Creates an RSS context over `indir` (and `key`; `None`: the driver's); its id.
+    pub fn create_context(
+        &self,
+        name: &str,
+        indir: &[u32],
+        key: Option<&[u8]>,
+    ) -> Result<Reported<u32>, SysrootError> {
+        self.refuse_capture()?;
+        #[cfg(any(test, feature = "fixtures"))]
+        if let Some(dir) = self.fixture() {
+            return crate::fixture::create_context(dir, name, indir, key);
+        }
+        Ethtool::open(name).and_then(|eth| eth.create_context(indir, key)).map_err(ethtool_error)
+    }
+
+    /// Deletes RSS context `id`.
+    pub fn delete_context(&self, name: &str, id: u32) -> Result<Reported<()>, SysrootError> {
+        self.refuse_capture()?;
+        #[cfg(any(test, feature = "fixtures"))]
+        if let Some(dir) = self.fixture() {
+            return crate::fixture::delete_context(dir, name, id);
+        }
+        Ethtool::open(name).and_then(|eth| eth.delete_context(id)).map_err(ethtool_error)
+    }
+
+    /// Inserts a flow rule (at `RX_CLS_LOC_ANY` when `any_location`); the location it took.
+    pub fn insert_rule(
+        &self,
+        name: &str,
+        rule: &rsskit_core::flowrule::FlowRule,
+        any_location: bool,
+    ) -> Result<Reported<u32>, SysrootError> {
+        self.refuse_capture()?;
+        #[cfg(any(test, feature = "fixtures"))]
+        if let Some(dir) = self.fixture() {
+            return crate::fixture::insert_rule(dir, name, rule, any_location);
+        }
+        Ethtool::open(name).and_then(|eth| eth.insert_rule(rule, any_location)).map_err(ethtool_error)
+    }
+
+    /// Deletes the flow rule at `location`.
+    pub fn delete_rule(&self, name: &str, location: u32) -> Result<Reported<()>, SysrootError> {
+        self.refuse_capture()?;
+        #[cfg(any(test, feature = "fixtures"))]
+        if let Some(dir) = self.fixture() {
+            return crate::fixture::delete_rule(dir, name, location);
+        }
+        Ethtool::open(name).and_then(|eth| eth.delete_rule(location)).map_err(ethtool_error)
+    }
+}
+
 /// IRQs banned on an irqbalance command line (`--banirq=N`, `--banirq N`, `-i N`).
 pub fn banned_irqs(args: &[String]) -> Vec<u32> {
     let mut out = Vec::new();

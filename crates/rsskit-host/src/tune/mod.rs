@@ -26,7 +26,7 @@ pub(crate) mod setting;
 mod write;
 
 pub use diff::{push_hash_fields, restore_settings, settings};
-pub use save::{parse_save, save_of, save_text, SaveFile, SavedValue, MAX_SAVE_BYTES, SAVE_VERSION};
+pub use save::{parse_save, save_of, save_text, Created, SaveFile, SavedValue, MAX_SAVE_BYTES, SAVE_VERSION};
 pub use setting::{
     printable, quoted, same, valid_value, Kind, Setting, Target, MAX_KEY_BYTES, MAX_TABLE_ENTRIES,
     TARGET_KINDS,

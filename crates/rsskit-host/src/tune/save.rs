@@ -31,6 +31,8 @@ pub struct SaveFile {
     pub saved_at: u64,
     /// The settings with the values to put back.
     pub settings: Vec<SavedValue>,
+    /// Service isolation: the contexts and rules this apply created, to delete.
+    pub created: Vec<Created>,
 }
 
 /// One entry as the file spells it: a kind, what it belongs to, a value.
@@ -55,6 +57,9 @@ struct FileForm<E> {
     version: u32,
     saved_at: u64,
     settings: Vec<E>,
+    // Service isolation (issue 33 item 3); absent in older save files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    created: Vec<Created>,
 }
 
 impl Entry {
@@ -212,8 +217,18 @@ pub fn parse_save(text: &str) -> Result<SaveFile, Vec<String>> {
             Err(why) => problems.push(format!("{name}: {why}")),
         }
     }
+    for (i, c) in form.created.iter().enumerate() {
+        let dup = form.created[..i].iter().any(|x| x.same_object(c));
+        match c.check() {
+            Err(why) => problems.push(format!("created entry {} ({}): {why}", i + 1, c.describe())),
+            Ok(()) if dup => {
+                problems.push(format!("created entry {} ({}): named twice", i + 1, c.describe()))
+            }
+            Ok(()) => {}
+        }
+    }
     if problems.is_empty() {
-        Ok(SaveFile { saved_at: form.saved_at, settings })
+        Ok(SaveFile { saved_at: form.saved_at, settings, created: form.created })
     } else {
         Err(problems)
     }
@@ -225,6 +240,7 @@ pub fn save_text(save: &SaveFile) -> String {
         version: SAVE_VERSION,
         saved_at: save.saved_at,
         settings: save.settings.iter().map(Entry::of).collect(),
+        created: save.created.clone(),
     };
     serde_json::to_string_pretty(&form).expect("plain data") + "\n"
 }
@@ -239,7 +255,105 @@ pub fn save_of(changes: &[Setting], now: u64) -> SaveFile {
         .filter(|s| !s.unchanged())
         .filter_map(|s| Some(SavedValue { target: s.target.clone(), value: s.old.clone()? }))
         .collect();
-    SaveFile { saved_at: now, settings }
+    SaveFile { saved_at: now, settings, created: Vec::new() }
+}
+
+// Service isolation (issue 33 item 3): what `apply` created, by id and
+// content, so that `--restore` deletes exactly that and nothing else.
+/// An RSS context or flow rule `apply` created.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Created {
+    /// An RSS context: its id, and the table and key it was created with (key hex).
+    RssContext {
+        /// Interface.
+        device: String,
+        /// The id the kernel gave it.
+        id: u32,
+        /// Its table.
+        table: Vec<u32>,
+        /// Its key (hex) as read back; empty: not read.
+        key: String,
+    },
+    /// A flow rule: its location and its whole text (`udp4 dst-port 443 context 1 loc 1022`).
+    FlowRule {
+        /// Interface.
+        device: String,
+        /// Where the driver put it.
+        location: u32,
+        /// The rule, in ethtool -N words.
+        rule: String,
+    },
+}
+
+impl Created {
+    /// The interface.
+    pub fn device(&self) -> &str {
+        match self {
+            Created::RssContext { device, .. } | Created::FlowRule { device, .. } => device,
+        }
+    }
+
+    /// For people: `RSS context 1` or `flow rule 1022 (udp4 dst-port 443 context 1)`.
+    pub fn describe(&self) -> String {
+        match self {
+            Created::RssContext { id, .. } => format!("RSS context {id}"),
+            Created::FlowRule { location, rule, .. } => format!("flow rule {location} ({})", printable(rule)),
+        }
+    }
+
+    /// Whether both name the same object (device and id or location).
+    pub fn same_object(&self, o: &Created) -> bool {
+        match (self, o) {
+            (Created::RssContext { device: a, id: x, .. }, Created::RssContext { device: b, id: y, .. }) => {
+                a == b && x == y
+            }
+            (
+                Created::FlowRule { device: a, location: x, .. },
+                Created::FlowRule { device: b, location: y, .. },
+            ) => a == b && x == y,
+            _ => false,
+        }
+    }
+
+    /// The rule it holds (a [`Created::FlowRule`] that checks).
+    pub fn flow_rule(&self) -> Option<rsskit_core::flowrule::FlowRule> {
+        match self {
+            Created::FlowRule { rule, location, .. } => {
+                rsskit_core::flowrule::parse_rule(rule).ok().filter(|r| r.location == *location)
+            }
+            Created::RssContext { .. } => None,
+        }
+    }
+
+    /// Whether a restore may act on it: a kernel interface name, a context
+    /// id other than 0 and "new", a table and key of a device's size, a rule
+    /// that parses at its own location.
+    pub fn check(&self) -> Result<(), String> {
+        if !valid_name(self.device()) {
+            return Err(format!("{} is not an interface name", quoted(self.device())));
+        }
+        match self {
+            Created::RssContext { id, table, key, .. } => {
+                if *id == 0 || *id == u32::MAX {
+                    return Err(format!("{id} is not a context rsskit creates"));
+                }
+                valid_value(
+                    super::setting::Kind::RssTable,
+                    &table.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
+                )
+                .map_err(|e| format!("the table is {e}"))?;
+                if !key.is_empty() {
+                    valid_value(super::setting::Kind::RssKey, key).map_err(|e| format!("the key is {e}"))?;
+                }
+                Ok(())
+            }
+            Created::FlowRule { .. } => match self.flow_rule() {
+                Some(_) => Ok(()),
+                None => Err("the rule does not parse, or names another location".into()),
+            },
+        }
+    }
 }
 
 #[cfg(test)]
@@ -379,6 +493,7 @@ mod tests {
                 },
                 SavedValue { target: Target::RpsSockFlowEntries, value: "0".into() },
             ],
+            created: Vec::new(),
         });
         let root = Sysroot::tree(Path::new("/t"));
         let pieces: [&[u8]; 10] =
@@ -431,6 +546,45 @@ mod tests {
             }
         }
         assert!(ok > 100 && bad > 100, "the mutations reach both sides: {ok} accepted, {bad} refused");
+    }
+
+    // Service isolation: created entries round-trip, are checked, and a
+    // file without them (every earlier one) still reads.
+    #[test]
+    fn created_entries_round_trip_and_are_checked() {
+        let ctx = Created::RssContext { device: "eth0".into(), id: 1, table: vec![2, 3], key: "6d5a".into() };
+        let rule = Created::FlowRule {
+            device: "eth0".into(),
+            location: 1022,
+            rule: "udp4 dst-port 443 context 1 loc 1022".into(),
+        };
+        let save = SaveFile { saved_at: 5, settings: vec![], created: vec![ctx.clone(), rule.clone()] };
+        let text = save_text(&save);
+        assert!(
+            text.contains("\"kind\": \"rss_context\"") && text.contains("\"kind\": \"flow_rule\""),
+            "{text}"
+        );
+        assert_eq!(parse_save(&text), Ok(save));
+        let old = "{\"version\": 2, \"saved_at\": 1, \"settings\": []}";
+        assert_eq!(parse_save(old).unwrap().created, vec![]);
+        for bad in [
+            Created::FlowRule {
+                device: "eth0".into(),
+                location: 7,
+                rule: "udp4 dst-port 443 context 1 loc 8".into(),
+            },
+            Created::FlowRule { device: "eth0".into(), location: 7, rule: "udp9 loc 7".into() },
+            Created::RssContext { device: "eth0".into(), id: 0, table: vec![1], key: String::new() },
+            Created::RssContext { device: "../x".into(), id: 2, table: vec![1], key: String::new() },
+            Created::RssContext { device: "eth0".into(), id: 2, table: vec![], key: String::new() },
+        ] {
+            let t = save_text(&SaveFile { saved_at: 1, settings: vec![], created: vec![bad.clone()] });
+            assert!(parse_save(&t).is_err(), "{bad:?}");
+        }
+        let twice = save_text(&SaveFile { saved_at: 1, settings: vec![], created: vec![ctx.clone(), ctx] });
+        assert!(parse_save(&twice).unwrap_err()[0].contains("named twice"));
+        let unknown = text.replace("\"location\"", "\"path\": \"/etc\", \"location\"");
+        assert!(parse_save(&unknown).is_err(), "unknown fields are refused");
     }
 
     // nicres

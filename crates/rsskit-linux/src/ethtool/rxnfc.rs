@@ -446,6 +446,222 @@ impl Ethtool {
     }
 }
 
+/// `ETH_RXFH_CONTEXT_ALLOC`: the `rss_context` of an `ETHTOOL_SRSSH` that
+/// asks the kernel for a new context (it writes the new id back there).
+pub const ETH_RXFH_CONTEXT_ALLOC: u32 = 0xffff_ffff;
+/// `RX_CLS_LOC_ANY`: the location of an insert that lets the driver choose
+/// (only where `ETHTOOL_GRXCLSRLCNT` says it takes special locations).
+pub const RX_CLS_LOC_ANY: u32 = 0xffff_ffff;
+
+/// What an `ETHTOOL_SRSSH` with an `rss_context` asks, as the kernel's
+/// `ethtool_set_rxfh` reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ContextRequest {
+    /// `rss_context = ETH_RXFH_CONTEXT_ALLOC`: a new context with this table and key.
+    Create {
+        /// Its table (queue numbers).
+        indir: Vec<u32>,
+        /// Its key (`None`: the driver's).
+        key: Option<Vec<u8>>,
+    },
+    /// An existing context's new table (and key).
+    Modify {
+        /// The context.
+        context: u32,
+        /// Its new table.
+        indir: Vec<u32>,
+        /// Its new key (`None`: unchanged).
+        key: Option<Vec<u8>>,
+    },
+    /// `indir_size = 0` on a context other than 0: delete it.
+    Delete {
+        /// The context.
+        context: u32,
+    },
+}
+
+/// The `ETHTOOL_SRSSH` request that creates (`context` =
+/// [`ETH_RXFH_CONTEXT_ALLOC`]) or rewrites context `context` with this table
+/// and key: the main table's request with the context id in its header.
+pub fn context_set_request(context: u32, indir: &[u32], key: Option<&[u8]>) -> Vec<u32> {
+    let mut buf = super::rssh_set_request(Some(indir), key);
+    buf[1] = context;
+    buf
+}
+
+/// The `ETHTOOL_SRSSH` request that deletes context `context`: its id with
+/// `indir_size` and `key_size` 0 (the kernel's `rss_delete`; on context 0
+/// the same request would reset the main table, so 0 is never sent).
+pub fn context_delete_request(context: u32) -> Vec<u32> {
+    let mut buf = super::rssh_set_request(Some(&[]), None);
+    buf[1] = context;
+    buf
+}
+
+/// An `ETHTOOL_SRSSH` request on a context, as the kernel reads it: the
+/// fixture driver's parser, and the check of the builders above. `n_indir`
+/// and `n_key` are the device's sizes (the kernel refuses others).
+pub fn parse_context_request(buf: &[u32], n_indir: usize, n_key: usize) -> Result<ContextRequest, String> {
+    const HDR: usize = super::RXFH_HDR_WORDS;
+    if buf.len() < HDR {
+        return Err("ETHTOOL_SRSSH request shorter than its header".into());
+    }
+    let h = super::read_header(buf);
+    if h.cmd != super::ETHTOOL_SRSSH {
+        return Err(format!("command 0x{:x} is not ETHTOOL_SRSSH", h.cmd));
+    }
+    if h.rsvd8 != [0, 0] || h.rsvd32 != 0 {
+        return Err("ETHTOOL_SRSSH: reserved fields set (EINVAL)".into());
+    }
+    if h.rss_context == 0 {
+        return Err("ETHTOOL_SRSSH: context 0 is the main table, not a context".into());
+    }
+    let create = h.rss_context == ETH_RXFH_CONTEXT_ALLOC;
+    if h.indir_size == 0 {
+        if create || h.key_size != 0 {
+            return Err("ETHTOOL_SRSSH: deleting needs an existing context and no key (EINVAL)".into());
+        }
+        return Ok(ContextRequest::Delete { context: h.rss_context });
+    }
+    if h.indir_size == super::ETH_RXFH_INDIR_NO_CHANGE || h.indir_size as usize != n_indir {
+        return Err(format!(
+            "ETHTOOL_SRSSH: table of {} entries, the device's has {n_indir} (EINVAL)",
+            h.indir_size
+        ));
+    }
+    if h.key_size != 0 && h.key_size as usize != n_key {
+        return Err(format!("ETHTOOL_SRSSH: key of {} bytes, the device's has {n_key} (EINVAL)", h.key_size));
+    }
+    let n_key = h.key_size as usize;
+    if buf.len() < HDR + n_indir + n_key.div_ceil(4) {
+        return Err("ETHTOOL_SRSSH request shorter than its table and key".into());
+    }
+    let indir = buf[HDR..HDR + n_indir].to_vec();
+    let key =
+        (n_key > 0).then(|| buf[HDR + n_indir..].iter().flat_map(|w| w.to_ne_bytes()).take(n_key).collect());
+    Ok(if create {
+        ContextRequest::Create { indir, key }
+    } else {
+        ContextRequest::Modify { context: h.rss_context, indir, key }
+    })
+}
+
+/// The `ETHTOOL_SRXCLSRLINS` request for `rule`: at its own location, or at
+/// [`RX_CLS_LOC_ANY`] when `any_location` (the driver chooses and writes the
+/// location back). A context target carries `FLOW_RSS` and `rss_context`.
+pub fn rule_insert_request(rule: &FlowRule, any_location: bool) -> Vec<u8> {
+    let mut b = encode_rule(ETHTOOL_SRXCLSRLINS, rule);
+    if any_location {
+        b[OFF_LOCATION..OFF_LOCATION + 4].copy_from_slice(&RX_CLS_LOC_ANY.to_ne_bytes());
+    }
+    b
+}
+
+/// The `ETHTOOL_SRXCLSRLDEL` request for the rule at `location`.
+pub fn rule_delete_request(location: u32) -> Vec<u8> {
+    let mut b = vec![0u8; RXNFC_LEN];
+    b[0..4].copy_from_slice(&ETHTOOL_SRXCLSRLDEL.to_ne_bytes());
+    b[OFF_LOCATION..OFF_LOCATION + 4].copy_from_slice(&location.to_ne_bytes());
+    b
+}
+
+/// The location an `ETHTOOL_SRXCLSRLDEL` request names (the fixture driver's parser).
+pub fn parse_rule_delete(b: &[u8]) -> Result<u32, String> {
+    if b.len() < RXNFC_LEN || u32ne(b, 0) != ETHTOOL_SRXCLSRLDEL {
+        return Err("not an ETHTOOL_SRXCLSRLDEL request".into());
+    }
+    Ok(u32ne(b, OFF_LOCATION))
+}
+
+/// The location an insert request asks for (`RX_CLS_LOC_ANY` included) and its rule.
+pub fn parse_rule_insert(b: &[u8]) -> Result<(u32, FlowRule), String> {
+    if b.len() < RXNFC_LEN || u32ne(b, 0) != ETHTOOL_SRXCLSRLINS {
+        return Err("not an ETHTOOL_SRXCLSRLINS request".into());
+    }
+    let rule = decode_rule(b).map_err(|e| e.to_string())?;
+    Ok((u32ne(b, OFF_LOCATION), rule))
+}
+
+impl Ethtool {
+    fn srssh(&self, buf: &mut [u32]) -> Result<Reported<()>, EthtoolError> {
+        match self.ioctl_slice(buf) {
+            Ok(()) => Ok(Reported::Supported(())),
+            Err(e) => self.refused("ETHTOOL_SRSSH", e),
+        }
+    }
+
+    /// Creates an RSS context over `indir` (and `key`, `None`: the
+    /// driver's); its id, as the kernel wrote it back.
+    pub fn create_context(&self, indir: &[u32], key: Option<&[u8]>) -> Result<Reported<u32>, EthtoolError> {
+        let mut buf = context_set_request(ETH_RXFH_CONTEXT_ALLOC, indir, key);
+        Ok(match self.srssh(&mut buf)? {
+            Reported::Supported(()) if buf[1] != ETH_RXFH_CONTEXT_ALLOC && buf[1] != 0 => {
+                Reported::Supported(buf[1])
+            }
+            Reported::Supported(()) => {
+                Reported::Unsupported { reason: "ETHTOOL_SRSSH: the driver created no context id".into() }
+            }
+            Reported::Unsupported { reason } => Reported::Unsupported { reason },
+        })
+    }
+
+    /// Rewrites context `context`'s table (and key).
+    pub fn set_context(
+        &self,
+        context: u32,
+        indir: &[u32],
+        key: Option<&[u8]>,
+    ) -> Result<Reported<()>, EthtoolError> {
+        self.srssh(&mut context_set_request(context, indir, key))
+    }
+
+    /// Deletes context `context` (never 0: that request resets the main table).
+    pub fn delete_context(&self, context: u32) -> Result<Reported<()>, EthtoolError> {
+        if context == 0 || context == ETH_RXFH_CONTEXT_ALLOC {
+            return Ok(Reported::Unsupported {
+                reason: format!("ETHTOOL_SRSSH: {context} is not a context to delete"),
+            });
+        }
+        self.srssh(&mut context_delete_request(context))
+    }
+
+    /// Inserts `rule` (at `RX_CLS_LOC_ANY` when `any_location`); the
+    /// location it went to, as the kernel wrote it back.
+    pub fn insert_rule(&self, rule: &FlowRule, any_location: bool) -> Result<Reported<u32>, EthtoolError> {
+        let req = rule_insert_request(rule, any_location);
+        let mut buf = buffer(RXNFC_LEN);
+        bytes_mut(&mut buf)[..RXNFC_LEN].copy_from_slice(&req);
+        if let Err(e) = self.rxnfc(&mut buf) {
+            return self.refused("ETHTOOL_SRXCLSRLINS", e);
+        }
+        Ok(Reported::Supported(u32ne(bytes_mut(&mut buf), OFF_LOCATION)))
+    }
+
+    /// Whether the driver has RSS contexts: `ETHTOOL_GRSSH` on context 1
+    /// is refused with `EOPNOTSUPP` only by a driver without them (an
+    /// absent context 1 is `ENOENT` or `EINVAL`).
+    pub fn contexts_supported(&self) -> Result<Reported<()>, EthtoolError> {
+        match self.grssh_context(1) {
+            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+                self.refused("ETHTOOL_GRSSH with an RSS context", e)
+            }
+            Err(e) if self.nodev(&e) => Err(EthtoolError::NoSuchInterface(self.iface.clone())),
+            _ => Ok(Reported::Supported(())),
+        }
+    }
+
+    /// Deletes the rule at `location`.
+    pub fn delete_rule(&self, location: u32) -> Result<Reported<()>, EthtoolError> {
+        let req = rule_delete_request(location);
+        let mut buf = buffer(RXNFC_LEN);
+        bytes_mut(&mut buf)[..RXNFC_LEN].copy_from_slice(&req);
+        match self.rxnfc(&mut buf) {
+            Ok(()) => Ok(Reported::Supported(())),
+            Err(e) => self.refused("ETHTOOL_SRXCLSRLDEL", e),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -516,5 +732,85 @@ mod tests {
         assert_eq!(decode_rule(&b), Err(RuleDecodeError::FlowType { location: 2, code: 4 }));
         b[16..20].copy_from_slice(&0x0100_0001u32.to_ne_bytes());
         assert!(matches!(decode_rule(&b), Err(RuleDecodeError::Flags { .. })));
+    }
+
+    // Header words laid out by hand from ethtool.h's struct ethtool_rxfh
+    // (cmd, rss_context, indir_size, key_size, hfunc/input_xfrm/rsvd8, rsvd32).
+    #[test]
+    fn context_requests_lay_out_as_the_header_says() {
+        let c = context_set_request(ETH_RXFH_CONTEXT_ALLOC, &[8, 9, 8, 9], Some(&[1, 2, 3, 4, 5]));
+        assert_eq!(&c[..6], &[0x47, 0xffff_ffff, 4, 5, 0, 0]);
+        assert_eq!(&c[6..10], &[8, 9, 8, 9]);
+        assert_eq!(c[10].to_ne_bytes(), [1, 2, 3, 4]);
+        assert_eq!(c[11].to_ne_bytes(), [5, 0, 0, 0]);
+        assert_eq!(
+            parse_context_request(&c, 4, 5),
+            Ok(ContextRequest::Create { indir: vec![8, 9, 8, 9], key: Some(vec![1, 2, 3, 4, 5]) })
+        );
+        let m = context_set_request(3, &[1, 2], None);
+        assert_eq!(&m[..6], &[0x47, 3, 2, 0, 0, 0]);
+        assert_eq!(
+            parse_context_request(&m, 2, 40),
+            Ok(ContextRequest::Modify { context: 3, indir: vec![1, 2], key: None })
+        );
+        let d = context_delete_request(3);
+        assert_eq!(d, vec![0x47, 3, 0, 0, 0, 0]);
+        assert_eq!(parse_context_request(&d, 2, 40), Ok(ContextRequest::Delete { context: 3 }));
+        // What the kernel refuses: a table of another size, deleting "the new one", context 0.
+        assert!(parse_context_request(&m, 4, 40).is_err());
+        assert!(parse_context_request(&context_delete_request(ETH_RXFH_CONTEXT_ALLOC), 2, 40).is_err());
+        assert!(parse_context_request(&context_delete_request(0), 2, 40).is_err());
+    }
+
+    // Offsets from ethtool.h's struct ethtool_rxnfc: cmd 0, flow_type 4 of
+    // fs at 16, ring_cookie 168, location 176, rss_context 184.
+    #[test]
+    fn rule_insert_and_delete_requests() {
+        let quic = parse_quic();
+        let b = rule_insert_request(&quic, true);
+        assert_eq!(u32ne(&b, 0), 0x32, "ETHTOOL_SRXCLSRLINS");
+        assert_eq!(u32ne(&b, 16), 0x02 | 0x2000_0000, "UDP_V4_FLOW | FLOW_RSS");
+        assert_eq!(&b[20 + 10..20 + 12], &443u16.to_be_bytes());
+        assert_eq!(&b[92 + 10..92 + 12], &[0xff, 0xff]);
+        assert_eq!(u64ne(&b, 168), 0, "offset 0 in the context");
+        assert_eq!(u32ne(&b, 176), 0xffff_ffff, "RX_CLS_LOC_ANY");
+        assert_eq!(u32ne(&b, 184), 2, "rss_context");
+        let (loc, back) = parse_rule_insert(&b).unwrap();
+        assert_eq!(loc, RX_CLS_LOC_ANY);
+        assert_eq!(back.action, quic.action);
+        assert_eq!(u32ne(&rule_insert_request(&quic, false), 176), 7);
+        let d = rule_delete_request(7);
+        assert_eq!(u32ne(&d, 0), 0x31);
+        assert_eq!(u32ne(&d, 176), 7);
+        assert!(d.iter().enumerate().all(|(i, &x)| x == 0 || i < 4 || (176..180).contains(&i)));
+        assert_eq!(parse_rule_delete(&d), Ok(7));
+        assert!(parse_rule_delete(&b).is_err());
+    }
+
+    fn parse_quic() -> FlowRule {
+        let mut m = RuleMatch::any(RuleFlow::Udp4);
+        m.dst_port = Masked { value: 443, mask: 0xffff };
+        FlowRule { location: 7, matcher: m, action: RuleAction::Context { context: 2, offset: 0 } }
+    }
+
+    // Through the real ioctl: lo has no contexts and no rules, and every
+    // write is refused with the command named (no panic, nothing written).
+    #[test]
+    fn loopback_refuses_contexts_and_rules() {
+        let e = Ethtool::open("lo").unwrap();
+        let said = |r: Option<&str>, cmd: &str| {
+            let r = r.unwrap_or_else(|| panic!("{cmd}: lo answered"));
+            assert!(r.contains(cmd), "{r}");
+        };
+        said(e.contexts_supported().unwrap().reason(), "ETHTOOL_GRSSH");
+        said(e.create_context(&[0; 4], None).unwrap().reason(), "ETHTOOL_SRSSH");
+        said(e.delete_context(1).unwrap().reason(), "ETHTOOL_SRSSH");
+        said(e.delete_context(0).unwrap().reason(), "not a context");
+        said(e.insert_rule(&parse_quic(), true).unwrap().reason(), "ETHTOOL_SRXCLSRLINS");
+        said(e.delete_rule(7).unwrap().reason(), "ETHTOOL_SRXCLSRLDEL");
+        assert!(matches!(
+            Ethtool::open("nosuchif0").unwrap().delete_rule(1),
+            Err(EthtoolError::NoSuchInterface(_))
+        ));
     }
 }

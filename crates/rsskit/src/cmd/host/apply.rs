@@ -113,6 +113,21 @@ pub fn run(mut a: Args) -> Result<()> {
     for u in &unplanned {
         println!("  REFUSED  {u}");
     }
+    for d in &plan.devices {
+        for iso in &d.isolation {
+            if rsskit_host::isolate::write::in_place(&sys, &d.name, iso)? {
+                println!("  ok       {:<8} isolation {}: already in place", d.name, iso.spec);
+                continue;
+            }
+            println!(
+                "  create   {:<8} isolation {}: an RSS context over queues {:?}, rules {}",
+                d.name,
+                iso.spec,
+                iso.queues,
+                iso.rules.join("; ")
+            );
+        }
+    }
     // XDP software RSS lives with the process that attached it (a BPF
     // link): apply turns RPS off and says what to run.
     for d in &plan.devices {
@@ -159,19 +174,25 @@ fn restore(sys: &Sysroot, locked: Option<&Locked>, file: &Path) -> Result<()> {
     // Every entry validated and checked against the host before anything
     // is written: one bad entry and nothing is.
     let changes = apply::restore_changes(sys, file)?;
+    let created = apply::restore_created(file)?;
     println!("Restoring from {} ({} settings differ from the saved values):", file.display(), changes.len());
     for s in &changes {
         println!("{}", diff_line(s));
+    }
+    for c in &created {
+        println!("  delete   {:<8} {} (if it still holds what apply created)", c.device(), c.describe());
     }
     let Some(locked) = locked else {
         println!("dry run: nothing written");
         return Ok(());
     };
-    if changes.is_empty() {
+    if changes.is_empty() && created.is_empty() {
         println!("nothing to do");
         return Ok(());
     }
-    let mut failed = locked.write(&changes, &mut print_step)?;
+    // The settings first (the main table takes its queues back), then the
+    // rules and contexts apply created: no flow is left without a table.
+    let mut failed = if changes.is_empty() { 0 } else { locked.write(&changes, &mut print_step)? };
     // nicres: a channel count put back first; the rest read after it.
     let rest = apply::restore_rest(sys, file, &changes)?;
     if !rest.is_empty() {
@@ -181,11 +202,12 @@ fn restore(sys: &Sysroot, locked: Option<&Locked>, file: &Path) -> Result<()> {
         }
         failed += locked.write(&rest, &mut print_step)?;
     }
+    failed += locked.remove_created(&created, &mut print_step);
     if failed > 0 {
         let _ = std::io::stdout().flush();
         eprintln!(
-            "rsskit: {failed} of {} saved settings could not be put back (listed above)",
-            changes.len()
+            "rsskit: {failed} of {} saved settings and created objects could not be put back or deleted (listed above)",
+            changes.len() + created.len()
         );
         std::process::exit(2);
     }

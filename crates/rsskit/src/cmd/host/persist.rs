@@ -152,6 +152,9 @@ fn remove(host: &HostArgs, sys: &Sysroot, iface: Option<&str>) -> Result<()> {
     for (path, id) in &r.removed {
         println!("Removed {} ({id})", path.display());
     }
+    for line in &r.isolation {
+        println!("  {line}");
+    }
     for e in &r.unreadable {
         eprintln!("rsskit: warning: left in place (not an rsskit plan rsskit can read): {e}");
     }

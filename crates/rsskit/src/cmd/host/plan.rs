@@ -173,6 +173,7 @@ fn device_text(s: &mut String, d: &DevicePlan) {
         let _ =
             writeln!(s, "  XDP software RSS on CPUs {} (RPS off): {}", cpulist::format(&x.cpus), x.command);
     }
+    isolation_text(s, d);
     let st = &d.steering;
     let _ = writeln!(s, "  steering for rsskit servers: {} on CPUs {}", st.mode, cpulist::format(&st.cpus));
     let _ = writeln!(s, "    ({})", st.reason);
@@ -185,5 +186,23 @@ fn device_text(s: &mut String, d: &DevicePlan) {
     );
     for n in &d.notes {
         let _ = writeln!(s, "  note: {n}");
+    }
+}
+
+/// Service isolation: per spec, its context and the rules into it.
+fn isolation_text(s: &mut String, d: &DevicePlan) {
+    for iso in &d.isolation {
+        let queues: Vec<usize> = iso.queues.iter().map(|&q| q as usize).collect();
+        let _ = writeln!(
+            s,
+            "  isolate {}: new RSS context over queues {} (CPUs {}), table of {} entries; the main table leaves them out",
+            iso.spec,
+            cpulist::format(&queues),
+            cpulist::format(&iso.cpus),
+            iso.table.len()
+        );
+        for r in &iso.rules {
+            let _ = writeln!(s, "    rule: {r} -> the new context");
+        }
     }
 }

@@ -56,6 +56,12 @@ pub struct PlanArgs {
     /// Plan the host captured in DIR (`rsskit capture DIR`) instead of this one, offline and read-only.
     #[arg(long, value_name = "DIR")]
     pub from: Option<PathBuf>,
+    /// Give a service its own queues and CPUs: MATCH=CPUS (udp:443=8-15, tcp4:8080=2,3,
+    /// or ethtool -N match words: 'ip4 dst-ip 10.0.0.0/24=4-7'). The queues whose IRQs go
+    /// to those CPUs get a new RSS context, a flow rule steers the matches into it, and the
+    /// main table leaves them out; repeat for several.
+    #[arg(long = "isolate", value_name = "MATCH=CPUS")]
+    pub isolate: Vec<String>,
     /// Read and write a tree shaped like /sys and /proc under DIR instead (tests).
     #[arg(long, value_name = "DIR", hide = true)]
     pub sysroot: Option<PathBuf>,
@@ -123,6 +129,7 @@ impl PlanArgs {
             || self.tx_ring.is_some()
             || self.coalesce.is_some()
             || self.channels != rsskit_host::nicres::ChannelChoice::Keep
+            || !self.isolate.is_empty()
     }
 }
 
@@ -201,6 +208,7 @@ pub fn make_plan_on(root: &Sysroot, p: &PlanArgs) -> Result<Plan> {
     if let Some(s) = p.rebalance {
         rebalance::rebalance_plan(root, &devs, &mut plan, s)?;
     }
+    isolate(root, p, &mut plan)?;
     Ok(plan)
 }
 
@@ -258,4 +266,22 @@ pub fn load_plan(path: &PathBuf) -> Result<Plan> {
         std::fs::read_to_string(path).with_context(|| format!("reading the plan {}", path.display()))?
     };
     Plan::from_json(&text).with_context(|| format!("{} is not a plan rsskit can apply", path.display()))
+}
+
+/// `--isolate`: each spec on every planned device (after the table is final).
+fn isolate(root: &Sysroot, p: &PlanArgs, plan: &mut Plan) -> Result<()> {
+    if p.isolate.is_empty() {
+        return Ok(());
+    }
+    let specs = p
+        .isolate
+        .iter()
+        .map(|s| rsskit_host::isolate::parse_spec(s))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow!("--{e}"))?;
+    for d in &mut plan.devices {
+        let support = rsskit_host::nic_rules::isolation_support(root, &d.name)?;
+        rsskit_host::isolate::isolate_device(d, &specs, &support).map_err(|e| anyhow!("--{e}"))?;
+    }
+    Ok(())
 }

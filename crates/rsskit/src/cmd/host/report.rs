@@ -100,6 +100,28 @@ pub fn print_step(step: Step) {
         }
         Step::Installed(path) => println!("Installed {}", path.display()),
         Step::ChannelsSet(..) | Step::OfflineCpus(_) | Step::ToPutBack { .. } => {}
+        // Service isolation.
+        Step::Created(c) => println!("  created  {:<8} {}", c.device(), c.describe()),
+        Step::Removed(c, r) => say_removed(c, r),
+        Step::IsolationInPlace { device, spec } => {
+            println!("  ok       {device:<8} isolation {spec}: already in place (its rules into a context with the planned table)")
+        }
+        Step::IsolationKept(e) => println!("  {e}"),
+    }
+}
+
+/// A recorded context or rule: deleted, already gone, or someone else's now.
+fn say_removed(c: &rsskit_host::tune::Created, r: &rsskit_host::isolate::write::Removal) {
+    use rsskit_host::isolate::write::Removal;
+    match r {
+        Removal::Removed => println!("  deleted  {:<8} {}", c.device(), c.describe()),
+        Removal::Gone => println!("  gone     {:<8} {}: already deleted", c.device(), c.describe()),
+        Removal::Foreign(why) => println!(
+            "  FOREIGN  {:<8} {}: {why}; not rsskit's any more, left alone",
+            c.device(),
+            c.describe()
+        ),
+        Removal::Refused(why) => println!("  REFUSED  {:<8} delete {}: {why}", c.device(), c.describe()),
     }
 }
 
@@ -120,6 +142,7 @@ pub fn print_put_back(iface: &str, id: &Identity, step: Step) {
         Step::Wrote(s, Outcome::Changed { read_back, reason }) => {
             println!("  CHANGED  {iface:<8} {}: reads back {read_back} ({reason})", s.what)
         }
+        Step::IsolationKept(e) => println!("  {e}"),
         _ => {}
     }
 }
