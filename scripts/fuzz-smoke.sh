@@ -9,7 +9,8 @@
 # (pcap/pcapng reader), netparse (CPU lists, CIDRs, port ranges), savefile
 # (`apply --restore`'s save-file reader), plan (`apply`'s plan reader),
 # nicrule (a NIC flow rule as the driver answers it), netdev_nl (the
-# kernel's netdev generic netlink replies). CI
+# kernel's netdev generic netlink replies), ethtool_nl (the ethtool
+# family's replies: RSS, channels, rings, coalescing). CI
 # runs `scripts/fuzz-smoke.sh 10`: 10 x 10 s of fuzzing, the stage under ~3
 # minutes with the build.
 #
@@ -20,7 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-20}"
-targets=(parse reassemble rules http pcap netparse savefile plan nicrule netdev_nl)
+targets=(parse reassemble rules http pcap netparse savefile plan nicrule netdev_nl ethtool_nl)
 
 have_nightly() { rustup toolchain list 2>/dev/null | grep -q '^nightly'; }
 

@@ -37,8 +37,10 @@ command -v cpio >/dev/null 2>&1 || need+=(cpio)
 command -v ethtool >/dev/null 2>&1 || [ -x /usr/sbin/ethtool ] || need+=(ethtool)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v lintian >/dev/null 2>&1 || need+=(lintian)
-# mmdebstrap: the package test's clean root, and the lab's systemd guest
-# (scripts/lab boot --system: a Debian image under target/lab/system).
+# mmdebstrap: the package test's clean root, the lab's systemd guest
+# (scripts/lab boot --system: a Debian image under target/lab/system), and
+# the trixie root that builds netdevsim for the 7.3 lab (scripts/lab setup
+# --kernel 7.3).
 command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 command -v dpkg-shlibdeps >/dev/null 2>&1 || need+=(dpkg-dev)

@@ -9,6 +9,9 @@ QEMU 10.0 (which emulates igb), fetched with a private apt state (the
 host's sources are never changed) into the cache (RSSKIT_LAB_CACHE,
 default /var/cache/rsskit-lab/<package>_<version>/, shared by checkouts);
 eth1 is an igb (82576: hardware RSS, one MSI-X vector per queue pair).
+`setup --kernel 7.3` also builds netdevsim.ko for that kernel once (a
+trixie root with gcc-14, `build_netdevsim`), which the 7.3 guest loads;
+`nsim` makes a netdevsim device in it.
 Either guest boots a busybox initramfs on 4 vCPUs in 2 NUMA nodes. The guest mounts the host's root read-only over 9p
 and runs every command chrooted into it, so it runs the freshly built
 rsskit, ethtool and iproute2 of the host. eth0 is a 4-queue virtio-net with
@@ -22,7 +25,7 @@ one answer (exit status, base64 stdout and stderr), so no terminal echo or
 line discipline gets in the way. The serial console goes to
 target/lab/run/console.log.
 
-Usage: scripts/lab setup [--kernel K] | boot [--kernel K] | run [--timeout S] -- CMD | shell | send | stop | status
+Usage: scripts/lab setup [--kernel K] | boot [--kernel K] | run [--timeout S] -- CMD | shell | send | nsim | stop | status
 """
 
 import argparse
@@ -117,6 +120,8 @@ KEEP=@KEEP@
 if [ -n "$KEEP" ]; then mkdir -p /keep && mount -o bind "/host$KEEP" /keep || echo "lab: bind mount of $KEEP failed"; fi
 mount -t proc proc /host/proc
 mount -t sysfs sys /host/sys
+# netdevsim's knobs (error injection, ring maxima) are in debugfs.
+mount -t debugfs debugfs /host/sys/kernel/debug || echo "lab: debugfs mount failed"
 mount -t devtmpfs dev /host/dev
 mount -t tmpfs tmp /host/tmp
 mount -t tmpfs run /host/run
@@ -361,6 +366,141 @@ def cached_73(refresh=False):
         lock.close()
 
 
+# ---------------------------------------------------------------- netdevsim (7.3)
+
+# Debian's 7.3 build leaves netdevsim out (`# CONFIG_NETDEVSIM is not set`)
+# and was compiled with gcc-14, which this Debian 12 host lacks: the module
+# is built out of tree in a trixie root (mmdebstrap) against the kernel's
+# own headers package, from the netdevsim sources of linux-source-7.3, and
+# only the .ko (with its build log and sources) is kept, keyed by the exact
+# kernel package version: CACHE/netdevsim-<abi>_<version>/.
+NSIM_SUITES = ["trixie", "trixie-backports"]
+# gcc-14 comes with the headers (gcc-14-for-host); make and libc6-dev are
+# what kbuild needs on top for a module (no vmlinux there: BTF is skipped).
+NSIM_ROOT_PACKAGES = ["make", "libc6-dev", "gcc-14", "xz-utils", "kmod"]
+
+
+def kernel_abi(kdir):
+    """7.3.4+deb13-amd64: the one release under the kernel tree's lib/modules."""
+    rels = os.listdir(os.path.join(kdir, "usr/lib/modules"))
+    if len(rels) != 1:
+        die(f"expected one kernel release under {kdir}/usr/lib/modules, found {rels}")
+    return rels[0]
+
+
+def nsim_dir():
+    """Where the 7.3 kernel's netdevsim.ko is (or would be) cached."""
+    kdir, _ = cached_73()
+    kver = json.load(open(os.path.join(CACHE, "current-7.3.json")))["kernel_version"]
+    return os.path.join(CACHE, cache_name(f"netdevsim-{kernel_abi(kdir)}", kver)), kver
+
+
+def nsim_module():
+    """The cached netdevsim.ko for the 7.3 kernel, or None when not built."""
+    ko = os.path.join(nsim_dir()[0], "netdevsim.ko")
+    return ko if os.path.isfile(ko) else None
+
+
+def build_netdevsim():
+    """netdevsim.ko for the 7.3 lab's kernel, built once into the cache (a
+    second run finds it and does nothing); dies naming the failed step."""
+    final, kver = nsim_dir()
+    if os.path.isfile(os.path.join(final, "netdevsim.ko")):
+        return os.path.join(final, "netdevsim.ko")
+    check_cache_dir()
+    lock = open(os.path.join(CACHE, ".lock"), "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        if os.path.isfile(os.path.join(final, "netdevsim.ko")):
+            return os.path.join(final, "netdevsim.ko")
+        if not shutil.which("mmdebstrap"):
+            die("mmdebstrap is missing (scripts/install-deps.sh installs it): it makes the trixie root "
+                "that builds netdevsim")
+        abi = kernel_abi(cached_73()[0])
+        series = ".".join(abi.split(".")[:2])
+        t0 = time.monotonic()
+        tmp = final + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+        apt_update()
+        src = nsim_sources(tmp, series, kver)
+        root = os.path.join(tmp, "root")
+        sources = [f"deb [signed-by={KEYRING}] {MIRROR} {suite} main" for suite in NSIM_SUITES]
+        log(f"making a trixie root for the netdevsim build (mmdebstrap: {', '.join(NSIM_ROOT_PACKAGES)}, "
+            f"linux-headers-{abi}={kver}) in {root}")
+        sh(["mmdebstrap", "--quiet", "--variant=minbase", "--mode=root",
+            "--include=" + ",".join(NSIM_ROOT_PACKAGES + [f"linux-headers-{abi}={kver}"]),
+            "--dpkgopt=path-exclude=/usr/share/doc/*", "--dpkgopt=path-exclude=/usr/share/man/*",
+            "--dpkgopt=path-exclude=/usr/share/locale/*", "trixie", root, *sources])
+        t_root = time.monotonic() - t0
+        shutil.copytree(src, os.path.join(root, "build"))
+        headers = f"/usr/src/linux-headers-{abi}"
+        log(f"building netdevsim against {headers}")
+        # CONFIG_NETDEVSIM=m: the headers' .config has it unset, and the
+        # Makefile's `obj-$(CONFIG_NETDEVSIM)` needs it to build anything.
+        # objtool reads /proc: mounted in a mount namespace of the build's
+        # own, so nothing stays mounted if it is killed. The debug info
+        # goes (9 MB -> under 1 MB in the initramfs); .BTF stays.
+        build = (f"mount -t proc proc {shlex.quote(root)}/proc && exec chroot {shlex.quote(root)} "
+                 "/usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp sh -c "
+                 + shlex.quote(f"make -j{os.cpu_count() or 1} -C {headers} M=/build CONFIG_NETDEVSIM=m modules "
+                               "&& strip --strip-debug /build/netdevsim.ko"))
+        r = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", build],
+                           capture_output=True, text=True)
+        open(os.path.join(tmp, "build.log"), "w").write(r.stdout + r.stderr)
+        ko = os.path.join(root, "build", "netdevsim.ko")
+        if r.returncode != 0 or not os.path.isfile(ko):
+            die(f"the netdevsim build failed (exit {r.returncode}; log {tmp}/build.log):\n"
+                + (r.stdout + r.stderr)[-3000:])
+        shutil.copy(ko, os.path.join(tmp, "netdevsim.ko"))
+        vermagic = modinfo(os.path.join(tmp, "netdevsim.ko"), "vermagic")
+        if not vermagic.startswith(abi + " "):
+            die(f"the built netdevsim.ko is for {vermagic!r}, not {abi}")
+        # Only the module is needed: the root (~600 MB) goes.
+        shutil.rmtree(root)
+        took = time.monotonic() - t0
+        json.dump({"abi": abi, "kernel_version": kver, "vermagic": vermagic,
+                   "depends": modinfo(os.path.join(tmp, "netdevsim.ko"), "depends"),
+                   "root_seconds": round(t_root), "total_seconds": round(took)},
+                  open(os.path.join(tmp, "build.json"), "w"))
+        os.rename(tmp, final)
+        log(f"netdevsim.ko built in {took:.0f} s (root {t_root:.0f} s) into {final}")
+        return os.path.join(final, "netdevsim.ko")
+    finally:
+        lock.close()
+
+
+def modinfo(ko, field):
+    """One field of a module's .modinfo, read from the ELF (no kmod needed)."""
+    m = re.search(rb"\x00" + field.encode() + rb"=([^\x00]*)\x00", b"\x00" + open(ko, "rb").read())
+    return m.group(1).decode() if m else ""
+
+
+def nsim_sources(tmp, series, kver):
+    """TMP/src: drivers/net/netdevsim out of linux-source-SERIES=KVER, read
+    from the package's tarball as a stream (the 170 MB .deb is not kept)."""
+    dl = os.path.join(tmp, ".dl")
+    os.makedirs(dl)
+    log(f"fetching linux-source-{series}={kver} (for the netdevsim sources)")
+    sh(["apt-get", *apt_opts(), "download", "-qq", f"linux-source-{series}={kver}"], cwd=dl)
+    deb = os.path.join(dl, os.listdir(dl)[0])
+    top = f"linux-source-{series}"
+    unpack = os.path.join(tmp, "unpack")
+    os.makedirs(unpack)
+    fsys = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", deb], stdout=subprocess.PIPE)
+    inner = subprocess.Popen(["tar", "-xO", f"./usr/src/{top}.tar.xz"], stdin=fsys.stdout, stdout=subprocess.PIPE)
+    fsys.stdout.close()
+    sh(["tar", "-xJ", "-C", unpack, f"{top}/drivers/net/netdevsim"], stdin=inner.stdout)
+    inner.stdout.close()
+    if inner.wait() or fsys.wait():
+        die(f"could not read {top}.tar.xz out of {deb}")
+    src = os.path.join(tmp, "src")
+    os.rename(os.path.join(unpack, top, "drivers/net/netdevsim"), src)
+    shutil.rmtree(unpack)
+    shutil.rmtree(dl)
+    return src
+
+
 def qemu_env(qdir):
     """QEMU's environment: its own modules (the host's 7.2 ones refuse to
     load into another build) and any unpacked libraries."""
@@ -499,7 +639,12 @@ def build_initramfs(kernel="6.1"):
     init = init_text(kernel)
     wanted = WANTED if kernel == "6.1" else WANTED_73
     tree_src = os.path.join(LAB, "kernel", "lib", "modules") if kernel == "6.1" else cached_73()[0]
-    stamp = hashlib.sha1((init + ",".join(wanted) + tree_src).encode()).hexdigest()
+    # 7.3: netdevsim from the cache, when built (`setup --kernel 7.3` builds
+    # it), loaded at boot with its dependencies from the kernel's tree.
+    nsim = nsim_module() if kernel == "7.3" else None
+    if nsim:
+        wanted = wanted + ["netdevsim"]
+    stamp = hashlib.sha1((init + ",".join(wanted) + tree_src + (nsim or "")).encode()).hexdigest()
     stamp_file = initrd + ".stamp"
     if os.path.exists(initrd) and os.path.exists(stamp_file) and open(stamp_file).read() == stamp:
         return
@@ -508,6 +653,8 @@ def build_initramfs(kernel="6.1"):
         die("busybox is missing (scripts/install-deps.sh installs busybox-static)")
     builtin = builtin_modules(tree_src) if kernel != "6.1" else frozenset()
     mods = module_files(tree_src)
+    if nsim:
+        mods["netdevsim"] = nsim
     try:
         order, data = module_order(mods, wanted, builtin)
     except MissingModule as e:
@@ -568,6 +715,7 @@ def cmd_setup(args=None):
         fetch_kernel()
     else:
         cached_73(refresh=getattr(args, "refresh", False))
+        build_netdevsim()
     build_initramfs(kernel)
 
 
@@ -1130,6 +1278,47 @@ def cmd_run(args):
     return rc
 
 
+# A netdevsim device in the 7.3 guest: one port with QUEUES combined
+# channels (`ID PORTS QUEUES` into new_device), renamed NAME and up. Prints
+# the name and the port's debugfs directory (ethtool/set_err, ring/...).
+NSIM_NEW = r"""
+bus=/sys/bus/netdevsim
+[ -d $bus ] || { echo "netdevsim is not loaded (scripts/lab setup --kernel 7.3 builds it; boot --kernel 7.3 loads it)" >&2; exit 3; }
+[ -e $bus/devices/netdevsim$ID ] && { echo "netdevsim$ID exists already (scripts/lab nsim --del $ID)" >&2; exit 2; }
+echo "$ID 1 $QUEUES" > $bus/new_device || exit 1
+n=
+for i in $(seq 100); do
+  n=$(ls $bus/devices/netdevsim$ID/net 2>/dev/null | head -n 1)
+  [ -n "$n" ] && break
+  sleep 0.1
+done
+[ -n "$n" ] || { echo "netdevsim$ID has no netdev after 10 s" >&2; exit 1; }
+if [ "$n" != "$NAME" ]; then ip link set "$n" name "$NAME" || exit 1; fi
+ip link set "$NAME" up || exit 1
+echo "$NAME /sys/kernel/debug/netdevsim/netdevsim$ID/ports/0"
+"""
+
+
+def cmd_nsim(args):
+    """netdevsim devices in the 7.3 guest: a new one, or --del ID."""
+    if not qemu_pid():
+        die("the lab is not running (scripts/lab boot --kernel 7.3)", 3)
+    if booted_kernel() != "7.3":
+        die("nsim: netdevsim is in the 7.3 lab only (scripts/lab boot --kernel 7.3)", 2)
+    if args.delete is not None:
+        text = (f"[ -e /sys/bus/netdevsim/devices/netdevsim{args.delete} ] || "
+                f"{{ echo 'no netdevsim device {args.delete}' >&2; exit 2; }}\n"
+                f"echo {args.delete} > /sys/bus/netdevsim/del_device")
+    else:
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,14}", args.name):
+            die(f"nsim: {args.name!r} is not an interface name", 2)
+        text = f"ID={args.id} QUEUES={args.queues} NAME={args.name}\n{NSIM_NEW}"
+    rc, out, err = run_cmd(text, 60)
+    sys.stdout.write(out)
+    sys.stderr.write(err)
+    return rc
+
+
 def cmd_shell(args):
     print("rsskit lab: commands run in the guest, chrooted into the host's root (read-only; /tmp is the guest's).")
     print("Each line is its own shell (cd does not carry over); Ctrl-D leaves. The guest keeps running: scripts/lab stop.")
@@ -1287,6 +1476,11 @@ def main():
     se.add_argument("--capture", type=float, default=0, help="then print the guest's UDP datagrams for S seconds")
     se.add_argument("--nic", choices=["eth0", "eth1"], default="eth0",
                     help="the guest NIC the frames go to (eth1: 7.3's igb, through tap1)")
+    ns = sub.add_parser("nsim", help="(7.3) create a netdevsim device in the guest, or delete one")
+    ns.add_argument("--id", type=int, default=1, help="netdevsim bus device id")
+    ns.add_argument("--queues", type=int, default=4, help="combined channels (the device's maximum too)")
+    ns.add_argument("--name", default="nsim0", help="the netdev's name in the guest")
+    ns.add_argument("--del", dest="delete", type=int, metavar="ID", help="delete netdevsim device ID instead")
     sub.add_parser("stop", help="stop QEMU and delete the lab's namespace")
     sub.add_parser("status")
     args = ap.parse_args()
@@ -1294,7 +1488,7 @@ def main():
         die("the lab needs root (network namespace, tap devices)")
     os.makedirs(RUN, exist_ok=True)
     fn = {"setup": cmd_setup, "boot": cmd_boot, "run": cmd_run, "shell": cmd_shell, "send": cmd_send,
-          "stop": cmd_stop, "status": cmd_status, "reboot": cmd_reboot}[args.cmd_name]
+          "stop": cmd_stop, "status": cmd_status, "reboot": cmd_reboot, "nsim": cmd_nsim}[args.cmd_name]
     sys.exit(fn(args) or 0)
 
 

@@ -10,7 +10,10 @@
 //! - the IRQs banned in irqbalance before they are pinned (an irqbalance
 //!   without the bans moved 4 of 8 just-pinned IRQs in the lab);
 //! - channels before the table (a table names queues the count must have);
-//! - every write read back ([`tune::write_one`]).
+//! - every write read back ([`tune::write_one`]);
+//! - an error on one setting is that setting's outcome: the rest are still
+//!   tried, and the report names what remains written (never an error
+//!   that hides writes already made).
 //!
 //! Persisted plans (`persist apply`, `remove`, `list`, the agent's device
 //! check) are [`crate::keep`]'s.
@@ -309,7 +312,15 @@ impl<'a> Locked<'a> {
         observe(Step::Writing);
         let mut per_dev: Vec<(&str, usize, usize)> = Vec::new();
         for s in changes {
-            let o = tune::write_one(self.sys, s)?;
+            // An error on one setting (the device gone, its driver not
+            // answering, a failed read-back) is that setting's outcome, not
+            // the end of the run: stopping would leave the settings before
+            // it written and unnamed, behind an error that means "nothing
+            // written". The rest are still tried and the run lists what
+            // remains; `--restore` compares each saved value with the host,
+            // so it also covers a write whose read-back failed.
+            let o =
+                tune::write_one(self.sys, s).unwrap_or_else(|e| Outcome::Refused { reason: e.to_string() });
             observe(Step::Wrote(s, &o));
             let bad = usize::from(o != Outcome::Applied);
             match per_dev.iter_mut().find(|(d, _, _)| *d == s.device()) {

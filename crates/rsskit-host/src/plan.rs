@@ -1042,6 +1042,8 @@ pub(crate) mod tests {
             // nicres
             rings: Reported::Unsupported { reason: "not in this test".into() },
             coalesce: Reported::Unsupported { reason: "not in this test".into() },
+            // ethtool netlink (issue 37 item 2): not a live read.
+            via: Default::default(),
         }
     }
 

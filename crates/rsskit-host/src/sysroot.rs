@@ -11,9 +11,10 @@
 //! an `rsskit capture` directory ([`crate::capture`]): the same layout, read
 //! only, in every build.
 
-use rsskit_linux::ethtool::params::{Coalesce, Rings};
+use rsskit_linux::ethtool::params::{Coalesce, Rings, Via};
 use rsskit_linux::ethtool::rxnfc::{ContextRss, RuleTable};
 use rsskit_linux::ethtool::{Channels, Ethtool, EthtoolError, FlowHash, Reported, Rss};
+use rsskit_linux::ethtool_nl::{Nic, RssWrite};
 use rsskit_linux::netdev::{self, IfaceFacts, IfaceIrq, Roots, RxQueue, TxQueue};
 use rsskit_linux::topology::Topology;
 use serde::Serialize;
@@ -66,9 +67,9 @@ pub struct DeviceState {
     pub driver: Option<String>,
     /// Operstate, MTU, NUMA node.
     pub facts: IfaceFacts,
-    /// Channel counts (`ETHTOOL_GCHANNELS`).
+    /// Channel counts (`CHANNELS_GET` or `ETHTOOL_GCHANNELS`: see `via`).
     pub channels: Reported<Channels>,
-    /// Key and indirection table (`ETHTOOL_GRSSH`).
+    /// Key and indirection table (`RSS_GET` or `ETHTOOL_GRSSH`: see `via`).
     pub rss: Reported<Rss>,
     /// Fields hashed per flow type (`ETHTOOL_GRXFH`).
     pub hash: Reported<Vec<FlowHash>>,
@@ -85,6 +86,20 @@ pub struct DeviceState {
     pub rings: Reported<Rings>,
     /// Interrupt coalescing (`ETHTOOL_GCOALESCE`).
     pub coalesce: Reported<Coalesce>,
+    // ethtool netlink (issue 37 item 2):
+    /// Which kernel interface answered `channels` and `rss` (live reads
+    /// only: a fixture tree or a capture has none).
+    pub via: NicVia,
+}
+
+/// Which kernel interface answered each of a live device's ethtool reads;
+/// `None` where nothing was asked of a kernel (fixture trees, captures).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct NicVia {
+    /// The RSS key, table, hash function and input transform.
+    pub rss: Option<Via>,
+    /// The channel counts.
+    pub channels: Option<Via>,
 }
 
 impl DeviceState {
@@ -259,21 +274,24 @@ impl Sysroot {
         let fixture = self.fixture().map(|dir| crate::fixture::device(dir, name)).transpose()?;
         #[cfg(not(any(test, feature = "fixtures")))]
         let fixture = None;
+        let mut via = NicVia::default();
         let (driver, channels, rss, hash) = if let Some(parts) = fixture {
             parts
         } else if let Some(dir) = &self.capture {
             crate::capture::ethtool(dir, name)?
         } else {
-            let map = |e: EthtoolError| match e {
-                EthtoolError::NoSuchInterface(n) => SysrootError::NoSuchInterface(n),
-                e => SysrootError::Ethtool(e.to_string()),
-            };
-            let eth = Ethtool::open(name).map_err(map)?;
-            let driver = match eth.driver().map_err(map)? {
+            let mut nic = Nic::open(name).map_err(ethtool_error)?;
+            let eth = nic.ioctl();
+            let driver = match eth.driver().map_err(ethtool_error)? {
                 Reported::Supported(d) if !d.is_empty() => Some(d),
                 _ => netdev::sysfs_driver(&self.roots, name),
             };
-            (driver, eth.channels().map_err(map)?, eth.rss().map_err(map)?, eth.flow_hashes().map_err(map)?)
+            let hash = eth.flow_hashes().map_err(ethtool_error)?;
+            // Netlink where the kernel has the command, else the ioctl.
+            let channels = nic.channels().map_err(ethtool_error)?;
+            let rss = nic.rss().map_err(ethtool_error)?;
+            via = NicVia { rss: Some(rss.via), channels: Some(channels.via) };
+            (driver, channels.value, rss.value, hash)
         };
         Ok(DeviceState {
             name: name.to_string(),
@@ -289,6 +307,7 @@ impl Sysroot {
             // nicres
             rings: self.rings(name)?,
             coalesce: self.coalesce(name)?,
+            via,
         })
     }
 
@@ -325,7 +344,8 @@ impl Sysroot {
         Ok(self.device(name)?.rss)
     }
 
-    /// Writes the table and/or key (`ETHTOOL_SRSSH`). `Unsupported` carries
+    /// Writes the table and/or key (`ETHTOOL_MSG_RSS_SET`, else
+    /// `ETHTOOL_SRSSH`). `Unsupported` carries
     /// the driver's refusal.
     pub fn set_rss(
         &self,
@@ -338,12 +358,18 @@ impl Sysroot {
         if let Some(dir) = self.fixture() {
             return crate::fixture::set_rss(dir, name, indir, key);
         }
-        let eth = Ethtool::open(name).map_err(|e| SysrootError::Ethtool(e.to_string()))?;
-        eth.set_rss(indir, key).map_err(|e| SysrootError::Ethtool(e.to_string()))
+        // RSS_SET through netlink where the kernel has it, else ETHTOOL_SRSSH.
+        let w = RssWrite {
+            indir: indir.map(<[u32]>::to_vec),
+            key: key.map(<[u8]>::to_vec),
+            ..RssWrite::default()
+        };
+        let mut nic = Nic::open(name).map_err(|e| SysrootError::Ethtool(e.to_string()))?;
+        nic.set_rss(&w).map(|a| a.value).map_err(|e| SysrootError::Ethtool(e.to_string()))
     }
 
-    /// Sets the combined channel count (`ETHTOOL_SCHANNELS`), other counts
-    /// kept. A test tree refuses (its queue directories cannot follow).
+    /// Sets the combined channel count (`CHANNELS_SET` or `ETHTOOL_SCHANNELS`), other counts
+    /// kept. A test tree's fake driver adds or removes its queues and IRQs.
     pub fn set_combined_channels(&self, name: &str, combined: u32) -> Result<Reported<()>, SysrootError> {
         self.refuse_capture()?;
         // nicres: the fake driver adds or removes queues and their IRQs.
@@ -351,18 +377,20 @@ impl Sysroot {
         if let Some(dir) = self.fixture() {
             return crate::fixture::set_channels(dir, &self.roots, name, combined);
         }
-        let eth = Ethtool::open(name).map_err(|e| SysrootError::Ethtool(e.to_string()))?;
-        let cur = match eth.channels().map_err(|e| SysrootError::Ethtool(e.to_string()))? {
+        // CHANNELS_SET through netlink where the kernel has it, else the ioctl.
+        let mut nic = Nic::open(name).map_err(|e| SysrootError::Ethtool(e.to_string()))?;
+        let cur = match nic.channels().map_err(|e| SysrootError::Ethtool(e.to_string()))?.value {
             Reported::Supported(c) => c,
             Reported::Unsupported { reason } => return Ok(Reported::Unsupported { reason }),
         };
-        eth.set_channels(Channels { combined_count: combined, ..cur })
+        nic.set_channels(Channels { combined_count: combined, ..cur })
+            .map(|a| a.value)
             .map_err(|e| SysrootError::Ethtool(e.to_string()))
     }
 
     // nicres: ring sizes and coalescing, live or on the fake driver.
 
-    /// Ring sizes (`ETHTOOL_GRINGPARAM`, `ethtool -g`).
+    /// Ring sizes (`RINGS_GET` or `ETHTOOL_GRINGPARAM`, `ethtool -g`).
     pub fn rings(&self, name: &str) -> Result<Reported<Rings>, SysrootError> {
         #[cfg(any(test, feature = "fixtures"))]
         if let Some(dir) = self.fixture() {
@@ -371,7 +399,8 @@ impl Sysroot {
         if self.capture.is_some() {
             return Ok(Reported::Unsupported { reason: "ring sizes: not in a capture (format 1)".into() });
         }
-        Ethtool::open(name).and_then(|eth| eth.rings()).map_err(ethtool_error)
+        // RINGS_GET through netlink where the kernel has it, else the ioctl.
+        Nic::open(name).and_then(|mut n| n.rings()).map(|a| a.value).map_err(ethtool_error)
     }
 
     /// Sets the RX and TX ring sizes (`ETHTOOL_SRINGPARAM`). `Unsupported`
@@ -382,10 +411,10 @@ impl Sysroot {
         if let Some(dir) = self.fixture() {
             return crate::fixture::set_rings(dir, name, rx, tx);
         }
-        Ethtool::open(name).and_then(|eth| eth.set_rings(rx, tx)).map_err(ethtool_error)
+        Nic::open(name).and_then(|mut n| n.set_rings(rx, tx)).map(|a| a.value).map_err(ethtool_error)
     }
 
-    /// Interrupt coalescing (`ETHTOOL_GCOALESCE`, `ethtool -c`).
+    /// Interrupt coalescing (`COALESCE_GET` or `ETHTOOL_GCOALESCE`, `ethtool -c`).
     pub fn coalesce(&self, name: &str) -> Result<Reported<Coalesce>, SysrootError> {
         #[cfg(any(test, feature = "fixtures"))]
         if let Some(dir) = self.fixture() {
@@ -394,7 +423,7 @@ impl Sysroot {
         if self.capture.is_some() {
             return Ok(Reported::Unsupported { reason: "coalescing: not in a capture (format 1)".into() });
         }
-        Ethtool::open(name).and_then(|eth| eth.coalesce()).map_err(ethtool_error)
+        Nic::open(name).and_then(|mut n| n.coalesce()).map(|a| a.value).map_err(ethtool_error)
     }
 
     /// Sets the modelled coalescing fields (`ETHTOOL_SCOALESCE`), the
@@ -405,7 +434,7 @@ impl Sysroot {
         if let Some(dir) = self.fixture() {
             return crate::fixture::set_coalesce(dir, name, c);
         }
-        Ethtool::open(name).and_then(|eth| eth.set_coalesce(c)).map_err(ethtool_error)
+        Nic::open(name).and_then(|mut n| n.set_coalesce(c)).map(|a| a.value).map_err(ethtool_error)
     }
 
     /// Sets the fields hashed for one flow type (`ETHTOOL_SRXFH`).

@@ -186,6 +186,43 @@ fn a_refused_write_is_read_back_and_reported_and_the_rest_applies() {
 }
 
 #[test]
+fn an_error_mid_write_is_reported_and_the_writes_around_it_stay_named() {
+    let h = Host::new("midway", true);
+    let mut plan = h.plan();
+    plan.devices[0].table = Some(vec![0; 128]);
+    let locked = Locked::take(&h.sys, &h.files, "test", &|| false).unwrap();
+    let (mut changes, _) = locked.changes(&plan).unwrap();
+    // The table write between two IRQ writes, and the fake driver then
+    // unreadable (as a device that vanished): an error, not a refusal.
+    let t = changes.iter().position(|s| s.kind() == Kind::RssTable).expect("the plan changes the table");
+    let table = changes.remove(t);
+    let irqs = changes.iter().filter(|s| s.kind() == Kind::CpuList).count();
+    assert!(irqs >= 2, "{changes:?}");
+    let first = changes.iter().position(|s| s.kind() == Kind::CpuList).unwrap();
+    changes.insert(first + 1, table);
+    let drv = h.dir.join("ethtool/eth0.json");
+    let state = fs::read_to_string(&drv).unwrap();
+    fs::write(&drv, "not the driver's state").unwrap();
+    let mut steps = Vec::new();
+    let r = locked
+        .apply(&plan, &changes, &h.opts(false), &mut Restarts::default(), &mut |s| steps.push(word(&s)))
+        .expect("an error on one setting does not end the run");
+    assert_eq!((r.written, r.failed), (changes.len(), 1), "{steps:?}");
+    let at =
+        |w: &str| steps.iter().position(|s| s.starts_with(w)).unwrap_or_else(|| panic!("{w}: {steps:?}"));
+    let bad = at("not applied RssTable");
+    assert!(steps[bad].contains("not the driver") || steps[bad].contains("eth0.json"), "{steps:?}");
+    assert!(at("wrote CpuList") < bad, "written before it: {steps:?}");
+    assert!(steps[bad + 1..].iter().any(|s| s == "wrote CpuList"), "tried after it: {steps:?}");
+    assert!(steps.iter().any(|s| s.starts_with("PartlyTuned")), "{steps:?}");
+    // The driver back: only the table is left to write, everything else is as planned.
+    fs::write(&drv, state).unwrap();
+    let (left, _) = apply::preview(&h.sys, &plan).unwrap();
+    let left: Vec<Kind> = left.iter().map(|s| s.kind()).collect();
+    assert_eq!(left, [Kind::RssTable], "{steps:?}");
+}
+
+#[test]
 fn channels_come_first_and_nothing_follows_when_they_cannot_be_set() {
     let h = Host::new("channels", true);
     let plan = h.plan();

@@ -5,8 +5,9 @@
 //! [`NetdevNlError::NotAvailable`]: callers then fall back to guessing
 //! from IRQ names (`netdev::iface_irqs`) and say so.
 //!
-//! Hand-written over libc/socket2 like `rtnl`: two dump requests and one
-//! controller lookup with flat u32 attributes. The netlink crates
+//! Hand-written over libc/socket2 like `rtnl` (the generic netlink plumbing
+//! is shared with the ethtool family in [`crate::genl`]): two dump requests
+//! and one controller lookup with flat u32 attributes. The netlink crates
 //! (`netlink-packet-generic` with its `netlink-sys`, `neli`) would bring a
 //! message model and (for the former) a tokio-oriented stack for that; the
 //! parsing here is pure ([`parse_messages`], [`decode_queues`],
@@ -14,26 +15,9 @@
 //! and fuzzed (`fuzz/fuzz_targets/netdev_nl.rs`): the kernel's bytes are
 //! treated as untrusted like any other input.
 
-use socket2::{Domain, Protocol, Socket, Type};
-use std::io::{self, Write as _};
-use std::os::fd::AsRawFd;
-use std::time::Duration;
-
-const NLMSG_HDR: usize = 16;
-const GENL_HDR: usize = 4;
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
-const NLM_F_REQUEST: u16 = 1;
-const NLM_F_ACK: u16 = 4;
-const NLM_F_DUMP: u16 = 0x300;
-const NLA_TYPE_MASK: u16 = 0x3fff;
-
-const GENL_ID_CTRL: u16 = 0x10;
-const CTRL_CMD_GETFAMILY: u8 = 3;
-const CTRL_ATTR_FAMILY_ID: u16 = 1;
-const CTRL_ATTR_FAMILY_NAME: u16 = 2;
-const CTRL_ATTR_OPS: u16 = 6;
-const CTRL_ATTR_OP_ID: u16 = 1;
+use crate::genl::{attr_u32, Genl, GenlError, NLM_F_DUMP};
+pub use crate::genl::{decode_family, parse_attrs, parse_messages, Message, ParseError};
+use std::io;
 
 // include/uapi/linux/netdev.h
 const NETDEV_CMD_QUEUE_GET: u8 = 10;
@@ -109,11 +93,6 @@ impl QueueMap {
     }
 }
 
-/// Bytes that are not the netlink the kernel sends.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("malformed netlink reply: {0}")]
-pub struct ParseError(pub String);
-
 /// Why the kernel's map could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum NetdevNlError {
@@ -156,124 +135,8 @@ pub enum NetdevNlError {
     },
 }
 
-/// One netlink message of a reply.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Message {
-    /// A generic netlink message: its command and attributes (type, value).
-    Genl {
-        /// The message type (the family id).
-        family: u16,
-        /// `genlmsghdr.cmd`.
-        cmd: u8,
-        /// Top-level attributes, in order.
-        attrs: Vec<(u16, Vec<u8>)>,
-    },
-    /// `NLMSG_ERROR`: 0 is an acknowledgement, else a negative errno.
-    Error(i32),
-    /// `NLMSG_DONE`: the end of a dump.
-    Done,
-}
-
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
-fn align4(n: usize) -> usize {
-    (n + 3) & !3
-}
-
-/// The attributes in `b` (type without the nested/byte-order flags, value).
-pub fn parse_attrs(mut b: &[u8]) -> Result<Vec<(u16, Vec<u8>)>, ParseError> {
-    let mut out = Vec::new();
-    while !b.is_empty() {
-        let (Some(len), Some(ty)) = (u16_at(b, 0), u16_at(b, 2)) else {
-            return Err(ParseError(format!("{} trailing bytes, not an attribute", b.len())));
-        };
-        let len = len as usize;
-        if len < 4 || len > b.len() {
-            return Err(ParseError(format!("attribute length {len} with {} bytes left", b.len())));
-        }
-        out.push((ty & NLA_TYPE_MASK, b[4..len].to_vec()));
-        b = &b[align4(len).min(b.len())..];
-    }
-    Ok(out)
-}
-
-/// The messages of one datagram, each checked against its own length.
-pub fn parse_messages(mut b: &[u8]) -> Result<Vec<Message>, ParseError> {
-    let mut out = Vec::new();
-    while !b.is_empty() {
-        let (Some(len), Some(ty)) = (u32_at(b, 0), u16_at(b, 4)) else {
-            return Err(ParseError(format!("{} trailing bytes, not a message", b.len())));
-        };
-        let len = len as usize;
-        if len < NLMSG_HDR || len > b.len() {
-            return Err(ParseError(format!("message length {len} with {} bytes left", b.len())));
-        }
-        let body = &b[NLMSG_HDR..len];
-        out.push(match ty {
-            NLMSG_ERROR => {
-                let e = u32_at(body, 0).ok_or_else(|| ParseError("NLMSG_ERROR without its errno".into()))?;
-                Message::Error(e as i32)
-            }
-            NLMSG_DONE => Message::Done,
-            family => {
-                if body.len() < GENL_HDR {
-                    return Err(ParseError(format!(
-                        "message type {family}: {} bytes, no genl header",
-                        body.len()
-                    )));
-                }
-                Message::Genl { family, cmd: body[0], attrs: parse_attrs(&body[GENL_HDR..])? }
-            }
-        });
-        b = &b[align4(len).min(b.len())..];
-    }
-    Ok(out)
-}
-
-fn attr_u32(attrs: &[(u16, Vec<u8>)], ty: u16, what: &str) -> Result<Option<u32>, ParseError> {
-    match attrs.iter().find(|(t, _)| *t == ty) {
-        None => Ok(None),
-        Some((_, v)) if v.len() == 4 => Ok(u32_at(v, 0)),
-        Some((_, v)) => Err(ParseError(format!("{what}: {} bytes, not a u32", v.len()))),
-    }
-}
-
 fn need(v: Option<u32>, what: &str) -> Result<u32, ParseError> {
     v.ok_or_else(|| ParseError(format!("{what} missing")))
-}
-
-/// The family's id and the command ids it offers, from a `CTRL_CMD_GETFAMILY` reply.
-pub fn decode_family(msgs: &[Message], name: &str) -> Result<(u16, Vec<u32>), ParseError> {
-    for m in msgs {
-        let Message::Genl { attrs, .. } = m else { continue };
-        let named = attrs.iter().find(|(t, _)| *t == CTRL_ATTR_FAMILY_NAME).map(|(_, v)| {
-            let v = &v[..v.iter().position(|&c| c == 0).unwrap_or(v.len())];
-            v == name.as_bytes()
-        });
-        if named != Some(true) {
-            continue;
-        }
-        let id = match attrs.iter().find(|(t, _)| *t == CTRL_ATTR_FAMILY_ID) {
-            Some((_, v)) if v.len() == 2 => u16_at(v, 0).unwrap_or(0),
-            _ => return Err(ParseError("family id missing or not a u16".into())),
-        };
-        let mut ops = Vec::new();
-        if let Some((_, nest)) = attrs.iter().find(|(t, _)| *t == CTRL_ATTR_OPS) {
-            for (_, op) in parse_attrs(nest)? {
-                if let Some(id) = attr_u32(&parse_attrs(&op)?, CTRL_ATTR_OP_ID, "op id")? {
-                    ops.push(id);
-                }
-            }
-        }
-        return Ok((id, ops));
-    }
-    Err(ParseError(format!("no family named {name} in the reply")))
 }
 
 /// The queues of a `queue-get` dump (messages of other commands skipped).
@@ -312,112 +175,12 @@ pub fn decode_napis(msgs: &[Message]) -> Result<Vec<Napi>, ParseError> {
     Ok(out)
 }
 
-/// A generic netlink request: header, genl header, u32 or string attributes.
-fn request(family: u16, flags: u16, seq: u32, cmd: u8, attrs: &[(u16, &[u8])]) -> Vec<u8> {
-    let mut m = vec![0u8; NLMSG_HDR];
-    m.extend_from_slice(&[cmd, 1, 0, 0]);
-    for (ty, v) in attrs {
-        m.extend_from_slice(&((4 + v.len()) as u16).to_ne_bytes());
-        m.extend_from_slice(&ty.to_ne_bytes());
-        m.extend_from_slice(v);
-        m.resize(align4(m.len()), 0);
-    }
-    let len = m.len() as u32;
-    m[0..4].copy_from_slice(&len.to_ne_bytes());
-    m[4..6].copy_from_slice(&family.to_ne_bytes());
-    m[6..8].copy_from_slice(&(NLM_F_REQUEST | flags).to_ne_bytes());
-    m[8..12].copy_from_slice(&seq.to_ne_bytes());
-    m
-}
-
-struct Genl {
-    sock: Socket,
-    buf: Vec<u8>,
-    seq: u32,
-}
-
-impl Genl {
-    fn open() -> Result<Genl, NetdevNlError> {
-        let io = |source| NetdevNlError::Io { what: "socket(AF_NETLINK, NETLINK_GENERIC)", source };
-        let sock = Socket::new(
-            Domain::from(libc::AF_NETLINK),
-            Type::RAW,
-            Some(Protocol::from(libc::NETLINK_GENERIC)),
-        )
-        .map_err(io)?;
-        // A kernel that never answers must not hang `info`.
-        sock.set_read_timeout(Some(Duration::from_secs(5))).map_err(io)?;
-        Ok(Genl { sock, buf: vec![0; 1 << 16], seq: 0 })
-    }
-
-    /// One datagram from the kernel (port id 0); one from another socket
-    /// (a privileged process can send to ours) is dropped.
-    fn recv_from_kernel(&mut self) -> Result<usize, NetdevNlError> {
-        loop {
-            // SAFETY: sockaddr_nl is plain integers; all-zero is valid.
-            let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-            let mut len = std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t;
-            // SAFETY: buf is a live buffer of buf.len() bytes, sa and len
-            // a live sockaddr_nl and its size; the fd is ours.
-            let n = unsafe {
-                libc::recvfrom(
-                    self.sock.as_raw_fd(),
-                    self.buf.as_mut_ptr().cast(),
-                    self.buf.len(),
-                    0,
-                    (&mut sa as *mut libc::sockaddr_nl).cast(),
-                    &mut len,
-                )
-            };
-            if n < 0 {
-                let source = io::Error::last_os_error();
-                if source.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(NetdevNlError::Io { what: "recv", source });
-            }
-            if sa.nl_pid == 0 {
-                return Ok(n as usize);
-            }
+impl From<GenlError> for NetdevNlError {
+    fn from(e: GenlError) -> NetdevNlError {
+        match e {
+            GenlError::Io { what, source } => NetdevNlError::Io { what, source },
+            GenlError::Parse { what, source } => NetdevNlError::Parse { what, source },
         }
-    }
-
-    /// Sends one request and collects the reply's messages up to its end
-    /// (an ack, an error or `NLMSG_DONE`). A kernel error is `Err(errno)`.
-    fn transact(
-        &mut self,
-        what: &'static str,
-        family: u16,
-        flags: u16,
-        cmd: u8,
-        attrs: &[(u16, &[u8])],
-    ) -> Result<Result<Vec<Message>, i32>, NetdevNlError> {
-        self.seq += 1;
-        let req = request(family, flags, self.seq, cmd, attrs);
-        (&self.sock).write_all(&req).map_err(|source| NetdevNlError::Io { what: "send", source })?;
-        let mut out = Vec::new();
-        // A dump of a few thousand queues fits in far fewer datagrams; a
-        // kernel that never ends its reply is cut off.
-        for _ in 0..4096 {
-            let n = self.recv_from_kernel()?;
-            let msgs =
-                parse_messages(&self.buf[..n]).map_err(|source| NetdevNlError::Parse { what, source })?;
-            for m in msgs {
-                match m {
-                    Message::Done => return Ok(Ok(out)),
-                    Message::Error(0) if flags & NLM_F_DUMP == 0 => return Ok(Ok(out)),
-                    Message::Error(0) => {}
-                    Message::Error(e) => return Ok(Err(-e)),
-                    g @ Message::Genl { .. } => {
-                        out.push(g);
-                        if flags & (NLM_F_DUMP | NLM_F_ACK) == 0 {
-                            return Ok(Ok(out));
-                        }
-                    }
-                }
-            }
-        }
-        Err(NetdevNlError::Parse { what, source: ParseError("the reply did not end".into()) })
     }
 }
 
@@ -430,24 +193,18 @@ pub fn queue_map(name: &str) -> Result<QueueMap, NetdevNlError> {
         return Err(NetdevNlError::NoSuchInterface(name.into()));
     }
     let mut g = Genl::open()?;
-    let family = match g.transact(
-        "the netdev family lookup",
-        GENL_ID_CTRL,
-        NLM_F_ACK,
-        CTRL_CMD_GETFAMILY,
-        &[(CTRL_ATTR_FAMILY_NAME, b"netdev\0")],
-    )? {
-        Ok(msgs) => decode_family(&msgs, "netdev")
-            .map_err(|source| NetdevNlError::Parse { what: "the netdev family lookup", source })?,
-        Err(libc::ENOENT) => {
+    let family = match g.family("the netdev family lookup", "netdev") {
+        Ok(Some(f)) => f,
+        Ok(None) => {
             return Err(NetdevNlError::NotAvailable {
                 reason: "the kernel has no netdev generic netlink family (Linux 6.2+; queue-get 6.8+)".into(),
             })
         }
-        Err(e) => {
+        Err(crate::genl::FamilyError::Genl(e)) => return Err(e.into()),
+        Err(crate::genl::FamilyError::Refused(r)) => {
             return Err(NetdevNlError::Kernel {
                 what: "the netdev family lookup",
-                source: io::Error::from_raw_os_error(e),
+                source: io::Error::from_raw_os_error(r.errno),
             })
         }
     };
@@ -463,10 +220,10 @@ pub fn queue_map(name: &str) -> Result<QueueMap, NetdevNlError> {
     let mut dump = |what: &'static str, cmd: u8, attr: u16| -> Result<Vec<Message>, NetdevNlError> {
         match g.transact(what, fam, NLM_F_DUMP, cmd, &[(attr, &idx)])? {
             Ok(m) => Ok(m),
-            Err(e) if e == libc::EOPNOTSUPP => Err(NetdevNlError::NotAvailable {
+            Err(r) if r.errno == libc::EOPNOTSUPP => Err(NetdevNlError::NotAvailable {
                 reason: format!("the kernel refused {what} (not supported)"),
             }),
-            Err(e) => Err(NetdevNlError::Kernel { what, source: io::Error::from_raw_os_error(e) }),
+            Err(r) => Err(NetdevNlError::Kernel { what, source: io::Error::from_raw_os_error(r.errno) }),
         }
     };
     let qm = dump("queue-get", NETDEV_CMD_QUEUE_GET, NETDEV_A_QUEUE_IFINDEX)?;
@@ -506,7 +263,7 @@ pub const QSTATS_DROPS: [(u16, &str); 4] =
 /// A `uint` attribute: 4 or 8 bytes (the kernel picks by the value).
 fn attr_uint(v: &[u8]) -> Option<u64> {
     match v.len() {
-        4 => u32_at(v, 0).map(u64::from),
+        4 => crate::genl::u32_at(v, 0).map(u64::from),
         8 => Some(u64::from_ne_bytes(v.try_into().ok()?)),
         _ => None,
     }
@@ -547,18 +304,15 @@ pub fn qstats_drops(name: &str) -> Result<Vec<(&'static str, u64)>, NetdevNlErro
     }
     let mut g = Genl::open()?;
     let what = "the netdev family lookup";
-    let (fam, ops) = match g.transact(
-        what,
-        GENL_ID_CTRL,
-        NLM_F_ACK,
-        CTRL_CMD_GETFAMILY,
-        &[(CTRL_ATTR_FAMILY_NAME, b"netdev\0")],
-    )? {
-        Ok(msgs) => decode_family(&msgs, "netdev").map_err(|source| NetdevNlError::Parse { what, source })?,
-        Err(libc::ENOENT) => {
+    let (fam, ops) = match g.family(what, "netdev") {
+        Ok(Some(f)) => f,
+        Ok(None) => {
             return Err(NetdevNlError::NotAvailable { reason: "no netdev generic netlink family".into() })
         }
-        Err(e) => return Err(NetdevNlError::Kernel { what, source: io::Error::from_raw_os_error(e) }),
+        Err(crate::genl::FamilyError::Genl(e)) => return Err(e.into()),
+        Err(crate::genl::FamilyError::Refused(r)) => {
+            return Err(NetdevNlError::Kernel { what, source: io::Error::from_raw_os_error(r.errno) })
+        }
     };
     if !ops.contains(&u32::from(NETDEV_CMD_QSTATS_GET)) {
         return Err(NetdevNlError::NotAvailable {
@@ -570,10 +324,12 @@ pub fn qstats_drops(name: &str) -> Result<Vec<(&'static str, u64)>, NetdevNlErro
     let msgs =
         match g.transact(what, fam, NLM_F_DUMP, NETDEV_CMD_QSTATS_GET, &[(NETDEV_A_QSTATS_IFINDEX, &idx)])? {
             Ok(m) => m,
-            Err(e) if e == libc::EOPNOTSUPP => {
+            Err(r) if r.errno == libc::EOPNOTSUPP => {
                 return Err(NetdevNlError::NotAvailable { reason: "the driver reports no qstats".into() })
             }
-            Err(e) => return Err(NetdevNlError::Kernel { what, source: io::Error::from_raw_os_error(e) }),
+            Err(r) => {
+                return Err(NetdevNlError::Kernel { what, source: io::Error::from_raw_os_error(r.errno) })
+            }
         };
     decode_qstats_drops(&msgs, ifindex).map_err(|source| NetdevNlError::Parse { what, source })
 }
@@ -581,35 +337,20 @@ pub fn qstats_drops(name: &str) -> Result<Vec<(&'static str, u64)>, NetdevNlErro
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn attr(ty: u16, v: &[u8]) -> Vec<u8> {
-        let mut a = Vec::new();
-        a.extend_from_slice(&((4 + v.len()) as u16).to_ne_bytes());
-        a.extend_from_slice(&ty.to_ne_bytes());
-        a.extend_from_slice(v);
-        a.resize(align4(a.len()), 0);
-        a
-    }
-
-    fn msg(ty: u16, cmd: u8, attrs: &[Vec<u8>]) -> Vec<u8> {
-        let body: Vec<u8> = [vec![cmd, 1, 0, 0], attrs.concat()].concat();
-        let mut m = Vec::new();
-        m.extend_from_slice(&((NLMSG_HDR + body.len()) as u32).to_ne_bytes());
-        m.extend_from_slice(&ty.to_ne_bytes());
-        m.extend_from_slice(&[0; 10]);
-        m.extend(body);
-        m
-    }
+    use crate::genl::tests::{attr, msg, u32a};
+    use crate::genl::{request, GENL_HDR, GENL_ID_CTRL, NLMSG_HDR};
+    const NLMSG_ERROR: u16 = 2;
+    const NLMSG_DONE: u16 = 3;
+    const CTRL_ATTR_FAMILY_ID: u16 = 1;
+    const CTRL_ATTR_FAMILY_NAME: u16 = 2;
+    const CTRL_ATTR_OPS: u16 = 6;
+    const CTRL_ATTR_OP_ID: u16 = 1;
 
     fn done() -> Vec<u8> {
         let mut m = msg(NLMSG_DONE, 0, &[]);
         m.truncate(NLMSG_HDR);
         m[0..4].copy_from_slice(&(NLMSG_HDR as u32).to_ne_bytes());
         m
-    }
-
-    fn u32a(ty: u16, v: u32) -> Vec<u8> {
-        attr(ty, &v.to_ne_bytes())
     }
 
     #[test]

@@ -192,6 +192,11 @@ fn veth_with_four_queues_in_a_namespace() {
     assert_eq!(i["channels"]["supported"], true, "{}", i["channels"]);
     assert_eq!(i["channels"]["rx"], 4);
     assert_eq!(i["channels"]["tx"], 4);
+    // Through ethtool netlink where the kernel has the family (5.6+), said.
+    let via = if i["ethtool_netlink_unavailable"].is_null() { "netlink" } else { "ioctl" };
+    assert_eq!(i["channels_via"], via, "{i}");
+    assert_eq!(i["rings"]["via"], via, "{i}");
+    assert!(i["rings"]["supported"].is_boolean() && i["coalesce"]["supported"].is_boolean(), "{i}");
     // The kernel shows its default key in the initial namespace only.
     let dk = v["default_key"]["error"].as_str().unwrap_or_else(|| panic!("{}", v["default_key"]));
     assert!(dk.contains("network namespace"), "{dk}");

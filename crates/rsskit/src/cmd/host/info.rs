@@ -9,8 +9,9 @@ use rsskit_core::key::MICROSOFT_KEY;
 use rsskit_host::nic_rules::NicRules;
 use rsskit_host::sysroot::Sysroot;
 use rsskit_linux::cpulist;
-use rsskit_linux::ethtool::params::{Coalesce, Rings};
-use rsskit_linux::ethtool::{Channels, Ethtool, EthtoolError, FlowHash, Reported, Rss};
+use rsskit_linux::ethtool::params::{Coalesce, Rings, Via};
+use rsskit_linux::ethtool::{Channels, EthtoolError, FlowHash, Reported, Rss};
+use rsskit_linux::ethtool_nl::{Answer, Nic};
 use rsskit_linux::netdev::{self, DefaultKey, IfaceFacts, IfaceIrq, Roots, RxQueue, TxQueue};
 use rsskit_linux::netdev_nl::{self, QueueType};
 use rsskit_linux::topology::Topology;
@@ -20,10 +21,14 @@ use std::fmt::Write as _;
 const AFTER_HELP: &str = "\
 Reads /sys/devices/system/{cpu,node}, /sys/class/net/IF/queues, the device's
 msi_irqs with /proc/interrupts and /proc/irq/N/smp_affinity_list,
-/proc/sys/net/core/netdev_rss_key, and asks the driver through the ethtool
-ioctl (ETHTOOL_GRSSH or ETHTOOL_GRXFHINDIR, ETHTOOL_GRXFH, ETHTOOL_GCHANNELS,
-ETHTOOL_GDRVINFO, ETHTOOL_GRINGPARAM, ETHTOOL_GCOALESCE). Each queue's NAPI
-instance, IRQ and NAPI thread come from the kernel's netdev generic netlink family (queue-get, napi-get: Linux 6.8+);
+/proc/sys/net/core/netdev_rss_key, and asks the driver: RSS (key, table, hash
+function, input transform), channels, rings and coalescing through the ethtool
+generic netlink family (RSS_GET, CHANNELS_GET, RINGS_GET, COALESCE_GET) where
+the kernel has the command, else through the ethtool ioctl (ETHTOOL_GRSSH or
+ETHTOOL_GRXFHINDIR, ETHTOOL_GCHANNELS, ETHTOOL_GRINGPARAM, ETHTOOL_GCOALESCE),
+saying per query which answered; hashed fields and the driver name through the
+ioctl (ETHTOOL_GRXFH, ETHTOOL_GDRVINFO). Each queue's NAPI instance, IRQ and NAPI thread come from
+the kernel's netdev generic netlink family (queue-get, napi-get: Linux 6.8+);
 where the kernel has no such map, the queue's IRQ is guessed from the IRQ
 names in /proc/interrupts, and info says which source it used. What a driver does not implement (veth and lo have no RSS)
 is shown as not reported, with the reason; it is not an error.
@@ -39,6 +44,15 @@ JSON fields (--json prints one object):
     rx_queue_count, tx_queue_count
     channels           {supported: true, rx, tx, other, combined, max_rx,
                         max_tx, max_other, max_combined} or {supported: false, reason}
+    channels_via, rss_via  netlink | ioctl: which kernel interface answered
+                       (null for a capture, which asks no kernel)
+    rings              {supported: true, rx, tx, rx_max, tx_max, via} or
+                       {supported: false, reason, via}; null for a capture
+    coalesce           {supported: true, adaptive_rx, adaptive_tx, rx_usecs,
+                       rx_frames, tx_usecs, tx_frames, via} or {supported:
+                       false, reason, via}; null for a capture
+    ethtool_netlink_unavailable  why no query went through netlink (the
+                       kernel has no ethtool family), or null
     rss                {supported: true, source, key (hex, null if not given),
                         key_len, key_is (microsoft|kernel_default|symmetric|null),
                         key_check ({verdict: good|warn|weak, problems [text]}:
@@ -70,11 +84,6 @@ JSON fields (--json prints one object):
     notes              [text]: queue IRQs allowed off the NIC's NUMA node, RX
                         queues the table never names, table entries naming
                         rings the device lacks
-    rings              {supported: true, rx, tx, rx_max, tx_max} (ethtool -g)
-                        or {supported: false, reason}
-    coalesce           {supported: true, adaptive_rx, adaptive_tx, rx_usecs,
-                        rx_frames, tx_usecs, tx_frames} (ethtool -c) or
-                        {supported: false, reason}
   A value that could not be read is null; rps_cpus [] means RPS is off.
 
 Examples:
@@ -109,9 +118,14 @@ struct Iface {
     map: QueueLinks,
     /// The NIC's flow rules and the contexts they name, or why not read.
     rules: Result<NicRules, String>,
-    // nicres: ring sizes and interrupt coalescing.
-    rings: Reported<Rings>,
-    coalesce: Reported<Coalesce>,
+    /// Which kernel interface answered, per query (None: a capture).
+    channels_via: Option<Via>,
+    rss_via: Option<Via>,
+    /// Ring sizes and coalescing, asked of the running kernel only.
+    rings: Option<Answer<Rings>>,
+    coalesce: Option<Answer<Coalesce>>,
+    /// Why the ethtool netlink family was not used at all, if it was not.
+    netlink_unavailable: Option<String>,
 }
 
 /// Where the queue -> IRQ links came from.
@@ -205,7 +219,8 @@ fn gather(roots: &Roots, name: &str, interrupts: &[netdev::IrqLine]) -> Result<I
         EthtoolError::NoSuchInterface(n) => anyhow::anyhow!("interface '{n}' does not exist"),
         e => anyhow::anyhow!("{e}"),
     };
-    let eth = Ethtool::open(name).map_err(nodev)?;
+    let mut nic = Nic::open(name).map_err(nodev)?;
+    let eth = nic.ioctl();
     let driver = match eth.driver().map_err(nodev)? {
         Reported::Supported(d) if !d.is_empty() => Some(d),
         _ => netdev::sysfs_driver(roots, name),
@@ -214,21 +229,26 @@ fn gather(roots: &Roots, name: &str, interrupts: &[netdev::IrqLine]) -> Result<I
     let tx = netdev::tx_queues(roots, name);
     let irqs = netdev::iface_irqs(roots, name, interrupts);
     let map = queue_links(roots, name, rx.len(), tx.len(), &irqs, interrupts);
+    let hash = eth.flow_hashes().map_err(nodev)?;
+    let channels = nic.channels().map_err(nodev)?;
+    let rss = nic.rss().map_err(nodev)?;
     Ok(Iface {
         name: name.to_string(),
         driver,
         facts: netdev::facts(roots, name),
-        channels: eth.channels().map_err(nodev)?,
-        rss: eth.rss().map_err(nodev)?,
-        hash: eth.flow_hashes().map_err(nodev)?,
+        channels: channels.value,
+        rss: rss.value,
+        hash,
         rx,
         tx,
         irqs,
         map,
         rules: NicRules::read(&Sysroot::live(), name).map_err(|e| e.to_string()),
-        // nicres
-        rings: eth.rings().map_err(nodev)?,
-        coalesce: eth.coalesce().map_err(nodev)?,
+        channels_via: Some(channels.via),
+        rss_via: Some(rss.via),
+        rings: Some(nic.rings().map_err(nodev)?),
+        coalesce: Some(nic.coalesce().map_err(nodev)?),
+        netlink_unavailable: nic.netlink_unavailable().map(str::to_string),
     })
 }
 
@@ -248,9 +268,11 @@ fn from_state(d: rsskit_host::sysroot::DeviceState) -> Iface {
         irqs: d.irqs,
         map,
         rules: Err("a capture holds no flow rules".into()),
-        // nicres
-        rings: d.rings,
-        coalesce: d.coalesce,
+        channels_via: d.via.channels,
+        rss_via: d.via.rss,
+        rings: None,
+        coalesce: None,
+        netlink_unavailable: None,
     }
 }
 
@@ -493,6 +515,29 @@ fn iface_json(topo: &Topology, i: &Iface, dk: Option<&DefaultKey>) -> Value {
                 })
             })
             .collect();
+    let via = |v: Via| match v {
+        Via::Netlink => "netlink",
+        Via::Ioctl => "ioctl",
+    };
+    let rings = i.rings.as_ref().map(|a| match &a.value {
+        Reported::Supported(r) => json!({
+            "supported": true, "rx": r.rx, "tx": r.tx, "rx_max": r.rx_max, "tx_max": r.tx_max,
+            "via": via(a.via),
+        }),
+        Reported::Unsupported { reason } => {
+            json!({ "supported": false, "reason": reason, "via": via(a.via) })
+        }
+    });
+    let coalesce = i.coalesce.as_ref().map(|a| match &a.value {
+        Reported::Supported(c) => json!({
+            "supported": true, "adaptive_rx": c.adaptive_rx, "adaptive_tx": c.adaptive_tx,
+            "rx_usecs": c.rx_usecs, "rx_frames": c.rx_frames, "tx_usecs": c.tx_usecs,
+            "tx_frames": c.tx_frames, "via": via(a.via),
+        }),
+        Reported::Unsupported { reason } => {
+            json!({ "supported": false, "reason": reason, "via": via(a.via) })
+        }
+    });
     json!({
         "name": i.name,
         "driver": i.driver,
@@ -503,7 +548,12 @@ fn iface_json(topo: &Topology, i: &Iface, dk: Option<&DefaultKey>) -> Value {
         "rx_queue_count": i.rx.len(),
         "tx_queue_count": i.tx.len(),
         "channels": channels,
+        "channels_via": i.channels_via.map(via),
         "rss": rss,
+        "rss_via": i.rss_via.map(via),
+        "rings": rings,
+        "coalesce": coalesce,
+        "ethtool_netlink_unavailable": i.netlink_unavailable,
         "hash_fields": hash_fields,
         "queue_map": { "source": i.map.source, "kernel_unavailable": i.map.kernel_unavailable },
         "flow_rules": match &i.rules {
@@ -514,16 +564,6 @@ fn iface_json(topo: &Topology, i: &Iface, dk: Option<&DefaultKey>) -> Value {
         "tx_queues": tx,
         "irqs": i.irqs,
         "notes": notes(topo, i),
-        // nicres
-        "rings": match &i.rings {
-            Reported::Supported(r) => json!({ "supported": true, "rx": r.rx, "tx": r.tx, "rx_max": r.rx_max, "tx_max": r.tx_max }),
-            Reported::Unsupported { reason } => unsupported(reason),
-        },
-        "coalesce": match &i.coalesce {
-            Reported::Supported(c) => json!({ "supported": true, "adaptive_rx": c.adaptive_rx, "adaptive_tx": c.adaptive_tx,
-                "rx_usecs": c.rx_usecs, "rx_frames": c.rx_frames, "tx_usecs": c.tx_usecs, "tx_frames": c.tx_frames }),
-            Reported::Unsupported { reason } => unsupported(reason),
-        },
     })
 }
 
@@ -656,23 +696,7 @@ fn iface_text(s: &mut String, topo: &Topology, i: &Iface, dk: Option<&DefaultKey
             let _ = writeln!(s, "  Channels: {}", nr(reason));
         }
     }
-    // nicres: shown where the driver reports them.
-    if let Reported::Supported(r) = &i.rings {
-        let _ = writeln!(s, "  Rings: rx {} tx {} (max: rx {} tx {})", r.rx, r.tx, r.rx_max, r.tx_max);
-    }
-    if let Reported::Supported(c) = &i.coalesce {
-        let on = |b: bool| if b { "on" } else { "off" };
-        let _ = writeln!(
-            s,
-            "  Coalescing: adaptive rx {} tx {}; rx-usecs {} rx-frames {}; tx-usecs {} tx-frames {}",
-            on(c.adaptive_rx),
-            on(c.adaptive_tx),
-            c.rx_usecs,
-            c.rx_frames,
-            c.tx_usecs,
-            c.tx_frames
-        );
-    }
+    ethtool_text(s, i, &nr);
     match &i.rss {
         Reported::Supported(r) if r.indir.is_empty() => {
             let _ = writeln!(s, "  RX flow hash indirection table: {}", nr("only the key is given"));
@@ -804,6 +828,57 @@ fn iface_text(s: &mut String, topo: &Topology, i: &Iface, dk: Option<&DefaultKey
 }
 
 /// The key, hash function and input transform lines of a reported RSS setup.
+fn via_name(v: Option<Via>) -> &'static str {
+    match v {
+        Some(Via::Netlink) => "netlink",
+        Some(Via::Ioctl) => "ioctl",
+        None => "not asked (a capture)",
+    }
+}
+
+/// Which kernel interface answered, then rings and coalescing.
+fn ethtool_text(s: &mut String, i: &Iface, nr: &dyn Fn(&str) -> String) {
+    let _ = writeln!(
+        s,
+        "  Answered by: channels {}, RSS {}, rings {}, coalescing {}",
+        via_name(i.channels_via),
+        via_name(i.rss_via),
+        via_name(i.rings.as_ref().map(|a| a.via)),
+        via_name(i.coalesce.as_ref().map(|a| a.via)),
+    );
+    if let Some(why) = &i.netlink_unavailable {
+        let _ = writeln!(s, "  ethtool netlink: {why}");
+    }
+    match i.rings.as_ref().map(|a| &a.value) {
+        Some(Reported::Supported(r)) => {
+            let _ = writeln!(s, "  Rings: rx {} tx {} (max: rx {} tx {})", r.rx, r.tx, r.rx_max, r.tx_max);
+        }
+        Some(Reported::Unsupported { reason }) => {
+            let _ = writeln!(s, "  Rings: {}", nr(reason));
+        }
+        None => {}
+    }
+    match i.coalesce.as_ref().map(|a| &a.value) {
+        Some(Reported::Supported(c)) => {
+            let onoff = |b: bool| if b { "on" } else { "off" };
+            let _ = writeln!(
+                s,
+                "  Coalescing: adaptive rx {} tx {}, rx-usecs {} rx-frames {}, tx-usecs {} tx-frames {}",
+                onoff(c.adaptive_rx),
+                onoff(c.adaptive_tx),
+                c.rx_usecs,
+                c.rx_frames,
+                c.tx_usecs,
+                c.tx_frames
+            );
+        }
+        Some(Reported::Unsupported { reason }) => {
+            let _ = writeln!(s, "  Coalescing: {}", nr(reason));
+        }
+        None => {}
+    }
+}
+
 fn rss_key_text(s: &mut String, r: &Rss, dk: Option<&DefaultKey>, nr: &dyn Fn(&str) -> String) {
     if r.key.is_empty() {
         let _ = writeln!(s, "  RSS hash key: {}", nr("only the table is given"));
@@ -925,11 +1000,62 @@ mod tests {
                 .collect(),
                 ..NicRules::default()
             }),
-            // nicres
-            rings: Reported::Supported(Rings { rx: 512, tx: 256, rx_max: 4096, tx_max: 4096 }),
-            coalesce: Reported::Unsupported { reason: "ETHTOOL_GCOALESCE: not supported".into() },
+            channels_via: Some(Via::Netlink),
+            rss_via: Some(Via::Ioctl),
+            rings: Some(Answer {
+                value: Reported::Supported(Rings { rx: 256, tx: 512, rx_max: 4096, tx_max: 4096 }),
+                via: Via::Netlink,
+            }),
+            coalesce: Some(Answer {
+                value: Reported::Supported(Coalesce {
+                    adaptive_rx: true,
+                    rx_usecs: 3,
+                    ..Coalesce::default()
+                }),
+                via: Via::Netlink,
+            }),
+            netlink_unavailable: None,
         };
         (topo, dk, vec![nic])
+    }
+
+    #[test]
+    fn each_query_says_which_interface_answered() {
+        let (topo, dk, mut ifaces) = fake_nic();
+        let t = to_text(&topo, &dk, &ifaces);
+        assert!(
+            t.contains("  Answered by: channels netlink, RSS ioctl, rings netlink, coalescing netlink\n"),
+            "{t}"
+        );
+        assert!(t.contains("  Rings: rx 256 tx 512 (max: rx 4096 tx 4096)\n"), "{t}");
+        assert!(
+            t.contains(
+                "  Coalescing: adaptive rx on tx off, rx-usecs 3 rx-frames 0, tx-usecs 0 tx-frames 0\n"
+            ),
+            "{t}"
+        );
+        let i = &to_json(&topo, &dk, &ifaces)["interfaces"][0];
+        assert_eq!((&i["channels_via"], &i["rss_via"]), (&json!("netlink"), &json!("ioctl")), "{i}");
+        assert_eq!(
+            i["rings"],
+            json!({"supported": true, "rx": 256, "tx": 512, "rx_max": 4096, "tx_max": 4096, "via": "netlink"})
+        );
+        assert_eq!(i["coalesce"]["rx_usecs"], 3);
+        assert_eq!(i["coalesce"]["via"], "netlink");
+        // A capture asked no kernel: no via, no rings, said so in text.
+        let nic = &mut ifaces[0];
+        (nic.channels_via, nic.rss_via, nic.rings, nic.coalesce) = (None, None, None, None);
+        nic.netlink_unavailable =
+            Some("the kernel has no ethtool generic netlink family (Linux 5.6+)".into());
+        let t = to_text(&topo, &dk, &ifaces);
+        assert!(
+            t.contains("  Answered by: channels not asked (a capture), RSS not asked (a capture)"),
+            "{t}"
+        );
+        assert!(t.contains("  ethtool netlink: the kernel has no ethtool"), "{t}");
+        assert!(!t.contains("  Rings:"), "{t}");
+        let i = &to_json(&topo, &dk, &ifaces)["interfaces"][0];
+        assert!(i["rss_via"].is_null() && i["rings"].is_null() && i["coalesce"].is_null(), "{i}");
     }
 
     #[test]
@@ -985,15 +1111,6 @@ mod tests {
         assert_eq!(i["hash_fields"]["flows"][0]["tuple"], "4-tuple");
         assert_eq!(i["hash_fields"]["flows"][1]["fields"], json!(["ip_src", "ip_dst"]));
         assert_eq!(i["channels"]["combined"], 2);
-        // nicres
-        assert_eq!(
-            i["rings"],
-            json!({"supported": true, "rx": 512, "tx": 256, "rx_max": 4096, "tx_max": 4096})
-        );
-        assert_eq!(i["coalesce"]["supported"], false);
-        let t = to_text(&topo, &dk, &ifaces);
-        assert!(t.contains("  Rings: rx 512 tx 256 (max: rx 4096 tx 4096)\n"), "{t}");
-        assert!(!t.contains("Coalescing:"), "not shown where the driver reports none: {t}");
         assert_eq!(i["rx_queues"][1]["irq"], 71);
         assert_eq!(i["rx_queues"][1]["irq_cpus"], json!([2]));
         assert_eq!(i["notes"].as_array().unwrap().len(), 1, "{}", i["notes"]);
