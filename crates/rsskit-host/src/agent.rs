@@ -259,12 +259,38 @@ impl Agent {
         }
         // Service isolation: only the contexts and rules rsskit recorded as its own.
         let dev_plan = check.plan.devices[0].clone();
-        for e in crate::isolate::keep::keep(&self.sys, &self.files.root, &plan.identity, name, &dev_plan) {
+        // A rule or context that keeps vanishing gets a setting's back-off (isolate2).
+        let now = self.now_ms();
+        let (mut held, mut contested) = (0u64, Vec::new());
+        let keeper = &mut self.keeper;
+        let mut may_put_back = |c: &tune::Created| match keeper.decide_object(now, name, &c.describe()) {
+            Verdict::BackingOff { .. } => {
+                held += 1;
+                false
+            }
+            _ => {
+                contested.extend(keeper.object_put_back(now, name, &c.describe()));
+                true
+            }
+        };
+        let events = crate::isolate::keep::keep(
+            &self.sys,
+            &self.files.root,
+            &plan.identity,
+            name,
+            &dev_plan,
+            &mut may_put_back,
+        );
+        for e in events {
             if matches!(e, crate::isolate::keep::KeepEvent::Failed(_)) {
                 *m.problems.entry("drifted").or_default() += 1;
             }
             self.log(&e.to_string());
         }
+        if held + contested.len() as u64 > 0 {
+            *m.problems.entry("contested").or_default() += held + contested.len() as u64;
+        }
+        self.record(contested);
         // What this pass put back, in write order (for the hashed fields' follow-up).
         let mut written: Vec<tune::Setting> = Vec::new();
         for s in &check.settings {

@@ -327,8 +327,9 @@ pub(crate) fn create_context(
     Ok(Reported::Supported(id))
 }
 
-/// `ETHTOOL_SRSSH` deleting context `id`. As kernels since 6.12, a context
-/// a rule still names is refused (`EBUSY`): rules go first.
+/// `ETHTOOL_SRSSH` deleting context `id`. As kernels since 6.13
+/// (`ethtool_check_rss_ctx_busy`), a context a rule still names is refused
+/// (`EBUSY`): rules go first. An unknown id is `ENOENT`, as the kernel's.
 pub(crate) fn delete_context(dir: &Path, name: &str, id: u32) -> Result<Reported<()>, SysrootError> {
     let mut f = read(dir, name)?;
     if let Some(r) = &f.refuse_set {

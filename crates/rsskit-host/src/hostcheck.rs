@@ -114,7 +114,49 @@ pub fn check_rules(d: &DeviceState, rules: &NicRules, v: &mut DeviceVerdict) {
     for (id, why) in &rules.unreadable_contexts {
         v.notes.push(format!("RSS context {id} could not be read ({why}): where its flows land is unknown"));
     }
+    queues_served_by_rules(d, rules, v);
     v.aligned = v.problems.is_empty();
+}
+
+// --- RSS contexts (isolate2): queues the main table leaves out on purpose ---
+
+/// The RX queues the main table never names (none when it is not read).
+fn queues_off_table(d: &DeviceState) -> Vec<usize> {
+    let Some(r) = d.rss.ok().filter(|r| !r.indir.is_empty()) else { return Vec::new() };
+    let nrings = match d.channels.ok() {
+        Some(c) if c.rx_count + c.combined_count > 0 => (c.rx_count + c.combined_count) as usize,
+        _ => d.rx.len(),
+    };
+    (0..nrings.min(d.rx.len())).filter(|q| !r.indir.contains(&(*q as u32))).collect()
+}
+
+fn off_table_note(queues: &[usize]) -> String {
+    format!("RX queue(s) {} get no RSS traffic: the table never names them", cpulist::format(queues))
+}
+
+/// A queue the main table leaves out still gets traffic when a rule sends
+/// flows there, directly or through an RSS context's table (plus the
+/// rule's offset): `check_device` said "no RSS traffic" before the rules
+/// were read, so that note is replaced by what serves each such queue.
+fn queues_served_by_rules(d: &DeviceState, rules: &NicRules, v: &mut DeviceVerdict) {
+    let unused = queues_off_table(d);
+    let reached = rules.reaching(&unused);
+    if reached.is_empty() {
+        return;
+    }
+    let old = off_table_note(&unused);
+    v.notes.retain(|n| *n != old);
+    for (qs, how) in &reached {
+        v.notes.push(format!(
+            "RX queue(s) {} are left out of the main table: they get the flows of {how}",
+            cpulist::format(qs)
+        ));
+    }
+    let rest: Vec<usize> =
+        unused.iter().copied().filter(|q| !reached.iter().any(|(qs, _)| qs.contains(q))).collect();
+    if !rest.is_empty() {
+        v.notes.push(off_table_note(&rest));
+    }
 }
 
 /// The NIC's input transform (`input_xfrm`): a symmetric one is said (both
@@ -238,12 +280,9 @@ fn table_against_queues(topo: &Topology, d: &DeviceState, queue_cpu: &[Option<us
             cpulist::format(&bad)
         ));
     }
-    let unused: Vec<usize> = (0..nrings.min(nrx)).filter(|q| !r.indir.contains(&(*q as u32))).collect();
+    let unused = queues_off_table(d);
     if !unused.is_empty() {
-        f.notes.push(format!(
-            "RX queue(s) {} get no RSS traffic: the table never names them",
-            cpulist::format(&unused)
-        ));
+        f.notes.push(off_table_note(&unused));
     }
     let mut qcpus: Vec<usize> = queue_cpu.iter().flatten().copied().collect();
     qcpus.sort_unstable();

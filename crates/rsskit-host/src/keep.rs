@@ -101,9 +101,14 @@ impl Locked<'_> {
         observe(Step::ToPutBack { changes: changes.len(), total: c.settings.len() });
         self.ban_pinned(&c.plan, restarter, observe)?;
         // Service isolation: only what rsskit recorded as its own (isolate::keep).
-        for e in
-            crate::isolate::keep::keep(self.sys, &self.files.root, &p.identity, iface, &c.plan.devices[0])
-        {
+        for e in crate::isolate::keep::keep(
+            self.sys,
+            &self.files.root,
+            &p.identity,
+            iface,
+            &c.plan.devices[0],
+            &mut |_| true,
+        ) {
             observe(Step::IsolationKept(&e));
         }
         let mut failed = 0;

@@ -279,6 +279,56 @@ impl Keeper {
     pub fn forget_all(&mut self) {
         self.entries.clear();
     }
+
+    // --- isolation objects (isolate2): rsskit's rules and contexts that keep vanishing ---
+    // Keyed by (device, "isolation " + what), so they never meet a setting's entry.
+
+    fn object_key(device: &str, what: &str) -> (String, String) {
+        (device.to_string(), format!("isolation {what}"))
+    }
+
+    /// Whether to put back `what` (a rule or RSS context rsskit created,
+    /// found gone) on `device` at `now_ms`: [`Verdict::Correct`], or
+    /// [`Verdict::BackingOff`] while it is contested, as a setting's.
+    pub fn decide_object(&self, now_ms: u64, device: &str, what: &str) -> Verdict {
+        match self.entries.get(&Self::object_key(device, what)) {
+            Some(e) if e.until_ms > now_ms => Verdict::BackingOff { until_ms: e.until_ms },
+            _ => Verdict::Correct,
+        }
+    }
+
+    /// Records that `what` was put back at `now_ms`: the `flips`-th time
+    /// within the window makes it contested (the back-off starts, doubling
+    /// up to the cap as for a setting), and the event to log is returned.
+    pub fn object_put_back(&mut self, now_ms: u64, device: &str, what: &str) -> Option<Event> {
+        let p = self.policy;
+        let e = self.entries.entry(Self::object_key(device, what)).or_default();
+        e.fixes.push_back(now_ms);
+        while e.fixes.front().is_some_and(|&t| now_ms.saturating_sub(t) > p.window_ms) {
+            e.fixes.pop_front();
+        }
+        if e.fixes.len() < p.flips {
+            return None;
+        }
+        e.backoff_ms =
+            if e.backoff_ms == 0 { p.backoff_ms } else { (e.backoff_ms * 2).min(p.max_backoff_ms) };
+        e.until_ms = now_ms + e.backoff_ms;
+        let flips = e.fixes.len();
+        e.fixes.clear();
+        Some(Event::Contested {
+            device: device.to_string(),
+            what: format!("isolation {what}"),
+            class: "isolation",
+            flips,
+            backoff_s: e.backoff_ms / 1000,
+            suspect: None,
+        })
+    }
+
+    /// Whether `what` on `device` is contested now (for the device's problems).
+    pub fn object_contested(&self, now_ms: u64, device: &str, what: &str) -> bool {
+        self.entries.get(&Self::object_key(device, what)).is_some_and(|e| e.until_ms > now_ms)
+    }
 }
 
 impl std::fmt::Display for Event {
@@ -481,5 +531,42 @@ mod tests {
         assert_eq!(class(&on(Target::RssTable { device: "veth0".into() })), "rss_table");
         assert_eq!(class(&on(Target::RpsFlowCnt { device: "veth0".into(), queue: 0 })), "rps_flow_cnt");
         assert_eq!(class(&on(Target::Channels { device: "veth0".into() })), "channels");
+    }
+    // isolate2: a rule of rsskit's that someone deletes on every pass.
+    #[test]
+    fn a_vanishing_isolation_rule_is_contested_and_backed_off() {
+        let mut k = Keeper::new(policy());
+        let what = "flow rule 1023 (udp4 dst-port 443 context 2 loc 1023)";
+        // Passes every second: put back twice quietly, the third time contested.
+        assert_eq!(k.decide_object(0, "eth0", what), Verdict::Correct);
+        assert_eq!(k.object_put_back(0, "eth0", what), None);
+        assert_eq!(k.object_put_back(1_000, "eth0", what), None);
+        let ev = k.object_put_back(2_000, "eth0", what).expect("contested on the third put-back");
+        assert!(matches!(&ev, Event::Contested { class: "isolation", flips: 3, backoff_s: 5, .. }), "{ev:?}");
+        assert!(ev.to_string().contains("eth0: isolation flow rule 1023"), "{ev}");
+        assert!(ev.to_string().contains("left alone for 5 s"), "{ev}");
+        // Held back for the back-off, then tried again.
+        assert_eq!(k.decide_object(3_000, "eth0", what), Verdict::BackingOff { until_ms: 7_000 });
+        assert!(k.object_contested(3_000, "eth0", what));
+        assert_eq!(k.decide_object(7_000, "eth0", what), Verdict::Correct);
+        // Contested again: the back-off doubles, then stays at the cap.
+        for t in [7_000, 8_000] {
+            assert_eq!(k.object_put_back(t, "eth0", what), None);
+        }
+        let ev = k.object_put_back(9_000, "eth0", what).unwrap();
+        assert!(matches!(ev, Event::Contested { backoff_s: 10, .. }), "{ev:?}");
+        for t in [19_000, 20_000] {
+            assert_eq!(k.object_put_back(t, "eth0", what), None);
+        }
+        let ev = k.object_put_back(21_000, "eth0", what).unwrap();
+        assert!(matches!(ev, Event::Contested { backoff_s: 12, .. }), "{ev:?}");
+        // Another object, and a setting of the same words, are not affected.
+        assert_eq!(k.decide_object(21_001, "eth0", "RSS context 2"), Verdict::Correct);
+        assert!(!k.object_contested(21_001, "eth1", what));
+        // Put back rarely (outside the window): never contested.
+        let mut k = Keeper::new(policy());
+        for t in [0, 20_000, 40_000, 60_000] {
+            assert_eq!(k.object_put_back(t, "eth0", what), None);
+        }
     }
 }

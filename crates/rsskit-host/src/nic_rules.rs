@@ -151,6 +151,58 @@ impl NicRules {
         !self.rules.is_empty() || !self.opaque.is_empty()
     }
 
+    // --- isolate2: which queues the rules reach (for queues the main table leaves out) ---
+
+    /// Of `queues`, those some rule sends flows to: by a queue action, or
+    /// through a context's table plus the rule's offset. Grouped by how they
+    /// are reached, each with its words: "rule(s) 1022, 1023 through RSS
+    /// context 2". Empty when no rule reaches any of them.
+    pub fn reaching(&self, queues: &[usize]) -> Vec<(Vec<usize>, String)> {
+        // For one queue: [(context, or None for a queue action; rule location)].
+        type Reach = Vec<(Option<u32>, u32)>;
+        let mut how: BTreeMap<usize, Reach> = BTreeMap::new();
+        for r in &self.rules {
+            let to: Vec<(Option<u32>, u64)> = match r.action {
+                RuleAction::Queue(q) => vec![(None, q.into())],
+                RuleAction::Context { context, offset } if context != 0 => {
+                    self.contexts.get(&context).map_or_else(Vec::new, |c| {
+                        c.table.iter().map(|&e| (Some(context), u64::from(e) + u64::from(offset))).collect()
+                    })
+                }
+                _ => Vec::new(),
+            };
+            for (ctx, q) in to {
+                let Some(q) = usize::try_from(q).ok().filter(|q| queues.contains(q)) else { continue };
+                let e = how.entry(q).or_default();
+                if !e.contains(&(ctx, r.location)) {
+                    e.push((ctx, r.location));
+                }
+            }
+        }
+        let mut groups: Vec<(Reach, Vec<usize>)> = Vec::new();
+        for (q, h) in how {
+            match groups.iter_mut().find(|(g, _)| *g == h) {
+                Some((_, qs)) => qs.push(q),
+                None => groups.push((h, vec![q])),
+            }
+        }
+        groups
+            .into_iter()
+            .map(|(h, qs)| {
+                let mut contexts: Vec<u32> = h.iter().filter_map(|(c, _)| *c).collect();
+                contexts.sort_unstable();
+                contexts.dedup();
+                let locs: Vec<String> = h.iter().map(|(_, l)| l.to_string()).collect();
+                let mut words = format!("rule(s) {}", locs.join(", "));
+                if !contexts.is_empty() {
+                    let c: Vec<String> = contexts.iter().map(u32::to_string).collect();
+                    words += &format!(" through RSS context {}", c.join(", "));
+                }
+                (qs, words)
+            })
+            .collect()
+    }
+
     /// Where the rules send `flow`.
     pub fn route(&self, flow: &FlowTuple) -> Route<'_> {
         let opaque: Vec<u32> = self.opaque.iter().map(|o| o.location).collect();
@@ -226,5 +278,33 @@ mod tests {
         assert!(matches!(later.route(&flow(443)), Route::Queue { queue: 2, .. }));
         assert!(matches!(later.route(&flow(80)), Route::Unknown { .. }), "no rule matched: rule 9 may");
         assert!(matches!(NicRules::default().route(&flow(80)), Route::Main));
+    }
+    // isolate2: queues the main table leaves out, and the rules that reach them.
+    #[test]
+    fn reaching_names_the_rules_and_contexts_that_serve_a_queue() {
+        let mut r = NicRules {
+            rules: vec![
+                parse_rule("udp4 dst-port 53 queue 5 loc 1").unwrap(),
+                parse_rule("tcp4 dst-port 22 context 1 loc 2").unwrap(),
+                parse_rule("udp6 dst-port 443 context 1 loc 7").unwrap(),
+                parse_rule("tcp4 dst-port 80 drop loc 9").unwrap(),
+            ],
+            ..NicRules::default()
+        };
+        // Context 1 not read: its queues are not known to be reached.
+        assert_eq!(r.reaching(&[2, 3, 5, 6]), vec![(vec![5], "rule(s) 1".to_string())]);
+        r.contexts.insert(
+            1,
+            NicContext { id: 1, key: vec![0; 40], table: vec![2, 3, 3, 2], xfrm: InputXfrm::None },
+        );
+        assert_eq!(
+            r.reaching(&[2, 3, 5, 6]),
+            vec![
+                (vec![2, 3], "rule(s) 2, 7 through RSS context 1".to_string()),
+                (vec![5], "rule(s) 1".to_string()),
+            ]
+        );
+        // Only the queues asked about; the drop rule reaches none.
+        assert_eq!(r.reaching(&[6]), Vec::<(Vec<usize>, String)>::new());
     }
 }

@@ -43,6 +43,13 @@ fn loopback_json() {
     assert_eq!(lo["rx_queue_count"].as_u64(), Some(lo["rx_queues"].as_array().unwrap().len() as u64));
     assert!(lo["rx_queue_count"].as_u64().unwrap() >= 1);
     assert_eq!(lo["irqs"].as_array().unwrap().len(), 0);
+    // lo has neither RSS contexts nor flow rules: --isolate would be refused, and info says why.
+    let iso = &lo["isolation"];
+    assert_eq!(iso["possible"], false, "{iso}");
+    assert_eq!(iso["rss_contexts"]["supported"], false, "{iso}");
+    assert!(iso["rss_contexts"]["reason"].as_str().unwrap().contains("ETHTOOL_GRSSH"), "{iso}");
+    assert_eq!(iso["flow_rules"]["supported"], false, "{iso}");
+    assert!(iso["flow_rules"]["reason"].as_str().unwrap().contains("ETHTOOL_GRXCLSRLCNT"), "{iso}");
 }
 
 #[test]

@@ -244,6 +244,12 @@ fn isolation_is_planned_applied_modelled_and_removed_exactly() {
     let s = text(&out);
     assert_eq!(out.status.code(), Some(0), "{s}");
     assert!(s.contains("3 flow rule(s), 3 into RSS contexts") && s.contains("verdict: aligned"), "{s}");
+    // The queues the main table left out are served through rsskit's context, not idle.
+    assert!(!s.contains("get no RSS traffic"), "{s}");
+    assert!(
+        s.contains("RX queue(s) 2-3 are left out of the main table: they get the flows of rule(s) 1022, 1023 through RSS context 2"),
+        "{s}"
+    );
 
     // Applying the same plan again: the isolation is in place, nothing new.
     let out = t.rsskit(&["apply", "plan.json", "--save", "again.json"]);
@@ -418,4 +424,95 @@ fn the_agent_keeps_rsskits_isolation_and_never_touches_anyone_elses() {
     untouched(&t);
     assert!(!root.join("var/lib/rsskit/isolation/mac-001b21aabbcc.json").exists());
     assert_eq!(rules(&t).len(), 2, "theirs at 5 and 1022: {:?}", rules(&t));
+}
+
+/// isolate2: a rule of rsskit's that someone deletes on every pass is put
+/// back, then reported contested and left alone for the back-off (the
+/// agent's default policy: 3 put-backs within 5 minutes, then 60 s), as a
+/// contested setting is. A running agent (`--interval 1`) against a tree
+/// the test edits between its passes (atomic renames, so a pass never
+/// reads half a file).
+#[test]
+fn the_agent_backs_off_a_rule_someone_keeps_deleting() {
+    use std::time::{Duration, Instant};
+    let t = Tree::new("contest");
+    let dev = t.0.join("sys/class/net/eth0");
+    fs::write(dev.join("address"), "00:1b:21:aa:bb:cd\n").unwrap();
+    fs::write(dev.join("addr_assign_type"), "0\n").unwrap();
+    let root = t.0.join("hostroot");
+    fs::create_dir_all(root.join("etc/default")).unwrap();
+    fs::write(root.join("etc/default/irqbalance"), "IRQBALANCE_ARGS=\"\"\n").unwrap();
+    let out = t.rsskit(&["plan", "--iface", "eth0", "--json"]);
+    let p: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c3 = p["devices"][0]["rx"][3]["cpu"].as_u64().unwrap();
+    let out = t.rsskit(&["plan", "--iface", "eth0", "--isolate", &format!("udp4:443={c3}"), "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    fs::write(t.0.join("plan.json"), &out.stdout).unwrap();
+    let r = root.to_str().unwrap().to_string();
+    let out = t.rsskit(&["apply", "plan.json", "--persist", "--save", "s.json", "--root", &r]);
+    assert!(out.status.success(), "{}", text(&out));
+    let ours = "udp4 dst-port 443 context 1 loc 1023";
+    let drv = t.0.join("ethtool/eth0.json");
+    // The driver file as the agent last wrote it (it writes in place: retry a torn read).
+    let read = || loop {
+        if let Ok(v) = serde_json::from_str::<Value>(&fs::read_to_string(&drv).unwrap()) {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let present = |v: &Value| v["rules"].as_array().unwrap().iter().any(|x| x == ours);
+    assert!(present(&read()), "{}", read());
+    let delete = || {
+        let mut v = read();
+        v["rules"].as_array_mut().unwrap().retain(|x| x != ours);
+        let tmp = t.0.join("ethtool/.eth0.json.tmp");
+        fs::write(&tmp, v.to_string()).unwrap();
+        fs::rename(&tmp, &drv).unwrap();
+    };
+    let log = t.0.join("agent.log");
+    let mut agent = Command::new(assert_cmd::cargo::cargo_bin("rsskit"))
+        .current_dir(&t.0)
+        .args(["agent", "--interval", "1", "--root", &r, "--sysroot", t.0.to_str().unwrap()])
+        .stdout(fs::File::create(&log).unwrap())
+        .stderr(fs::File::create(t.0.join("agent.err")).unwrap())
+        .spawn()
+        .unwrap();
+    let logged = || {
+        format!(
+            "{}{}",
+            fs::read_to_string(&log).unwrap_or_default(),
+            fs::read_to_string(t.0.join("agent.err")).unwrap_or_default()
+        )
+    };
+    // Delete it whenever it is back, until the agent calls it contested.
+    let start = Instant::now();
+    let mut deletions = 0;
+    while !logged().contains("is contested") && start.elapsed() < Duration::from_secs(60) {
+        if present(&read()) {
+            delete();
+            deletions += 1;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let s = logged();
+    assert!(
+        s.contains(&format!(
+            "eth0: isolation flow rule 1023 ({ours}) is contested: put back 3 times, something else keeps \
+             writing it; left alone for 60 s"
+        )),
+        "after {deletions} deletions: {s}"
+    );
+    assert_eq!(s.matches("was deleted by someone else: put back").count(), 3, "{s}");
+    // Deleted once more: held back for the back-off, passes go on.
+    if present(&read()) {
+        delete();
+    }
+    // Three passes or more at --interval 1, the agent still running.
+    std::thread::sleep(Duration::from_millis(3500));
+    let alive = agent.try_wait().unwrap().is_none();
+    let _ = agent.kill();
+    let _ = agent.wait();
+    assert!(alive, "the agent stopped: {}", logged());
+    assert!(!present(&read()), "left alone during the back-off: {}", logged());
+    assert_eq!(logged().matches("was deleted by someone else: put back").count(), 3, "{}", logged());
 }

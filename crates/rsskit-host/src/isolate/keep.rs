@@ -116,7 +116,19 @@ fn recorded_for<'a>(record: &'a [Created], iso: &IsolationPlan) -> Option<(&'a C
 
 /// One pass over `dev`'s isolation on interface `name` (the plan's device
 /// as it is named now). Returns the events and writes the record back.
-pub fn keep(sys: &Sysroot, root: &Path, id: &Identity, name: &str, dev: &DevicePlan) -> Vec<KeepEvent> {
+///
+/// `may_put_back` is asked before a recorded object found gone is put back
+/// (a rule) or made again (a context): the agent's [`crate::keeper::Keeper`]
+/// answers no while the object is contested (someone keeps deleting it),
+/// and the object then stays in the record, untouched this pass.
+pub fn keep(
+    sys: &Sysroot,
+    root: &Path,
+    id: &Identity,
+    name: &str,
+    dev: &DevicePlan,
+    may_put_back: &mut dyn FnMut(&Created) -> bool,
+) -> Vec<KeepEvent> {
     let mut events = Vec::new();
     let mut record = match read_record(root, id) {
         Ok(r) => r,
@@ -135,6 +147,7 @@ pub fn keep(sys: &Sysroot, root: &Path, id: &Identity, name: &str, dev: &DeviceP
         match found(sys, &c) {
             Ok(Found::Ours) => kept.push(c),
             Ok(Found::Foreign(why)) => events.push(KeepEvent::Foreign(c, why)),
+            Ok(Found::Gone) if !may_put_back(&c) => kept.push(c),
             Ok(Found::Gone) => match &c {
                 Created::FlowRule { .. } => {
                     let rule = c.flow_rule().expect("checked");
@@ -336,9 +349,47 @@ mod tests {
         .unwrap();
         let before = fs::read_to_string(d.join("ethtool/eth0.json")).unwrap();
         let plan = crate::isolate::tests::dev(&[0, 1, 2, 3], &[0, 1, 2, 3]);
-        let ev = keep(&sys, &d, &id, "eth0", &plan);
+        let ev = keep(&sys, &d, &id, "eth0", &plan, &mut |_| true);
         assert!(matches!(&ev[..], [KeepEvent::Failed(w)] if w.contains("nothing is touched")), "{ev:?}");
         assert_eq!(fs::read_to_string(d.join("ethtool/eth0.json")).unwrap(), before);
+        fs::remove_dir_all(&d).unwrap();
+    }
+    // isolate2: a rule found gone is put back only when `may_put_back` says so;
+    // held back, it stays rsskit's (in the record) and nothing is written.
+    #[test]
+    fn a_gone_rule_held_back_stays_recorded_and_untouched() {
+        let d = tree("held");
+        let sys = Sysroot::tree(&d);
+        let id = Identity::PermanentMac("00:1b:21:aa:bb:cc".into());
+        let rule = Created::FlowRule {
+            device: "eth0".into(),
+            location: 9,
+            rule: "udp4 dst-port 443 context 1 loc 9".into(),
+        };
+        let rec = vec![
+            Created::RssContext { device: "eth0".into(), id: 1, table: vec![2, 3, 2, 3], key: "00".into() },
+            rule.clone(),
+        ];
+        write_record(&d, &id, &rec).unwrap();
+        // Someone deletes rsskit's rule.
+        let drv = d.join("ethtool/eth0.json");
+        let gone = fs::read_to_string(&drv).unwrap().replace(r#""udp4 dst-port 443 context 1 loc 9""#, "");
+        fs::write(&drv, &gone).unwrap();
+        let mut plan = crate::isolate::tests::dev(&[0, 1, 2, 3], &[0, 1, 2, 3]);
+        plan.isolation.clear();
+        let mut asked = Vec::new();
+        let ev = keep(&sys, &d, &id, "eth0", &plan, &mut |c| {
+            asked.push(c.describe());
+            false
+        });
+        assert_eq!(asked, vec![rule.describe()], "asked once, for the gone rule only");
+        assert!(ev.is_empty(), "{ev:?}");
+        assert_eq!(fs::read_to_string(&drv).unwrap(), gone, "nothing written while held back");
+        assert_eq!(read_record(&d, &id).unwrap(), rec, "still rsskit's");
+        // Allowed: put back at its location.
+        let ev = keep(&sys, &d, &id, "eth0", &plan, &mut |_| true);
+        assert_eq!(ev, vec![KeepEvent::PutBack(rule)], "{ev:?}");
+        assert!(fs::read_to_string(&drv).unwrap().contains("udp4 dst-port 443 context 1 loc 9"));
         fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -483,6 +483,14 @@ pub enum ContextRequest {
 /// The `ETHTOOL_SRSSH` request that creates (`context` =
 /// [`ETH_RXFH_CONTEXT_ALLOC`]) or rewrites context `context` with this table
 /// and key: the main table's request with the context id in its header.
+///
+/// `hfunc` and `input_xfrm` stay 0. Kernel 7.x `ethtool_set_rxfh`
+/// (`net/ethtool/ioctl.c`): a new context starts with both at their
+/// `NO_CHANGE` values (`ethtool_rxfh_ctx_alloc`) and any `input_xfrm` other
+/// than `RXH_XFRM_NO_CHANGE` is stored, so 0 on create means "no input
+/// transform" for the new context (it does not inherit the main table's);
+/// `hfunc` 0 is `ETH_RSS_HASH_NO_CHANGE`. A driver without per-context keys
+/// refuses a key on a context (`EOPNOTSUPP`), hence `None` from isolate.
 pub fn context_set_request(context: u32, indir: &[u32], key: Option<&[u8]>) -> Vec<u32> {
     let mut buf = super::rssh_set_request(Some(indir), key);
     buf[1] = context;
@@ -492,6 +500,9 @@ pub fn context_set_request(context: u32, indir: &[u32], key: Option<&[u8]>) -> V
 /// The `ETHTOOL_SRSSH` request that deletes context `context`: its id with
 /// `indir_size` and `key_size` 0 (the kernel's `rss_delete`; on context 0
 /// the same request would reset the main table, so 0 is never sent).
+/// Since 6.13 the kernel refuses it with `EBUSY` while a `FLOW_RSS` rule
+/// names the context (`ethtool_check_rss_ctx_busy`, `net/ethtool/common.c`):
+/// delete the rules first.
 pub fn context_delete_request(context: u32) -> Vec<u32> {
     let mut buf = super::rssh_set_request(Some(&[]), None);
     buf[1] = context;

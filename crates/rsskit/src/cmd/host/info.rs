@@ -6,6 +6,7 @@
 use crate::cmd::common::print_json;
 use anyhow::{bail, Result};
 use rsskit_core::key::MICROSOFT_KEY;
+use rsskit_host::isolate::IsolationSupport;
 use rsskit_host::nic_rules::NicRules;
 use rsskit_host::sysroot::Sysroot;
 use rsskit_linux::cpulist;
@@ -71,6 +72,9 @@ JSON fields (--json prints one object):
                         reason}], contexts {id: {id, key, table, xfrm}},
                         unreadable_contexts {id: reason}, not_listed (the
                         driver's answer when it lists none)} or {unreadable}
+    isolation          {rss_contexts {supported, reason}, flow_rules
+                        {supported, reason}, possible (whether plan
+                        --isolate could work here)} or {unreadable}
     rx_queues          [{queue, rps_cpus, rps_mask, rps_flow_cnt, rss_table_entries,
                         napi_id, napi_pid, irq_source, irq, irq_name, irq_cpus,
                         irq_effective_cpus}]; napi_id and napi_pid (the NAPI
@@ -126,6 +130,8 @@ struct Iface {
     coalesce: Option<Answer<Coalesce>>,
     /// Why the ethtool netlink family was not used at all, if it was not.
     netlink_unavailable: Option<String>,
+    // isolate2: whether `--isolate` could work here, or why it could not be read.
+    isolation: Result<IsolationSupport, String>,
 }
 
 /// Where the queue -> IRQ links came from.
@@ -249,6 +255,8 @@ fn gather(roots: &Roots, name: &str, interrupts: &[netdev::IrqLine]) -> Result<I
         rings: Some(nic.rings().map_err(nodev)?),
         coalesce: Some(nic.coalesce().map_err(nodev)?),
         netlink_unavailable: nic.netlink_unavailable().map(str::to_string),
+        isolation: rsskit_host::nic_rules::isolation_support(&Sysroot::live(), name)
+            .map_err(|e| e.to_string()),
     })
 }
 
@@ -273,6 +281,7 @@ fn from_state(d: rsskit_host::sysroot::DeviceState) -> Iface {
         rings: None,
         coalesce: None,
         netlink_unavailable: None,
+        isolation: Err("a capture holds no RSS contexts or flow rules".into()),
     }
 }
 
@@ -410,7 +419,17 @@ fn notes(topo: &Topology, i: &Iface) -> Vec<String> {
                 cpulist::format(&bad)
             ));
         }
-        let unused: Vec<usize> = (0..nrx).filter(|q| !r.indir.contains(&(*q as u32))).collect();
+        let mut unused: Vec<usize> = (0..nrx).filter(|q| !r.indir.contains(&(*q as u32))).collect();
+        // isolate2: a queue a flow rule reaches (directly or through an RSS context) is not idle.
+        if let Ok(rules) = &i.rules {
+            for (qs, how) in rules.reaching(&unused) {
+                out.push(format!(
+                    "RX queue(s) {} are left out of the indirection table: they get the flows of {how}",
+                    cpulist::format(&qs)
+                ));
+                unused.retain(|q| !qs.contains(q));
+            }
+        }
         if !unused.is_empty() {
             out.push(format!(
                 "RX queue(s) {} get no RSS traffic: the indirection table never names them",
@@ -560,6 +579,7 @@ fn iface_json(topo: &Topology, i: &Iface, dk: Option<&DefaultKey>) -> Value {
             Ok(r) => json!(r),
             Err(e) => json!({ "unreadable": e }),
         },
+        "isolation": isolation_json(&i.isolation),
         "rx_queues": rx,
         "tx_queues": tx,
         "irqs": i.irqs,
@@ -567,7 +587,42 @@ fn iface_json(topo: &Topology, i: &Iface, dk: Option<&DefaultKey>) -> Value {
     })
 }
 
+/// What `--isolate` needs of the NIC, each `{supported, reason}`.
+fn isolation_json(iso: &Result<IsolationSupport, String>) -> Value {
+    let one = |why: &Option<String>| match why {
+        None => json!({ "supported": true }),
+        Some(w) => json!({ "supported": false, "reason": w }),
+    };
+    match iso {
+        Ok(x) => json!({
+            "rss_contexts": one(&x.no_contexts),
+            "flow_rules": one(&x.no_rules),
+            "possible": x.no_contexts.is_none() && x.no_rules.is_none(),
+        }),
+        Err(e) => json!({ "unreadable": e }),
+    }
+}
+
 // ---------------------------------------------------------------- text
+
+/// Whether `plan --isolate` could work on this NIC, and why not.
+fn isolation_text(s: &mut String, iso: &Result<IsolationSupport, String>) {
+    let x = match iso {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = writeln!(s, "  Service isolation (--isolate): not read ({e})");
+            return;
+        }
+    };
+    let one = |why: &Option<String>| why.as_ref().map_or_else(|| "yes".to_string(), |w| format!("no ({w})"));
+    let verdict = if x.no_contexts.is_none() && x.no_rules.is_none() { "possible" } else { "refused" };
+    let _ = writeln!(
+        s,
+        "  Service isolation (--isolate): {verdict}; RSS contexts: {}; flow rules: {}",
+        one(&x.no_contexts),
+        one(&x.no_rules)
+    );
+}
 
 /// The NIC's flow rules (looked at before the table) and their contexts.
 fn rules_text(s: &mut String, rules: &Result<NicRules, String>) {
@@ -766,6 +821,7 @@ fn iface_text(s: &mut String, topo: &Topology, i: &Iface, dk: Option<&DefaultKey
         napi + &irq
     };
     rules_text(s, &i.rules);
+    isolation_text(s, &i.isolation);
     match &i.map.kernel_unavailable {
         None => {
             let _ = writeln!(s, "  Queue -> NAPI -> IRQ map: {}", i.map.source);
@@ -1015,8 +1071,53 @@ mod tests {
                 via: Via::Netlink,
             }),
             netlink_unavailable: None,
+            isolation: Ok(IsolationSupport::default()),
         };
         (topo, dk, vec![nic])
+    }
+
+    // isolate2: info says whether --isolate would be refused, and why.
+    #[test]
+    fn isolation_support_is_said_in_text_and_json() {
+        let (topo, dk, mut ifaces) = fake_nic();
+        let t = to_text(&topo, &dk, &ifaces);
+        assert!(
+            t.contains("  Service isolation (--isolate): possible; RSS contexts: yes; flow rules: yes\n"),
+            "{t}"
+        );
+        let j = to_json(&topo, &dk, &ifaces);
+        assert_eq!(
+            j["interfaces"][0]["isolation"],
+            json!({"rss_contexts": {"supported": true}, "flow_rules": {"supported": true}, "possible": true})
+        );
+        ifaces[0].isolation = Ok(IsolationSupport {
+            no_contexts: Some("ETHTOOL_GRSSH with an RSS context: Operation not supported".into()),
+            no_rules: None,
+        });
+        let t = to_text(&topo, &dk, &ifaces);
+        assert!(
+            t.contains("  Service isolation (--isolate): refused; RSS contexts: no (ETHTOOL_GRSSH with an RSS context: Operation not supported); flow rules: yes\n"),
+            "{t}"
+        );
+        let j = to_json(&topo, &dk, &ifaces);
+        let iso = &j["interfaces"][0]["isolation"];
+        assert_eq!(iso["possible"], false, "{iso}");
+        assert_eq!(iso["rss_contexts"]["supported"], false, "{iso}");
+        assert_eq!(
+            iso["rss_contexts"]["reason"],
+            "ETHTOOL_GRSSH with an RSS context: Operation not supported"
+        );
+        assert_eq!(iso["flow_rules"], json!({"supported": true}));
+        ifaces[0].isolation = Err("a capture holds no RSS contexts or flow rules".into());
+        let t = to_text(&topo, &dk, &ifaces);
+        assert!(
+            t.contains("  Service isolation (--isolate): not read (a capture holds no RSS contexts"),
+            "{t}"
+        );
+        assert_eq!(
+            to_json(&topo, &dk, &ifaces)["interfaces"][0]["isolation"],
+            json!({"unreadable": "a capture holds no RSS contexts or flow rules"})
+        );
     }
 
     #[test]
@@ -1183,6 +1284,19 @@ mod tests {
             n.contains(&"the indirection table names ring(s) 5 but the device has 3 RX queue(s)".to_string()),
             "{n:?}"
         );
+        // Queue 2 is out of the table, but rule 3 reaches it through context 1 (table 2, 3, 2, 3).
+        assert!(
+            n.contains(
+                &"RX queue(s) 2 are left out of the indirection table: they get the flows of rule(s) 3 \
+                  through RSS context 1"
+                    .to_string()
+            ),
+            "{n:?}"
+        );
+        assert!(!n.iter().any(|x| x.contains("get no RSS traffic")), "{n:?}");
+        // Without the rule, nothing reaches it.
+        i.rules = Ok(NicRules::default());
+        let n = notes(&topo, i);
         assert!(
             n.contains(
                 &"RX queue(s) 2 get no RSS traffic: the indirection table never names them".to_string()
