@@ -272,7 +272,7 @@ _rsskit() {
             return 0
             ;;
         rsskit__subcmd__apply)
-            opts="-h --iface --cpus --app-cpus --unit --key --rps-flow-cnt --rps-sock-flow-entries --hash-fields --software-rss --rebalance --from --isolate --sysroot --napi-defer-hard-irqs --gro-flush-timeout --dry-run --save --restore --persist --root --lock-wait --allow-weak-key --help"
+            opts="-h --iface --cpus --app-cpus --unit --key --rps-flow-cnt --rps-sock-flow-entries --hash-fields --software-rss --rebalance --from --isolate --sysroot --napi-defer-hard-irqs --gro-flush-timeout --rx-ring --tx-ring --coalesce --channels --dry-run --save --restore --persist --root --lock-wait --allow-weak-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -335,6 +335,22 @@ _rsskit() {
                     return 0
                     ;;
                 --gro-flush-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --rx-ring)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tx-ring)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --coalesce)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --channels)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1624,7 +1640,7 @@ _rsskit() {
             return 0
             ;;
         rsskit__subcmd__plan)
-            opts="-h --iface --cpus --app-cpus --unit --key --rps-flow-cnt --rps-sock-flow-entries --hash-fields --software-rss --rebalance --from --isolate --sysroot --napi-defer-hard-irqs --gro-flush-timeout --json --allow-weak-key --help"
+            opts="-h --iface --cpus --app-cpus --unit --key --rps-flow-cnt --rps-sock-flow-entries --hash-fields --software-rss --rebalance --from --isolate --sysroot --napi-defer-hard-irqs --gro-flush-timeout --rx-ring --tx-ring --coalesce --channels --json --allow-weak-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1687,6 +1703,22 @@ _rsskit() {
                     return 0
                     ;;
                 --gro-flush-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --rx-ring)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tx-ring)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --coalesce)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --channels)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -114,6 +114,10 @@ complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l isolate -d 'Give 
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l sysroot -d 'Read and write a tree shaped like /sys and /proc under DIR instead (tests)' -r -F
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l napi-defer-hard-irqs -d 'NAPI: napi_defer_hard_irqs for each planned device (IRQs kept masked over N empty polls; 0-2147483647)' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l gro-flush-timeout -d 'NAPI: gro_flush_timeout for each planned device, in nanoseconds (0-3600000000000)' -r
+complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l rx-ring -d 'Descriptors per RX ring (ethtool -G rx), 1 to the device\'s maximum; default: kept' -r
+complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l tx-ring -d 'Descriptors per TX ring (ethtool -G tx), 1 to the device\'s maximum; default: kept' -r
+complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l coalesce -d 'Interrupt coalescing: adaptive (RX and TX moderation by load) or fixed:USECS[,FRAMES] (adaptive RX off, an RX interrupt USECS after a frame or at FRAMES frames); default: kept' -r
+complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l channels -d 'Combined channels: keep (default: changing the count resets every queue and IRQ of a live NIC, dropping traffic for a moment), auto (one queue per planned CPU up to the device\'s maximum) or a count. The plan prints the decision and why' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l json -d 'Print the plan as JSON (the input of `rsskit apply`)'
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l allow-weak-key -d 'Use a --key that cannot reach every RSS bucket (e.g. all zero: every flow in bucket 0) instead of refusing it'
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -s h -l help -d 'Print help'
@@ -133,6 +137,10 @@ complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l isolate -d 'Give
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l sysroot -d 'Read and write a tree shaped like /sys and /proc under DIR instead (tests)' -r -F
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l napi-defer-hard-irqs -d 'NAPI: napi_defer_hard_irqs for each planned device (IRQs kept masked over N empty polls; 0-2147483647)' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l gro-flush-timeout -d 'NAPI: gro_flush_timeout for each planned device, in nanoseconds (0-3600000000000)' -r
+complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l rx-ring -d 'Descriptors per RX ring (ethtool -G rx), 1 to the device\'s maximum; default: kept' -r
+complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l tx-ring -d 'Descriptors per TX ring (ethtool -G tx), 1 to the device\'s maximum; default: kept' -r
+complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l coalesce -d 'Interrupt coalescing: adaptive (RX and TX moderation by load) or fixed:USECS[,FRAMES] (adaptive RX off, an RX interrupt USECS after a frame or at FRAMES frames); default: kept' -r
+complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l channels -d 'Combined channels: keep (default: changing the count resets every queue and IRQ of a live NIC, dropping traffic for a moment), auto (one queue per planned CPU up to the device\'s maximum) or a count. The plan prints the decision and why' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l save -d 'Save the values replaced to FILE, a new file (default: /var/lib/rsskit/rsskit-saved-<time>.json)' -r -F
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l restore -d 'Put back the values saved in FILE by an earlier apply' -r -F
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l root -d 'Prefix every rsskit file (/etc/rsskit, /run/rsskit.lock, the udev rule, the units, irqbalance\'s options) with DIR' -r -F

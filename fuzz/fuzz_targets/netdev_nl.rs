@@ -25,4 +25,8 @@ fuzz_target!(|data: &[u8]| {
         assert!(ns.len() <= msgs.len());
     }
     let _ = netdev_nl::decode_family(&msgs, "netdev");
+    // nicres: qstats drop counters, each named once.
+    if let Ok(d) = netdev_nl::decode_qstats_drops(&msgs, 1) {
+        assert!(d.len() <= netdev_nl::QSTATS_DROPS.len());
+    }
 });

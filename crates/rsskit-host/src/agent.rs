@@ -369,8 +369,9 @@ impl Agent {
     /// Per RX queue packets (where the driver names them) and the imbalance
     /// over the last interval.
     fn queue_stats(&mut self, name: &str, m: &mut DeviceMetrics) {
-        if let Ok(Some(d)) = softnet::nic_drops(&self.sys.roots, name) {
-            m.nic_drops = d;
+        // nicres: qstats where the driver has them, its ethtool -S names otherwise.
+        if let Ok(Some(d)) = softnet::nic_drop_counters(&self.sys.roots, name, self.sys.is_live()) {
+            m.nic_drops = d.counters;
         }
         if !self.sys.is_live() {
             return;

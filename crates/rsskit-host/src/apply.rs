@@ -26,7 +26,7 @@ use crate::lock::{self, HostLock, LockError};
 use crate::persist::{self, Identity, PersistError};
 use crate::plan::Plan;
 use crate::sysroot::{Sysroot, SysrootError};
-use crate::tune::{self, Outcome, Setting, TuneError};
+use crate::tune::{self, Outcome, Setting, Target, TuneError};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -271,6 +271,8 @@ impl<'a> Locked<'a> {
             SaveTo::StateDir => self.free_save_name(opts.now)?,
         };
         let mut save = tune::save_of(changes, opts.now);
+        // nicres: what a channel change may reset, read before anything is written.
+        let before = self.before_channels(changes)?;
         // Contexts and rules before the settings (the main table shrinks
         // among them): the order is isolate::write's. Created before the
         // save so that it records their ids (the kernel picks them); undone
@@ -289,6 +291,9 @@ impl<'a> Locked<'a> {
             self.ban_pinned(plan, restarter, observe)?;
         }
         let failed = self.write(changes, observe)?;
+        // nicres
+        let (more, more_failed) =
+            self.after_channels(plan, changes, (&path, save.clone(), &before), observe)?;
         if opts.persist {
             self.store_plans(plan, opts.now, observe)?;
             // What this run created is what the persisted plan owns.
@@ -298,7 +303,7 @@ impl<'a> Locked<'a> {
                     .map_err(ApplyError::IsolationRecord)?;
             }
         }
-        Ok(ApplyReport { written: changes.len(), failed, save: Some(path) })
+        Ok(ApplyReport { written: changes.len() + more, failed: failed + more_failed, save: Some(path) })
     }
 
     /// Writes every setting in order, reading each back; returns how many
@@ -434,14 +439,169 @@ impl<'a> Locked<'a> {
     }
 }
 
+// nicres: a channel change inside an apply and its restore.
+impl Locked<'_> {
+    /// The current values of what a channel change may reset on each
+    /// device whose count `changes` sets (table, key, hashed fields, queue
+    /// IRQs, RPS, XPS, rings, coalescing): the save keeps these, not what
+    /// the device shows after the change.
+    fn before_channels(&self, changes: &[Setting]) -> Result<Vec<tune::SavedValue>, TuneError> {
+        let mut out = Vec::new();
+        for s in changes.iter().filter(|s| matches!(s.target, Target::Channels { .. })) {
+            let dev = self.sys.device(s.device())?;
+            let device = || dev.name.clone();
+            let mut targets = vec![
+                Target::RssTable { device: device() },
+                Target::RssKey { device: device() },
+                Target::RxRing { device: device() },
+                Target::TxRing { device: device() },
+                Target::Coalesce { device: device() },
+            ];
+            if let Some(h) = dev.hash.ok() {
+                targets.extend(h.iter().map(|f| Target::HashFields { device: device(), flow: f.flow }));
+            }
+            targets.extend(
+                dev.irqs
+                    .iter()
+                    .filter(|x| x.queue.is_some())
+                    .map(|x| Target::IrqAffinity { device: device(), irq: x.irq }),
+            );
+            for q in &dev.rx {
+                let queue = q.queue as u32;
+                targets.push(Target::RpsCpus { device: device(), queue });
+                targets.push(Target::RpsFlowCnt { device: device(), queue });
+            }
+            targets
+                .extend(dev.tx.iter().map(|q| Target::XpsCpus { device: device(), queue: q.queue as u32 }));
+            for target in targets {
+                let probe = Setting { what: String::new(), old: None, new: String::new(), target };
+                if let Some(value) = tune::current(self.sys, &probe)? {
+                    out.push(tune::SavedValue { target: probe.target, value });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// After channel counts were written: each such device's plan read and
+    /// written now that its queues exist, the save file rewritten first
+    /// with the values they replace (as read before the change where the
+    /// setting existed then). Returns (written, not applied).
+    fn after_channels(
+        &self,
+        plan: &Plan,
+        changes: &[Setting],
+        (path, save, before): (&Path, tune::SaveFile, &[tune::SavedValue]),
+        observe: &mut dyn FnMut(Step),
+    ) -> Result<(usize, usize), ApplyError> {
+        let devices: Vec<&str> = changes
+            .iter()
+            .filter(|s| matches!(s.target, Target::Channels { .. }))
+            .map(|s| s.device())
+            .collect();
+        if devices.is_empty() {
+            return Ok((0, 0));
+        }
+        let (rest, _) = preview(self.sys, plan)?;
+        let rest: Vec<Setting> = rest
+            .into_iter()
+            .filter(|s| devices.contains(&s.device()) && !matches!(s.target, Target::Channels { .. }))
+            .collect();
+        if rest.is_empty() {
+            return Ok((0, 0));
+        }
+        let mut save = save;
+        for s in rest.iter().filter(|s| !s.unchanged()) {
+            let value = before
+                .iter()
+                .find(|b| b.target == s.target)
+                .map(|b| b.value.clone())
+                .or_else(|| s.old.clone());
+            if let (Some(value), false) = (value, save.settings.iter().any(|x| x.target == s.target)) {
+                save.settings.push(tune::SavedValue { target: s.target.clone(), value });
+            }
+        }
+        tune::rewrite_save(path, &save)?;
+        observe(Step::Saved { path, values: save.settings.len() });
+        let failed = self.write(&rest, observe)?;
+        Ok((rest.len(), failed))
+    }
+}
+
+/// After a restore wrote `written`: when it put a channel count back, the
+/// rest of save file `file`, read again now that the queues are as saved
+/// (empty otherwise).
+pub fn restore_rest(sys: &Sysroot, file: &Path, written: &[Setting]) -> Result<Vec<Setting>, TuneError> {
+    if !written.iter().any(|s| matches!(s.target, Target::Channels { .. })) {
+        return Ok(Vec::new());
+    }
+    restore_changes(sys, file)
+}
+
 /// The settings of save file `file` that differ from the host now, every
 /// entry checked against the host first (one bad entry and none is
-/// returned), in write order.
+/// returned), in write order. A channel count that differs comes alone
+/// (the queues it removes or adds decide what the rest can be); entries of
+/// queues and IRQs that went away with the count are left out.
 pub fn restore_changes(sys: &Sysroot, file: &Path) -> Result<Vec<Setting>, TuneError> {
     let save = tune::read_save(file)?;
+    // nicres: channel counts first.
+    let counts: Vec<tune::SavedValue> =
+        save.settings.iter().filter(|s| matches!(s.target, Target::Channels { .. })).cloned().collect();
+    let save = if counts.is_empty() {
+        save
+    } else {
+        // Going back to fewer queues: their tables first (the saved table
+        // fits the saved count, and the kernel refuses fewer queues than
+        // the table names); to more, the tables after them.
+        let fewer = |c: &tune::SavedValue| {
+            let now =
+                sys.device(c.target.device()).ok().and_then(|d| d.channels.ok().map(|x| x.combined_count));
+            c.value.parse::<u32>().ok().zip(now).is_some_and(|(saved, now)| saved < now)
+        };
+        let shrinking: Vec<&str> = counts.iter().filter(|c| fewer(c)).map(|c| c.target.device()).collect();
+        let tables = save.settings.iter().filter(|s| {
+            matches!(s.target, Target::RssTable { .. }) && shrinking.contains(&s.target.device())
+        });
+        let first = tune::SaveFile {
+            saved_at: save.saved_at,
+            settings: tables.chain(&counts).cloned().collect(),
+            created: Vec::new(),
+        };
+        let ch: Vec<Setting> =
+            tune::restore_settings(sys, file, &first)?.into_iter().filter(|s| !s.unchanged()).collect();
+        if ch.iter().any(|s| matches!(s.target, Target::Channels { .. })) {
+            return Ok(ch);
+        }
+        without_gone_queues(sys, save, &counts)
+    };
     let changes: Vec<Setting> =
         tune::restore_settings(sys, file, &save)?.into_iter().filter(|s| !s.unchanged()).collect();
     tune::push_hash_fields(sys, changes)
+}
+
+/// `save` without the entries of the devices of `counts` whose queue or
+/// IRQ no longer exists (it came and went with a channel count).
+fn without_gone_queues(sys: &Sysroot, save: tune::SaveFile, counts: &[tune::SavedValue]) -> tune::SaveFile {
+    let mut devices: Vec<crate::sysroot::DeviceState> = Vec::new();
+    for c in counts {
+        if let Ok(d) = sys.device(c.target.device()) {
+            devices.push(d);
+        }
+    }
+    let gone = |t: &Target| {
+        let Some(d) = devices.iter().find(|d| d.name == t.device()) else { return false };
+        match t {
+            Target::RpsCpus { queue, .. } | Target::RpsFlowCnt { queue, .. } => {
+                !d.rx.iter().any(|q| q.queue == *queue as usize)
+            }
+            Target::XpsCpus { queue, .. } => !d.tx.iter().any(|q| q.queue == *queue as usize),
+            Target::IrqAffinity { irq, .. } => !d.irqs.iter().any(|x| x.irq == *irq),
+            _ => false,
+        }
+    };
+    let settings = save.settings.into_iter().filter(|s| !gone(&s.target)).collect();
+    tune::SaveFile { settings, ..save }
 }
 
 /// The contexts and rules save file `file` records as created (checked).

@@ -7,6 +7,7 @@
 
 use crate::sysroot::SysrootError;
 use rsskit_core::flowrule::parse_rule;
+use rsskit_linux::ethtool::params::{Coalesce, Rings};
 use rsskit_linux::ethtool::rxnfc::{self, ContextRss, RuleEntry, RuleTable};
 use rsskit_linux::ethtool::{self, Channels, FlowHash, Reported, Rss};
 use serde::{Deserialize, Serialize};
@@ -40,6 +41,24 @@ pub(crate) struct FakeDriver {
     /// Additional RSS contexts by id (`"1"`); each its key and table.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub contexts: BTreeMap<String, FakeRss>,
+    // nicres: NIC resources.
+    /// Ring sizes and maxima; absent = no `ETHTOOL_GRINGPARAM`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rings: Option<Rings>,
+    /// The driver rounds ring sizes up to a multiple of this (as e1000e
+    /// and ixgbe round to 8); absent = kept as asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ring_align: Option<u32>,
+    /// Interrupt coalescing; absent = no `ETHTOOL_GCOALESCE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coalesce: Option<Coalesce>,
+    /// The driver refuses adaptive moderation (`ETHTOOL_SCOALESCE` with
+    /// `use_adaptive_*` set: EOPNOTSUPP, as igb does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_adaptive: Option<bool>,
+    /// Most combined channels (`max_combined`); absent = the count now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_combined: Option<u32>,
     // Service isolation (issue 33 item 3): a driver without RSS contexts.
     /// Refuse every RSS context (`ETHTOOL_GRSSH`/`SRSSH` with one) as
     /// `EOPNOTSUPP`: a driver without `create_rxfh_context`.
@@ -97,7 +116,9 @@ pub(crate) fn device(dir: &Path, name: &str) -> Result<DriverParts, SysrootError
     }
     let channels = match f.combined {
         Some(c) => {
-            Reported::Supported(Channels { combined_count: c, max_combined: c, ..Channels::default() })
+            // nicres: max_combined from the file when it says.
+            let max_combined = f.max_combined.unwrap_or(c).max(c);
+            Reported::Supported(Channels { combined_count: c, max_combined, ..Channels::default() })
         }
         None => not("ETHTOOL_GCHANNELS"),
     };
@@ -426,6 +447,145 @@ pub(crate) fn set_thread_cpus(
         })
         .collect();
     std::fs::write(&path, out.join("\n") + "\n").map_err(|e| bad(e.to_string()))?;
+    Ok(Reported::Supported(()))
+}
+
+// nicres: ring sizes and coalescing on the fake driver.
+
+fn not_supported<T>(what: &str) -> Reported<T> {
+    Reported::Unsupported { reason: format!("{what}: operation not supported by the driver") }
+}
+
+/// `ETHTOOL_GRINGPARAM` on the fake driver.
+pub(crate) fn rings(dir: &Path, name: &str) -> Result<Reported<Rings>, SysrootError> {
+    Ok(read(dir, name)?.rings.map_or_else(|| not_supported("ETHTOOL_GRINGPARAM"), Reported::Supported))
+}
+
+/// `ETHTOOL_SRINGPARAM` on the fake driver: refused past the maxima or at
+/// 0 (as the kernel's `ethnl_set_rings` and the ioctl do), rounded up to
+/// `ring_align` when the file says.
+pub(crate) fn set_rings(dir: &Path, name: &str, rx: u32, tx: u32) -> Result<Reported<()>, SysrootError> {
+    let mut f = read(dir, name)?;
+    let align = f.ring_align.unwrap_or(1).max(1);
+    let Some(r) = f.rings.as_mut() else { return Ok(not_supported("ETHTOOL_SRINGPARAM")) };
+    if rx == 0 || tx == 0 || rx > r.rx_max || tx > r.tx_max {
+        return Ok(Reported::Unsupported {
+            reason: "ETHTOOL_SRINGPARAM: Invalid argument (os error 22)".into(),
+        });
+    }
+    r.rx = rx.div_ceil(align).saturating_mul(align).min(r.rx_max);
+    r.tx = tx.div_ceil(align).saturating_mul(align).min(r.tx_max);
+    write_back(dir, name, &f)?;
+    Ok(Reported::Supported(()))
+}
+
+/// `ETHTOOL_GCOALESCE` on the fake driver.
+pub(crate) fn coalesce(dir: &Path, name: &str) -> Result<Reported<Coalesce>, SysrootError> {
+    Ok(read(dir, name)?.coalesce.map_or_else(|| not_supported("ETHTOOL_GCOALESCE"), Reported::Supported))
+}
+
+/// `ETHTOOL_SCOALESCE` on the fake driver.
+pub(crate) fn set_coalesce(dir: &Path, name: &str, c: &Coalesce) -> Result<Reported<()>, SysrootError> {
+    let mut f = read(dir, name)?;
+    if f.coalesce.is_none() {
+        return Ok(not_supported("ETHTOOL_SCOALESCE"));
+    }
+    if f.no_adaptive == Some(true) && (c.adaptive_rx || c.adaptive_tx) {
+        return Ok(Reported::Unsupported {
+            reason: "ETHTOOL_SCOALESCE: Operation not supported (os error 95)".into(),
+        });
+    }
+    f.coalesce = Some(*c);
+    write_back(dir, name, &f)?;
+    Ok(Reported::Supported(()))
+}
+
+/// `ETHTOOL_SCHANNELS` (combined) on the fake driver, with what the
+/// kernel and an MSI-X driver do around it: refused past `max_combined`
+/// or while the table names a queue past the new count; queue directories
+/// created (RPS and XPS off) or removed; one IRQ per new queue, numbered
+/// after the highest, named as queue 0's, on every online CPU; the IRQs of
+/// removed queues gone. Queues and IRQs that stay are not touched.
+pub(crate) fn set_channels(
+    dir: &Path,
+    roots: &rsskit_linux::netdev::Roots,
+    name: &str,
+    n: u32,
+) -> Result<Reported<()>, SysrootError> {
+    let mut f = read(dir, name)?;
+    let Some(cur) = f.combined else { return Ok(not_supported("ETHTOOL_SCHANNELS")) };
+    let max = f.max_combined.unwrap_or(cur).max(cur);
+    let table_past = f.rss.as_ref().is_some_and(|r| r.table.iter().any(|&q| q >= n));
+    if n == 0 || n > max || table_past {
+        return Ok(Reported::Unsupported {
+            reason: "ETHTOOL_SCHANNELS: Invalid argument (os error 22)".into(),
+        });
+    }
+    let fake = |e: io::Error| SysrootError::Fake { path: roots.sys.clone(), msg: e.to_string() };
+    let queues = roots.sys.join(format!("class/net/{name}/queues"));
+    let (cur, n) = (cur as usize, n as usize);
+    for q in n..cur {
+        fs::remove_dir_all(queues.join(format!("rx-{q}"))).map_err(fake)?;
+        fs::remove_dir_all(queues.join(format!("tx-{q}"))).map_err(fake)?;
+    }
+    for q in cur..n {
+        for (d, files) in [
+            ("rx", &[("rps_cpus", "00000000\n"), ("rps_flow_cnt", "0\n")][..]),
+            ("tx", &[("xps_cpus", "00000000\n")][..]),
+        ] {
+            let qd = queues.join(format!("{d}-{q}"));
+            fs::create_dir_all(&qd).map_err(fake)?;
+            for (file, text) in files {
+                fs::write(qd.join(file), text).map_err(fake)?;
+            }
+        }
+    }
+    let irqs = rsskit_linux::netdev::iface_irqs(roots, name, &rsskit_linux::netdev::interrupts(roots));
+    let ipath = roots.proc.join("interrupts");
+    let text = fs::read_to_string(&ipath).map_err(fake)?;
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let msi = roots.sys.join(format!("class/net/{name}/device/msi_irqs"));
+    for x in irqs
+        .iter()
+        .filter(|x| x.queue.is_some_and(|q| q >= n) && x.kind != rsskit_linux::netdev::IrqKind::Other)
+    {
+        lines.retain(|l| l.split(':').next().map(str::trim) != Some(&x.irq.to_string()));
+        let _ = fs::remove_dir_all(roots.proc.join(format!("irq/{}", x.irq)));
+        let _ = fs::remove_file(msi.join(x.irq.to_string()));
+    }
+    if n > cur {
+        let first = irqs.iter().find(|x| x.queue == Some(0) && x.name.ends_with('0'));
+        let Some(first) = first else { return Ok(not_supported("ETHTOOL_SCHANNELS (no queue IRQ to copy)")) };
+        let prefix = &first.name[..first.name.len() - 1];
+        let top =
+            lines.iter().filter_map(|l| l.split(':').next()?.trim().parse::<u32>().ok()).max().unwrap_or(0);
+        let at = lines
+            .iter()
+            .rposition(|l| l.trim_end().ends_with(&format!("{prefix}{}", cur - 1)))
+            .map_or(lines.len(), |i| i + 1);
+        let ncpu = lines.first().map_or(1, |h| h.split_whitespace().count());
+        let online =
+            rsskit_linux::cpulist::format(&rsskit_linux::topology::Topology::read_from(&roots.sys).online);
+        for (i, q) in (cur..n).enumerate() {
+            let irq = top + 1 + i as u32;
+            let counts: String = (0..ncpu).map(|_| format!("{:>11}", 0)).collect();
+            lines.insert(at + i, format!("{irq:>3}:{counts}  IR-PCI-MSIX-fake    {q}-edge      {prefix}{q}"));
+            let d = roots.proc.join(format!("irq/{irq}"));
+            fs::create_dir_all(&d).map_err(fake)?;
+            fs::write(d.join("smp_affinity_list"), format!("{online}\n")).map_err(fake)?;
+            fs::write(d.join("effective_affinity_list"), "0\n").map_err(fake)?;
+            if msi.is_dir() {
+                fs::write(msi.join(irq.to_string()), "msix\n").map_err(fake)?;
+            }
+        }
+    }
+    let mut out = lines.join("\n");
+    if text.ends_with('\n') {
+        out.push('\n');
+    }
+    fs::write(&ipath, out).map_err(fake)?;
+    f.combined = Some(n as u32);
+    write_back(dir, name, &f)?;
     Ok(Reported::Supported(()))
 }
 

@@ -438,6 +438,32 @@ fn irqbalance_owned_irqs(d: &DeviceState, ib: &IrqBalance, f: &mut Findings) {
     }
 }
 
+// nicres: NIC drops during the check.
+
+/// Notes `v` with a warning when the NIC's drop counters grew between the
+/// check's start (`before`) and its end (`after`): each counter named with
+/// its growth and the source that answered. Frames lost now are not a
+/// misalignment, so the verdict stands. Returns whether any grew.
+pub fn note_drops(
+    v: &mut DeviceVerdict,
+    before: Option<&crate::softnet::NicDrops>,
+    after: Option<&crate::softnet::NicDrops>,
+) -> bool {
+    let (Some(a), Some(b)) = (before, after) else { return false };
+    let grown = crate::softnet::drops_grown(a, b);
+    if grown.is_empty() {
+        return false;
+    }
+    let list: Vec<String> = grown.iter().map(|(k, d)| format!("{k} +{d}")).collect();
+    v.notes.push(format!(
+        "warning: the NIC dropped frames during the check ({}, from {}): out of RX buffers or overrun; \
+         larger rings (plan --rx-ring) or more queues may help",
+        list.join(", "),
+        b.source
+    ));
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -560,5 +586,19 @@ mod tests {
         let ib = IrqBalance { pid: 9, banned_irqs: vec![100] };
         let v = check_device(&t, &d, Some(&ib));
         assert!(v.problems.iter().any(|p| p.contains("IRQ(s) 101") && p.contains("--banirq=101")), "{v:?}");
+    }
+
+    // nicres
+    #[test]
+    fn drops_during_the_check_are_a_warning_naming_the_counter() {
+        use crate::softnet::NicDrops;
+        let mut v = DeviceVerdict { name: "eth0".into(), aligned: true, problems: vec![], notes: vec![] };
+        let a = NicDrops { source: "ethtool -S", counters: [("rx_out_of_buffer", 3)].into() };
+        assert!(!note_drops(&mut v, Some(&a), Some(&a)));
+        let b = NicDrops { source: "ethtool -S", counters: [("rx_out_of_buffer", 10)].into() };
+        assert!(note_drops(&mut v, Some(&a), Some(&b)));
+        assert!(v.aligned, "a warning, not a misalignment");
+        assert!(v.notes[0].contains("rx_out_of_buffer +7, from ethtool -S"), "{:?}", v.notes);
+        assert!(!note_drops(&mut v, None, Some(&b)));
     }
 }

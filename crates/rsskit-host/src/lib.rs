@@ -67,6 +67,7 @@ pub mod metrics_server;
 pub mod napi;
 pub mod nic_rebalance;
 pub mod nic_rules;
+pub mod nicres;
 pub mod persist;
 pub mod placement;
 pub mod plan;

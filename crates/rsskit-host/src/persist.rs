@@ -269,6 +269,8 @@ pub fn validate(p: &Persisted) -> Result<(), String> {
         let names: Vec<&str> = h.fields.iter().map(String::as_str).collect();
         rsskit_linux::ethtool::rxh_from_names(&names).map_err(|e| format!("{}: {e}", h.flow))?;
     }
+    // nicres
+    crate::nicres::validate(d)?;
     Ok(())
 }
 

@@ -93,6 +93,20 @@ pub enum PlanError {
         /// The largest the kernel accepts.
         max: u64,
     },
+    // nicres: NIC resources.
+    /// A ring size (`rx_ring`, `tx_ring`) or channel count (`channels`)
+    /// past the device's maximum, or 0.
+    #[error("{device}: {field} {asked} is out of range: the device takes 1 to {max}")]
+    OutOfRange {
+        /// The interface.
+        device: String,
+        /// The option: `rx_ring`, `tx_ring` or `channels`.
+        field: &'static str,
+        /// The value asked for.
+        asked: u32,
+        /// The device's maximum.
+        max: u32,
+    },
 }
 
 /// The key to plan.
@@ -160,6 +174,15 @@ pub struct PlanOptions {
     pub napi_defer_hard_irqs: Option<u64>,
     /// `gro_flush_timeout` (ns) for every planned device (`None`: keep).
     pub gro_flush_timeout: Option<u64>,
+    // nicres: NIC resources.
+    /// Descriptors per RX ring to set (`None`: kept).
+    pub rx_ring: Option<u32>,
+    /// Descriptors per TX ring to set (`None`: kept).
+    pub tx_ring: Option<u32>,
+    /// Interrupt coalescing to set (`None`: kept).
+    pub coalesce: Option<crate::nicres::CoalesceChoice>,
+    /// The channel count: kept, one per planned CPU, or a number.
+    pub channels: crate::nicres::ChannelChoice,
 }
 
 impl Default for PlanOptions {
@@ -175,6 +198,11 @@ impl Default for PlanOptions {
             app_cpus: None,
             napi_defer_hard_irqs: None,
             gro_flush_timeout: None,
+            // nicres
+            rx_ring: None,
+            tx_ring: None,
+            coalesce: None,
+            channels: crate::nicres::ChannelChoice::Keep,
         }
     }
 }
@@ -297,6 +325,8 @@ impl Plan {
                 valid_value(Kind::HashFields, &h.fields.join(","))
                     .map_err(|e| format!("{n}: {} hashed fields: {e}", h.flow))?;
             }
+            // nicres
+            crate::nicres::validate(d).map_err(|e| format!("{n}: {e}"))?;
         }
         Ok(())
     }
@@ -352,6 +382,19 @@ pub struct DevicePlan {
     pub steering: SteeringAdvice,
     /// What could not be planned, or should be known, in words.
     pub notes: Vec<String>,
+    // nicres: NIC resources.
+    /// Descriptors per RX ring to write (`ETHTOOL_SRINGPARAM`), when asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_ring: Option<u32>,
+    /// Descriptors per TX ring to write, when asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tx_ring: Option<u32>,
+    /// Interrupt coalescing to write (`field=N,...`: the fields it sets), when asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coalesce: Option<String>,
+    /// The channel count decided, and why (also when kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channels: Option<crate::nicres::ChannelPlan>,
     // Service isolation (issue 33 item 3, `--isolate`).
     /// Services given their own queues: an RSS context each and the rules into it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -644,8 +687,19 @@ fn plan_device_on(
     unit: usize,
     choice: placement::Choice,
 ) -> Result<DevicePlan, PlanError> {
-    let hw = d.hardware_rss();
     let mut notes = choice.rules;
+    // nicres: the channel count first; the rest is planned for that count.
+    let channels =
+        crate::nicres::choose_channels(&d.name, &d.channels, choice.cpus.len(), opts.channels, &mut notes)?;
+    let resized;
+    let d = match channels.as_ref().filter(|c| c.changes()) {
+        Some(c) => {
+            resized = crate::nicres::resized(d, c.chosen, &mut notes);
+            &resized
+        }
+        None => d,
+    };
+    let hw = d.hardware_rss();
     let cpus = choice.cpus;
     let dev_unit = if hw { unit } else { 0 };
     let rings = Rings::bind(d, cpus, dev_unit, &mut notes)?;
@@ -680,10 +734,22 @@ fn plan_device_on(
         None => steering_advice(spread, &rings.cpus, d.rx.len(), &rx, nic_key),
     };
     let hash_fields = plan_hash_fields(opts, hw, &mut notes);
-    let (napi_threaded, napi_threads) = plan_napi_threaded(d, &rx, &tx, &irqs, &mut notes);
+    let (napi_threaded, mut napi_threads) = plan_napi_threaded(d, &rx, &tx, &irqs, &mut notes);
+    // A channel change re-creates the NAPI instances under new ids: the
+    // threads of today's map are not the ones that will poll the queues.
+    if channels.as_ref().is_some_and(|c| c.changes()) && !napi_threads.is_empty() {
+        napi_threads.clear();
+        notes.push(
+            "NAPI threads are not pinned by this plan: the channel change re-creates them under new ids; \
+             plan again after apply to pin them"
+                .into(),
+        );
+    }
     if d.queue_map.is_kernel() {
         notes.push(d.queue_map.note());
     }
+    // nicres
+    let res = crate::nicres::plan_resources(d, opts, &mut notes)?;
     if !hw && d.rss.ok().is_some() && d.rx.len() <= 1 {
         let by = if spread.xdp { "rsskit's XDP program" } else { "RPS" };
         notes.push(format!("one RX queue: {by} spreads its flows instead of the NIC"));
@@ -711,6 +777,11 @@ fn plan_device_on(
         napi_threaded,
         steering,
         notes,
+        // nicres
+        rx_ring: res.rx_ring,
+        tx_ring: res.tx_ring,
+        coalesce: res.coalesce,
+        channels,
         isolation: Vec::new(),
         napi_threads,
         napi_defer_hard_irqs: opts.napi_defer_hard_irqs,
@@ -1133,6 +1204,9 @@ pub(crate) mod tests {
                 })
                 .collect(),
             napi: Default::default(),
+            // nicres
+            rings: Reported::Unsupported { reason: "not in this test".into() },
+            coalesce: Reported::Unsupported { reason: "not in this test".into() },
             // ethtool netlink (issue 37 item 2): not a live read.
             via: Default::default(),
             queue_map: crate::irqmap::MapSource::names("a test NIC"),

@@ -418,6 +418,82 @@ pub fn rates(earlier: &Sample, later: &Sample, cpus: &[usize]) -> Rates {
     Rates { seconds: secs, imbalance: imbalance(&loads), cpus, iface, irqs, queues }
 }
 
+// nicres: the NIC's drop counters from the best source there is.
+
+/// Drop counters of driver statistics (`ethtool -S`) that count frames the
+/// NIC lost for want of buffers or on overruns: mlx5 (`rx_out_of_buffer`,
+/// `rx_discards_phy`), Intel (`rx_no_buffer_count`, `rx_missed_errors`),
+/// and the generic overrun names.
+pub const ETHTOOL_S_DROPS: [&str; 6] = [
+    "rx_out_of_buffer",
+    "rx_discards_phy",
+    "rx_no_buffer_count",
+    "rx_missed_errors",
+    "rx_fifo_errors",
+    "rx_over_errors",
+];
+
+/// A NIC's drop counters and where they came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NicDrops {
+    /// `qstats` (netdev netlink `qstats-get`, the kernel's standard
+    /// statistics), `ethtool -S` (the driver's own names) or `statistics`
+    /// (`/sys/class/net/IF/statistics`).
+    pub source: &'static str,
+    /// Counter name -> value.
+    pub counters: BTreeMap<&'static str, u64>,
+}
+
+/// The drop counters of `names` in driver statistics (`ethtool -S`).
+pub fn ethtool_s_drops(stats: &[(String, u64)]) -> BTreeMap<&'static str, u64> {
+    let mut out = BTreeMap::new();
+    for (name, v) in stats {
+        if let Some(k) = ETHTOOL_S_DROPS.iter().find(|k| **k == name.as_str()) {
+            out.insert(*k, *v);
+        }
+    }
+    out
+}
+
+/// The NIC's drop counters: on the live host the kernel's `qstats` where
+/// the driver fills a drop counter there, else the driver's `ethtool -S`
+/// names; then (and in test trees) the statistics files. `None` when no
+/// source has any.
+pub fn nic_drop_counters(roots: &Roots, iface: &str, live: bool) -> Result<Option<NicDrops>, SoftnetError> {
+    if live {
+        if let Ok(d) = rsskit_linux::netdev_nl::qstats_drops(iface) {
+            if !d.is_empty() {
+                return Ok(Some(NicDrops { source: "qstats", counters: d.into_iter().collect() }));
+            }
+        }
+        if let Ok(rsskit_linux::ethtool::Reported::Supported(st)) =
+            rsskit_linux::ethtool::Ethtool::open(iface).and_then(|e| e.stats())
+        {
+            let d = ethtool_s_drops(&st);
+            if !d.is_empty() {
+                return Ok(Some(NicDrops { source: "ethtool -S", counters: d }));
+            }
+        }
+    }
+    Ok(nic_drops(roots, iface)?.map(|counters| NicDrops { source: "statistics", counters }))
+}
+
+/// The counters that grew from `before` to `after` (same source only),
+/// with how much: `check`'s warning.
+pub fn drops_grown(before: &NicDrops, after: &NicDrops) -> Vec<(&'static str, u64)> {
+    if before.source != after.source {
+        return Vec::new();
+    }
+    after
+        .counters
+        .iter()
+        .filter_map(|(k, b)| {
+            let a = before.counters.get(k)?;
+            (b > a).then(|| (*k, b - a))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -541,5 +617,18 @@ mod tests {
         let r = rates(&b, &a, &[1]);
         assert_eq!(r.cpus.len(), 1);
         assert_eq!(r.cpus[0].processed, 0.0);
+    }
+
+    // nicres
+    #[test]
+    fn drop_counters_grown_and_named() {
+        let st = vec![("rx_out_of_buffer".to_string(), 5), ("rx_packets".to_string(), 100)];
+        assert_eq!(ethtool_s_drops(&st).into_iter().collect::<Vec<_>>(), vec![("rx_out_of_buffer", 5)]);
+        let a = NicDrops { source: "qstats", counters: [("rx-hw-drops", 10), ("rx-alloc-fail", 3)].into() };
+        let b = NicDrops { source: "qstats", counters: [("rx-hw-drops", 17), ("rx-alloc-fail", 3)].into() };
+        assert_eq!(drops_grown(&a, &b), vec![("rx-hw-drops", 7)]);
+        assert!(drops_grown(&b, &a).is_empty(), "a counter that went back (reset) is no growth");
+        let c = NicDrops { source: "statistics", ..b.clone() };
+        assert!(drops_grown(&a, &c).is_empty(), "counters of two sources are not compared");
     }
 }

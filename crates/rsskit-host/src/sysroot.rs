@@ -11,7 +11,7 @@
 //! an `rsskit capture` directory ([`crate::capture`]): the same layout, read
 //! only, in every build.
 
-use rsskit_linux::ethtool::params::Via;
+use rsskit_linux::ethtool::params::{Coalesce, Rings, Via};
 use rsskit_linux::ethtool::rxnfc::{ContextRss, RuleTable};
 use rsskit_linux::ethtool::{Channels, Ethtool, EthtoolError, FlowHash, Reported, Rss};
 use rsskit_linux::ethtool_nl::{Nic, RssWrite};
@@ -83,6 +83,11 @@ pub struct DeviceState {
     pub napi: crate::napi::NapiState,
     /// Where `irqs`' queue links came from: the kernel's map or the names.
     pub queue_map: crate::irqmap::MapSource,
+    // nicres: NIC resources.
+    /// Ring sizes and their maxima (`ETHTOOL_GRINGPARAM`).
+    pub rings: Reported<Rings>,
+    /// Interrupt coalescing (`ETHTOOL_GCOALESCE`).
+    pub coalesce: Reported<Coalesce>,
     // ethtool netlink (issue 37 item 2):
     /// Which kernel interface answered `channels` and `rss` (live reads
     /// only: a fixture tree or a capture has none).
@@ -323,6 +328,9 @@ impl Sysroot {
             irqs,
             napi,
             queue_map,
+            // nicres
+            rings: self.rings(name)?,
+            coalesce: self.coalesce(name)?,
             via,
         })
     }
@@ -398,13 +406,13 @@ impl Sysroot {
     }
 
     /// Sets the combined channel count (`CHANNELS_SET` or `ETHTOOL_SCHANNELS`), other counts
-    /// kept. A test tree refuses (its queue directories cannot follow).
+    /// kept. A test tree's fake driver adds or removes its queues and IRQs.
     pub fn set_combined_channels(&self, name: &str, combined: u32) -> Result<Reported<()>, SysrootError> {
         self.refuse_capture()?;
-        if !self.is_live() {
-            return Ok(Reported::Unsupported {
-                reason: "ETHTOOL_SCHANNELS: a fixture tree cannot change its queues".into(),
-            });
+        // nicres: the fake driver adds or removes queues and their IRQs.
+        #[cfg(any(test, feature = "fixtures"))]
+        if let Some(dir) = self.fixture() {
+            return crate::fixture::set_channels(dir, &self.roots, name, combined);
         }
         // CHANNELS_SET through netlink where the kernel has it, else the ioctl.
         let mut nic = Nic::open(name).map_err(|e| SysrootError::Ethtool(e.to_string()))?;
@@ -415,6 +423,55 @@ impl Sysroot {
         nic.set_channels(Channels { combined_count: combined, ..cur })
             .map(|a| a.value)
             .map_err(|e| SysrootError::Ethtool(e.to_string()))
+    }
+
+    // nicres: ring sizes and coalescing, live or on the fake driver.
+
+    /// Ring sizes (`RINGS_GET` or `ETHTOOL_GRINGPARAM`, `ethtool -g`).
+    pub fn rings(&self, name: &str) -> Result<Reported<Rings>, SysrootError> {
+        #[cfg(any(test, feature = "fixtures"))]
+        if let Some(dir) = self.fixture() {
+            return crate::fixture::rings(dir, name);
+        }
+        if self.capture.is_some() {
+            return Ok(Reported::Unsupported { reason: "ring sizes: not in a capture (format 1)".into() });
+        }
+        // RINGS_GET through netlink where the kernel has it, else the ioctl.
+        Nic::open(name).and_then(|mut n| n.rings()).map(|a| a.value).map_err(ethtool_error)
+    }
+
+    /// Sets the RX and TX ring sizes (`ETHTOOL_SRINGPARAM`). `Unsupported`
+    /// carries the driver's refusal.
+    pub fn set_rings(&self, name: &str, rx: u32, tx: u32) -> Result<Reported<()>, SysrootError> {
+        self.refuse_capture()?;
+        #[cfg(any(test, feature = "fixtures"))]
+        if let Some(dir) = self.fixture() {
+            return crate::fixture::set_rings(dir, name, rx, tx);
+        }
+        Nic::open(name).and_then(|mut n| n.set_rings(rx, tx)).map(|a| a.value).map_err(ethtool_error)
+    }
+
+    /// Interrupt coalescing (`COALESCE_GET` or `ETHTOOL_GCOALESCE`, `ethtool -c`).
+    pub fn coalesce(&self, name: &str) -> Result<Reported<Coalesce>, SysrootError> {
+        #[cfg(any(test, feature = "fixtures"))]
+        if let Some(dir) = self.fixture() {
+            return crate::fixture::coalesce(dir, name);
+        }
+        if self.capture.is_some() {
+            return Ok(Reported::Unsupported { reason: "coalescing: not in a capture (format 1)".into() });
+        }
+        Nic::open(name).and_then(|mut n| n.coalesce()).map(|a| a.value).map_err(ethtool_error)
+    }
+
+    /// Sets the modelled coalescing fields (`ETHTOOL_SCOALESCE`), the
+    /// others as the driver has them.
+    pub fn set_coalesce(&self, name: &str, c: &Coalesce) -> Result<Reported<()>, SysrootError> {
+        self.refuse_capture()?;
+        #[cfg(any(test, feature = "fixtures"))]
+        if let Some(dir) = self.fixture() {
+            return crate::fixture::set_coalesce(dir, name, c);
+        }
+        Nic::open(name).and_then(|mut n| n.set_coalesce(c)).map(|a| a.value).map_err(ethtool_error)
     }
 
     /// Sets the fields hashed for one flow type (`ETHTOOL_SRXFH`).

@@ -273,9 +273,9 @@ pub struct NapiSettings {
 fn attr_uint(attrs: &[(u16, Vec<u8>)], ty: u16, what: &str) -> Result<Option<u64>, ParseError> {
     match attrs.iter().find(|(t, _)| *t == ty) {
         None => Ok(None),
-        Some((_, v)) if v.len() == 4 => Ok(crate::genl::u32_at(v, 0).map(u64::from)),
-        Some((_, v)) if v.len() == 8 => Ok(Some(u64::from_ne_bytes(v[..8].try_into().unwrap_or_default()))),
-        Some((_, v)) => Err(ParseError(format!("{what}: {} bytes, not a uint", v.len()))),
+        Some((_, v)) => uint_bytes(v)
+            .map(Some)
+            .ok_or_else(|| ParseError(format!("{what}: {} bytes, not a uint", v.len()))),
     }
 }
 
@@ -294,6 +294,50 @@ pub fn decode_napi_settings(msgs: &[Message]) -> Result<Vec<NapiSettings>, Parse
                 "napi irq-suspend-timeout",
             )?,
         });
+    }
+    Ok(out)
+}
+
+// nicres: the kernel's standard per-device statistics (`qstats-get`,
+// Linux 6.9+; the drop counters 6.10+), summed over the queues by the
+// kernel when no scope is asked. Only the drop counters are kept.
+
+const NETDEV_CMD_QSTATS_GET: u8 = 12;
+const NETDEV_A_QSTATS_IFINDEX: u16 = 1;
+
+/// The drop counters of `qstats-get` rsskit reads: attribute and name as
+/// the netdev spec (`Documentation/netlink/specs/netdev.yaml`) spells it.
+pub const QSTATS_DROPS: [(u16, &str); 4] =
+    [(12, "rx-alloc-fail"), (13, "rx-hw-drops"), (14, "rx-hw-drop-overruns"), (23, "rx-hw-drop-ratelimits")];
+
+/// A `uint` attribute's value: 4 or 8 bytes (the kernel picks by the value).
+fn uint_bytes(v: &[u8]) -> Option<u64> {
+    match v.len() {
+        4 => crate::genl::u32_at(v, 0).map(u64::from),
+        8 => Some(u64::from_ne_bytes(v.try_into().ok()?)),
+        _ => None,
+    }
+}
+
+/// The drop counters of interface `ifindex` in a `qstats-get` reply (the
+/// names of [`QSTATS_DROPS`] the driver filled; other interfaces skipped).
+/// `Ok(empty)` when the driver reports none of them.
+pub fn decode_qstats_drops(msgs: &[Message], ifindex: u32) -> Result<Vec<(&'static str, u64)>, ParseError> {
+    let mut out: Vec<(&'static str, u64)> = Vec::new();
+    for m in msgs {
+        let Message::Genl { cmd: NETDEV_CMD_QSTATS_GET, attrs, .. } = m else { continue };
+        if need(attr_u32(attrs, NETDEV_A_QSTATS_IFINDEX, "qstats ifindex")?, "qstats ifindex")? != ifindex {
+            continue;
+        }
+        for (ty, name) in QSTATS_DROPS {
+            let Some((_, v)) = attrs.iter().find(|(t, _)| *t == ty) else { continue };
+            let n =
+                uint_bytes(v).ok_or_else(|| ParseError(format!("{name}: {} bytes, not a uint", v.len())))?;
+            match out.iter_mut().find(|(k, _)| *k == name) {
+                Some(e) => e.1 = e.1.saturating_add(n),
+                None => out.push((name, n)),
+            }
+        }
     }
     Ok(out)
 }
@@ -337,6 +381,31 @@ pub fn napi_settings(name: &str) -> Result<Vec<NapiSettings>, NetdevNlError> {
     out.sort_by_key(|n| n.id);
     out.dedup_by_key(|n| n.id);
     Ok(out)
+}
+
+/// The NIC drop counters of interface `name` from `qstats-get`:
+/// `NotAvailable` on kernels without it or drivers that report no
+/// statistics through it.
+pub fn qstats_drops(name: &str) -> Result<Vec<(&'static str, u64)>, NetdevNlError> {
+    let (mut g, ifindex, fam, ops) = open_netdev(name)?;
+    if !ops.contains(&u32::from(NETDEV_CMD_QSTATS_GET)) {
+        return Err(NetdevNlError::NotAvailable {
+            reason: "the kernel's netdev family has no qstats-get (Linux 6.9+)".into(),
+        });
+    }
+    let idx = ifindex.to_ne_bytes();
+    let what = "qstats-get";
+    let msgs =
+        match g.transact(what, fam, NLM_F_DUMP, NETDEV_CMD_QSTATS_GET, &[(NETDEV_A_QSTATS_IFINDEX, &idx)])? {
+            Ok(m) => m,
+            Err(r) if r.errno == libc::EOPNOTSUPP => {
+                return Err(NetdevNlError::NotAvailable { reason: "the driver reports no qstats".into() })
+            }
+            Err(r) => {
+                return Err(NetdevNlError::Kernel { what, source: io::Error::from_raw_os_error(r.errno) })
+            }
+        };
+    decode_qstats_drops(&msgs, ifindex).map_err(|source| NetdevNlError::Parse { what, source })
 }
 
 #[cfg(test)]
@@ -521,5 +590,47 @@ mod tests {
             .unwrap_err()
             .0
             .contains("2 bytes, not a uint"));
+    }
+
+    // nicres
+    #[test]
+    fn qstats_drops_decode() {
+        let mut b = msg(
+            30,
+            NETDEV_CMD_QSTATS_GET,
+            &[
+                u32a(NETDEV_A_QSTATS_IFINDEX, 3),
+                attr(8, &5u64.to_ne_bytes()),
+                u32a(13, 7),
+                attr(14, &(1u64 << 40).to_ne_bytes()),
+            ],
+        );
+        // Another interface's totals are not this one's.
+        b.extend(msg(30, NETDEV_CMD_QSTATS_GET, &[u32a(NETDEV_A_QSTATS_IFINDEX, 4), u32a(13, 99)]));
+        b.extend(done());
+        let m = parse_messages(&b).unwrap();
+        assert_eq!(
+            decode_qstats_drops(&m, 3).unwrap(),
+            vec![("rx-hw-drops", 7), ("rx-hw-drop-overruns", 1 << 40)]
+        );
+        assert_eq!(decode_qstats_drops(&m, 5).unwrap(), vec![]);
+        let bad = parse_messages(&msg(
+            30,
+            NETDEV_CMD_QSTATS_GET,
+            &[u32a(NETDEV_A_QSTATS_IFINDEX, 3), attr(13, &[1, 2])],
+        ))
+        .unwrap();
+        assert!(decode_qstats_drops(&bad, 3).unwrap_err().0.contains("rx-hw-drops: 2 bytes"));
+        let no_index = parse_messages(&msg(30, NETDEV_CMD_QSTATS_GET, &[u32a(13, 1)])).unwrap();
+        assert!(decode_qstats_drops(&no_index, 3).is_err());
+    }
+
+    #[test]
+    fn loopback_qstats_or_not_available() {
+        match qstats_drops("lo") {
+            Ok(d) => assert!(d.iter().all(|(n, _)| QSTATS_DROPS.iter().any(|(_, k)| k == n))),
+            Err(NetdevNlError::NotAvailable { reason }) => assert!(!reason.is_empty()),
+            Err(e) => panic!("lo: {e}"),
+        }
     }
 }

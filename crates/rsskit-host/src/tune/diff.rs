@@ -83,6 +83,35 @@ fn device_settings(
 ) -> Result<(), TuneError> {
     let dev: DeviceState = root.device(&d.name)?;
     let mismatch = |msg: String| TuneError::PlanMismatch { device: d.name.clone(), msg };
+    // nicres: a plan that changes the channel count: the count alone until
+    // it is in place (the queues it plans do not exist before), then the
+    // rest with the new queues' IRQs found by what they serve.
+    let after;
+    let d = match d.channels.as_ref().filter(|c| c.changes()) {
+        Some(c) if dev.channels.ok().map(|x| x.combined_count) != Some(c.chosen) => {
+            // Fewer queues: the table leaves the queues that go first (the
+            // kernel refuses the count while the table names them).
+            // A plan without a table (one queue left) gets the device's
+            // table spread over the queues that stay.
+            let now = dev.channels.ok().map_or(0, |x| x.combined_count);
+            let len = dev.rss.ok().map_or(0, |r| r.indir.len());
+            let spread = || (0..len as u32).map(|i| i % c.chosen.max(1)).collect::<Vec<u32>>();
+            let table = d.table.clone().or_else(|| (len > 0).then(spread));
+            if let Some(t) = table.filter(|_| c.chosen < now) {
+                let t =
+                    setting(root, Some(&dev), Target::RssTable { device: d.name.clone() }, table_text(&t));
+                out.push(t.map_err(mismatch)?);
+            }
+            let t = Target::Channels { device: d.name.clone() };
+            out.push(setting(root, Some(&dev), t, c.chosen.to_string()).map_err(mismatch)?);
+            return Ok(());
+        }
+        Some(_) => {
+            after = crate::nicres::after_channels(d, &dev);
+            &after
+        }
+        None => d,
+    };
     if dev.rx.len() != d.rx.len() || dev.tx.len() != d.tx.len() {
         return Err(mismatch(format!(
             "it has {} RX / {} TX queues now, the plan was made for {} / {}: plan again",
@@ -111,6 +140,18 @@ fn device_settings(
         Ok(())
     };
     let device = || d.name.clone();
+    // nicres: rings and coalescing first: a ring resize restarts the
+    // queues on many drivers (igb, ixgbe, i40e: down and up), which must
+    // not come after the IRQ affinity and RPS written below.
+    if let Some(n) = d.rx_ring {
+        add(Target::RxRing { device: device() }, n.to_string())?;
+    }
+    if let Some(n) = d.tx_ring {
+        add(Target::TxRing { device: device() }, n.to_string())?;
+    }
+    if let Some(c) = &d.coalesce {
+        add(Target::Coalesce { device: device() }, c.clone())?;
+    }
     // Threading off first: from then on each queue is polled in its IRQ's
     // softirq, on the CPU the IRQ affinity below sets.
     if let Some(t) = d.napi_threaded {

@@ -31,6 +31,10 @@ pub use setting::{
     printable, quoted, same, valid_value, Kind, Setting, Target, MAX_KEY_BYTES, MAX_TABLE_ENTRIES,
     TARGET_KINDS,
 };
+// nicres
+pub use setting::{coalesce_over, coalesce_pairs, coalesce_text, COALESCE_FIELDS, MAX_COALESCE};
 pub use write::{
     current, file_of, prepare_save_dir, read_save, utc_stamp, write_one, write_save, Outcome, TuneError,
 };
+// nicres
+pub use write::rewrite_save;

@@ -148,6 +148,11 @@ impl Entry {
             "napi_thread_cpus" => Target::NapiThreadCpus { device, napi_id },
             "napi_defer_hard_irqs" => Target::NapiDeferHardIrqs { device },
             "gro_flush_timeout" => Target::GroFlushTimeout { device },
+            // nicres
+            "rx_ring" => Target::RxRing { device },
+            "tx_ring" => Target::TxRing { device },
+            "coalesce" => Target::Coalesce { device },
+            "channels" => Target::Channels { device },
             _ => Target::RpsSockFlowEntries,
         };
         valid_value(target.kind(), &self.value).map_err(|e| format!("the value is {e}"))?;
@@ -599,5 +604,22 @@ mod tests {
         assert!(parse_save(&twice).unwrap_err()[0].contains("named twice"));
         let unknown = text.replace("\"location\"", "\"path\": \"/etc\", \"location\"");
         assert!(parse_save(&unknown).is_err(), "unknown fields are refused");
+    }
+
+    // nicres
+    #[test]
+    fn ring_and_coalescing_entries() {
+        let f = one(r#"{"kind": "rx_ring", "device": "eth0", "value": "4096"}"#).unwrap();
+        assert_eq!(f.settings[0].target, Target::RxRing { device: "eth0".into() });
+        let c = "adaptive_rx=0,adaptive_tx=0,rx_usecs=50,rx_frames=0,tx_usecs=3,tx_frames=0";
+        let f = one(&format!(r#"{{"kind": "coalesce", "device": "eth0", "value": "{c}"}}"#)).unwrap();
+        assert_eq!(f.settings[0].target, Target::Coalesce { device: "eth0".into() });
+        assert_eq!(parse_save(&save_text(&f)).unwrap(), f, "round trip");
+        let e = one(r#"{"kind": "tx_ring", "device": "eth0", "queue": 1, "value": "512"}"#).unwrap_err();
+        assert!(e[0].contains("tx_ring takes no queue"), "{e:?}");
+        let e = one(r#"{"kind": "coalesce", "device": "eth0", "value": "rx_usecs=x"}"#).unwrap_err();
+        assert!(e[0].contains("not a coalescing value"), "{e:?}");
+        let e = one(r#"{"kind": "rx_ring", "device": "eth0", "value": "-1"}"#).unwrap_err();
+        assert!(e[0].contains("not a count"), "{e:?}");
     }
 }

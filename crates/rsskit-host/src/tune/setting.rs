@@ -22,6 +22,11 @@ pub enum Kind {
     RssKey,
     /// Fields hashed for one flow type (ethtool), comma-separated names.
     HashFields,
+    // nicres: NIC resources.
+    /// Interrupt coalescing (ethtool): `field=N` pairs, comma-separated,
+    /// each of [`COALESCE_FIELDS`] at most once; compared on the fields
+    /// both values name (a plan names the ones it sets, a read names all).
+    Coalesce,
 }
 
 /// Which setting: its kind and what it belongs to. Everything `apply`
@@ -80,9 +85,9 @@ pub enum Target {
         /// Interface.
         device: String,
     },
-    /// The combined channel count of a device (`ETHTOOL_SCHANNELS`): only a
-    /// persisted plan sets it (`persist apply`, the agent); `apply` never
-    /// writes it, so a save file never names it.
+    /// The combined channel count of a device (`ETHTOOL_SCHANNELS`): set by
+    /// a persisted plan (`persist apply`, the agent) and by a plan that
+    /// changes it (`--channels`; then `apply` saves it, first).
     Channels {
         /// Interface.
         device: String,
@@ -107,10 +112,26 @@ pub enum Target {
         /// Interface.
         device: String,
     },
+    // nicres: ring sizes and interrupt coalescing.
+    /// Descriptors per RX ring (`ETHTOOL_SRINGPARAM`, `ethtool -G IF rx N`).
+    RxRing {
+        /// Interface.
+        device: String,
+    },
+    /// Descriptors per TX ring (`ETHTOOL_SRINGPARAM`, `ethtool -G IF tx N`).
+    TxRing {
+        /// Interface.
+        device: String,
+    },
+    /// Interrupt coalescing (`ETHTOOL_SCOALESCE`, `ethtool -C`).
+    Coalesce {
+        /// Interface.
+        device: String,
+    },
 }
 
 /// The kinds a save file names, as it spells them.
-pub const TARGET_KINDS: [&str; 12] = [
+pub const TARGET_KINDS: [&str; 16] = [
     "rss_table",
     "rss_key",
     "hash_fields",
@@ -124,6 +145,11 @@ pub const TARGET_KINDS: [&str; 12] = [
     "napi_thread_cpus",
     "napi_defer_hard_irqs",
     "gro_flush_timeout",
+    // nicres
+    "rx_ring",
+    "tx_ring",
+    "coalesce",
+    "channels",
 ];
 
 impl Target {
@@ -142,6 +168,9 @@ impl Target {
             // napi:
             Target::NapiThreadCpus { .. } => Kind::CpuList,
             Target::NapiDeferHardIrqs { .. } | Target::GroFlushTimeout { .. } => Kind::Count,
+            // nicres
+            Target::RxRing { .. } | Target::TxRing { .. } => Kind::Count,
+            Target::Coalesce { .. } => Kind::Coalesce,
         }
     }
 
@@ -162,6 +191,10 @@ impl Target {
             Target::NapiThreadCpus { .. } => "napi_thread_cpus",
             Target::NapiDeferHardIrqs { .. } => "napi_defer_hard_irqs",
             Target::GroFlushTimeout { .. } => "gro_flush_timeout",
+            // nicres
+            Target::RxRing { .. } => "rx_ring",
+            Target::TxRing { .. } => "tx_ring",
+            Target::Coalesce { .. } => "coalesce",
         }
     }
 
@@ -181,6 +214,8 @@ impl Target {
             Target::NapiThreadCpus { device, .. }
             | Target::NapiDeferHardIrqs { device }
             | Target::GroFlushTimeout { device } => device,
+            // nicres
+            Target::RxRing { device } | Target::TxRing { device } | Target::Coalesce { device } => device,
             Target::RpsSockFlowEntries => "host",
         }
     }
@@ -206,6 +241,10 @@ impl Target {
             Target::NapiThreadCpus { device, napi_id } => format!("thread napi/{device}-{napi_id} CPUs"),
             Target::NapiDeferHardIrqs { .. } => "napi_defer_hard_irqs".into(),
             Target::GroFlushTimeout { .. } => "gro_flush_timeout (ns)".into(),
+            // nicres
+            Target::RxRing { .. } => "RX ring size".into(),
+            Target::TxRing { .. } => "TX ring size".into(),
+            Target::Coalesce { .. } => "interrupt coalescing".into(),
         }
     }
 }
@@ -258,6 +297,11 @@ pub fn same(kind: Kind, a: &str, b: &str) -> bool {
         Kind::RssTable | Kind::RssKey => a.trim().eq_ignore_ascii_case(b.trim()),
         Kind::HashFields => match (fields_mask(a), fields_mask(b)) {
             (Ok(x), Ok(y)) => x == y,
+            _ => a.trim() == b.trim(),
+        },
+        // nicres
+        Kind::Coalesce => match (coalesce_pairs(a), coalesce_pairs(b)) {
+            (Ok(x), Ok(y)) => x.iter().all(|(k, v)| y.iter().all(|(k2, v2)| k != k2 || v == v2)),
             _ => a.trim() == b.trim(),
         },
     }
@@ -321,7 +365,79 @@ pub fn valid_value(kind: Kind, v: &str) -> Result<(), String> {
             }
             Ok(())
         }
+        // nicres
+        Kind::Coalesce => coalesce_pairs(v).map(drop),
     }
+}
+
+// nicres: the coalescing value's text.
+/// The coalescing fields rsskit models, as a coalescing value names them
+/// (`struct ethtool_coalesce`'s names, shortened as `ethtool -C` does).
+pub const COALESCE_FIELDS: [&str; 6] =
+    ["adaptive_rx", "adaptive_tx", "rx_usecs", "rx_frames", "tx_usecs", "tx_frames"];
+
+/// Largest usecs or frames value accepted (the kernel's fields are 32-bit;
+/// no driver takes more than a second).
+pub const MAX_COALESCE: u32 = 1_000_000;
+
+/// A coalescing value's `field=N` pairs, checked: known fields, each once,
+/// at least one, `adaptive_*` 0 or 1, the others at most [`MAX_COALESCE`].
+pub fn coalesce_pairs(v: &str) -> Result<Vec<(&'static str, u32)>, String> {
+    let bad = || {
+        format!(
+            "not a coalescing value (field=N pairs separated by commas; fields: {})",
+            COALESCE_FIELDS.join(", ")
+        )
+    };
+    let mut out: Vec<(&'static str, u32)> = Vec::new();
+    for part in v.trim().split(',') {
+        let (k, n) = part.split_once('=').ok_or_else(bad)?;
+        let k = COALESCE_FIELDS.iter().find(|f| **f == k.trim()).ok_or_else(bad)?;
+        let n = n.trim();
+        if n.is_empty() || n.len() > 10 || !n.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        let n: u32 = n.parse().map_err(|_| bad())?;
+        let limit = if k.starts_with("adaptive") { 1 } else { MAX_COALESCE };
+        if n > limit || out.iter().any(|(f, _)| f == k) {
+            return Err(bad());
+        }
+        out.push((k, n));
+    }
+    Ok(out)
+}
+
+/// The coalescing value of every modelled field of `c` (what a read shows
+/// and a save keeps: restoring it puts back all six).
+pub fn coalesce_text(c: &rsskit_linux::ethtool::params::Coalesce) -> String {
+    format!(
+        "adaptive_rx={},adaptive_tx={},rx_usecs={},rx_frames={},tx_usecs={},tx_frames={}",
+        u8::from(c.adaptive_rx),
+        u8::from(c.adaptive_tx),
+        c.rx_usecs,
+        c.rx_frames,
+        c.tx_usecs,
+        c.tx_frames
+    )
+}
+
+/// `c` with the fields `v` names set to its values (`v` checked first).
+pub fn coalesce_over(
+    c: &rsskit_linux::ethtool::params::Coalesce,
+    v: &str,
+) -> Result<rsskit_linux::ethtool::params::Coalesce, String> {
+    let mut c = *c;
+    for (k, n) in coalesce_pairs(v)? {
+        match k {
+            "adaptive_rx" => c.adaptive_rx = n != 0,
+            "adaptive_tx" => c.adaptive_tx = n != 0,
+            "rx_usecs" => c.rx_usecs = n,
+            "rx_frames" => c.rx_frames = n,
+            "tx_usecs" => c.tx_usecs = n,
+            _ => c.tx_frames = n,
+        }
+    }
+    Ok(c)
 }
 
 pub(super) fn fields_mask(s: &str) -> Result<u64, String> {
@@ -399,5 +515,24 @@ pub(crate) mod tests {
         assert!(valid_value(Kind::RssKey, &"6d".repeat(40)).is_ok());
         assert!(valid_value(Kind::HashFields, "ip_src,ip_dst").is_ok());
         assert!(valid_value(Kind::HashFields, "").is_err());
+    }
+
+    // nicres
+    #[test]
+    fn coalescing_values() {
+        assert!(valid_value(Kind::Coalesce, "adaptive_rx=0,rx_usecs=50").is_ok());
+        for bad in
+            ["", "rx_usecs", "rx_usecs=", "rx_usecs=-1", "adaptive_rx=2", "rx_usecs=1,rx_usecs=2", "x=1"]
+        {
+            assert!(valid_value(Kind::Coalesce, bad).is_err(), "{bad}");
+        }
+        assert!(valid_value(Kind::Coalesce, &format!("rx_usecs={}", MAX_COALESCE + 1)).is_err());
+        let full = "adaptive_rx=0,adaptive_tx=1,rx_usecs=50,rx_frames=0,tx_usecs=3,tx_frames=0";
+        // A plan names only what it sets: compared on those fields.
+        assert!(same(Kind::Coalesce, full, "adaptive_rx=0,rx_usecs=50"));
+        assert!(!same(Kind::Coalesce, full, "adaptive_rx=0,rx_usecs=51"));
+        assert!(!same(Kind::Coalesce, full, "adaptive_tx=0"));
+        let c = coalesce_over(&Default::default(), full).unwrap();
+        assert_eq!(coalesce_text(&c), full, "every field round-trips");
     }
 }

@@ -3,7 +3,9 @@
 //! save files on disk.
 
 use super::save::{parse_save, save_text, SaveFile, MAX_SAVE_BYTES};
-use super::setting::{fields_mask, hex, same, table_text, valid_value, Kind, Setting, Target};
+use super::setting::{
+    coalesce_over, coalesce_text, fields_mask, hex, same, table_text, valid_value, Kind, Setting, Target,
+};
 use crate::sysroot::{DeviceState, Sysroot, SysrootError};
 use rsskit_linux::netdev::valid_name;
 use serde::Serialize;
@@ -86,6 +88,8 @@ pub fn file_of(root: &Sysroot, t: &Target) -> Option<PathBuf> {
         | Target::HashFields { .. }
         | Target::Channels { .. }
         | Target::NapiThreadCpus { .. } => None,
+        // nicres: ethtool settings.
+        Target::RxRing { .. } | Target::TxRing { .. } | Target::Coalesce { .. } => None,
         Target::IrqAffinity { irq, .. } => Some(root.irq_affinity_path(*irq)),
         Target::RpsCpus { device, queue } => Some(root.queue_path(device, "rx", *queue as usize, "rps_cpus")),
         Target::RpsFlowCnt { device, queue } => {
@@ -187,6 +191,18 @@ pub fn write_save(path: &Path, save: &SaveFile) -> Result<(), TuneError> {
     Ok(())
 }
 
+// nicres
+/// Replaces save file `path` (written by [`write_save`] in this run) with
+/// `save`: a new 0600 file beside it, flushed, renamed over it. Used when
+/// a channel change adds settings to the save after the first writes.
+pub fn rewrite_save(path: &Path, save: &SaveFile) -> Result<(), TuneError> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("save");
+    let tmp = path.with_file_name(format!(".{name}.tmp{}", std::process::id()));
+    let _ = fs::remove_file(&tmp);
+    write_save(&tmp, save)?;
+    fs::rename(&tmp, path).map_err(|source| TuneError::SaveIo { path: path.to_path_buf(), source })
+}
+
 /// Reads, parses and validates a save file ([`parse_save`]); at most
 /// [`MAX_SAVE_BYTES`] are read.
 pub fn read_save(path: &Path) -> Result<SaveFile, TuneError> {
@@ -216,6 +232,13 @@ pub fn current(root: &Sysroot, s: &Setting) -> Result<Option<String>, TuneError>
         }
         Target::HashFields { device, flow } => hash_text(&root.device(device)?.hash, flow),
         Target::NapiThreadCpus { device, napi_id } => root.napi_thread_cpus(device, *napi_id),
+        // nicres
+        Target::RxRing { device } => root.rings(device)?.ok().map(|r| r.rx.to_string()),
+        Target::TxRing { device } => root.rings(device)?.ok().map(|r| r.tx.to_string()),
+        Target::Coalesce { device } => root.coalesce(device)?.ok().map(coalesce_text),
+        Target::Channels { device } => {
+            root.device(device)?.channels.ok().map(|c| c.combined_count.to_string())
+        }
         t => file_of(root, t).and_then(|p| read_value(&p, t.kind())),
     })
 }
@@ -229,6 +252,11 @@ pub(super) fn current_with(root: &Sysroot, dev: Option<&DeviceState>, t: &Target
         (Target::RssKey { .. }, Some(d)) => d.rss.ok().filter(|r| !r.key.is_empty()).map(|r| hex(&r.key)),
         (Target::HashFields { flow, .. }, Some(d)) => hash_text(&d.hash, flow),
         (Target::NapiThreadCpus { device, napi_id }, _) => root.napi_thread_cpus(device, *napi_id),
+        // nicres
+        (Target::RxRing { .. }, Some(d)) => d.rings.ok().map(|r| r.rx.to_string()),
+        (Target::TxRing { .. }, Some(d)) => d.rings.ok().map(|r| r.tx.to_string()),
+        (Target::Coalesce { .. }, Some(d)) => d.coalesce.ok().map(coalesce_text),
+        (Target::Channels { .. }, Some(d)) => d.channels.ok().map(|c| c.combined_count.to_string()),
         _ => file_of(root, t).and_then(|p| read_value(&p, t.kind())),
     }
 }
@@ -299,6 +327,35 @@ pub fn write_one(root: &Sysroot, s: &Setting) -> Result<Outcome, TuneError> {
             let cpus = rsskit_linux::cpulist::parse(&s.new).unwrap_or_default();
             root.set_napi_thread_cpus(device, *napi_id, &cpus)?
         }
+        // nicres: one ring written, the other as the driver has it now.
+        Target::RxRing { device } | Target::TxRing { device } => {
+            let n: u32 = match s.new.parse() {
+                Ok(n) if n > 0 => n,
+                _ => return Ok(Outcome::Refused { reason: "a ring size is a number above 0".into() }),
+            };
+            match root.rings(device)? {
+                rsskit_linux::ethtool::Reported::Supported(r) => match s.target {
+                    Target::RxRing { .. } => root.set_rings(device, n, r.tx)?,
+                    _ => root.set_rings(device, r.rx, n)?,
+                },
+                rsskit_linux::ethtool::Reported::Unsupported { reason } => {
+                    return Ok(Outcome::Refused { reason })
+                }
+            }
+        }
+        Target::Channels { device } => match s.new.parse::<u32>() {
+            Ok(n) if n > 0 => root.set_combined_channels(device, n)?,
+            _ => return Ok(Outcome::Refused { reason: "a channel count is a number above 0".into() }),
+        },
+        Target::Coalesce { device } => match root.coalesce(device)? {
+            rsskit_linux::ethtool::Reported::Supported(c) => match coalesce_over(&c, &s.new) {
+                Ok(c) => root.set_coalesce(device, &c)?,
+                Err(why) => return Ok(Outcome::Refused { reason: format!("the value is {why}") }),
+            },
+            rsskit_linux::ethtool::Reported::Unsupported { reason } => {
+                return Ok(Outcome::Refused { reason })
+            }
+        },
         t => {
             let Some(path) = file_of(root, t) else {
                 return Ok(Outcome::Refused { reason: "not an interface name".into() });
@@ -319,6 +376,14 @@ pub fn write_one(root: &Sysroot, s: &Setting) -> Result<Outcome, TuneError> {
             reason: match s.kind() {
                 Kind::Count if matches!(s.target, Target::NapiThreaded { .. }) => {
                     "the kernel kept threaded NAPI as it was".into()
+                }
+                // nicres
+                Kind::Count if matches!(s.target, Target::RxRing { .. } | Target::TxRing { .. }) => {
+                    "the driver rounded the ring size (it takes only sizes of its own step)".into()
+                }
+                Kind::Coalesce => "the driver keeps other coalescing values (its own limits or steps)".into(),
+                Kind::Count if matches!(s.target, Target::Channels { .. }) => {
+                    "the driver kept another channel count".into()
                 }
                 Kind::Count => "the kernel rounds RFS sizes up to a power of two".into(),
                 Kind::CpuList if matches!(s.target, Target::NapiThreadCpus { .. }) => {

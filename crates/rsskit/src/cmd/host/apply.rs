@@ -193,6 +193,15 @@ fn restore(sys: &Sysroot, locked: Option<&Locked>, file: &Path) -> Result<()> {
     // The settings first (the main table takes its queues back), then the
     // rules and contexts apply created: no flow is left without a table.
     let mut failed = if changes.is_empty() { 0 } else { locked.write(&changes, &mut print_step)? };
+    // nicres: a channel count put back first; the rest read after it.
+    let rest = apply::restore_rest(sys, file, &changes)?;
+    if !rest.is_empty() {
+        println!("Then ({} settings differ on the queues as saved):", rest.len());
+        for s in &rest {
+            println!("{}", diff_line(s));
+        }
+        failed += locked.write(&rest, &mut print_step)?;
+    }
     failed += locked.remove_created(&created, &mut print_step);
     if failed > 0 {
         let _ = std::io::stdout().flush();

@@ -99,6 +99,14 @@ pub fn run(a: Args) -> Result<()> {
     let root = source(a.from.as_ref(), a.sysroot.as_ref())?;
     let topo = root.topology();
     let devs = devices(&root, &a.ifaces)?;
+    // nicres: the NIC's drop counters at the start; compared at the end.
+    // Only a warning in the notes when they grew: the counters themselves
+    // are live values a capture cannot hold (check --from must say what
+    // check says).
+    let drops = |d: &rsskit_host::sysroot::DeviceState| {
+        rsskit_host::softnet::nic_drop_counters(&root.roots, &d.name, root.is_live()).ok().flatten()
+    };
+    let drops_before: Vec<_> = devs.iter().map(drops).collect();
     let ib = root.irqbalance();
     let mut verdicts: Vec<DeviceVerdict> = devs.iter().map(|d| check_device(&topo, d, ib.as_ref())).collect();
     for (d, v) in devs.iter().zip(&mut verdicts) {
@@ -113,6 +121,10 @@ pub fn run(a: Args) -> Result<()> {
         Some(at) => Some(probe(at, a.probe_flows, PROBES_PER_FLOW, Duration::from_secs(3))?),
         None => None,
     };
+    // nicres
+    for ((d, v), before) in devs.iter().zip(&mut verdicts).zip(&drops_before) {
+        rsskit_host::hostcheck::note_drops(v, before.as_ref(), drops(d).as_ref());
+    }
     let aligned = verdicts.iter().all(|v| v.aligned) && probe.as_ref().is_none_or(|p| p.problems.is_empty());
     if a.json {
         print_json(&json!({ "aligned": aligned, "irqbalance": ib, "devices": verdicts, "probe": probe }))?;

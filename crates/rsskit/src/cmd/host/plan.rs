@@ -158,6 +158,17 @@ fn device_text(s: &mut String, d: &DevicePlan) {
     for h in &d.hash_fields {
         let _ = writeln!(s, "  hashed fields {}: {}", h.flow, h.fields.join(", "));
     }
+    // nicres: NIC resources.
+    if let Some(c) = &d.channels {
+        let _ = writeln!(s, "  {}", c.reason);
+    }
+    if d.rx_ring.is_some() || d.tx_ring.is_some() {
+        let n = |v: Option<u32>| v.map_or("kept".to_string(), |n| n.to_string());
+        let _ = writeln!(s, "  rings: rx {}, tx {}", n(d.rx_ring), n(d.tx_ring));
+    }
+    if let Some(c) = &d.coalesce {
+        let _ = writeln!(s, "  coalescing: {c}");
+    }
     if let Some(x) = &d.xdp_steer {
         let _ =
             writeln!(s, "  XDP software RSS on CPUs {} (RPS off): {}", cpulist::format(&x.cpus), x.command);

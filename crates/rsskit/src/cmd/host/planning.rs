@@ -72,6 +72,22 @@ pub struct PlanArgs {
     /// NAPI: gro_flush_timeout for each planned device, in nanoseconds (0-3600000000000).
     #[arg(long, value_name = "NS", value_parser = crate::cmd::common::int_in(0u64, plan::MAX_GRO_FLUSH_TIMEOUT_NS))]
     pub gro_flush_timeout: Option<u64>,
+    // nicres: NIC resources.
+    /// Descriptors per RX ring (ethtool -G rx), 1 to the device's maximum; default: kept.
+    #[arg(long, value_name = "N", value_parser = crate::cmd::common::int_in(1u32, u32::MAX))]
+    pub rx_ring: Option<u32>,
+    /// Descriptors per TX ring (ethtool -G tx), 1 to the device's maximum; default: kept.
+    #[arg(long, value_name = "N", value_parser = crate::cmd::common::int_in(1u32, u32::MAX))]
+    pub tx_ring: Option<u32>,
+    /// Interrupt coalescing: adaptive (RX and TX moderation by load) or fixed:USECS[,FRAMES]
+    /// (adaptive RX off, an RX interrupt USECS after a frame or at FRAMES frames); default: kept.
+    #[arg(long, value_name = "MODE", value_parser = rsskit_host::nicres::CoalesceChoice::parse)]
+    pub coalesce: Option<rsskit_host::nicres::CoalesceChoice>,
+    /// Combined channels: keep (default: changing the count resets every queue and IRQ of a live
+    /// NIC, dropping traffic for a moment), auto (one queue per planned CPU up to the device's
+    /// maximum) or a count. The plan prints the decision and why.
+    #[arg(long, value_name = "keep|auto|N", default_value = "keep", value_parser = rsskit_host::nicres::ChannelChoice::parse)]
+    pub channels: rsskit_host::nicres::ChannelChoice,
 }
 
 /// `--software-rss`.
@@ -115,6 +131,11 @@ impl PlanArgs {
             || !self.hash_fields.is_empty()
             || self.rebalance.is_some()
             || self.software_rss != SoftwareRssArg::Rps
+            // nicres
+            || self.rx_ring.is_some()
+            || self.tx_ring.is_some()
+            || self.coalesce.is_some()
+            || self.channels != rsskit_host::nicres::ChannelChoice::Keep
             || !self.isolate.is_empty()
             || self.napi_defer_hard_irqs.is_some()
             || self.gro_flush_timeout.is_some()
@@ -187,6 +208,11 @@ pub fn make_plan_on(root: &Sysroot, p: &PlanArgs) -> Result<Plan> {
         app_cpus,
         napi_defer_hard_irqs: p.napi_defer_hard_irqs,
         gro_flush_timeout: p.gro_flush_timeout,
+        // nicres
+        rx_ring: p.rx_ring,
+        tx_ring: p.tx_ring,
+        coalesce: p.coalesce,
+        channels: p.channels,
     };
     let devs = devices(root, &p.ifaces)?;
     let mut plan = plan::plan(&topo, &devs, &opts).map_err(|e| match e {
@@ -222,6 +248,13 @@ pub fn asked_not_planned(p: &PlanArgs, plan: &Plan) -> Vec<String> {
                     note("hashed fields", "the device does not report its hashed fields")
                 ));
             }
+        }
+        // nicres
+        if (p.rx_ring.is_some() || p.tx_ring.is_some()) && d.rx_ring.is_none() && d.tx_ring.is_none() {
+            out.push(format!("{:<8} ring sizes: {}", d.name, note("ring sizes", "not planned")));
+        }
+        if p.coalesce.is_some() && d.coalesce.is_none() {
+            out.push(format!("{:<8} coalescing: {}", d.name, note("coalescing", "not planned")));
         }
     }
     out
