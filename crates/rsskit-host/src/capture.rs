@@ -421,15 +421,21 @@ fn capture_iface(w: &mut Writer<'_>, name: &str) -> Result<(), CaptureError> {
             w.mkdir(&Path::new("sys").join(&base).join(&l))?;
         }
     }
-    let facts = match Ethtool::open(name) {
-        Ok(eth) => {
+    // The same front door as the live reads (netlink first, the ioctl
+    // otherwise), so a capture holds the answers `info` would show.
+    let facts = match rsskit_linux::ethtool_nl::Nic::open(name) {
+        Ok(mut nic) => {
+            let eth = nic.ioctl();
             let driver = match get(eth.driver()) {
                 Reported::Supported(d) if !d.is_empty() => Some(d),
                 _ => netdev::sysfs_driver(w.src, name),
             };
             let facts = EthtoolFacts {
                 driver,
-                channels: answer(get(eth.channels()), |c| ChannelFacts {
+                hash: answer(get(eth.flow_hashes()), |v| {
+                    v.iter().map(|h| (h.flow.to_string(), h.raw)).collect()
+                }),
+                channels: answer(get(nic.channels().map(|a| a.value)), |c| ChannelFacts {
                     combined: c.combined_count,
                     rx: c.rx_count,
                     tx: c.tx_count,
@@ -439,15 +445,12 @@ fn capture_iface(w: &mut Writer<'_>, name: &str) -> Result<(), CaptureError> {
                     max_tx: c.max_tx,
                     max_other: c.max_other,
                 }),
-                rss: answer(get(eth.rss()), |r| RssFacts {
+                rss: answer(get(nic.rss().map(|a| a.value)), |r| RssFacts {
                     key: hex(&r.key),
                     table: r.indir,
                     hfunc: r.hfunc,
                     input_xfrm: r.input_xfrm,
                     source: r.source.into(),
-                }),
-                hash: answer(get(eth.flow_hashes()), |v| {
-                    v.iter().map(|h| (h.flow.to_string(), h.raw)).collect()
                 }),
             };
             for (what, a) in [

@@ -81,6 +81,11 @@ fn this_machine_planned_offline_as_live() {
         for i in v["interfaces"].as_array_mut().unwrap() {
             i.as_object_mut().unwrap().remove("queue_map");
             i.as_object_mut().unwrap().remove("flow_rules");
+            // Asked of the running kernel only: which interface answered,
+            // rings, coalescing, context and rule support.
+            for k in ["channels_via", "rss_via", "rings", "coalesce", "isolation"] {
+                i.as_object_mut().unwrap().remove(k);
+            }
             // The per-NAPI settings are netlink answers too (napi-get).
             i["napi"].as_object_mut().unwrap().remove("instances");
             for side in ["rx_queues", "tx_queues"] {
@@ -98,6 +103,10 @@ fn this_machine_planned_offline_as_live() {
         assert_eq!(i["queue_map"]["kernel_unavailable"], "a capture holds no netdev netlink map", "{i}");
         assert_eq!(i["flow_rules"]["unreadable"], "a capture holds no flow rules", "{i}");
         assert_eq!(i["napi"]["instances"]["unavailable"], "a capture holds no per-NAPI settings", "{i}");
+        for k in ["channels_via", "rss_via", "rings", "coalesce"] {
+            assert!(i[k].is_null(), "a capture says nothing of {k}: {i}");
+        }
+        assert_eq!(i["isolation"]["unreadable"], "a capture holds no RSS contexts or flow rules", "{i}");
     }
     assert_eq!(strip(live), strip(from), "info --json live vs --from, the netlink map aside");
     // Only what rsskit reads: no address, statistics or process file.
