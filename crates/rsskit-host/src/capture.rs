@@ -16,7 +16,7 @@
 
 use crate::tune::setting::{printable, MAX_KEY_BYTES, MAX_TABLE_ENTRIES};
 use rsskit_linux::cpulist;
-use rsskit_linux::ethtool::{self, Channels, Ethtool, FlowHash, Reported, Rss};
+use rsskit_linux::ethtool::{self, Channels, FlowHash, Reported, Rss};
 use rsskit_linux::netdev::{self, Roots};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
