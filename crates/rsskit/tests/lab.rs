@@ -27,30 +27,12 @@ const QUEUES: usize = 4;
 const GUEST_V4: &str = "10.77.0.2";
 const GUEST_V6: &str = "fd77:77::2";
 
-/// The lab: one already booted by hand with `RSSKIT_LAB_REUSE`, else a new boot.
-fn boot() -> Lab {
-    if std::env::var_os("RSSKIT_LAB_REUSE").is_some() {
-        if let Some(lab) = Lab::running() {
-            eprintln!("lab: reusing the running lab (RSSKIT_LAB_REUSE)");
-            return lab;
-        }
-    }
-    Lab::boot(&[], 1500)
-}
-
 /// What this file asks of the busybox guest (commands run chrooted into
 /// the host's root, so `RSSKIT` is this build).
 impl Lab {
     /// `rsskit ARGS` in the guest.
     fn rsskit(&self, args: &str) -> Out {
         self.run(&format!("{RSSKIT} {args}"), 180)
-    }
-
-    fn rsskit_json(&self, args: &str) -> Value {
-        let o = self.rsskit(args);
-        assert_eq!(o.rc, 0, "rsskit {args}: {}", o.text());
-        serde_json::from_str(&o.stdout)
-            .unwrap_or_else(|e| panic!("rsskit {args}: not JSON ({e}): {}", o.text()))
     }
 
     /// Raw frames into the guest's eth0; with `capture_s`, the UDP
@@ -295,7 +277,7 @@ fn step(n: u32, what: &str) {
     ignore = "QEMU cannot start here: no qemu-system-x86_64 or no /dev/net/tun (scripts/install-deps.sh installs QEMU)"
 )]
 fn lab_real_nic_drivers() {
-    let lab = boot();
+    let lab = Lab::boot_or_reuse(&[], 1500);
 
     step(1, "info reads the real key, table, hashed fields and queue IRQs");
     let info = lab.rsskit_json("info --json");

@@ -27,28 +27,13 @@ use std::time::{Duration, Instant};
 const RSSKIT: &str = env!("CARGO_BIN_EXE_rsskit");
 const QUEUES: usize = 4;
 
-fn boot() -> Lab {
-    if std::env::var_os("RSSKIT_LAB_REUSE").is_some() {
-        if let Some(lab) = Lab::running() {
-            return lab;
-        }
-    }
-    Lab::boot(&["--kernel", "7.3"], 1200)
-}
-
-fn rsskit_json(lab: &Lab, args: &str) -> Value {
-    let o = lab.run(&format!("{RSSKIT} {args}"), 180);
-    assert_eq!(o.rc, 0, "rsskit {args}: {}", o.text());
-    serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("rsskit {args}: not JSON ({e}): {}", o.text()))
-}
-
 fn reader() -> String {
     format!("{}/tests/support/netdev_genl.py", env!("CARGO_MANIFEST_DIR"))
 }
 
 /// Step 1: info's map against the independent reader's, queue by queue.
 fn map_matches_kernel(lab: &Lab, nic: &str, want_irqs: bool, want_threads: bool) {
-    let info = rsskit_json(lab, &format!("info --iface {nic} --json"));
+    let info = lab.rsskit_json(&format!("info --iface {nic} --json"));
     let i = &info["interfaces"][0];
     let k: Value =
         serde_json::from_str(&lab.ok(&format!("python3 {} {nic}", reader()))).expect("reader JSON");
@@ -254,7 +239,7 @@ fn flows_land_as_predicted(lab: &Lab, nic: &str, seed: u64) {
 )]
 fn lab_kernel73_igb_and_kernel_map() {
     let t = Instant::now();
-    let lab = boot();
+    let lab = Lab::boot_or_reuse(&["--kernel", "7.3"], 1200);
     let release = lab.say_kernel();
     assert!(release.starts_with("7.3."), "the 7.3 lab runs 7.3: {release}");
     assert_eq!(lab.ok("basename $(readlink /sys/class/net/eth1/device/driver)").trim(), "igb");
@@ -302,7 +287,7 @@ fn igb_rule_is_read(lab: &Lab) {
     if ntuple.rc != 0 {
         eprintln!("igb as QEMU models it (82576) refuses ntuple filters: {}", ntuple.text().trim());
         let listed = lab.run("ethtool -n eth1", 60);
-        let v = rsskit_json(lab, "info --iface eth1 --json");
+        let v = lab.rsskit_json("info --iface eth1 --json");
         let rules = &v["interfaces"][0]["flow_rules"];
         assert!(rules["rules"].as_array().unwrap().is_empty(), "{rules}");
         if listed.text().contains("Operation not supported") {
@@ -320,17 +305,17 @@ fn igb_rule_is_read(lab: &Lab) {
         .lines()
         .find_map(|l| l.trim().strip_prefix("Filter:").map(|x| x.trim().parse().unwrap()))
         .unwrap_or_else(|| panic!("ethtool -n lists no filter: {listed}"));
-    let v = rsskit_json(lab, "info --iface eth1 --json");
+    let v = lab.rsskit_json("info --iface eth1 --json");
     let rules = &v["interfaces"][0]["flow_rules"];
     assert_eq!(
         rules["rules"],
         serde_json::json!([format!("ether proto 35063 queue 2 loc {loc}")]),
         "{rules}\n{listed}"
     );
-    let h = rsskit_json(lab, "hash --iface eth1 --src 10.9.0.1:1000 --dst 10.77.1.2:2000 --proto udp --json");
+    let h = lab.rsskit_json("hash --iface eth1 --src 10.9.0.1:1000 --dst 10.77.1.2:2000 --proto udp --json");
     assert_eq!(h["route"], "table", "an IPv4 flow passes an EtherType 0x88f7 rule: {h}");
     lab.ok(&format!("ethtool -N eth1 delete {loc}"));
-    let v = rsskit_json(lab, "info --iface eth1 --json");
+    let v = lab.rsskit_json("info --iface eth1 --json");
     assert!(v["interfaces"][0]["flow_rules"]["rules"].as_array().unwrap().is_empty(), "deleted: {v}");
 }
 

@@ -31,21 +31,6 @@ const QUEUES: usize = 4;
 /// One lab per checkout: the two tests take turns.
 static ONE_LAB: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn boot(kernel: &str) -> Lab {
-    if std::env::var_os("RSSKIT_LAB_REUSE").is_some() {
-        if let Some(lab) = Lab::running() {
-            return lab;
-        }
-    }
-    Lab::boot(&["--kernel", kernel], 1200)
-}
-
-fn rsskit_json(lab: &Lab, args: &str) -> Value {
-    let o = lab.run(&format!("{RSSKIT} {args}"), 180);
-    assert!(o.rc == 0 || o.rc == 1, "rsskit {args}: {}", o.text());
-    serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("rsskit {args}: not JSON ({e}): {}", o.text()))
-}
-
 /// NAPI id -> (PID, CPU list) of `nic`'s NAPI threads, read with `ps` and
 /// `taskset` (not rsskit).
 fn threads(lab: &Lab, nic: &str) -> BTreeMap<u32, (u32, String)> {
@@ -162,7 +147,7 @@ fn napi_on_nic(lab: &Lab, nic: &str, addr: &str, kernel_irqs: bool) {
     assert!(before.len() >= QUEUES, "{nic}: a NAPI thread per RX queue at least: {before:?}");
 
     // 1. The plan: threading kept, each thread pinned to its queue IRQ's CPUs.
-    let plan = rsskit_json(lab, &format!("plan --iface {nic} --json"));
+    let plan = lab.rsskit_json_rc(&format!("plan --iface {nic} --json"), &[0, 1]);
     let d = &plan["devices"][0];
     assert!(d["napi_threaded"].is_null(), "{nic}: threading kept on with the map: {d}");
     if kernel_irqs {
@@ -193,7 +178,7 @@ fn napi_on_nic(lab: &Lab, nic: &str, addr: &str, kernel_irqs: bool) {
     assert!(lab.run(&format!("test -s /tmp/napi-{nic}.json"), 30).rc == 0, "{nic}: saved: {}", o.text());
     pinned_as_planned(lab, nic, &pins);
     assert_eq!(settings(lab).split_whitespace().collect::<Vec<_>>(), ["2", "200000"], "{nic}");
-    let info = rsskit_json(lab, &format!("info --iface {nic} --json"));
+    let info = lab.rsskit_json_rc(&format!("info --iface {nic} --json"), &[0, 1]);
     let n = &info["interfaces"][0]["napi"];
     assert_eq!(
         (n["napi_defer_hard_irqs"].as_u64(), n["gro_flush_timeout"].as_u64()),
@@ -262,7 +247,7 @@ fn napi_on_nic(lab: &Lab, nic: &str, addr: &str, kernel_irqs: bool) {
 fn lab_napi_threads_pinned_checked_repaired_restored() {
     let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
     let t = Instant::now();
-    let lab = boot("7.3");
+    let lab = Lab::boot_or_reuse(&["--kernel", "7.3"], 1200);
     let release = lab.say_kernel();
     assert!(release.starts_with("7.3."), "the 7.3 lab runs 7.3: {release}");
     // The persisted plan needs a writable /etc (the guest's root is the host's, read-only).
@@ -286,7 +271,7 @@ fn lab_napi_threads_pinned_checked_repaired_restored() {
 fn lab_napi_61_threads_off_without_the_map() {
     let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
     let t = Instant::now();
-    let lab = boot("6.1");
+    let lab = Lab::boot_or_reuse(&["--kernel", "6.1"], 1200);
     let release = lab.say_kernel();
     assert!(release.starts_with("6.1."), "the default lab runs 6.1: {release}");
     let nic = "eth0";
@@ -296,7 +281,7 @@ fn lab_napi_61_threads_off_without_the_map() {
     let c = lab.run(&format!("{RSSKIT} check --iface {nic}"), 180);
     assert_eq!(c.rc, 1, "floating threads are not aligned: {}", c.text());
     assert!(c.stdout.contains("not one known queue's CPU"), "{}", c.text());
-    let plan = rsskit_json(&lab, &format!("plan --iface {nic} --json"));
+    let plan = lab.rsskit_json_rc(&format!("plan --iface {nic} --json"), &[0, 1]);
     let d = &plan["devices"][0];
     assert_eq!(d["napi_threaded"], 0, "{d}");
     assert!(d["napi_threads"].is_null(), "nothing pinned without the map: {d}");

@@ -46,21 +46,6 @@ const RSSKIT: &str = env!("CARGO_BIN_EXE_rsskit");
 const NSIM: &str = "nsim0";
 const QUEUES: usize = 4;
 
-fn boot() -> Lab {
-    if std::env::var_os("RSSKIT_LAB_REUSE").is_some() {
-        if let Some(lab) = Lab::running() {
-            return lab;
-        }
-    }
-    Lab::boot(&["--kernel", "7.3"], 1200)
-}
-
-fn rsskit_json(lab: &Lab, args: &str) -> Value {
-    let o = lab.run(&format!("{RSSKIT} {args}"), 180);
-    assert_eq!(o.rc, 0, "rsskit {args}: {}", o.text());
-    serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("rsskit {args}: not JSON ({e}): {}", o.text()))
-}
-
 /// `scripts/lab nsim ARGS` (the helper the docs show); its stdout.
 fn lab_nsim(args: &[&str]) -> (bool, String) {
     let o = Command::new(common::lab::script()).arg("nsim").args(args).output().expect("scripts/lab nsim");
@@ -107,7 +92,7 @@ fn ethtool_channels(lab: &Lab) -> (u64, u64) {
 
 /// Step 1.
 fn info_reads_netdevsim(lab: &Lab) {
-    let v = rsskit_json(lab, &format!("info --iface {NSIM} --json"));
+    let v = lab.rsskit_json(&format!("info --iface {NSIM} --json"));
     let i = &v["interfaces"][0];
     assert_eq!(i["name"], NSIM, "{v}");
     assert_eq!(i["driver"], "netdevsim", "{i}");
@@ -159,7 +144,7 @@ fn info_reads_netdevsim(lab: &Lab) {
 fn contexts_are_refused(lab: &Lab) {
     let c = lab.run(&format!("ethtool -X {NSIM} context new equal 2"), 60);
     assert_ne!(c.rc, 0, "7.3's netdevsim has no RSS contexts, yet: {}", c.text());
-    let v = rsskit_json(lab, &format!("info --iface {NSIM} --json"));
+    let v = lab.rsskit_json(&format!("info --iface {NSIM} --json"));
     let rules = &v["interfaces"][0]["flow_rules"];
     let contexts = rules.get("contexts").and_then(|c| c.as_object()).map_or(0, |c| c.len());
     assert_eq!(contexts, 0, "no context exists: {rules}");
@@ -170,7 +155,7 @@ fn contexts_are_refused(lab: &Lab) {
 /// Step 3.
 fn plan_apply_check_restore(lab: &Lab) {
     let before = queue_files(lab);
-    let plan = rsskit_json(lab, &format!("plan --iface {NSIM} --json"));
+    let plan = lab.rsskit_json(&format!("plan --iface {NSIM} --json"));
     lab.ok(&format!("{RSSKIT} plan --iface {NSIM} --json > /tmp/nsim-plan.json"));
     let d = &plan["devices"][0];
     assert_eq!(d["name"], NSIM, "{plan}");
@@ -181,7 +166,7 @@ fn plan_apply_check_restore(lab: &Lab) {
     assert_eq!(a.rc, 0, "{}", a.text());
     assert!(a.stdout.contains("settings applied and read back"), "{}", a.text());
     let after = queue_files(lab);
-    let info = rsskit_json(lab, &format!("info --iface {NSIM} --json"));
+    let info = lab.rsskit_json(&format!("info --iface {NSIM} --json"));
     let i = &info["interfaces"][0];
     for q in d["rx"].as_array().expect("planned rx queues") {
         let n = q["queue"].as_u64().unwrap() as usize;
@@ -198,14 +183,14 @@ fn plan_apply_check_restore(lab: &Lab) {
 
     // Channels: the kernel's count changes the queues every reader sees.
     lab.ok(&format!("ethtool -L {NSIM} combined 2"));
-    let v = rsskit_json(lab, &format!("info --iface {NSIM} --json"));
+    let v = lab.rsskit_json(&format!("info --iface {NSIM} --json"));
     assert_eq!(v["interfaces"][0]["channels"]["combined"], 2, "{}", v["interfaces"][0]["channels"]);
     assert_eq!(v["interfaces"][0]["rx_queue_count"], 2);
     let stale = lab.run(&format!("{RSSKIT} apply /tmp/nsim-plan.json --save /tmp/nsim-stale.json"), 180);
     assert_eq!(stale.rc, 1, "a plan for {QUEUES} queues on 2: refused, nothing written: {}", stale.text());
     lab.ok(&format!("ethtool -L {NSIM} combined {QUEUES}"));
     assert_eq!(ethtool_channels(lab).0, QUEUES as u64);
-    let v = rsskit_json(lab, &format!("info --iface {NSIM} --json"));
+    let v = lab.rsskit_json(&format!("info --iface {NSIM} --json"));
     assert_eq!(v["interfaces"][0]["channels"]["combined"], QUEUES, "back");
     assert_eq!(queue_files(lab), before, "the stale plan wrote nothing, the queues are back as they were");
 }
@@ -319,7 +304,7 @@ fn debugfs_injection(lab: &Lab, ddir: &str) {
 #[cfg_attr(rsskit_no_qemu, ignore = "QEMU cannot start here (no qemu-system-x86_64 or /dev/net/tun)")]
 fn netdevsim_on_kernel_73() {
     let t = Instant::now();
-    let lab = boot();
+    let lab = Lab::boot_or_reuse(&["--kernel", "7.3"], 1200);
     let release = lab.say_kernel();
     assert!(release.starts_with("7.3"), "the 7.3 lab runs {release}");
     let ddir = new_device(&lab);

@@ -20,15 +20,6 @@ use std::time::Instant;
 
 const RSSKIT: &str = env!("CARGO_BIN_EXE_rsskit");
 
-fn boot() -> Lab {
-    if std::env::var_os("RSSKIT_LAB_REUSE").is_some() {
-        if let Some(lab) = Lab::running() {
-            return lab;
-        }
-    }
-    Lab::boot(&["--kernel", "7.3"], 900)
-}
-
 /// `NAME: VALUE` lines of `ethtool -g/-c/-l`, in order (a name repeats:
 /// maxima first, then current settings, under `ethtool -g` and `-l`).
 fn fields(text: &str) -> Vec<(String, String)> {
@@ -120,7 +111,7 @@ fn virtio_channels(lab: &Lab) {
 )]
 fn lab_nicres_igb_rings_coalescing_and_virtio_channels() {
     let t = Instant::now();
-    let lab = boot();
+    let lab = Lab::boot_or_reuse(&["--kernel", "7.3"], 900);
     // Save files of an earlier run in a reused guest are never overwritten.
     lab.ok("rm -f /tmp/nicres-igb.json /tmp/nicres-virtio.json /tmp/nicres-plan.json");
     assert!(lab.say_kernel().starts_with("7.3."), "the 7.3 lab");

@@ -65,6 +65,32 @@ impl Lab {
         lab
     }
 
+    /// The lab booted by hand when `RSSKIT_LAB_REUSE` is set and one is
+    /// running, else a new [`Lab::boot`].
+    pub fn boot_or_reuse(boot_args: &[&str], max_seconds: u32) -> Lab {
+        if std::env::var_os("RSSKIT_LAB_REUSE").is_some() {
+            if let Some(lab) = Lab::running() {
+                eprintln!("lab: reusing the running lab (RSSKIT_LAB_REUSE)");
+                return lab;
+            }
+        }
+        Lab::boot(boot_args, max_seconds)
+    }
+
+    /// `rsskit ARGS` (this build) in the guest, its stdout as JSON; an exit
+    /// status other than 0 fails the test.
+    pub fn rsskit_json(&self, args: &str) -> Value {
+        self.rsskit_json_rc(args, &[0])
+    }
+
+    /// As [`Lab::rsskit_json`], accepting the exit statuses in `ok`.
+    pub fn rsskit_json_rc(&self, args: &str, ok: &[i32]) -> Value {
+        let o = self.run(&format!("{} {args}", env!("CARGO_BIN_EXE_rsskit")), 180);
+        assert!(ok.contains(&o.rc), "rsskit {args}: exit {}: {}", o.rc, o.text());
+        serde_json::from_str(&o.stdout)
+            .unwrap_or_else(|e| panic!("rsskit {args}: not JSON ({e}): {}", o.text()))
+    }
+
     /// Prints the guest's kernel (`uname -r`): every lab test says which
     /// kernel it ran on.
     pub fn say_kernel(&self) -> String {
