@@ -113,7 +113,10 @@ impl Locked<'_> {
         }
         let mut failed = 0;
         for s in &changes {
-            let o = tune::write_one(self.sys, s)?;
+            // As `Locked::write`: an error on one setting is its outcome, so
+            // the settings written before it are still counted and named.
+            let o =
+                tune::write_one(self.sys, s).unwrap_or_else(|e| Outcome::Refused { reason: e.to_string() });
             failed += usize::from(o != Outcome::Applied);
             observe(Step::Wrote(s, &o));
         }
