@@ -432,6 +432,15 @@ pub fn is_symmetric(key: &RssKey) -> bool {
     k.iter().enumerate().all(|(i, b)| *b == k[i % 2])
 }
 
+/// Whether a flow and its reverse land in the same bucket with `key` when
+/// the NIC applies `xfrm` first. A symmetric transform feeds the hash the
+/// same input for both directions, so then every key is symmetric (a random
+/// key included: judging it "asymmetric" would be wrong); without one only
+/// a symmetric key ([`is_symmetric`]) is.
+pub fn symmetric_under(key: &RssKey, xfrm: crate::xfrm::InputXfrm) -> bool {
+    xfrm.is_symmetric() || is_symmetric(key)
+}
+
 /// A key that cannot reach every bucket, refused by [`vet`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct WeakKey {
@@ -711,5 +720,29 @@ mod tests {
         // probability about 2^-10 per 4-tuple layout): 15 of 10,000 keys
         // with this seed. Far more, or none, would mean wrong ranks.
         assert!((5..=40).contains(&field), "{field} of {KEYS} random keys have a short single field");
+    }
+
+    /// `symmetric_under` agrees with hashing both directions through the
+    /// transform: with one, a random key is symmetric; without, it is not.
+    #[test]
+    fn symmetric_under_matches_hashing_both_ways() {
+        use crate::hashtype::HashInput;
+        use crate::xfrm::InputXfrm;
+        use core::net::Ipv4Addr;
+        let mut rng = SplitMix64(37);
+        let key = random_key(&mut rng);
+        let mut both_ways = |x: InputXfrm| {
+            (0..200).all(|_| {
+                let (a, b) = (Ipv4Addr::from(rng.next_u64() as u32), Ipv4Addr::from(rng.next_u64() as u32));
+                let (pa, pb) = (rng.next_u64() as u16, rng.next_u64() as u16);
+                let h = |i: &HashInput| crate::toeplitz::reference(key.as_bytes(), x.apply(i).as_bytes());
+                h(&HashInput::v4(a, b, Some((pa, pb)))) == h(&HashInput::v4(b, a, Some((pb, pa))))
+            })
+        };
+        for x in [InputXfrm::None, InputXfrm::SymXor, InputXfrm::SymOrXor] {
+            assert_eq!(symmetric_under(&key, x), both_ways(x), "{x}");
+        }
+        assert!(!symmetric_under(&key, InputXfrm::None));
+        assert!(symmetric_under(&RssKey::symmetric(), InputXfrm::None));
     }
 }

@@ -63,7 +63,11 @@ pub(crate) struct FakeDriver {
     /// Refuse every RSS context (`ETHTOOL_GRSSH`/`SRSSH` with one) as
     /// `EOPNOTSUPP`: a driver without `create_rxfh_context`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub no_contexts: bool,
+    pub no_contexts: bool, // symplan: symmetric hashing (issue 37 item 3).
+    /// `RXH_XFRM_*` bits the driver takes (`supported_input_xfrm`, as ice
+    /// 1, mlx5 2); absent = none: any transform is refused as EOPNOTSUPP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_xfrm_supported: Option<u8>,
 }
 
 /// The fake RSS state of a test tree's driver.
@@ -234,6 +238,28 @@ pub(crate) fn set_rss(
         }
         cur.key = hex(&k);
     }
+    let path = path(dir, name);
+    let text = serde_json::to_string_pretty(&f).expect("plain data");
+    fs::write(&path, text).map_err(|e| SysrootError::Fake { path, msg: e.to_string() })?;
+    Ok(Reported::Supported(()))
+}
+
+/// symplan: `ETHTOOL_MSG_RSS_SET` with only `input-xfrm` on the fake
+/// driver: refused, as the kernel does, unless every bit is one the driver
+/// supports; 0 (none) always taken, and kept as "absent" so that a restore
+/// gives back the file it found.
+pub(crate) fn set_input_xfrm(dir: &Path, name: &str, bits: u8) -> Result<Reported<()>, SysrootError> {
+    const WHAT: &str = "ETHTOOL_MSG_RSS_SET";
+    let mut f = read(dir, name)?;
+    if let Some(r) = &f.refuse_set {
+        return refused(WHAT, r);
+    }
+    let supported = f.input_xfrm_supported.unwrap_or(0);
+    let Some(cur) = f.rss.as_mut() else { return refused(WHAT, NOT_SUPPORTED) };
+    if bits & !supported != 0 {
+        return refused(WHAT, "Operation not supported (os error 95) (the driver has no such input_xfrm)");
+    }
+    cur.input_xfrm = (bits != 0).then_some(bits);
     let path = path(dir, name);
     let text = serde_json::to_string_pretty(&f).expect("plain data");
     fs::write(&path, text).map_err(|e| SysrootError::Fake { path, msg: e.to_string() })?;

@@ -185,7 +185,15 @@ fn input_transform(d: &DeviceState, f: &mut Findings) {
 /// Key quality: the check random keys get.
 fn key_quality(d: &DeviceState, f: &mut Findings) {
     let Some(r) = d.rss.ok().filter(|r| !r.key.is_empty()) else { return };
-    if key_is_symmetric(&r.key) {
+    // The key is judged under the NIC's transform: with a symmetric one
+    // every key hashes both directions alike.
+    let xfrm = rsskit_linux::ethtool::xfrm_bits(&r.input_xfrm)
+        .and_then(|b| rsskit_core::InputXfrm::from_bits(b).ok())
+        .filter(|x| x.is_symmetric());
+    if let Some(x) = xfrm {
+        f.notes.push(format!("input_xfrm {x}: both directions of a flow hash alike, whatever the key"));
+    }
+    if xfrm.is_none() && key_is_symmetric(&r.key) {
         f.notes.push(
             "symmetric key (a 2-byte pattern): both directions of a flow hash alike; it uses only 16 \
              independent hash bits, by design"

@@ -72,6 +72,8 @@ pub mod persist;
 pub mod placement;
 pub mod plan;
 pub mod softnet;
+// symplan
+pub mod symmetric;
 pub mod sysroot;
 pub mod trusted;
 pub mod tune;

@@ -127,6 +127,15 @@ pub enum KeyChoice {
     },
 }
 
+// symplan
+impl KeyChoice {
+    /// The symmetric key (`--key symmetric`): 0x6d5a repeated, cut to the
+    /// device's key length.
+    pub fn symmetric() -> KeyChoice {
+        KeyChoice::Set { bytes: vec![0x6d, 0x5a], source: "symmetric".into(), fit: true }
+    }
+}
+
 /// How to spread a device without hardware RSS over its CPUs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -183,6 +192,9 @@ pub struct PlanOptions {
     pub coalesce: Option<crate::nicres::CoalesceChoice>,
     /// The channel count: kept, one per planned CPU, or a number.
     pub channels: crate::nicres::ChannelChoice,
+    // symplan: symmetric hashing (issue 37 item 3).
+    /// Make both directions of a flow hash alike (`None`: as `key` says).
+    pub symmetric: Option<crate::symmetric::SymmetricChoice>,
 }
 
 impl Default for PlanOptions {
@@ -203,6 +215,8 @@ impl Default for PlanOptions {
             tx_ring: None,
             coalesce: None,
             channels: crate::nicres::ChannelChoice::Keep,
+            // symplan
+            symmetric: None,
         }
     }
 }
@@ -327,6 +341,10 @@ impl Plan {
             }
             // nicres
             crate::nicres::validate(d).map_err(|e| format!("{n}: {e}"))?;
+            // symplan
+            if let Some(x) = &d.input_xfrm {
+                valid_value(Kind::InputXfrm, x).map_err(|e| format!("{n}: input_xfrm is {e}"))?;
+            }
         }
         Ok(())
     }
@@ -414,6 +432,11 @@ pub struct DevicePlan {
     /// map; absent when from IRQ names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_map: Option<String>,
+    // symplan: symmetric hashing (issue 37 item 3).
+    /// The RSS input transform to write (`sym-xor`, `sym-or-xor`), when
+    /// `--symmetric` chose it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_xfrm: Option<String>,
 }
 
 /// napi: one NAPI thread pinned to the CPU of the queue it polls.
@@ -705,7 +728,17 @@ fn plan_device_on(
     let rings = Rings::bind(d, cpus, dev_unit, &mut notes)?;
     let table = plan_table(d, &rings.rx, &mut notes)?;
     let dev_key = d.rss.ok().map(|r| r.key.clone()).unwrap_or_default();
-    let (key, key_source) = plan_key(d, &opts.key, &dev_key, &mut notes)?;
+    // symplan: --symmetric picks the transform or the symmetric key.
+    let sym = opts.symmetric.map(|c| {
+        let rss = d.rss.ok();
+        let current = rss.map(|r| r.input_xfrm.as_slice()).unwrap_or_default();
+        crate::symmetric::choose(c, d.driver.as_deref(), current, hw && !dev_key.is_empty(), &mut notes)
+    });
+    let key_choice = match &sym {
+        Some(s) if s.key => KeyChoice::symmetric(),
+        _ => opts.key.clone(),
+    };
+    let (key, key_source) = plan_key(d, &key_choice, &dev_key, &mut notes)?;
     let spread = Spread::of(d, rings.cpus.len(), opts.software_rss);
     let xdp_steer = spread.xdp.then(|| XdpSteerPlan {
         cpus: sorted(&rings.cpus),
@@ -787,6 +820,8 @@ fn plan_device_on(
         napi_defer_hard_irqs: opts.napi_defer_hard_irqs,
         gro_flush_timeout: opts.gro_flush_timeout,
         queue_map: d.queue_map.is_kernel().then(|| crate::irqmap::KERNEL.to_string()),
+        // symplan
+        input_xfrm: sym.and_then(|s| s.input_xfrm),
     })
 }
 

@@ -405,6 +405,21 @@ impl Sysroot {
         nic.set_rss(&w).map(|a| a.value).map_err(|e| SysrootError::Ethtool(e.to_string()))
     }
 
+    /// symplan: sets the RSS input transform of the main context alone
+    /// (`RXH_XFRM_*` bits; 0 none). Only ethtool netlink `RSS_SET` carries
+    /// it: on a kernel without that the answer is a refusal with the
+    /// reason, as is a driver that does not take it or reads back another.
+    pub fn set_input_xfrm(&self, name: &str, bits: u8) -> Result<Reported<()>, SysrootError> {
+        self.refuse_capture()?;
+        #[cfg(any(test, feature = "fixtures"))]
+        if let Some(dir) = self.fixture() {
+            return crate::fixture::set_input_xfrm(dir, name, bits);
+        }
+        let w = RssWrite { input_xfrm: Some(u32::from(bits)), ..RssWrite::default() };
+        let mut nic = Nic::open(name).map_err(|e| SysrootError::Ethtool(e.to_string()))?;
+        nic.set_rss(&w).map(|a| a.value).map_err(|e| SysrootError::Ethtool(e.to_string()))
+    }
+
     /// Sets the combined channel count (`CHANNELS_SET` or `ETHTOOL_SCHANNELS`), other counts
     /// kept. A test tree's fake driver adds or removes its queues and IRQs.
     pub fn set_combined_channels(&self, name: &str, combined: u32) -> Result<Reported<()>, SysrootError> {

@@ -207,6 +207,11 @@ fn device_settings(
     if let Some(v) = d.gro_flush_timeout {
         add(Target::GroFlushTimeout { device: device() }, v.to_string())?;
     }
+    // symplan: the input transform last: it changes no queue or CPU, only
+    // which fields feed the hash.
+    if let Some(x) = &d.input_xfrm {
+        add(Target::InputXfrm { device: device() }, x.clone())?;
+    }
     Ok(())
 }
 

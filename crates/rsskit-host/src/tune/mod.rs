@@ -38,3 +38,5 @@ pub use write::{
 };
 // nicres
 pub use write::rewrite_save;
+// symplan
+pub use setting::{input_xfrm_bits, input_xfrm_text, INPUT_XFRM_VALUES};

@@ -153,6 +153,8 @@ impl Entry {
             "tx_ring" => Target::TxRing { device },
             "coalesce" => Target::Coalesce { device },
             "channels" => Target::Channels { device },
+            // symplan
+            "input_xfrm" => Target::InputXfrm { device },
             _ => Target::RpsSockFlowEntries,
         };
         valid_value(target.kind(), &self.value).map_err(|e| format!("the value is {e}"))?;

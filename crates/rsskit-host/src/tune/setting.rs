@@ -27,6 +27,9 @@ pub enum Kind {
     /// each of [`COALESCE_FIELDS`] at most once; compared on the fields
     /// both values name (a plan names the ones it sets, a read names all).
     Coalesce,
+    // symplan: symmetric hashing (issue 37 item 3).
+    /// An RSS input transform (ethtool netlink): one of [`INPUT_XFRM_VALUES`].
+    InputXfrm,
 }
 
 /// Which setting: its kind and what it belongs to. Everything `apply`
@@ -128,10 +131,17 @@ pub enum Target {
         /// Interface.
         device: String,
     },
+    // symplan: symmetric hashing (issue 37 item 3).
+    /// The RSS input transform of the main context (`ETHTOOL_MSG_RSS_SET`
+    /// `input-xfrm`, `ethtool -X IF xfrm symmetric-xor`).
+    InputXfrm {
+        /// Interface.
+        device: String,
+    },
 }
 
 /// The kinds a save file names, as it spells them.
-pub const TARGET_KINDS: [&str; 16] = [
+pub const TARGET_KINDS: [&str; 17] = [
     "rss_table",
     "rss_key",
     "hash_fields",
@@ -150,6 +160,8 @@ pub const TARGET_KINDS: [&str; 16] = [
     "tx_ring",
     "coalesce",
     "channels",
+    // symplan
+    "input_xfrm",
 ];
 
 impl Target {
@@ -171,6 +183,8 @@ impl Target {
             // nicres
             Target::RxRing { .. } | Target::TxRing { .. } => Kind::Count,
             Target::Coalesce { .. } => Kind::Coalesce,
+            // symplan
+            Target::InputXfrm { .. } => Kind::InputXfrm,
         }
     }
 
@@ -195,6 +209,8 @@ impl Target {
             Target::RxRing { .. } => "rx_ring",
             Target::TxRing { .. } => "tx_ring",
             Target::Coalesce { .. } => "coalesce",
+            // symplan
+            Target::InputXfrm { .. } => "input_xfrm",
         }
     }
 
@@ -216,6 +232,8 @@ impl Target {
             | Target::GroFlushTimeout { device } => device,
             // nicres
             Target::RxRing { device } | Target::TxRing { device } | Target::Coalesce { device } => device,
+            // symplan
+            Target::InputXfrm { device } => device,
             Target::RpsSockFlowEntries => "host",
         }
     }
@@ -245,6 +263,8 @@ impl Target {
             Target::RxRing { .. } => "RX ring size".into(),
             Target::TxRing { .. } => "TX ring size".into(),
             Target::Coalesce { .. } => "interrupt coalescing".into(),
+            // symplan
+            Target::InputXfrm { .. } => "RSS input transform (input_xfrm)".into(),
         }
     }
 }
@@ -304,6 +324,8 @@ pub fn same(kind: Kind, a: &str, b: &str) -> bool {
             (Ok(x), Ok(y)) => x.iter().all(|(k, v)| y.iter().all(|(k2, v2)| k != k2 || v == v2)),
             _ => a.trim() == b.trim(),
         },
+        // symplan
+        Kind::InputXfrm => a.trim() == b.trim(),
     }
 }
 
@@ -367,6 +389,32 @@ pub fn valid_value(kind: Kind, v: &str) -> Result<(), String> {
         }
         // nicres
         Kind::Coalesce => coalesce_pairs(v).map(drop),
+        // symplan
+        Kind::InputXfrm => match input_xfrm_bits(v) {
+            Some(_) => Ok(()),
+            None => Err(format!("not an input transform (one of {})", INPUT_XFRM_VALUES.join(", "))),
+        },
+    }
+}
+
+// symplan: the input transform's text.
+/// The input transforms rsskit writes and restores, as the kernel's
+/// ethtool strings name them (`none`: no transform).
+pub const INPUT_XFRM_VALUES: [&str; 3] = ["none", "sym-xor", "sym-or-xor"];
+
+/// The `RXH_XFRM_*` bits of a value of [`INPUT_XFRM_VALUES`].
+pub fn input_xfrm_bits(v: &str) -> Option<u8> {
+    let i = INPUT_XFRM_VALUES.iter().position(|x| *x == v.trim())?;
+    Some([0, rsskit_core::xfrm::RXH_XFRM_SYM_XOR, rsskit_core::xfrm::RXH_XFRM_SYM_OR_XOR][i])
+}
+
+/// The value of a device's `input_xfrm` names as RSS reads report them;
+/// `None` for a transform rsskit does not model (both bits, or another).
+pub fn input_xfrm_text(names: &[String]) -> Option<String> {
+    match names {
+        [] => Some("none".into()),
+        [one] if input_xfrm_bits(one).is_some() && one != "none" => Some(one.clone()),
+        _ => None,
     }
 }
 
@@ -534,5 +582,21 @@ pub(crate) mod tests {
         assert!(!same(Kind::Coalesce, full, "adaptive_tx=0"));
         let c = coalesce_over(&Default::default(), full).unwrap();
         assert_eq!(coalesce_text(&c), full, "every field round-trips");
+    }
+
+    // symplan
+    #[test]
+    fn input_xfrm_values() {
+        for v in INPUT_XFRM_VALUES {
+            assert!(valid_value(Kind::InputXfrm, v).is_ok(), "{v}");
+        }
+        for bad in ["", "symmetric-xor", "sym-xor,sym-or-xor", "bit5", "1"] {
+            assert!(valid_value(Kind::InputXfrm, bad).is_err(), "{bad}");
+        }
+        assert_eq!(input_xfrm_bits("sym-or-xor"), Some(2));
+        assert_eq!(input_xfrm_text(&[]).as_deref(), Some("none"));
+        assert_eq!(input_xfrm_text(&["sym-xor".into()]).as_deref(), Some("sym-xor"));
+        assert_eq!(input_xfrm_text(&["sym-xor".into(), "sym-or-xor".into()]), None, "not modelled");
+        assert_eq!(input_xfrm_text(&["bit7".into()]), None);
     }
 }

@@ -6,6 +6,8 @@ use super::save::{parse_save, save_text, SaveFile, MAX_SAVE_BYTES};
 use super::setting::{
     coalesce_over, coalesce_text, fields_mask, hex, same, table_text, valid_value, Kind, Setting, Target,
 };
+// symplan
+use super::setting::{input_xfrm_bits, input_xfrm_text};
 use crate::sysroot::{DeviceState, Sysroot, SysrootError};
 use rsskit_linux::netdev::valid_name;
 use serde::Serialize;
@@ -90,6 +92,8 @@ pub fn file_of(root: &Sysroot, t: &Target) -> Option<PathBuf> {
         | Target::NapiThreadCpus { .. } => None,
         // nicres: ethtool settings.
         Target::RxRing { .. } | Target::TxRing { .. } | Target::Coalesce { .. } => None,
+        // symplan: an ethtool setting.
+        Target::InputXfrm { .. } => None,
         Target::IrqAffinity { irq, .. } => Some(root.irq_affinity_path(*irq)),
         Target::RpsCpus { device, queue } => Some(root.queue_path(device, "rx", *queue as usize, "rps_cpus")),
         Target::RpsFlowCnt { device, queue } => {
@@ -239,6 +243,8 @@ pub fn current(root: &Sysroot, s: &Setting) -> Result<Option<String>, TuneError>
         Target::Channels { device } => {
             root.device(device)?.channels.ok().map(|c| c.combined_count.to_string())
         }
+        // symplan
+        Target::InputXfrm { device } => root.rss(device)?.ok().and_then(|r| input_xfrm_text(&r.input_xfrm)),
         t => file_of(root, t).and_then(|p| read_value(&p, t.kind())),
     })
 }
@@ -257,6 +263,8 @@ pub(super) fn current_with(root: &Sysroot, dev: Option<&DeviceState>, t: &Target
         (Target::TxRing { .. }, Some(d)) => d.rings.ok().map(|r| r.tx.to_string()),
         (Target::Coalesce { .. }, Some(d)) => d.coalesce.ok().map(coalesce_text),
         (Target::Channels { .. }, Some(d)) => d.channels.ok().map(|c| c.combined_count.to_string()),
+        // symplan
+        (Target::InputXfrm { .. }, Some(d)) => d.rss.ok().and_then(|r| input_xfrm_text(&r.input_xfrm)),
         _ => file_of(root, t).and_then(|p| read_value(&p, t.kind())),
     }
 }
@@ -355,6 +363,11 @@ pub fn write_one(root: &Sysroot, s: &Setting) -> Result<Outcome, TuneError> {
             rsskit_linux::ethtool::Reported::Unsupported { reason } => {
                 return Ok(Outcome::Refused { reason })
             }
+        },
+        // symplan: the transform alone (table and key untouched).
+        Target::InputXfrm { device } => match input_xfrm_bits(&s.new) {
+            Some(bits) => root.set_input_xfrm(device, bits)?,
+            None => return Ok(Outcome::Refused { reason: "not an input transform".into() }),
         },
         t => {
             let Some(path) = file_of(root, t) else {

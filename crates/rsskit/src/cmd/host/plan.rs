@@ -191,6 +191,10 @@ fn device_text(s: &mut String, d: &DevicePlan) {
     if let Some(v) = d.gro_flush_timeout {
         let _ = writeln!(s, "  gro_flush_timeout: {v} ns");
     }
+    // symplan
+    if let Some(x) = &d.input_xfrm {
+        let _ = writeln!(s, "  input_xfrm: {x} (symmetric hashing by the NIC)");
+    }
     let st = &d.steering;
     let _ = writeln!(s, "  steering for rsskit servers: {} on CPUs {}", st.mode, cpulist::format(&st.cpus));
     let _ = writeln!(s, "    ({})", st.reason);

@@ -88,6 +88,21 @@ pub struct PlanArgs {
     /// maximum) or a count. The plan prints the decision and why.
     #[arg(long, value_name = "keep|auto|N", default_value = "keep", value_parser = rsskit_host::nicres::ChannelChoice::parse)]
     pub channels: rsskit_host::nicres::ChannelChoice,
+    // symplan: symmetric hashing (issue 37 item 3).
+    /// Symmetric hashing (a flow and its reverse on one queue): auto (the NIC's input_xfrm where
+    /// the driver takes one, else the symmetric key), xfrm (ask the driver for the transform) or
+    /// key (the symmetric key); the plan says which and why. Not with --key.
+    #[arg(long, value_enum, value_name = "auto|xfrm|key", num_args = 0..=1, default_missing_value = "auto", conflicts_with = "key")]
+    pub symmetric: Option<SymmetricArg>,
+}
+
+// symplan
+/// `--symmetric`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SymmetricArg {
+    Auto,
+    Xfrm,
+    Key,
 }
 
 /// `--software-rss`.
@@ -138,6 +153,8 @@ impl PlanArgs {
             || self.channels != rsskit_host::nicres::ChannelChoice::Keep
             || !self.isolate.is_empty()
             || self.napi_defer_hard_irqs.is_some()
+            // symplan
+            || self.symmetric.is_some()
             || self.gro_flush_timeout.is_some()
     }
 }
@@ -213,6 +230,12 @@ pub fn make_plan_on(root: &Sysroot, p: &PlanArgs) -> Result<Plan> {
         tx_ring: p.tx_ring,
         coalesce: p.coalesce,
         channels: p.channels,
+        // symplan
+        symmetric: p.symmetric.map(|s| match s {
+            SymmetricArg::Auto => rsskit_host::symmetric::SymmetricChoice::Auto,
+            SymmetricArg::Xfrm => rsskit_host::symmetric::SymmetricChoice::Xfrm,
+            SymmetricArg::Key => rsskit_host::symmetric::SymmetricChoice::Key,
+        }),
     };
     let devs = devices(root, &p.ifaces)?;
     let mut plan = plan::plan(&topo, &devs, &opts).map_err(|e| match e {
@@ -255,6 +278,15 @@ pub fn asked_not_planned(p: &PlanArgs, plan: &Plan) -> Vec<String> {
         }
         if p.coalesce.is_some() && d.coalesce.is_none() {
             out.push(format!("{:<8} coalescing: {}", d.name, note("coalescing", "not planned")));
+        }
+        // symplan: neither transform nor key planned, nor already on.
+        let sym_on = d.notes.iter().any(|n| n.starts_with("symmetric hashing already on"));
+        if p.symmetric.is_some() && d.input_xfrm.is_none() && d.key_source != "symmetric" && !sym_on {
+            out.push(format!(
+                "{:<8} symmetric hashing: {}",
+                d.name,
+                note("symmetric hashing", "not planned")
+            ));
         }
     }
     out
