@@ -47,6 +47,7 @@
 use crate::hashtype::{HashConfig, HashType, L4Proto};
 use crate::key::RssKey;
 use crate::toeplitz::key_window;
+use crate::xfrm::InputXfrm;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
@@ -358,21 +359,55 @@ pub fn rank(vs: impl IntoIterator<Item = u32>) -> u32 {
 
 /// Checks `key` for `key_use` (see the module documentation for the tests).
 pub fn check(key: &RssKey, key_use: KeyUse) -> KeyReport {
+    check_under(key, key_use, InputXfrm::None)
+}
+
+/// The window a varying source bit `j` of `layout` XORs into the hash when
+/// the NIC applies `xfrm` first: both copies of the field carry the bit
+/// (`j` and its twin in the destination's place). `dst_ones`, for
+/// symmetric-or-xor: the destination's bit is 1, so the OR copy is fixed
+/// and only the XOR copy (the twin) varies.
+fn src_window(k: &[u8], layout: Layout, xfrm: InputXfrm, dst_ones: bool, j: usize) -> u32 {
+    let a = layout.family.addr_bits();
+    let twin = if j < a { j + a } else { j + 16 };
+    match xfrm {
+        InputXfrm::None => key_window(k, j),
+        InputXfrm::SymOrXor if dst_ones => key_window(k, twin),
+        InputXfrm::SymXor | InputXfrm::SymOrXor => key_window(k, j) ^ key_window(k, twin),
+    }
+}
+
+/// [`check`] of the hash the NIC computes after its input transform
+/// `xfrm`. A symmetric transform feeds each source bit to two windows, so
+/// a key good for the plain hash can be useless under it (a key repeating
+/// every 4 bytes cancels every address bit under symmetric-xor) and the
+/// other way round. Symmetric-or-xor depends on the destination: judged
+/// at both of its extremes (all zeros: OR and XOR copies vary; all ones:
+/// the XOR copy alone), the lower rank kept. The degenerate-window test
+/// stays on the raw windows (every input bit is still fed to the hash).
+pub fn check_under(key: &RssKey, key_use: KeyUse, xfrm: InputXfrm) -> KeyReport {
     let k = key.as_bytes();
     let bits = key_use.bits;
     let mask = if bits >= 32 { !0 } else { (1u32 << bits) - 1 };
-    let masked_rank = |r: core::ops::Range<usize>| rank(r.map(|j| key_window(k, j) & mask));
+    let ends: &[bool] = if xfrm == InputXfrm::SymOrXor { &[false, true] } else { &[false] };
+    // The rank of the windows of source bits `js`, the lower of both ends.
+    let min_rank = |layout: Layout, mask: u32, js: &[usize]| {
+        ends.iter()
+            .map(|&d| rank(js.iter().map(|&j| src_window(k, layout, xfrm, d, j) & mask)))
+            .min()
+            .unwrap_or(0)
+    };
     let mut problems = Vec::new();
     let mut layouts = Vec::new();
     for layout in key_use.layouts() {
         let types = key_use.names(layout);
+        let masked_rank = |r: core::ops::Range<usize>| min_rank(layout, mask, &r.collect::<Vec<_>>());
         let src_addr_rank = masked_rank(layout.src_addr());
         let (reach_rank, src_port_rank, port_block_rank) = if layout.ports {
             let port = layout.src_port();
             let block = port.end - port_block_bits(bits) as usize..port.end;
-            let both = layout.src_addr().chain(port.clone());
-            let reach = rank(both.map(|j| key_window(k, j) & mask));
-            (reach, Some(masked_rank(port)), Some(masked_rank(block)))
+            let reach = min_rank(layout, mask, &layout.src_addr().chain(port.clone()).collect::<Vec<_>>());
+            (reach, Some(masked_rank(port.clone())), Some(masked_rank(block)))
         } else {
             (src_addr_rank, None, None)
         };
@@ -405,7 +440,15 @@ pub fn check(key: &RssKey, key_use: KeyUse) -> KeyReport {
             continue;
         };
         longest = longest.max(n);
-        let r = rank((0..n).map(|j| key_window(k, j)));
+        let r = match xfrm {
+            InputXfrm::None => rank((0..n).map(|j| key_window(k, j))),
+            // Under a transform the source bits are the independent inputs.
+            _ => {
+                let layout = Layout { family, ports: n > 2 * family.addr_bits() };
+                let port = if layout.ports { layout.src_port() } else { 0..0 };
+                min_rank(layout, !0, &layout.src_addr().chain(port).collect::<Vec<_>>())
+            }
+        };
         if r < 32 {
             problems.push(KeyProblem::HashRank { family, rank: r });
         }
@@ -437,7 +480,7 @@ pub fn is_symmetric(key: &RssKey) -> bool {
 /// same input for both directions, so then every key is symmetric (a random
 /// key included: judging it "asymmetric" would be wrong); without one only
 /// a symmetric key ([`is_symmetric`]) is.
-pub fn symmetric_under(key: &RssKey, xfrm: crate::xfrm::InputXfrm) -> bool {
+pub fn symmetric_under(key: &RssKey, xfrm: InputXfrm) -> bool {
     xfrm.is_symmetric() || is_symmetric(key)
 }
 
@@ -744,5 +787,59 @@ mod tests {
         }
         assert!(!symmetric_under(&key, InputXfrm::None));
         assert!(symmetric_under(&RssKey::symmetric(), InputXfrm::None));
+    }
+
+    /// Under symmetric-xor each address bit XORs two windows 32 bits
+    /// apart: a key repeating every 4 bytes passes the plain check but
+    /// cancels them all (every flow hashes to 0), and `check_under` says
+    /// so; hashing through the transform confirms it.
+    #[test]
+    fn a_key_is_judged_under_the_transform() {
+        use crate::hashtype::HashInput;
+        use core::net::Ipv4Addr;
+        let key = RssKey::from_bytes(&[0x3a, 0x91, 0xc4, 0x57].repeat(10)).unwrap();
+        let use2 = KeyUse::new([HashType::Ipv4], 7);
+        assert!(check(&key, use2).passed(), "plain: {:?}", check(&key, use2).problems);
+        let under = check_under(&key, use2, InputXfrm::SymXor);
+        assert!(under.problems.iter().any(KeyProblem::unreachable_buckets), "{:?}", under.problems);
+        assert_eq!(under.layouts[0].reach_rank, 0);
+        let mut rng = SplitMix64(5);
+        for _ in 0..100 {
+            let i = HashInput::v4(Ipv4Addr::from(rng.next_u64() as u32), Ipv4Addr::new(10, 0, 0, 1), None);
+            assert_eq!(crate::toeplitz::reference(key.as_bytes(), InputXfrm::SymXor.apply(&i).as_bytes()), 0);
+        }
+    }
+
+    /// The reach rank under a transform is what hashing through it reaches:
+    /// 2^rank distinct buckets over many sources (4 bucket bits, so a few
+    /// thousand samples see every reachable bucket).
+    #[test]
+    fn reach_under_a_transform_matches_sampled_buckets() {
+        use crate::hashtype::HashInput;
+        use core::net::Ipv4Addr;
+        let mut rng = SplitMix64(11);
+        for x in [InputXfrm::None, InputXfrm::SymXor, InputXfrm::SymOrXor] {
+            for _ in 0..20 {
+                // Sparse keys so that some fall short of 4 bits.
+                let b: Vec<u8> =
+                    (0..40).map(|_| (rng.next_u64() & rng.next_u64() & rng.next_u64()) as u8).collect();
+                let key = RssKey::from_bytes(&b).unwrap();
+                for dst in [Ipv4Addr::new(0, 0, 0, 0), Ipv4Addr::new(255, 255, 255, 255)] {
+                    let mut seen = [false; 16];
+                    for _ in 0..4000 {
+                        let i = HashInput::v4(Ipv4Addr::from(rng.next_u64() as u32), dst, None);
+                        seen[(crate::toeplitz::reference(&b, x.apply(&i).as_bytes()) & 15) as usize] = true;
+                    }
+                    let got = seen.iter().filter(|s| **s).count();
+                    let r = check_under(&key, KeyUse::new([HashType::Ipv4], 4), x).layouts[0].reach_rank;
+                    if x == InputXfrm::SymOrXor {
+                        // The lower of both ends: at most what this end reaches.
+                        assert!(1 << r <= got, "{x} {dst}: rank {r}, {got} buckets");
+                    } else {
+                        assert_eq!(1 << r, got, "{x}: rank {r}, {got} buckets");
+                    }
+                }
+            }
+        }
     }
 }

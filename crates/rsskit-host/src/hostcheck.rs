@@ -170,8 +170,8 @@ fn input_transform(d: &DeviceState, f: &mut Findings) {
     let bits = rsskit_linux::ethtool::xfrm_bits(&r.input_xfrm).unwrap_or(0xff);
     match rsskit_core::InputXfrm::from_bits(bits) {
         Ok(x) if x.is_symmetric() => f.notes.push(format!(
-            "input transform {x}: both directions of a flow land on one queue (rsskit predicts with it; \
-             the key check below judges the plain hash)"
+            "input transform {x}: both directions of a flow land on one queue (rsskit predicts with it, \
+             and the key check judges the key under it)"
         )),
         Ok(_) => {}
         Err(e) => f.problems.push(format!(
@@ -185,15 +185,15 @@ fn input_transform(d: &DeviceState, f: &mut Findings) {
 /// Key quality: the check random keys get.
 fn key_quality(d: &DeviceState, f: &mut Findings) {
     let Some(r) = d.rss.ok().filter(|r| !r.key.is_empty()) else { return };
-    // The key is judged under the NIC's transform: with a symmetric one
-    // every key hashes both directions alike.
-    let xfrm = rsskit_linux::ethtool::xfrm_bits(&r.input_xfrm)
-        .and_then(|b| rsskit_core::InputXfrm::from_bits(b).ok())
-        .filter(|x| x.is_symmetric());
-    if let Some(x) = xfrm {
-        f.notes.push(format!("input_xfrm {x}: both directions of a flow hash alike, whatever the key"));
-    }
-    if xfrm.is_none() && key_is_symmetric(&r.key) {
+    // symplan: the key is judged under the NIC's transform (said by
+    // `input_transform`; one rsskit does not model is a problem there).
+    let xfrm = match rsskit_linux::ethtool::xfrm_bits(&r.input_xfrm).map(rsskit_core::InputXfrm::from_bits) {
+        Some(Ok(x)) => x,
+        _ => return,
+    };
+    // Under a symmetric transform every key is symmetric: the pattern
+    // key's note is about the plain hash only.
+    if !xfrm.is_symmetric() && key_is_symmetric(&r.key) {
         f.notes.push(
             "symmetric key (a 2-byte pattern): both directions of a flow hash alike; it uses only 16 \
              independent hash bits, by design"
@@ -207,7 +207,7 @@ fn key_quality(d: &DeviceState, f: &mut Findings) {
     };
     // Refused only when buckets are unreachable; the rest
     // (a field that alone falls short, piling ports) is a note.
-    let rep = keycheck::check_default(&k);
+    let rep = keycheck::check_under(&k, keycheck::KeyUse::full(), xfrm);
     let (weak, other): (Vec<_>, Vec<_>) = rep.problems.iter().partition(|p| p.unreachable_buckets());
     if !weak.is_empty() {
         let why: Vec<String> = weak.iter().take(3).map(|p| p.to_string()).collect();

@@ -107,6 +107,22 @@ pub enum PlanError {
         /// The device's maximum.
         max: u32,
     },
+    // symplan: symmetric hashing (issue 37 item 3).
+    /// The key in place after the plan cannot reach every bucket under the
+    /// input transform in place after it (the symmetric key under
+    /// symmetric-xor hashes every flow to 0).
+    #[error(
+        "{device}: the RSS key cannot reach every bucket under input_xfrm {xfrm} ({why}): flows would \
+         pile into few queues; plan another key (a random one)"
+    )]
+    KeyUnderXfrm {
+        /// The interface.
+        device: String,
+        /// The transform: `sym-xor` or `sym-or-xor`.
+        xfrm: String,
+        /// The key check's first problem.
+        why: String,
+    },
 }
 
 /// The key to plan.
@@ -732,13 +748,24 @@ fn plan_device_on(
     let sym = opts.symmetric.map(|c| {
         let rss = d.rss.ok();
         let current = rss.map(|r| r.input_xfrm.as_slice()).unwrap_or_default();
-        crate::symmetric::choose(c, d.driver.as_deref(), current, hw && !dev_key.is_empty(), &mut notes)
+        let key_sym = !dev_key.is_empty() && dev_key.iter().enumerate().all(|(i, b)| *b == dev_key[i % 2]);
+        let dev = crate::symmetric::Device {
+            driver: d.driver.as_deref(),
+            current,
+            rss: hw && !dev_key.is_empty(),
+            key_sym,
+        };
+        crate::symmetric::choose(c, &dev, &mut notes)
     });
     let key_choice = match &sym {
         Some(s) if s.key => KeyChoice::symmetric(),
         _ => opts.key.clone(),
     };
     let (key, key_source) = plan_key(d, &key_choice, &dev_key, &mut notes)?;
+    if opts.symmetric.is_some() || key.is_some() {
+        let planned = sym.as_ref().and_then(|s| s.input_xfrm.as_deref());
+        key_under_xfrm(d, planned, key.as_deref(), &dev_key)?;
+    }
     let spread = Spread::of(d, rings.cpus.len(), opts.software_rss);
     let xdp_steer = spread.xdp.then(|| XdpSteerPlan {
         cpus: sorted(&rings.cpus),
@@ -995,6 +1022,39 @@ fn plan_key(
             (Some(hex(&k)), source.clone())
         }
     })
+}
+
+/// symplan: the key in place after the plan (`key`, else the device's),
+/// judged under the transform in place after it (`planned`, else the
+/// device's): refused when buckets are unreachable.
+fn key_under_xfrm(
+    d: &DeviceState,
+    planned: Option<&str>,
+    key: Option<&str>,
+    dev_key: &[u8],
+) -> Result<(), PlanError> {
+    use rsskit_core::{keycheck, InputXfrm, RssKey};
+    let bits = match planned {
+        Some(t) => crate::tune::input_xfrm_bits(t),
+        None => d.rss.ok().and_then(|r| rsskit_linux::ethtool::xfrm_bits(&r.input_xfrm)),
+    };
+    let Some(xfrm) = bits.and_then(|b| InputXfrm::from_bits(b).ok()).filter(|x| x.is_symmetric()) else {
+        return Ok(());
+    };
+    let k = match key {
+        Some(h) => RssKey::from_hex(h),
+        None => RssKey::from_bytes(dev_key),
+    };
+    let Ok(k) = k else { return Ok(()) };
+    let rep = keycheck::check_under(&k, keycheck::KeyUse::full(), xfrm);
+    match rep.problems.iter().find(|p| p.unreachable_buckets()) {
+        Some(p) => Err(PlanError::KeyUnderXfrm {
+            device: d.name.clone(),
+            xfrm: crate::symmetric::xfrm_text(xfrm),
+            why: p.to_string(),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// What spreads a device's flows over its CPUs.

@@ -41,8 +41,9 @@ pub fn driver_xfrm(driver: &str) -> Option<InputXfrm> {
     }
 }
 
-/// The value of a transform as a plan and a save file name it.
-fn text(x: InputXfrm) -> String {
+/// The value of a transform as a plan and a save file name it (the
+/// kernel's ethtool strings).
+pub fn xfrm_text(x: InputXfrm) -> String {
     match x {
         InputXfrm::SymOrXor => "sym-or-xor",
         _ => "sym-xor",
@@ -50,15 +51,24 @@ fn text(x: InputXfrm) -> String {
     .to_string()
 }
 
-/// The choice for one device: `driver` its driver, `current` its
-/// `input_xfrm` names as read, `rss` whether it has hardware RSS with a key.
-pub fn choose(
-    choice: SymmetricChoice,
-    driver: Option<&str>,
-    current: &[String],
-    rss: bool,
-    notes: &mut Vec<String>,
-) -> SymmetricPlan {
+/// What the choice reads of a device.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Device<'a> {
+    /// Its driver.
+    pub driver: Option<&'a str>,
+    /// Its `input_xfrm` names as read.
+    pub current: &'a [String],
+    /// Hardware RSS with a key.
+    pub rss: bool,
+    /// Its key is a symmetric pattern now.
+    pub key_sym: bool,
+}
+
+/// The choice for one device. The plan then judges the key in place
+/// under the transform in place (`plan::key_under_xfrm`): the symmetric
+/// key under symmetric-xor would hash every flow to 0.
+pub fn choose(choice: SymmetricChoice, dev: &Device, notes: &mut Vec<String>) -> SymmetricPlan {
+    let Device { driver, current, rss, key_sym } = *dev;
     if !rss {
         notes.push("symmetric hashing not planned: no hardware RSS with a key on this device".into());
         return SymmetricPlan::default();
@@ -81,6 +91,10 @@ pub fn choose(
             ));
             SymmetricPlan::default()
         }
+        (SymmetricChoice::Auto, None) if key_sym => {
+            notes.push("symmetric hashing already on: the symmetric key (kept)".into());
+            SymmetricPlan::default()
+        }
         (SymmetricChoice::Auto, None) if known.is_none() => {
             notes.push(format!(
                 "symmetric hashing by the symmetric key: driver {dname} is not known to take an input \
@@ -98,9 +112,9 @@ pub fn choose(
             notes.push(format!(
                 "symmetric hashing by input_xfrm {} ({why}); the key is kept: under the transform any \
                  key hashes both directions alike",
-                text(x)
+                xfrm_text(x)
             ));
-            SymmetricPlan { input_xfrm: Some(text(x)), key: false }
+            SymmetricPlan { input_xfrm: Some(xfrm_text(x)), key: false }
         }
     }
 }
@@ -112,7 +126,8 @@ mod tests {
     fn run(c: SymmetricChoice, drv: &str, cur: &[&str], rss: bool) -> (SymmetricPlan, String) {
         let mut notes = Vec::new();
         let cur: Vec<String> = cur.iter().map(|s| s.to_string()).collect();
-        let p = choose(c, Some(drv), &cur, rss, &mut notes);
+        let dev = Device { driver: Some(drv), current: &cur, rss, key_sym: false };
+        let p = choose(c, &dev, &mut notes);
         assert_eq!(notes.len(), 1, "one note says which and why: {notes:?}");
         (p, notes.remove(0))
     }
@@ -146,6 +161,10 @@ mod tests {
         // A transform rsskit does not model is not "already symmetric".
         let (p, _) = run(SymmetricChoice::Auto, "ice", &["bit5"], true);
         assert_eq!(p.input_xfrm.as_deref(), Some("sym-xor"));
+        let mut notes = Vec::new();
+        let dev = Device { driver: Some("ice"), current: &[], rss: true, key_sym: true };
+        assert_eq!(choose(SymmetricChoice::Auto, &dev, &mut notes), SymmetricPlan::default());
+        assert!(notes[0].contains("already on: the symmetric key"), "{notes:?}");
         let (p, n) = run(SymmetricChoice::Auto, "ice", &[], false);
         assert_eq!(p, SymmetricPlan::default());
         assert!(n.contains("no hardware RSS"), "{n}");

@@ -91,8 +91,8 @@ pub struct PlanArgs {
     // symplan: symmetric hashing (issue 37 item 3).
     /// Symmetric hashing (a flow and its reverse on one queue): auto (the NIC's input_xfrm where
     /// the driver takes one, else the symmetric key), xfrm (ask the driver for the transform) or
-    /// key (the symmetric key); the plan says which and why. Not with --key.
-    #[arg(long, value_enum, value_name = "auto|xfrm|key", num_args = 0..=1, default_missing_value = "auto", conflicts_with = "key")]
+    /// key (the symmetric key); the plan says which and why. --key only with xfrm.
+    #[arg(long, value_enum, value_name = "auto|xfrm|key", num_args = 0..=1, default_missing_value = "auto")]
     pub symmetric: Option<SymmetricArg>,
 }
 
@@ -210,6 +210,10 @@ pub fn make_plan_on(root: &Sysroot, p: &PlanArgs) -> Result<Plan> {
         if v.is_some_and(|n| n > 1 << 30) {
             bail!("{flag}: at most 2^30 entries");
         }
+    }
+    // symplan: auto and key choose the key themselves.
+    if p.symmetric.is_some_and(|s| s != SymmetricArg::Xfrm) && p.key != "keep" {
+        bail!("--symmetric auto or key chooses the key itself: with --key, use --symmetric xfrm");
     }
     let opts = PlanOptions {
         cpus,
