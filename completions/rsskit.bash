@@ -272,7 +272,7 @@ _rsskit() {
             return 0
             ;;
         rsskit__subcmd__apply)
-            opts="-h --iface --cpus --app-cpus --unit --key --rps-flow-cnt --rps-sock-flow-entries --hash-fields --software-rss --rebalance --from --isolate --sysroot --napi-defer-hard-irqs --gro-flush-timeout --rx-ring --tx-ring --coalesce --channels --dry-run --save --restore --persist --root --lock-wait --allow-weak-key --help"
+            opts="-h --iface --cpus --app-cpus --unit --key --rps-flow-cnt --rps-sock-flow-entries --hash-fields --software-rss --rebalance --from --isolate --sysroot --napi-defer-hard-irqs --gro-flush-timeout --rx-ring --tx-ring --coalesce --channels --symmetric --dry-run --save --restore --persist --root --lock-wait --allow-weak-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -352,6 +352,10 @@ _rsskit() {
                     ;;
                 --channels)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --symmetric)
+                    COMPREPLY=($(compgen -W "auto xfrm key" -- "${cur}"))
                     return 0
                     ;;
                 --save)
@@ -1640,7 +1644,7 @@ _rsskit() {
             return 0
             ;;
         rsskit__subcmd__plan)
-            opts="-h --iface --cpus --app-cpus --unit --key --rps-flow-cnt --rps-sock-flow-entries --hash-fields --software-rss --rebalance --from --isolate --sysroot --napi-defer-hard-irqs --gro-flush-timeout --rx-ring --tx-ring --coalesce --channels --json --allow-weak-key --help"
+            opts="-h --iface --cpus --app-cpus --unit --key --rps-flow-cnt --rps-sock-flow-entries --hash-fields --software-rss --rebalance --from --isolate --sysroot --napi-defer-hard-irqs --gro-flush-timeout --rx-ring --tx-ring --coalesce --channels --symmetric --json --allow-weak-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1720,6 +1724,10 @@ _rsskit() {
                     ;;
                 --channels)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --symmetric)
+                    COMPREPLY=($(compgen -W "auto xfrm key" -- "${cur}"))
                     return 0
                     ;;
                 *)

@@ -118,6 +118,9 @@ complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l rx-ring -d 'Descr
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l tx-ring -d 'Descriptors per TX ring (ethtool -G tx), 1 to the device\'s maximum; default: kept' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l coalesce -d 'Interrupt coalescing: adaptive (RX and TX moderation by load) or fixed:USECS[,FRAMES] (adaptive RX off, an RX interrupt USECS after a frame or at FRAMES frames); default: kept' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l channels -d 'Combined channels: keep (default: changing the count resets every queue and IRQ of a live NIC, dropping traffic for a moment), auto (one queue per planned CPU up to the device\'s maximum) or a count. The plan prints the decision and why' -r
+complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l symmetric -d 'Symmetric hashing (a flow and its reverse on one queue): auto (the NIC\'s input_xfrm where the driver takes one, else the symmetric key), xfrm (ask the driver for the transform) or key (the symmetric key); the plan says which and why. --key only with xfrm' -r -f -a "auto\t''
+xfrm\t''
+key\t''"
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l json -d 'Print the plan as JSON (the input of `rsskit apply`)'
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -l allow-weak-key -d 'Use a --key that cannot reach every RSS bucket (e.g. all zero: every flow in bucket 0) instead of refusing it'
 complete -c rsskit -n "__fish_rsskit_using_subcommand plan" -s h -l help -d 'Print help'
@@ -141,6 +144,9 @@ complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l rx-ring -d 'Desc
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l tx-ring -d 'Descriptors per TX ring (ethtool -G tx), 1 to the device\'s maximum; default: kept' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l coalesce -d 'Interrupt coalescing: adaptive (RX and TX moderation by load) or fixed:USECS[,FRAMES] (adaptive RX off, an RX interrupt USECS after a frame or at FRAMES frames); default: kept' -r
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l channels -d 'Combined channels: keep (default: changing the count resets every queue and IRQ of a live NIC, dropping traffic for a moment), auto (one queue per planned CPU up to the device\'s maximum) or a count. The plan prints the decision and why' -r
+complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l symmetric -d 'Symmetric hashing (a flow and its reverse on one queue): auto (the NIC\'s input_xfrm where the driver takes one, else the symmetric key), xfrm (ask the driver for the transform) or key (the symmetric key); the plan says which and why. --key only with xfrm' -r -f -a "auto\t''
+xfrm\t''
+key\t''"
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l save -d 'Save the values replaced to FILE, a new file (default: /var/lib/rsskit/rsskit-saved-<time>.json)' -r -F
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l restore -d 'Put back the values saved in FILE by an earlier apply' -r -F
 complete -c rsskit -n "__fish_rsskit_using_subcommand apply" -l root -d 'Prefix every rsskit file (/etc/rsskit, /run/rsskit.lock, the udev rule, the units, irqbalance\'s options) with DIR' -r -F
