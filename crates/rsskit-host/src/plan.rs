@@ -1530,6 +1530,40 @@ pub(crate) mod tests {
             .contains("gets no CPU"));
     }
 
+    // symplan
+    #[test]
+    fn symmetric_picks_the_transform_or_the_key_and_plan_files_check_it() {
+        use crate::symmetric::SymmetricChoice;
+        let t = topo(8);
+        let mut d = nic("eth0", 4, None, 128);
+        d.driver = Some("ice".into());
+        let opts = PlanOptions { symmetric: Some(SymmetricChoice::Auto), ..PlanOptions::default() };
+        let p = plan_device(&t, &d, &opts, 0).unwrap();
+        assert_eq!((p.input_xfrm.as_deref(), p.key.as_deref()), (Some("sym-xor"), None));
+        d.driver = Some("igb".into());
+        let p = plan_device(&t, &d, &opts, 0).unwrap();
+        assert_eq!((p.input_xfrm, p.key_source.as_str()), (None, "symmetric"));
+        // The transform over a key repeating every 4 bytes: refused.
+        let xfrm = PlanOptions {
+            symmetric: Some(SymmetricChoice::Xfrm),
+            key: KeyChoice::Set { bytes: vec![1, 2, 3, 4], source: "given".into(), fit: true },
+            ..PlanOptions::default()
+        };
+        let e = plan_device(&t, &d, &xfrm, 0).unwrap_err();
+        assert!(matches!(&e, PlanError::KeyUnderXfrm { xfrm, .. } if xfrm == "sym-xor"), "{e}");
+        let mut p =
+            plan_device(&t, &d, &PlanOptions { symmetric: Some(SymmetricChoice::Xfrm), ..opts }, 0).unwrap();
+        p.input_xfrm = Some("sym-and".into());
+        let plan = Plan {
+            version: PLAN_VERSION,
+            online_cpus: t.online.clone(),
+            rps_sock_flow_entries: None,
+            devices: vec![p],
+        };
+        let e = Plan::from_json(&serde_json::to_string(&plan).unwrap()).unwrap_err().to_string();
+        assert!(e.contains("eth0: input_xfrm is not an input transform"), "{e}");
+    }
+
     #[test]
     fn threaded_napi_without_the_map_or_a_thread_is_turned_off() {
         let t = topo(8);

@@ -608,6 +608,18 @@ mod tests {
         assert!(parse_save(&unknown).is_err(), "unknown fields are refused");
     }
 
+    // symplan
+    #[test]
+    fn input_xfrm_entries() {
+        let f = one(r#"{"kind": "input_xfrm", "device": "eth0", "value": "none"}"#).unwrap();
+        assert_eq!(f.settings[0].target, Target::InputXfrm { device: "eth0".into() });
+        assert_eq!(parse_save(&save_text(&f)).unwrap(), f, "round trip");
+        let e = one(r#"{"kind": "input_xfrm", "device": "eth0", "value": "sym-xor;reboot"}"#).unwrap_err();
+        assert!(e[0].contains("not an input transform"), "{e:?}");
+        let e = one(r#"{"kind": "input_xfrm", "device": "eth0", "queue": 0, "value": "none"}"#).unwrap_err();
+        assert!(e[0].contains("input_xfrm takes no queue"), "{e:?}");
+    }
+
     // nicres
     #[test]
     fn ring_and_coalescing_entries() {
