@@ -203,3 +203,30 @@ fn the_symmetric_key_under_sym_xor_is_refused_and_checked() {
     assert!(!o.status.success(), "{}", out(&o));
     assert!(out(&o).contains("the RSS key fails the key check"), "{}", out(&o));
 }
+
+/// A persisted plan owns the transform: the agent puts a drifted one back.
+#[test]
+fn the_agent_puts_a_drifted_transform_back() {
+    let h = Host::new("sym-agent", json!({"driver": "mlx5_core", "input_xfrm_supported": 2}));
+    // A stable identity, to persist its plan: a MAC set by the administrator.
+    let dev = h.0 .0.join("sys/class/net/eth0");
+    fs::write(dev.join("address"), "00:1b:21:aa:bb:cc\n").unwrap();
+    fs::write(dev.join("addr_assign_type"), "0\n").unwrap();
+    let o = h.run(&["plan", "--iface", "eth0", "--symmetric", "--json"]);
+    assert!(o.status.success(), "{}", out(&o));
+    fs::write(h.0 .0.join("plan.json"), &o.stdout).unwrap();
+    let o = h.run(&["apply", "plan.json", "--persist"]);
+    assert!(o.status.success(), "{}", out(&o));
+    assert_eq!(h.driver()["rss"]["input_xfrm"], json!(2), "sym-or-xor for mlx5_core");
+    let o = h.run(&["agent", "--once"]);
+    assert!(o.status.success(), "nothing drifted yet: {}", out(&o));
+
+    let mut d = h.driver();
+    d["rss"].as_object_mut().unwrap().remove("input_xfrm");
+    fs::write(h.0 .0.join("ethtool/eth0.json"), serde_json::to_string_pretty(&d).unwrap()).unwrap();
+    let o = h.run(&["agent", "--once"]);
+    let log = out(&o);
+    assert!(o.status.success(), "put back, so aligned: {log}");
+    assert!(log.contains("eth0: corrected RSS input transform (input_xfrm): none -> sym-or-xor"), "{log}");
+    assert_eq!(h.driver()["rss"]["input_xfrm"], json!(2));
+}
