@@ -37,6 +37,12 @@ const ETH_GSTRING_LEN: usize = 32;
 /// `indir_size` of an `ETHTOOL_SRSSH` request that leaves the table alone
 /// (0 would reset it to the driver's default).
 pub const ETH_RXFH_INDIR_NO_CHANGE: u32 = 0xffff_ffff;
+/// `input_xfrm` of an `ETHTOOL_SRSSH` request that leaves the transform
+/// alone. Kernels since 6.8 read 0 there as "no transform": a table or key
+/// write with 0 would turn a NIC's symmetric hashing off (the old-ethtool
+/// incompatibility reported on netdev in 2024). Kernels before 6.8 refuse
+/// anything but 0 in that byte (`rsvd8[0]`), so `set_rss` retries with 0.
+pub const RXH_XFRM_NO_CHANGE: u8 = 0xff;
 
 /// `RXH_*` bits of `ethtool_rxnfc.data` for `ETHTOOL_GRXFH`.
 pub mod rxh {
@@ -606,7 +612,15 @@ impl Ethtool {
     /// [`Reported::Unsupported`] with the reason.
     pub fn set_rss(&self, indir: Option<&[u32]>, key: Option<&[u8]>) -> Result<Reported<()>, EthtoolError> {
         let mut buf = rssh_set_request(indir, key);
-        match self.ioctl_slice(&mut buf) {
+        let mut r = self.ioctl_slice(&mut buf);
+        if r.as_ref().is_err_and(|e| e.raw_os_error() == Some(libc::EINVAL)) {
+            // A kernel before 6.8: the byte is reserved and must be 0 (a
+            // 6.8+ kernel refuses a bad size or ring the same way with 0).
+            buf = rssh_set_request(indir, key);
+            buf[4] &= !u32::from_ne_bytes([0, 0xff, 0, 0]);
+            r = self.ioctl_slice(&mut buf);
+        }
+        match r {
             Ok(()) => Ok(Reported::Supported(())),
             Err(e) if self.nodev(&e) => Err(EthtoolError::NoSuchInterface(self.iface.clone())),
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(Reported::Unsupported {
@@ -705,6 +719,7 @@ pub fn rssh_set_request(indir: Option<&[u32]>, key: Option<&[u8]>) -> Vec<u32> {
         cmd: ETHTOOL_SRSSH,
         indir_size: if indir.is_some() { n_indir as u32 } else { ETH_RXFH_INDIR_NO_CHANGE },
         key_size: n_key as u32,
+        input_xfrm: RXH_XFRM_NO_CHANGE,
         ..EthtoolRxfh::default()
     };
     write_header(&mut buf, &req);
@@ -737,6 +752,12 @@ pub fn parse_set_request(buf: &[u32]) -> Result<SetRequest, String> {
     }
     if h.rss_context != 0 || h.rsvd32 != 0 {
         return Err("ETHTOOL_SRSSH: reserved fields or an RSS context are set".into());
+    }
+    if h.input_xfrm != RXH_XFRM_NO_CHANGE {
+        return Err(format!(
+            "ETHTOOL_SRSSH: input_xfrm {:#x} would change the input transform (a 6.8+ kernel reads 0 as off)",
+            h.input_xfrm
+        ));
     }
     let n_indir = if h.indir_size == ETH_RXFH_INDIR_NO_CHANGE { 0 } else { h.indir_size as usize };
     let n_key = h.key_size as usize;
@@ -920,6 +941,8 @@ mod tests {
         assert_eq!(u32::from_ne_bytes(bytes[8..12].try_into().unwrap()), 128);
         assert_eq!(u32::from_ne_bytes(bytes[12..16].try_into().unwrap()), 52);
         assert_eq!(bytes[16], 0, "hfunc 0 = no change");
+        // input_xfrm (byte 17): no change, not 0 (which 6.8+ reads as "off").
+        assert_eq!(bytes[17], RXH_XFRM_NO_CHANGE);
         assert_eq!(u32::from_ne_bytes(bytes[24 + 4 * 5..28 + 4 * 5].try_into().unwrap()), 1);
         assert_eq!(&bytes[24 + 512..24 + 512 + 52], &key[..]);
         assert_eq!(parse_set_request(&buf).unwrap(), (Some(table.clone()), Some(key.clone())));
@@ -936,6 +959,11 @@ mod tests {
         // Nothing: refused as the kernel does.
         assert!(parse_set_request(&rssh_set_request(None, None)).unwrap_err().contains("changes nothing"));
         assert!(parse_set_request(&[0x46, 0, 0, 0, 0, 0]).is_err());
+        // A request that would turn the transform off is refused by the
+        // fixture's kernel-side parser, so no test tree hides one.
+        let mut buf = rssh_set_request(Some(&[0, 1]), None);
+        buf[4] &= !u32::from_ne_bytes([0, 0xff, 0, 0]);
+        assert!(parse_set_request(&buf).unwrap_err().contains("input_xfrm 0x0"));
     }
 
     #[test]

@@ -494,6 +494,8 @@ pub enum ContextRequest {
 pub fn context_set_request(context: u32, indir: &[u32], key: Option<&[u8]>) -> Vec<u32> {
     let mut buf = super::rssh_set_request(Some(indir), key);
     buf[1] = context;
+    // input_xfrm 0: the contexts rsskit makes have no transform (see above).
+    buf[4] &= !u32::from_ne_bytes([0, 0xff, 0, 0]);
     buf
 }
 
@@ -506,6 +508,7 @@ pub fn context_set_request(context: u32, indir: &[u32], key: Option<&[u8]>) -> V
 pub fn context_delete_request(context: u32) -> Vec<u32> {
     let mut buf = super::rssh_set_request(Some(&[]), None);
     buf[1] = context;
+    buf[4] &= !u32::from_ne_bytes([0, 0xff, 0, 0]);
     buf
 }
 
