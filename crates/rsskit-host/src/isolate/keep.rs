@@ -142,6 +142,12 @@ pub fn keep(
             }
         }
     }
+    // Nothing recorded and nothing to isolate: no record is read or
+    // written (a host with no isolation may have a read-only /var).
+    if record.is_empty() && dev.isolation.is_empty() {
+        return events;
+    }
+    let as_read = record.clone();
     let mut kept: Vec<Created> = Vec::new();
     for c in std::mem::take(&mut record) {
         match found(sys, &c) {
@@ -237,6 +243,9 @@ pub fn keep(
                 }
             }
         }
+    }
+    if kept == as_read {
+        return events;
     }
     if let Err(e) = write_record(root, id, &kept) {
         events.push(KeepEvent::Failed(format!("{name}: the record could not be written: {e}")));
@@ -354,6 +363,22 @@ mod tests {
         assert_eq!(fs::read_to_string(d.join("ethtool/eth0.json")).unwrap(), before);
         fs::remove_dir_all(&d).unwrap();
     }
+    // A plan without isolation on a host without a record: no record is
+    // written (the agent in a pod or guest has a read-only /var).
+    #[test]
+    fn no_isolation_and_no_record_writes_nothing() {
+        let d = tree("none");
+        let sys = Sysroot::tree(&d);
+        let id = Identity::PermanentMac("00:1b:21:aa:bb:cc".into());
+        let mut plan = crate::isolate::tests::dev(&[0, 1, 2, 3], &[0, 1, 2, 3]);
+        plan.isolation.clear();
+        let ev = keep(&sys, &d, &id, "eth0", &plan, &mut |_| true);
+        assert!(ev.is_empty(), "{ev:?}");
+        let dir = record_path(&d, &id).parent().unwrap().to_path_buf();
+        assert!(!dir.exists(), "no record directory made: {}", dir.display());
+        fs::remove_dir_all(&d).unwrap();
+    }
+
     // isolate2: a rule found gone is put back only when `may_put_back` says so;
     // held back, it stays rsskit's (in the record) and nothing is written.
     #[test]
