@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::fixture::{copy_dir, FIXTURE};
+use common::fixture::{copy_dir, files, FIXTURE};
 
 use assert_cmd::Command;
 use rsskit_core::ringmap::{PlanSpec, RingmapPlan};
@@ -22,20 +22,6 @@ use std::time::Duration;
 struct Tree(PathBuf);
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
-
-fn files(dir: &Path, base: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
-    for e in fs::read_dir(dir).unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_dir() {
-            files(&e.path(), base, out);
-        } else {
-            out.insert(
-                e.path().strip_prefix(base).unwrap().display().to_string(),
-                fs::read(e.path()).unwrap(),
-            );
-        }
-    }
-}
 
 impl Tree {
     fn new() -> Tree {

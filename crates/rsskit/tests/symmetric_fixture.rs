@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::fixture::HostTree;
+use common::fixture::{files, HostTree};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fs;
@@ -22,20 +22,6 @@ fn s(p: &Path) -> String {
 
 fn out(o: &Output) -> String {
     format!("{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
-
-fn files(dir: &Path, base: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
-    for e in fs::read_dir(dir).unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_dir() {
-            files(&e.path(), base, out);
-        } else {
-            out.insert(
-                e.path().strip_prefix(base).unwrap().display().to_string(),
-                fs::read(e.path()).unwrap(),
-            );
-        }
-    }
 }
 
 impl Host {

@@ -2,6 +2,7 @@
 //! 6-CPU, 2-node machine with a 4-queue NIC, plus its ethtool answers),
 //! copied per test so tests can edit and write it.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -41,5 +42,21 @@ impl HostTree {
 impl Drop for HostTree {
     fn drop(&mut self) {
         let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Every file under `dir`, by its path relative to `base`, with its bytes:
+/// a tree's state, to compare before and after a restore.
+pub fn files(dir: &Path, base: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+    for e in fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            files(&e.path(), base, out);
+        } else {
+            out.insert(
+                e.path().strip_prefix(base).unwrap().display().to_string(),
+                fs::read(e.path()).unwrap(),
+            );
+        }
     }
 }
