@@ -94,7 +94,17 @@ impl Lab {
     /// Prints the guest's kernel (`uname -r`): every lab test says which
     /// kernel it ran on.
     pub fn say_kernel(&self) -> String {
-        let o = self.run("uname -r", 30);
+        // Asked up to 3 times: a command run just after a boot once came
+        // back with exit 1 and no output (the failure is printed).
+        let mut o = self.run("uname -r", 30);
+        for _ in 0..2 {
+            if o.rc == 0 && !o.stdout.trim().is_empty() {
+                break;
+            }
+            eprintln!("lab: uname -r in the guest failed (exit {}): {}; asking again", o.rc, o.text().trim());
+            std::thread::sleep(std::time::Duration::from_secs(2));
+            o = self.run("uname -r", 30);
+        }
         let release = o.stdout.trim().to_string();
         eprintln!("lab: the guest runs kernel {release} (uname -r, exit {})", o.rc);
         release
